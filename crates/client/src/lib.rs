@@ -1,1 +1,80 @@
-//! placeholder
+//! The client runtime of an app node: talks to storage nodes and runs storage functions
+//! either remotely (ship compute) or locally (ship data).
+//!
+//! Layout:
+//! - [`client`]: [`Client`] and [`ClientConfig`] — a pool of multiplexed, pipelined
+//!   connections and the operations get/put/delete/multiget/commit/stats/invoke.
+//! - `conn`: one connection: request ids, the outbox its writer task flushes, the reader
+//!   task that routes answers to waiters in any order.
+//! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
+//! - [`error`]: [`ClientError`].
+
+pub mod client;
+mod conn;
+pub mod error;
+mod local;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+pub use client::{Client, ClientConfig, Versioned};
+pub use conn::MAX_PENDING_PER_CONNECTION;
+pub use error::ClientError;
+pub use local::MAX_LOCAL_ATTEMPTS;
+
+/// Where an invocation ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// On the app node, fetching data (ship data, "KV").
+    Local,
+    /// On the storage node (ship compute, "RPC").
+    Remote,
+}
+
+/// What an invocation cost, as measured by the client and reported by the node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InvokeCost {
+    /// Storage-node CPU time, summed over every request the invocation made.
+    pub storage_cpu_ns: u64,
+    /// Object bytes the node returned.
+    pub bytes_returned: u64,
+    /// Round trips to the node.
+    pub round_trips: u32,
+    /// Attempts (more than one after OCC conflicts).
+    pub attempts: u32,
+    /// App-node time spent running the function itself (local execution only).
+    pub app_cpu_ns: u64,
+}
+
+impl InvokeCost {
+    /// Adds the network costs of `other` (attempts and app CPU are tracked separately).
+    pub(crate) fn absorb(&mut self, other: &InvokeCost) {
+        self.storage_cpu_ns += other.storage_cpu_ns;
+        self.bytes_returned += other.bytes_returned;
+        self.round_trips += other.round_trips;
+    }
+}
+
+/// A finished invocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invocation {
+    /// The function's result bytes.
+    pub result: Bytes,
+    /// Where it ran.
+    pub placement: Placement,
+    /// End-to-end latency seen by the caller.
+    pub latency: Duration,
+    /// What it cost.
+    pub cost: InvokeCost,
+}
+
+/// Calibrates emulated compute for this process with the real clock (see
+/// `ferry_func::work`); returns iterations per millisecond.
+pub fn calibrate_spin() -> u64 {
+    ferry_func::work::calibrate(|work| {
+        let started = Instant::now();
+        work();
+        started.elapsed().as_nanos() as u64
+    })
+}

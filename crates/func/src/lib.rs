@@ -1,1 +1,23 @@
-//! placeholder
+//! Storage functions, written once and run on either side. No I/O.
+//!
+//! Layout:
+//! - [`ctx`]: the [`Ctx`] trait a storage function is written against (get, put, delete,
+//!   multiget, args) and [`CtxError`].
+//! - [`tx`]: [`TxState`], the read set with versions and the buffered write set that both
+//!   sides' `Ctx` implementations keep, so OCC behaves identically wherever a function runs.
+//! - [`registry`]: functions registered by name; the same registry is linked into the
+//!   storage node and the client runtime.
+//! - [`work`]: emulated compute, a calibrated busy-wait identical on both sides.
+//! - [`args`]: little-endian argument readers shared by the built-ins.
+//! - [`builtins`]: `noop`, `traverse`, `ycsbt`, `aggregate`, `auth` and their data sets.
+
+pub mod args;
+pub mod builtins;
+pub mod ctx;
+pub mod registry;
+pub mod tx;
+pub mod work;
+
+pub use ctx::{Ctx, CtxError, CtxFuture};
+pub use registry::{FnError, FnFuture, Registry, StorageFn};
+pub use tx::{TxState, TxWrite};

@@ -1,1 +1,25 @@
-//! placeholder
+//! ferry's wire protocol: frames, opcodes, statuses and their encodings. No I/O.
+//!
+//! Layout:
+//! - [`frame`]: the fixed 40-byte little-endian header and [`frame::FrameDecoder`], a
+//!   sans-I/O splitter that turns a byte buffer into whole frames (or a fatal framing error).
+//! - [`wire`]: bounded primitive readers/writers (length-prefixed bytes and strings).
+//! - [`message`]: typed requests and responses and their body encodings.
+//!
+//! The protocol itself is specified in `docs/PROTOCOL.md`; this crate is its only
+//! implementation, shared by the storage node, the client runtime and the load generator.
+
+pub mod frame;
+pub mod message;
+pub mod wire;
+
+pub use frame::{
+    Decoded, Frame, FrameDecoder, FrameError, FrameKind, Header, Opcode, Status, UnknownOpcode,
+    HEADER_LEN, MAGIC, MAX_BODY_BYTES, PROTOCOL_VERSION,
+};
+pub use message::{
+    encode_unknown_opcode_response, CommitWrite, DecodeError, HelloInfo, MultiGetEntry, PushbackRead, PushbackState,
+    ReadVersion, Request, Response, ResponseBody, StatEntry, MAX_MULTIGET_KEYS,
+    MAX_STAT_ENTRIES, MAX_TX_ITEMS,
+};
+pub use wire::EncodeError;

@@ -1,1 +1,26 @@
-//! placeholder
+//! The storage node: sockets, threads and the glue between them and the core crates.
+//!
+//! Layout:
+//! - [`config`]: [`ServerConfig`], its defaults, limits and the TOML config file.
+//! - [`server`]: [`start`] a node, [`ServerHandle`] to find its address and stop it.
+//! - `conn`: one task pair per connection — framing, hello, dispatch, and the outbox that
+//!   batches responses into few writes.
+//! - `worker`: the worker threads, their bounded per-core queues, work stealing and the
+//!   watchdog that replaces a worker stuck in a runaway function.
+//! - `exec`: executing a task on a worker — data operations directly, storage functions
+//!   step by step with a CPU budget, OCC commit and bounded retries.
+//! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx`.
+//! - `node`: state shared by all threads (tenants, registry, pool, counters).
+//! - [`stats`]: counters reported by the `stats` operation.
+
+pub mod config;
+mod conn;
+mod exec;
+mod node;
+pub mod server;
+pub mod stats;
+mod store_ctx;
+mod worker;
+
+pub use config::{ConfigError, ConfigFile, ServerConfig, TenantConfig};
+pub use server::{start, ServerError, ServerHandle};

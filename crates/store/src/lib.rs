@@ -1,1 +1,25 @@
-//! placeholder
+//! ferry's in-memory store: tenants → tables → versioned objects, with OCC. No I/O.
+//!
+//! Layout:
+//! - [`limits`]: every size limit of the store as a named constant.
+//! - [`tenant`]: [`TenantStore`], one tenant's tables, memory quota and version clock, with
+//!   the single-object operations and the OCC commit.
+//! - [`locks`]: the lock plan that takes shard locks in one global order, so commits and
+//!   validated reads never deadlock.
+//! - [`error`]: [`StoreError`].
+//!
+//! Isolation: every operation, including a single put, is a transaction that takes the
+//! locks of every shard it touches in sorted order, validates read versions and installs
+//! writes under those locks. Versions come from a per-tenant clock, so a key's version only
+//! ever grows and a validated read set is a consistent snapshot at the moment of validation.
+
+pub mod error;
+pub mod limits;
+mod locks;
+pub mod tenant;
+
+pub use error::StoreError;
+pub use tenant::{ObjectRef, TenantStats, TenantStore, WriteRef};
+
+/// Version of an absent object. Real versions start at 1.
+pub const VERSION_ABSENT: u64 = 0;

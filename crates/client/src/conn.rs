@@ -1,0 +1,280 @@
+//! One multiplexed connection to a storage node.
+//!
+//! Any number of tasks may send requests on one connection at once: each request gets a
+//! fresh id, its frame is appended to a shared outbox that a writer task flushes in as few
+//! system calls as possible, and a reader task routes every response to its waiter by id,
+//! in whatever order the node answers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+use ferry_proto::{Decoded, FrameDecoder, HelloInfo, Request, Response, ResponseBody, Status};
+
+use crate::error::ClientError;
+
+/// Requests one connection may have in flight; more wait for a slot. Bounds the client's
+/// memory and matches the node's per-connection limit order of magnitude.
+pub const MAX_PENDING_PER_CONNECTION: usize = 1024;
+
+/// Bytes requested from the socket per read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+type Waiter = oneshot::Sender<Result<Response, ClientError>>;
+
+/// State shared by the connection handle and its reader and writer tasks.
+struct Shared {
+    /// Encoded requests not yet written.
+    outbox: Mutex<BytesMut>,
+    /// Wakes the writer.
+    ready: Notify,
+    /// Waiters by request id.
+    pending: Mutex<HashMap<u64, Waiter>>,
+    /// Set once the connection is unusable; every later request fails fast.
+    dead: AtomicBool,
+    /// Why it died.
+    death: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Marks the connection dead and fails everything waiting on it.
+    fn die(&self, why: String) {
+        self.dead.store(true, Ordering::SeqCst);
+        self.death.lock().get_or_insert(why.clone());
+        let waiters: Vec<Waiter> = self.pending.lock().drain().map(|(_, waiter)| waiter).collect();
+        for waiter in waiters {
+            let _ = waiter.send(Err(ClientError::Disconnected(why.clone())));
+        }
+        self.ready.notify_one();
+    }
+}
+
+/// A live connection, authenticated as one tenant.
+pub(crate) struct Connection {
+    shared: Arc<Shared>,
+    tenant: u32,
+    next_id: AtomicU64,
+    slots: Semaphore,
+    hello: HelloInfo,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Connection {
+    /// Connects, says hello and starts the reader and writer tasks.
+    pub(crate) async fn open(addr: &str, tenant: u32, token: &[u8], connect_timeout: Duration) -> Result<Connection, ClientError> {
+        let connect_error = |message: String| ClientError::Connect {
+            addr: addr.to_string(),
+            message,
+        };
+        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| connect_error(format!("timed out after {connect_timeout:?}")))?
+            .map_err(|err| connect_error(err.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (mut reader, mut writer) = stream.into_split();
+
+        // Hello is a plain request/response exchange before the tasks take over.
+        let mut frame = BytesMut::new();
+        Request::Hello {
+            token: bytes::Bytes::copy_from_slice(token),
+        }
+        .encode_frame(tenant, 0, &mut frame)?;
+        writer.write_all(&frame).await.map_err(|err| connect_error(err.to_string()))?;
+        let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        let mut decoder = FrameDecoder::new();
+        let hello = tokio::time::timeout(connect_timeout, async {
+            loop {
+                if let Some(decoded) = decoder.decode(&mut buf).map_err(|err| ClientError::Protocol(err.to_string()))? {
+                    return response_of(decoded);
+                }
+                let read = reader.read_buf(&mut buf).await.map_err(|err| connect_error(err.to_string()))?;
+                if read == 0 {
+                    return Err(connect_error("the node closed the connection during hello".into()));
+                }
+            }
+        })
+        .await
+        .map_err(|_| connect_error(format!("no hello answer within {connect_timeout:?}")))??;
+        let hello = match hello {
+            Response {
+                status: Status::Ok,
+                body: ResponseBody::Hello(info),
+                ..
+            } => info,
+            Response {
+                status,
+                body: ResponseBody::Error { message },
+                ..
+            } => return Err(ClientError::server(status, message)),
+            other => return Err(ClientError::Protocol(format!("unexpected hello answer {other:?}"))),
+        };
+
+        let shared = Arc::new(Shared {
+            outbox: Mutex::new(BytesMut::with_capacity(READ_CHUNK_BYTES)),
+            ready: Notify::new(),
+            pending: Mutex::new(HashMap::new()),
+            dead: AtomicBool::new(false),
+            death: Mutex::new(None),
+        });
+        let reader_task = tokio::spawn(read_loop(reader, buf, decoder, Arc::clone(&shared)));
+        let writer_task = tokio::spawn(write_loop(writer, Arc::clone(&shared)));
+        Ok(Connection {
+            shared,
+            tenant,
+            next_id: AtomicU64::new(1),
+            slots: Semaphore::new(MAX_PENDING_PER_CONNECTION),
+            hello,
+            tasks: [reader_task, writer_task],
+        })
+    }
+
+    /// What the node said at hello.
+    pub(crate) fn hello(&self) -> &HelloInfo {
+        &self.hello
+    }
+
+    /// True once the connection broke.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.shared.dead.load(Ordering::SeqCst)
+    }
+
+    /// Sends a request and waits for its answer (any status) up to `timeout`.
+    pub(crate) async fn call(&self, request: &Request, timeout: Duration) -> Result<Response, ClientError> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| ClientError::Disconnected("connection closed".into()))?;
+        if self.is_dead() {
+            return Err(ClientError::Disconnected(self.death()));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        self.shared.pending.lock().insert(id, sender);
+        let was_empty = {
+            let mut outbox = self.shared.outbox.lock();
+            let was_empty = outbox.is_empty();
+            if let Err(err) = request.encode_frame(self.tenant, id, &mut outbox) {
+                drop(outbox);
+                self.shared.pending.lock().remove(&id);
+                return Err(err.into());
+            }
+            was_empty
+        };
+        if was_empty {
+            self.shared.ready.notify_one();
+        }
+        // The connection may have died between the check above and the insert.
+        if self.is_dead() {
+            if let Some(waiter) = self.shared.pending.lock().remove(&id) {
+                drop(waiter);
+                return Err(ClientError::Disconnected(self.death()));
+            }
+        }
+        match tokio::time::timeout(timeout, receiver).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(ClientError::Disconnected(self.death())),
+            Err(_) => {
+                self.shared.pending.lock().remove(&id);
+                Err(ClientError::Timeout(timeout))
+            }
+        }
+    }
+
+    fn death(&self) -> String {
+        self.shared.death.lock().clone().unwrap_or_else(|| "connection closed".into())
+    }
+}
+
+fn response_of(decoded: Decoded) -> Result<Response, ClientError> {
+    match decoded {
+        Decoded::Frame(frame) => {
+            Response::decode(&frame.header, frame.body).map_err(|err| ClientError::Protocol(err.to_string()))
+        }
+        Decoded::UnknownOpcode(unknown) => Err(ClientError::Protocol(format!(
+            "answer with unknown opcode {} for request {}",
+            unknown.opcode, unknown.request_id
+        ))),
+    }
+}
+
+fn request_id_of(decoded: &Decoded) -> u64 {
+    match decoded {
+        Decoded::Frame(frame) => frame.header.request_id,
+        Decoded::UnknownOpcode(unknown) => unknown.request_id,
+    }
+}
+
+async fn read_loop(mut reader: OwnedReadHalf, mut buf: BytesMut, mut decoder: FrameDecoder, shared: Arc<Shared>) {
+    loop {
+        loop {
+            match decoder.decode(&mut buf) {
+                Ok(None) => break,
+                Ok(Some(decoded)) => {
+                    let id = request_id_of(&decoded);
+                    // An answer nobody waits for (its request timed out) is dropped.
+                    if let Some(waiter) = shared.pending.lock().remove(&id) {
+                        let _ = waiter.send(response_of(decoded));
+                    }
+                }
+                Err(err) => {
+                    shared.die(format!("broken framing from the node: {err}"));
+                    return;
+                }
+            }
+        }
+        buf.reserve(READ_CHUNK_BYTES);
+        match reader.read_buf(&mut buf).await {
+            Ok(0) => {
+                shared.die("the node closed the connection".into());
+                return;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                shared.die(err.to_string());
+                return;
+            }
+        }
+    }
+}
+
+async fn write_loop(mut writer: OwnedWriteHalf, shared: Arc<Shared>) {
+    let mut spare = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        {
+            let mut outbox = shared.outbox.lock();
+            if !outbox.is_empty() {
+                std::mem::swap(&mut *outbox, &mut spare);
+            }
+        }
+        if !spare.is_empty() {
+            if let Err(err) = writer.write_all(&spare).await {
+                shared.die(err.to_string());
+                return;
+            }
+            spare.clear();
+            continue;
+        }
+        if shared.dead.load(Ordering::SeqCst) {
+            return;
+        }
+        shared.ready.notified().await;
+    }
+}

@@ -1,0 +1,65 @@
+//! Errors of the client runtime.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+use ferry_proto::{EncodeError, Status};
+
+/// Why a client operation failed. Nothing the server sends can make the client panic;
+/// anything unexpected becomes [`ClientError::Protocol`].
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ClientError {
+    /// The connection could not be established.
+    #[error("cannot connect to {addr}: {message}")]
+    Connect {
+        /// Address tried.
+        addr: String,
+        /// Why.
+        message: String,
+    },
+    /// The storage node answered with an error status.
+    #[error("{status}: {message}")]
+    Server {
+        /// The status.
+        status: Status,
+        /// The node's explanation.
+        message: String,
+    },
+    /// The connection broke before the answer arrived.
+    #[error("connection to the storage node lost: {0}")]
+    Disconnected(String),
+    /// No answer within the request timeout.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The connection broke while a commit was in flight: it may or may not have been
+    /// applied. Reported rather than retried, so a write is never applied twice.
+    #[error("commit outcome unknown: {0}")]
+    CommitOutcomeUnknown(String),
+    /// The node sent something that does not follow the protocol.
+    #[error("protocol violation by the storage node: {0}")]
+    Protocol(String),
+    /// The request cannot be encoded (a field too long for the wire format).
+    #[error("request cannot be encoded: {0}")]
+    Encode(#[from] EncodeError),
+    /// The request was refused by the client itself before sending (e.g. a limit).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+impl ClientError {
+    /// The protocol status, when the node answered with one.
+    pub fn status(&self) -> Option<Status> {
+        match self {
+            ClientError::Server { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn server(status: Status, message: impl Into<String>) -> ClientError {
+        ClientError::Server {
+            status,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Local execution (ship data): the function runs here, against a `Ctx` that fetches over
+//! the network.
+//!
+//! Each read carries the read set so far, which the node validates atomically with the
+//! read; so the function only ever sees a consistent snapshot, and a read-only invocation
+//! is serialized at its last read without a commit round trip. Writes are buffered and
+//! committed with OCC at the end. A conflict anywhere restarts the invocation, up to
+//! [`MAX_LOCAL_ATTEMPTS`] times with jittered exponential backoff.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use ferry_func::registry::panic_text;
+use ferry_func::{Ctx, CtxError, CtxFuture, FnError, FnFuture, TxState};
+use ferry_proto::{CommitWrite, ReadVersion, Request, Response, ResponseBody, Status};
+
+use crate::client::{check_status, Client};
+use crate::error::ClientError;
+use crate::{InvokeCost, Invocation, Placement};
+
+/// Attempts of one local invocation before it gives up with `tx_abort`.
+pub const MAX_LOCAL_ATTEMPTS: u32 = 8;
+
+/// First backoff after a conflict: about one loopback round trip here, so the conflicting
+/// writer has likely committed by the time we retry.
+const BACKOFF_BASE: Duration = Duration::from_micros(50);
+
+/// Longest backoff between attempts.
+const BACKOFF_MAX: Duration = Duration::from_millis(5);
+
+/// The app-node side of one invocation attempt.
+struct RemoteCtx<'c> {
+    client: &'c Client,
+    args: Bytes,
+    tx: TxState,
+    cost: InvokeCost,
+}
+
+fn ctx_error(err: ClientError) -> CtxError {
+    match err {
+        ClientError::Server {
+            status: Status::TxAbort,
+            message,
+        } => CtxError::Conflict(message),
+        ClientError::Server { message, .. } => CtxError::Refused(message),
+        other => CtxError::Unavailable(other.to_string()),
+    }
+}
+
+impl RemoteCtx<'_> {
+    fn read_set(&self) -> Vec<ReadVersion> {
+        self.tx
+            .reads()
+            .iter()
+            .map(|read| ReadVersion {
+                table: read.table.clone(),
+                key: read.key.clone(),
+                version: read.version,
+            })
+            .collect()
+    }
+
+    async fn fetch(&mut self, request: Request) -> Result<Response, CtxError> {
+        self.cost.round_trips += 1;
+        let response = self.client.call(&request).await.map_err(ctx_error)?;
+        self.cost.storage_cpu_ns += response.cpu_ns;
+        self.cost.bytes_returned += u64::from(response.bytes_returned);
+        Ok(response)
+    }
+
+    async fn read(&mut self, table: &str, keys: &[Bytes]) -> Result<Vec<Option<Bytes>>, CtxError> {
+        let missing: Vec<Bytes> = keys.iter().filter(|key| self.tx.lookup(table, key).is_none()).cloned().collect();
+        if missing.len() == 1 {
+            let request = Request::Get {
+                table: table.to_string(),
+                key: missing[0].clone(),
+                validate: self.read_set(),
+            };
+            let response = self.fetch(request).await?;
+            let (version, value) = match response.status {
+                Status::NotFound => (ferry_store::VERSION_ABSENT, None),
+                _ => match check_status(response).map_err(ctx_error)?.body {
+                    ResponseBody::Get { version, value } => (version, Some(value)),
+                    other => return Err(CtxError::Unavailable(format!("unexpected get answer {other:?}"))),
+                },
+            };
+            self.tx.record_read(table, missing[0].clone(), version, value)?;
+        } else if !missing.is_empty() {
+            let request = Request::MultiGet {
+                table: table.to_string(),
+                keys: missing.clone(),
+                validate: self.read_set(),
+            };
+            let response = check_status(self.fetch(request).await?).map_err(ctx_error)?;
+            let ResponseBody::MultiGet(entries) = response.body else {
+                return Err(CtxError::Unavailable("unexpected multiget answer".into()));
+            };
+            if entries.len() != missing.len() {
+                return Err(CtxError::Unavailable(format!(
+                    "multiget of {} keys answered with {} entries",
+                    missing.len(),
+                    entries.len()
+                )));
+            }
+            for (key, entry) in missing.into_iter().zip(entries) {
+                self.tx.record_read(table, key, entry.version, entry.value)?;
+            }
+        }
+        Ok(keys
+            .iter()
+            .map(|key| self.tx.lookup(table, key).expect("every key was just read or already known"))
+            .collect())
+    }
+
+    fn buffer(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
+        ferry_store::tenant::check_write(table, key, value.as_deref()).map_err(|err| CtxError::Refused(err.to_string()))?;
+        self.tx.buffer_write(table, key, value)
+    }
+}
+
+impl Ctx for RemoteCtx<'_> {
+    fn args(&self) -> &Bytes {
+        &self.args
+    }
+
+    fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
+        Box::pin(async move {
+            let keys = [Bytes::copy_from_slice(key)];
+            Ok(self.read(table, &keys).await?.pop().flatten())
+        })
+    }
+
+    fn multiget<'a>(&'a mut self, table: &'a str, keys: &'a [Bytes]) -> CtxFuture<'a, Vec<Option<Bytes>>> {
+        Box::pin(async move { self.read(table, keys).await })
+    }
+
+    fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> CtxFuture<'a, ()> {
+        Box::pin(async move { self.buffer(table, key, Some(value)) })
+    }
+
+    fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()> {
+        Box::pin(async move { self.buffer(table, key, None) })
+    }
+}
+
+/// Runs one attempt of a function, measuring the time spent inside `poll` (the app-node
+/// CPU it costs, excluding network waits) and turning a panic into the same
+/// `function panicked` failure the storage node reports.
+struct TimedAttempt<'a> {
+    inner: FnFuture<'a>,
+    busy_ns: u64,
+}
+
+impl Future for TimedAttempt<'_> {
+    type Output = (Result<Bytes, FnError>, u64);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let started = Instant::now();
+        let polled = catch_unwind(AssertUnwindSafe(|| self.inner.as_mut().poll(cx)));
+        self.busy_ns += started.elapsed().as_nanos() as u64;
+        let polled = polled.unwrap_or_else(|payload| {
+            Poll::Ready(Err(FnError::Failed(format!("function panicked: {}", panic_text(payload.as_ref())))))
+        });
+        polled.map(|output| (output, self.busy_ns))
+    }
+}
+
+/// Seeds each invocation's jitter differently, so clients retrying together spread out.
+static JITTER_SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x5eed);
+
+/// A cheap jitter source (xorshift) seeded per invocation: backoff only needs spreading,
+/// not statistical quality, and the client must not depend on a global RNG.
+fn jitter(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn backoff(attempt: u32, state: &mut u64) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(1u32 << attempt.min(16)).min(BACKOFF_MAX);
+    let nanos = exp.as_nanos() as u64;
+    Duration::from_nanos(nanos / 2 + jitter(state) % (nanos / 2 + 1))
+}
+
+pub(crate) async fn invoke_local(client: &Client, function_name: &str, args: Bytes) -> Result<Invocation, ClientError> {
+    let started = Instant::now();
+    let function = client.config().registry.get(function_name).ok_or_else(|| {
+        ClientError::server(Status::UnknownFunction, format!("no function named {function_name:?}"))
+    })?;
+    let mut cost = InvokeCost::default();
+    let mut rng = ferry_func::args::mix64(JITTER_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) | 1;
+    loop {
+        cost.attempts += 1;
+        let mut ctx = RemoteCtx {
+            client,
+            args: args.clone(),
+            tx: TxState::new(),
+            cost: InvokeCost::default(),
+        };
+        let (result, app_cpu_ns) = TimedAttempt {
+            inner: function(&mut ctx),
+            busy_ns: 0,
+        }
+        .await;
+        cost.app_cpu_ns += app_cpu_ns;
+        cost.absorb(&ctx.cost);
+        let conflict = match result {
+            Ok(result) => match commit(client, &ctx.tx, &mut cost).await {
+                Ok(()) => {
+                    return Ok(Invocation {
+                        result,
+                        placement: Placement::Local,
+                        latency: started.elapsed(),
+                        cost,
+                    })
+                }
+                Err(ClientError::Server {
+                    status: Status::TxAbort,
+                    message,
+                }) => message,
+                Err(err) => return Err(err),
+            },
+            Err(FnError::Ctx(CtxError::Conflict(message))) => message,
+            Err(FnError::Ctx(CtxError::Unavailable(message))) => return Err(ClientError::Disconnected(message)),
+            Err(err) => return Err(ClientError::server(Status::FunctionFailed, err.to_string())),
+        };
+        if cost.attempts >= MAX_LOCAL_ATTEMPTS {
+            return Err(ClientError::server(
+                Status::TxAbort,
+                format!("invocation conflicted {MAX_LOCAL_ATTEMPTS} times in a row; last: {conflict}"),
+            ));
+        }
+        tokio::time::sleep(backoff(cost.attempts, &mut rng)).await;
+    }
+}
+
+/// Commits the writes of a finished attempt. A read-only attempt was validated at its last
+/// read and needs nothing.
+async fn commit(client: &Client, tx: &TxState, cost: &mut InvokeCost) -> Result<(), ClientError> {
+    if tx.writes().is_empty() {
+        return Ok(());
+    }
+    let request = Request::Commit {
+        reads: tx
+            .reads()
+            .iter()
+            .map(|read| ReadVersion {
+                table: read.table.clone(),
+                key: read.key.clone(),
+                version: read.version,
+            })
+            .collect(),
+        writes: tx
+            .writes()
+            .iter()
+            .map(|write| CommitWrite {
+                table: write.table.clone(),
+                key: write.key.clone(),
+                value: write.value.clone(),
+            })
+            .collect(),
+    };
+    cost.round_trips += 1;
+    let response = match client.call(&request).await {
+        Ok(response) => response,
+        // Sent but unanswered: it may have been applied. Never retried blindly.
+        Err(err @ (ClientError::Disconnected(_) | ClientError::Timeout(_))) => {
+            return Err(ClientError::CommitOutcomeUnknown(err.to_string()))
+        }
+        Err(err) => return Err(err),
+    };
+    cost.storage_cpu_ns += response.cpu_ns;
+    match check_status(response)?.body {
+        ResponseBody::Commit { .. } => Ok(()),
+        other => Err(ClientError::Protocol(format!("unexpected commit answer {other:?}"))),
+    }
+}

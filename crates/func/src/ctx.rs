@@ -1,0 +1,51 @@
+//! The interface a storage function is written against.
+//!
+//! A function receives `&mut dyn Ctx` and calls it for every data access. On the storage
+//! node the implementation reads local tables; on the app node it fetches over the network.
+//! Either way reads are tracked with their versions and writes are buffered until the
+//! function returns, then committed with OCC, so the function's code never changes.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use thiserror::Error;
+
+/// Future returned by every data access. Boxed so that `Ctx` is object-safe and one
+/// compiled function serves both implementations.
+pub type CtxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, CtxError>> + Send + 'a>>;
+
+/// Why a data access failed. Functions normally propagate it with `?`.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CtxError {
+    /// Something this transaction read has changed: the whole invocation will be retried.
+    #[error("transaction conflict: {0}")]
+    Conflict(String),
+    /// The store refused the access (bad table name, key or value too large, quota).
+    #[error("storage refused the access: {0}")]
+    Refused(String),
+    /// The storage node could not be reached or answered nonsense (local execution only).
+    #[error("storage node unavailable: {0}")]
+    Unavailable(String),
+    /// The invocation was stopped by its runtime (budget exceeded or handed back).
+    #[error("invocation stopped: {0}")]
+    Stopped(String),
+}
+
+/// Data access for a storage function. Every call may be a yield point.
+pub trait Ctx: Send {
+    /// The invocation's arguments, exactly as the caller passed them.
+    fn args(&self) -> &Bytes;
+
+    /// Reads one object; `None` if it does not exist.
+    fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>>;
+
+    /// Reads several objects of one table in one access (one round trip when local).
+    fn multiget<'a>(&'a mut self, table: &'a str, keys: &'a [Bytes]) -> CtxFuture<'a, Vec<Option<Bytes>>>;
+
+    /// Buffers a write; it becomes visible to others only when the invocation commits.
+    fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> CtxFuture<'a, ()>;
+
+    /// Buffers a delete; it takes effect when the invocation commits.
+    fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()>;
+}

@@ -1,0 +1,160 @@
+//! The transaction state of one invocation: what it read (with versions) and what it wants
+//! to write. Both `Ctx` implementations keep one, so read-your-writes, repeatable reads and
+//! the read/write sets sent to OCC validation are the same wherever a function runs.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use crate::ctx::CtxError;
+
+/// Most distinct objects one invocation may read, and separately write: bounds the memory
+/// of its sets and the locks its commit takes (matches the protocol's per-message limit).
+pub const MAX_TX_ENTRIES: usize = 4096;
+
+/// An object as the transaction read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxRead {
+    /// Table.
+    pub table: String,
+    /// Key.
+    pub key: Bytes,
+    /// Version seen (0 = absent).
+    pub version: u64,
+    /// Value seen (`None` = absent).
+    pub value: Option<Bytes>,
+}
+
+/// A buffered write (`value: None` deletes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxWrite {
+    /// Table.
+    pub table: String,
+    /// Key.
+    pub key: Bytes,
+    /// New value, or `None` to delete.
+    pub value: Option<Bytes>,
+}
+
+/// Read set and write buffer of one invocation attempt.
+#[derive(Debug, Default)]
+pub struct TxState {
+    reads: Vec<TxRead>,
+    writes: Vec<TxWrite>,
+    /// (table, key) → index into `reads`.
+    read_index: HashMap<(String, Bytes), usize>,
+    /// (table, key) → index into `writes`.
+    write_index: HashMap<(String, Bytes), usize>,
+}
+
+impl TxState {
+    /// An empty transaction.
+    pub fn new() -> TxState {
+        TxState::default()
+    }
+
+    /// What this transaction already knows of an object without asking storage: its own
+    /// buffered write, else what it read before. `None` when it must be fetched.
+    pub fn lookup(&self, table: &str, key: &[u8]) -> Option<Option<Bytes>> {
+        let id = (table.to_string(), Bytes::copy_from_slice(key));
+        if let Some(&index) = self.write_index.get(&id) {
+            return Some(self.writes[index].value.clone());
+        }
+        self.read_index.get(&id).map(|&index| self.reads[index].value.clone())
+    }
+
+    /// Records a value fetched from storage with its version (the first read of an object
+    /// wins: later reads are served from the set, which is what makes reads repeatable).
+    pub fn record_read(&mut self, table: &str, key: Bytes, version: u64, value: Option<Bytes>) -> Result<(), CtxError> {
+        let id = (table.to_string(), key);
+        if self.read_index.contains_key(&id) {
+            return Ok(());
+        }
+        if self.reads.len() >= MAX_TX_ENTRIES {
+            return Err(CtxError::Refused(format!(
+                "invocation read more than {MAX_TX_ENTRIES} objects"
+            )));
+        }
+        self.read_index.insert(id.clone(), self.reads.len());
+        self.reads.push(TxRead {
+            table: id.0,
+            key: id.1,
+            version,
+            value,
+        });
+        Ok(())
+    }
+
+    /// Buffers a write (a later write to the same object replaces the earlier one).
+    pub fn buffer_write(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
+        let id = (table.to_string(), Bytes::copy_from_slice(key));
+        if let Some(&index) = self.write_index.get(&id) {
+            self.writes[index].value = value;
+            return Ok(());
+        }
+        if self.writes.len() >= MAX_TX_ENTRIES {
+            return Err(CtxError::Refused(format!(
+                "invocation wrote more than {MAX_TX_ENTRIES} objects"
+            )));
+        }
+        self.write_index.insert(id.clone(), self.writes.len());
+        self.writes.push(TxWrite {
+            table: id.0,
+            key: id.1,
+            value,
+        });
+        Ok(())
+    }
+
+    /// The read set in the order objects were first read.
+    pub fn reads(&self) -> &[TxRead] {
+        &self.reads
+    }
+
+    /// The write set in the order objects were first written.
+    pub fn writes(&self) -> &[TxWrite] {
+        &self.writes
+    }
+
+    /// Forgets everything, for a retry.
+    pub fn clear(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.read_index.clear();
+        self.write_index.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_shadow_reads_and_reads_are_repeatable() {
+        let mut tx = TxState::new();
+        assert_eq!(tx.lookup("t", b"k"), None);
+        tx.record_read("t", Bytes::from_static(b"k"), 3, Some(Bytes::from_static(b"old"))).unwrap();
+        // A second fetch of the same object does not replace the first version seen.
+        tx.record_read("t", Bytes::from_static(b"k"), 9, Some(Bytes::from_static(b"new"))).unwrap();
+        assert_eq!(tx.lookup("t", b"k"), Some(Some(Bytes::from_static(b"old"))));
+        assert_eq!(tx.reads()[0].version, 3);
+        tx.buffer_write("t", b"k", None).unwrap();
+        assert_eq!(tx.lookup("t", b"k"), Some(None));
+        tx.buffer_write("t", b"k", Some(Bytes::from_static(b"mine"))).unwrap();
+        assert_eq!(tx.lookup("t", b"k"), Some(Some(Bytes::from_static(b"mine"))));
+        assert_eq!(tx.writes().len(), 1);
+        tx.clear();
+        assert_eq!(tx.lookup("t", b"k"), None);
+    }
+
+    #[test]
+    fn sets_are_bounded() {
+        let mut tx = TxState::new();
+        for i in 0..MAX_TX_ENTRIES as u32 {
+            tx.buffer_write("t", &i.to_le_bytes(), None).unwrap();
+        }
+        assert!(tx.buffer_write("t", b"one more", None).is_err());
+        // Rewriting an object already in the set is still fine.
+        tx.buffer_write("t", &0u32.to_le_bytes(), None).unwrap();
+    }
+}

@@ -1,0 +1,669 @@
+//! Typed requests and responses and their body encodings (docs/PROTOCOL.md §Bodies).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use thiserror::Error;
+
+use crate::frame::{FrameKind, Header, Opcode, Status, HEADER_LEN};
+use crate::wire::{put_bytes16, put_bytes32, put_count, EncodeError, Reader};
+
+/// Most keys one multiget may name: bounds the work and the response size of one request.
+pub const MAX_MULTIGET_KEYS: usize = 1024;
+
+/// Most entries in a read set or a write set: bounds the locks one commit takes and the
+/// memory one transaction can pin on the storage node.
+pub const MAX_TX_ITEMS: usize = 4096;
+
+/// Most entries in a stats response.
+pub const MAX_STAT_ENTRIES: usize = 4096;
+
+/// A body could not be decoded: the frame itself was intact, so only this request fails
+/// (with `bad_request`) and the connection carries on.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The body ended in the middle of a field.
+    #[error("body truncated while reading {0}")]
+    Truncated(&'static str),
+    /// A string field is not UTF-8.
+    #[error("{0} is not valid UTF-8")]
+    InvalidUtf8(&'static str),
+    /// A count exceeds its limit.
+    #[error("{count} {what} exceeds the limit of {max}")]
+    TooManyItems {
+        /// Which list.
+        what: &'static str,
+        /// Count received.
+        count: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// Bytes left over after the last field.
+    #[error("{0} unexpected trailing bytes in body")]
+    TrailingBytes(usize),
+    /// A tag byte has an unknown value.
+    #[error("invalid {what} tag {tag}")]
+    BadTag {
+        /// Which tag.
+        what: &'static str,
+        /// Value received.
+        tag: u8,
+    },
+    /// A response frame arrived where a request was expected, or vice versa.
+    #[error("expected a {expected:?} frame")]
+    WrongKind {
+        /// What the reader expected.
+        expected: FrameKind,
+    },
+}
+
+/// One entry of an OCC read set: the version of an object as a transaction saw it.
+/// Version 0 means "absent".
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReadVersion {
+    /// Table of the object.
+    pub table: String,
+    /// Key of the object.
+    pub key: Bytes,
+    /// Version seen (0 = the object did not exist).
+    pub version: u64,
+}
+
+/// One entry of an OCC write set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitWrite {
+    /// Table to write (created if needed).
+    pub table: String,
+    /// Key to write.
+    pub key: Bytes,
+    /// New value, or `None` to delete the object.
+    pub value: Option<Bytes>,
+}
+
+/// A request from a client to the storage node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Authenticate as the header's tenant.
+    Hello {
+        /// Secret token of the tenant.
+        token: Bytes,
+    },
+    /// Read one object. If `validate` is non-empty, the node first checks that every
+    /// listed object still has the listed version, atomically with the read, and answers
+    /// `tx_abort` otherwise: a local execution's reads then form a consistent snapshot
+    /// without a separate validation round trip.
+    Get {
+        /// Table to read.
+        table: String,
+        /// Key to read.
+        key: Bytes,
+        /// Read set to validate atomically with this read.
+        validate: Vec<ReadVersion>,
+    },
+    /// Write one object.
+    Put {
+        /// Table to write (created if needed).
+        table: String,
+        /// Key to write.
+        key: Bytes,
+        /// New value.
+        value: Bytes,
+    },
+    /// Delete one object.
+    Delete {
+        /// Table.
+        table: String,
+        /// Key.
+        key: Bytes,
+    },
+    /// Read several objects of one table; validation as for `Get`.
+    MultiGet {
+        /// Table to read.
+        table: String,
+        /// Keys to read, answered in order.
+        keys: Vec<Bytes>,
+        /// Read set to validate atomically with these reads.
+        validate: Vec<ReadVersion>,
+    },
+    /// Run a storage function next to the data.
+    Invoke {
+        /// Registered name of the function.
+        function: String,
+        /// Opaque arguments, passed to the function unchanged.
+        args: Bytes,
+    },
+    /// Validate `reads` and install `writes` atomically (OCC commit).
+    Commit {
+        /// Versions the transaction read.
+        reads: Vec<ReadVersion>,
+        /// Writes to install if validation succeeds.
+        writes: Vec<CommitWrite>,
+    },
+    /// Ask for the node's counters.
+    Stats,
+}
+
+impl Request {
+    /// The opcode this request travels under.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Request::Hello { .. } => Opcode::Hello,
+            Request::Get { .. } => Opcode::Get,
+            Request::Put { .. } => Opcode::Put,
+            Request::Delete { .. } => Opcode::Delete,
+            Request::MultiGet { .. } => Opcode::MultiGet,
+            Request::Invoke { .. } => Opcode::Invoke,
+            Request::Commit { .. } => Opcode::Commit,
+            Request::Stats => Opcode::Stats,
+        }
+    }
+
+    /// Appends the whole frame (header and body) to `out`.
+    pub fn encode_frame(&self, tenant: u32, request_id: u64, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let header = Header::request(self.opcode(), tenant, request_id, 0);
+        encode_with_header(header, out, |out| self.encode_body(out))
+    }
+
+    fn encode_body(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        match self {
+            Request::Hello { token } => put_bytes16(out, token, "token"),
+            Request::Get { table, key, validate } => {
+                put_bytes16(out, table.as_bytes(), "table")?;
+                put_bytes16(out, key, "key")?;
+                put_read_set(out, validate)
+            }
+            Request::Put { table, key, value } => {
+                put_bytes16(out, table.as_bytes(), "table")?;
+                put_bytes16(out, key, "key")?;
+                put_bytes32(out, value, "value")
+            }
+            Request::Delete { table, key } => {
+                put_bytes16(out, table.as_bytes(), "table")?;
+                put_bytes16(out, key, "key")
+            }
+            Request::MultiGet { table, keys, validate } => {
+                put_bytes16(out, table.as_bytes(), "table")?;
+                put_count(out, keys.len(), "keys")?;
+                for key in keys {
+                    put_bytes16(out, key, "key")?;
+                }
+                put_read_set(out, validate)
+            }
+            Request::Invoke { function, args } => {
+                put_bytes16(out, function.as_bytes(), "function name")?;
+                put_bytes32(out, args, "args")
+            }
+            Request::Commit { reads, writes } => {
+                put_read_set(out, reads)?;
+                put_write_set(out, writes)
+            }
+            Request::Stats => Ok(()),
+        }
+    }
+
+    /// Decodes a request body for `opcode`.
+    pub fn decode(opcode: Opcode, body: Bytes) -> Result<Request, DecodeError> {
+        let mut r = Reader::new(body);
+        let request = match opcode {
+            Opcode::Hello => Request::Hello {
+                token: r.bytes16("token")?,
+            },
+            Opcode::Get => Request::Get {
+                table: r.string16("table")?,
+                key: r.bytes16("key")?,
+                validate: read_read_set(&mut r)?,
+            },
+            Opcode::Put => Request::Put {
+                table: r.string16("table")?,
+                key: r.bytes16("key")?,
+                value: r.bytes32("value")?,
+            },
+            Opcode::Delete => Request::Delete {
+                table: r.string16("table")?,
+                key: r.bytes16("key")?,
+            },
+            Opcode::MultiGet => {
+                let table = r.string16("table")?;
+                let count = r.count(MAX_MULTIGET_KEYS, "keys")?;
+                let mut keys = Vec::with_capacity(count);
+                for _ in 0..count {
+                    keys.push(r.bytes16("key")?);
+                }
+                Request::MultiGet {
+                    table,
+                    keys,
+                    validate: read_read_set(&mut r)?,
+                }
+            }
+            Opcode::Invoke => Request::Invoke {
+                function: r.string16("function name")?,
+                args: r.bytes32("args")?,
+            },
+            Opcode::Commit => Request::Commit {
+                reads: read_read_set(&mut r)?,
+                writes: read_write_set(&mut r)?,
+            },
+            Opcode::Stats => Request::Stats,
+        };
+        r.finish()?;
+        Ok(request)
+    }
+}
+
+/// What the node tells a client that said hello.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelloInfo {
+    /// Worker threads (cores) the storage node runs.
+    pub workers: u32,
+    /// The home core of this tenant on the node.
+    pub home_core: u32,
+}
+
+/// One answer of a multiget, in the order of the request's keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MultiGetEntry {
+    /// Version of the object (0 when absent).
+    pub version: u64,
+    /// Value, or `None` when the object does not exist.
+    pub value: Option<Bytes>,
+}
+
+/// A named counter in a stats response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatEntry {
+    /// Dotted name, e.g. `tenant.1.cpu_ns`.
+    pub name: String,
+    /// Counter value.
+    pub value: u64,
+}
+
+/// An object an invocation read before the node pushed it back, with its value so the
+/// client need not fetch it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushbackRead {
+    /// Version and identity of the object.
+    pub read: ReadVersion,
+    /// Its value as read (`None` when absent).
+    pub value: Option<Bytes>,
+}
+
+/// The state of an invocation the node suspended and handed back (ASFP pushback).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushbackState {
+    /// What it read so far.
+    pub reads: Vec<PushbackRead>,
+    /// What it buffered to write so far.
+    pub writes: Vec<CommitWrite>,
+}
+
+/// Body of a response, by opcode and status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResponseBody {
+    /// `hello` succeeded.
+    Hello(HelloInfo),
+    /// `get` found the object.
+    Get {
+        /// Version of the object.
+        version: u64,
+        /// Its value.
+        value: Bytes,
+    },
+    /// `put` installed the value.
+    Put {
+        /// New version.
+        version: u64,
+    },
+    /// `delete` removed the object.
+    Delete {
+        /// Version of the deletion.
+        version: u64,
+    },
+    /// `multiget` answers.
+    MultiGet(Vec<MultiGetEntry>),
+    /// `invoke` result.
+    Invoke {
+        /// Opaque bytes the function returned.
+        result: Bytes,
+    },
+    /// `commit` installed the write set.
+    Commit {
+        /// Version given to the installed writes (0 for a read-only commit).
+        version: u64,
+    },
+    /// `stats` counters.
+    Stats(Vec<StatEntry>),
+    /// Invocation handed back to the client.
+    Pushback(PushbackState),
+    /// Any status other than `ok` and `pushback`: a human-readable reason.
+    Error {
+        /// Why the request failed.
+        message: String,
+    },
+}
+
+/// A response from the storage node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// Outcome.
+    pub status: Status,
+    /// Storage-node CPU nanoseconds the request cost.
+    pub cpu_ns: u64,
+    /// Object bytes returned.
+    pub bytes_returned: u32,
+    /// Result or error.
+    pub body: ResponseBody,
+}
+
+impl Response {
+    /// An error response with a message and no cost.
+    pub fn error(status: Status, message: impl Into<String>) -> Response {
+        debug_assert!(status != Status::Ok && status != Status::Pushback);
+        Response {
+            status,
+            cpu_ns: 0,
+            bytes_returned: 0,
+            body: ResponseBody::Error {
+                message: message.into(),
+            },
+        }
+    }
+
+    /// A successful response with no cost recorded yet.
+    pub fn ok(body: ResponseBody) -> Response {
+        Response {
+            status: Status::Ok,
+            cpu_ns: 0,
+            bytes_returned: 0,
+            body,
+        }
+    }
+
+    /// Appends the whole frame answering `request_id` to `out`.
+    pub fn encode_frame(
+        &self,
+        opcode: Opcode,
+        tenant: u32,
+        request_id: u64,
+        out: &mut BytesMut,
+    ) -> Result<(), EncodeError> {
+        let header = Header {
+            opcode,
+            kind: FrameKind::Response,
+            status: self.status,
+            tenant,
+            request_id,
+            body_len: 0,
+            cpu_ns: self.cpu_ns,
+            bytes_returned: self.bytes_returned,
+        };
+        encode_with_header(header, out, |out| self.encode_body(out))
+    }
+
+    fn encode_body(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        match &self.body {
+            ResponseBody::Hello(info) => {
+                out.put_u32_le(info.workers);
+                out.put_u32_le(info.home_core);
+                Ok(())
+            }
+            ResponseBody::Get { version, value } => {
+                out.put_u64_le(*version);
+                put_bytes32(out, value, "value")
+            }
+            ResponseBody::Put { version }
+            | ResponseBody::Delete { version }
+            | ResponseBody::Commit { version } => {
+                out.put_u64_le(*version);
+                Ok(())
+            }
+            ResponseBody::MultiGet(entries) => {
+                put_count(out, entries.len(), "entries")?;
+                for entry in entries {
+                    out.put_u64_le(entry.version);
+                    put_optional_value(out, entry.value.as_ref())?;
+                }
+                Ok(())
+            }
+            ResponseBody::Invoke { result } => put_bytes32(out, result, "result"),
+            ResponseBody::Stats(entries) => {
+                put_count(out, entries.len(), "stats")?;
+                for entry in entries {
+                    put_bytes16(out, entry.name.as_bytes(), "stat name")?;
+                    out.put_u64_le(entry.value);
+                }
+                Ok(())
+            }
+            ResponseBody::Pushback(state) => {
+                put_count(out, state.reads.len(), "pushback reads")?;
+                for read in &state.reads {
+                    put_read_version(out, &read.read)?;
+                    put_optional_value(out, read.value.as_ref())?;
+                }
+                put_write_set(out, &state.writes)
+            }
+            ResponseBody::Error { message } => {
+                // Messages are for humans; cut rather than fail on an absurdly long one.
+                let cut = truncate_utf8(message, u16::MAX as usize);
+                put_bytes16(out, cut.as_bytes(), "message")
+            }
+        }
+    }
+
+    /// Decodes a response frame.
+    pub fn decode(header: &Header, body: Bytes) -> Result<Response, DecodeError> {
+        if header.kind != FrameKind::Response {
+            return Err(DecodeError::WrongKind {
+                expected: FrameKind::Response,
+            });
+        }
+        let mut r = Reader::new(body);
+        let body = match header.status {
+            Status::Ok => decode_ok_body(header.opcode, &mut r)?,
+            Status::Pushback => {
+                let count = r.count(MAX_TX_ITEMS, "pushback reads")?;
+                let mut reads = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let read = read_read_version(&mut r)?;
+                    let value = read_optional_value(&mut r)?;
+                    reads.push(PushbackRead { read, value });
+                }
+                let writes = read_write_set(&mut r)?;
+                ResponseBody::Pushback(PushbackState { reads, writes })
+            }
+            _ => ResponseBody::Error {
+                message: r.string16("message")?,
+            },
+        };
+        r.finish()?;
+        Ok(Response {
+            status: header.status,
+            cpu_ns: header.cpu_ns,
+            bytes_returned: header.bytes_returned,
+            body,
+        })
+    }
+}
+
+/// Appends the `bad_request` answer to a frame whose opcode this version does not know,
+/// echoing the raw opcode byte so the peer can match it to what it sent.
+pub fn encode_unknown_opcode_response(
+    raw_opcode: u8,
+    tenant: u32,
+    request_id: u64,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    let response = Response::error(Status::BadRequest, format!("unknown opcode {raw_opcode}"));
+    // Encode with a known opcode, then patch the opcode byte (offset 3, docs/PROTOCOL.md).
+    response.encode_frame(Opcode::Stats, tenant, request_id, out)?;
+    const OPCODE_OFFSET: usize = 3;
+    out[start + OPCODE_OFFSET] = raw_opcode;
+    Ok(())
+}
+
+fn decode_ok_body(opcode: Opcode, r: &mut Reader) -> Result<ResponseBody, DecodeError> {
+    Ok(match opcode {
+        Opcode::Hello => ResponseBody::Hello(HelloInfo {
+            workers: r.u32("workers")?,
+            home_core: r.u32("home core")?,
+        }),
+        Opcode::Get => ResponseBody::Get {
+            version: r.u64("version")?,
+            value: r.bytes32("value")?,
+        },
+        Opcode::Put => ResponseBody::Put {
+            version: r.u64("version")?,
+        },
+        Opcode::Delete => ResponseBody::Delete {
+            version: r.u64("version")?,
+        },
+        Opcode::Commit => ResponseBody::Commit {
+            version: r.u64("version")?,
+        },
+        Opcode::MultiGet => {
+            let count = r.count(MAX_MULTIGET_KEYS, "entries")?;
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                let version = r.u64("version")?;
+                let value = read_optional_value(r)?;
+                entries.push(MultiGetEntry { version, value });
+            }
+            ResponseBody::MultiGet(entries)
+        }
+        Opcode::Invoke => ResponseBody::Invoke {
+            result: r.bytes32("result")?,
+        },
+        Opcode::Stats => {
+            let count = r.count(MAX_STAT_ENTRIES, "stats")?;
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                entries.push(StatEntry {
+                    name: r.string16("stat name")?,
+                    value: r.u64("stat value")?,
+                });
+            }
+            ResponseBody::Stats(entries)
+        }
+    })
+}
+
+/// Writes a header with a placeholder length, the body, then patches the length: one pass,
+/// no intermediate buffer.
+fn encode_with_header(
+    header: Header,
+    out: &mut BytesMut,
+    body: impl FnOnce(&mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    header.encode(out);
+    if let Err(err) = body(out) {
+        out.truncate(start);
+        return Err(err);
+    }
+    let body_len = out.len() - start - HEADER_LEN;
+    let body_len = match u32::try_from(body_len) {
+        Ok(len) if len <= crate::frame::MAX_BODY_BYTES => len,
+        _ => {
+            out.truncate(start);
+            return Err(EncodeError {
+                what: "frame body",
+                len: body_len,
+                max: crate::frame::MAX_BODY_BYTES as usize,
+            });
+        }
+    };
+    // Offset of `body_len` inside the header (docs/PROTOCOL.md).
+    const BODY_LEN_OFFSET: usize = 20;
+    out[start + BODY_LEN_OFFSET..start + BODY_LEN_OFFSET + 4].copy_from_slice(&body_len.to_le_bytes());
+    Ok(())
+}
+
+fn truncate_utf8(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn put_read_version(out: &mut BytesMut, read: &ReadVersion) -> Result<(), EncodeError> {
+    put_bytes16(out, read.table.as_bytes(), "table")?;
+    put_bytes16(out, &read.key, "key")?;
+    out.put_u64_le(read.version);
+    Ok(())
+}
+
+fn read_read_version(r: &mut Reader) -> Result<ReadVersion, DecodeError> {
+    Ok(ReadVersion {
+        table: r.string16("table")?,
+        key: r.bytes16("key")?,
+        version: r.u64("version")?,
+    })
+}
+
+fn put_read_set(out: &mut BytesMut, reads: &[ReadVersion]) -> Result<(), EncodeError> {
+    put_count(out, reads.len(), "read set")?;
+    for read in reads {
+        put_read_version(out, read)?;
+    }
+    Ok(())
+}
+
+fn read_read_set(r: &mut Reader) -> Result<Vec<ReadVersion>, DecodeError> {
+    let count = r.count(MAX_TX_ITEMS, "read set entries")?;
+    let mut reads = Vec::with_capacity(count);
+    for _ in 0..count {
+        reads.push(read_read_version(r)?);
+    }
+    Ok(reads)
+}
+
+/// Tag of an optional value: absent.
+const TAG_ABSENT: u8 = 0;
+/// Tag of an optional value: present.
+const TAG_PRESENT: u8 = 1;
+
+fn put_optional_value(out: &mut BytesMut, value: Option<&Bytes>) -> Result<(), EncodeError> {
+    match value {
+        None => {
+            out.put_u8(TAG_ABSENT);
+            Ok(())
+        }
+        Some(value) => {
+            out.put_u8(TAG_PRESENT);
+            put_bytes32(out, value, "value")
+        }
+    }
+}
+
+fn read_optional_value(r: &mut Reader) -> Result<Option<Bytes>, DecodeError> {
+    match r.u8("value tag")? {
+        TAG_ABSENT => Ok(None),
+        TAG_PRESENT => Ok(Some(r.bytes32("value")?)),
+        tag => Err(DecodeError::BadTag { what: "value", tag }),
+    }
+}
+
+fn put_write_set(out: &mut BytesMut, writes: &[CommitWrite]) -> Result<(), EncodeError> {
+    put_count(out, writes.len(), "write set")?;
+    for write in writes {
+        put_bytes16(out, write.table.as_bytes(), "table")?;
+        put_bytes16(out, &write.key, "key")?;
+        put_optional_value(out, write.value.as_ref())?;
+    }
+    Ok(())
+}
+
+fn read_write_set(r: &mut Reader) -> Result<Vec<CommitWrite>, DecodeError> {
+    let count = r.count(MAX_TX_ITEMS, "write set entries")?;
+    let mut writes = Vec::with_capacity(count);
+    for _ in 0..count {
+        writes.push(CommitWrite {
+            table: r.string16("table")?,
+            key: r.bytes16("key")?,
+            value: read_optional_value(r)?,
+        });
+    }
+    Ok(writes)
+}

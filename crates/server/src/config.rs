@@ -1,0 +1,261 @@
+//! Storage-node configuration: defaults, the config file, and validation.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use ferry_store::limits::DEFAULT_TENANT_QUOTA_BYTES;
+
+/// Most worker threads: more than any machine this node targets, few enough that a typo
+/// (`--cores 10000`) is an error rather than ten thousand threads.
+pub const MAX_CORES: usize = 256;
+
+/// Most tenants one node serves: each has a queue share, counters and a table namespace.
+pub const MAX_TENANTS: usize = 1024;
+
+/// Longest tenant token accepted (the protocol carries it with a u16 prefix).
+pub const MAX_TOKEN_BYTES: usize = 256;
+
+/// Default depth of each worker's queue. At ~1 µs per get this is a few milliseconds of
+/// work: past that, queueing only adds latency, so the node answers `overloaded` instead.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
+
+/// Largest configurable queue depth.
+pub const MAX_QUEUE_CAPACITY: usize = 1 << 20;
+
+/// Default CPU-time budget of one server-side invocation. Storage functions are meant to
+/// take microseconds; 100 ms lets even a deliberately expensive one (password hashing)
+/// finish while stopping a runaway long before clients time out.
+pub const DEFAULT_INVOKE_BUDGET: Duration = Duration::from_millis(100);
+
+/// Smallest configurable budget: below this the watchdog's own period dominates.
+pub const MIN_INVOKE_BUDGET: Duration = Duration::from_millis(1);
+
+/// Largest configurable budget.
+pub const MAX_INVOKE_BUDGET: Duration = Duration::from_secs(60);
+
+/// Default most simultaneous client connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Default I/O threads (socket reading, framing, writing). One keeps up with several
+/// workers because the heavy work happens on the workers.
+pub const DEFAULT_IO_THREADS: usize = 1;
+
+/// Most I/O threads.
+pub const MAX_IO_THREADS: usize = 64;
+
+/// One tenant the node serves.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Tenant id, as sent in every frame header.
+    pub id: u32,
+    /// Secret the tenant proves itself with in `hello`.
+    pub token: String,
+    /// Memory quota in bytes.
+    #[serde(default = "default_quota")]
+    pub quota_bytes: u64,
+    /// Worker whose queue receives this tenant's requests; spread round-robin when unset.
+    #[serde(default)]
+    pub home_core: Option<usize>,
+}
+
+fn default_quota() -> u64 {
+    DEFAULT_TENANT_QUOTA_BYTES
+}
+
+/// Everything the storage node needs to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Address to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Worker threads ("cores"), each with its own queue.
+    pub cores: usize,
+    /// I/O threads.
+    pub io_threads: usize,
+    /// Tenants and their tokens.
+    pub tenants: Vec<TenantConfig>,
+    /// Depth of each worker's queue.
+    pub queue_capacity: usize,
+    /// CPU-time budget of one server-side invocation.
+    pub invoke_budget: Duration,
+    /// Most simultaneous connections.
+    pub max_connections: usize,
+    /// Emulated-work calibration to use instead of measuring (iterations per ms), so a
+    /// benchmark's client and node spin identically.
+    pub spin_iters_per_ms: Option<u64>,
+}
+
+impl ServerConfig {
+    /// Defaults for everything but the address, cores and tenants.
+    pub fn new(listen: SocketAddr, cores: usize, tenants: Vec<TenantConfig>) -> ServerConfig {
+        ServerConfig {
+            listen,
+            cores,
+            io_threads: DEFAULT_IO_THREADS,
+            tenants,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            invoke_budget: DEFAULT_INVOKE_BUDGET,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            spin_iters_per_ms: None,
+        }
+    }
+
+    /// Checks every field; the node refuses to start on the first problem.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cores == 0 || self.cores > MAX_CORES {
+            return Err(ConfigError::Invalid(format!("cores must be 1..={MAX_CORES}, got {}", self.cores)));
+        }
+        if self.io_threads == 0 || self.io_threads > MAX_IO_THREADS {
+            return Err(ConfigError::Invalid(format!(
+                "io_threads must be 1..={MAX_IO_THREADS}, got {}",
+                self.io_threads
+            )));
+        }
+        if self.queue_capacity == 0 || self.queue_capacity > MAX_QUEUE_CAPACITY {
+            return Err(ConfigError::Invalid(format!(
+                "queue_capacity must be 1..={MAX_QUEUE_CAPACITY}, got {}",
+                self.queue_capacity
+            )));
+        }
+        if self.invoke_budget < MIN_INVOKE_BUDGET || self.invoke_budget > MAX_INVOKE_BUDGET {
+            return Err(ConfigError::Invalid(format!(
+                "invoke budget must be between {MIN_INVOKE_BUDGET:?} and {MAX_INVOKE_BUDGET:?}, got {:?}",
+                self.invoke_budget
+            )));
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
+        }
+        if self.tenants.is_empty() {
+            return Err(ConfigError::Invalid(
+                "no tenants configured: pass --tenant ID:TOKEN or a config file with [[tenant]] entries".into(),
+            ));
+        }
+        if self.tenants.len() > MAX_TENANTS {
+            return Err(ConfigError::Invalid(format!("at most {MAX_TENANTS} tenants")));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for tenant in &self.tenants {
+            if !seen.insert(tenant.id) {
+                return Err(ConfigError::Invalid(format!("tenant {} is configured twice", tenant.id)));
+            }
+            if tenant.token.is_empty() || tenant.token.len() > MAX_TOKEN_BYTES {
+                return Err(ConfigError::Invalid(format!(
+                    "tenant {}: token must be 1..={MAX_TOKEN_BYTES} bytes",
+                    tenant.id
+                )));
+            }
+            if let Some(core) = tenant.home_core {
+                if core >= self.cores {
+                    return Err(ConfigError::Invalid(format!(
+                        "tenant {}: home_core {core} but the node runs only {} cores",
+                        tenant.id, self.cores
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Worker that is tenant `index`'s home: its configured core, else round-robin.
+    pub fn home_core(&self, index: usize) -> usize {
+        self.tenants[index].home_core.unwrap_or(index % self.cores)
+    }
+}
+
+/// The config file (TOML). Every key is optional; command-line flags override it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Address to listen on.
+    pub listen: Option<SocketAddr>,
+    /// Worker threads.
+    pub cores: Option<usize>,
+    /// I/O threads.
+    pub io_threads: Option<usize>,
+    /// Depth of each worker's queue.
+    pub queue_capacity: Option<usize>,
+    /// Invocation CPU budget in milliseconds.
+    pub invoke_budget_ms: Option<u64>,
+    /// Most simultaneous connections.
+    pub max_connections: Option<usize>,
+    /// Tenants.
+    #[serde(default, rename = "tenant")]
+    pub tenants: Vec<TenantConfig>,
+}
+
+impl ConfigFile {
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| ConfigError::Invalid(format!("cannot read {}: {err}", path.display())))?;
+        toml::from_str(&text).map_err(|err| ConfigError::Invalid(format!("{}: {err}", path.display())))
+    }
+}
+
+/// Parses a `--tenant ID:TOKEN` flag value.
+pub fn parse_tenant_flag(value: &str) -> Result<TenantConfig, ConfigError> {
+    let (id, token) = value
+        .split_once(':')
+        .ok_or_else(|| ConfigError::Invalid(format!("--tenant {value:?}: expected ID:TOKEN")))?;
+    let id = id
+        .parse::<u32>()
+        .map_err(|_| ConfigError::Invalid(format!("--tenant {value:?}: tenant id must be a number")))?;
+    Ok(TenantConfig {
+        id,
+        token: token.to_string(),
+        quota_bytes: DEFAULT_TENANT_QUOTA_BYTES,
+        home_core: None,
+    })
+}
+
+/// A configuration the node cannot start with.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// What is wrong, in words.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant(id: u32) -> TenantConfig {
+        parse_tenant_flag(&format!("{id}:secret")).unwrap()
+    }
+
+    #[test]
+    fn validation_catches_each_problem() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        assert!(ServerConfig::new(addr, 2, vec![tenant(1)]).validate().is_ok());
+        assert!(ServerConfig::new(addr, 0, vec![tenant(1)]).validate().is_err());
+        assert!(ServerConfig::new(addr, 2, vec![]).validate().is_err());
+        assert!(ServerConfig::new(addr, 2, vec![tenant(1), tenant(1)]).validate().is_err());
+        let mut homed = tenant(1);
+        homed.home_core = Some(5);
+        assert!(ServerConfig::new(addr, 2, vec![homed]).validate().is_err());
+        let mut config = ServerConfig::new(addr, 2, vec![tenant(1)]);
+        config.invoke_budget = Duration::from_micros(1);
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn tenant_flags_and_files_parse() {
+        assert_eq!(parse_tenant_flag("7:s3cret:with:colons").unwrap().token, "s3cret:with:colons");
+        assert!(parse_tenant_flag("seven:x").is_err());
+        assert!(parse_tenant_flag("7").is_err());
+        let file: ConfigFile = toml::from_str(
+            "cores = 2\ninvoke_budget_ms = 50\n[[tenant]]\nid = 1\ntoken = \"a\"\n[[tenant]]\nid = 2\ntoken = \"b\"\nhome_core = 1\n",
+        )
+        .unwrap();
+        assert_eq!(file.cores, Some(2));
+        assert_eq!(file.tenants.len(), 2);
+        assert_eq!(file.tenants[1].home_core, Some(1));
+        assert!(toml::from_str::<ConfigFile>("bogus_key = 1").is_err());
+    }
+}

@@ -1,0 +1,367 @@
+//! Executing tasks on a worker: data operations directly, invocations step by step.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use ferry_func::{CtxError, FnError, StorageFn};
+use ferry_proto::{MultiGetEntry, Opcode, ReadVersion, Request, Response, ResponseBody, Status, MAX_BODY_BYTES};
+use ferry_store::{ObjectRef, StoreError, WriteRef};
+
+use crate::conn::Outbox;
+use crate::node::{Node, TenantState};
+use crate::stats::TenantCounters;
+use crate::store_ctx::StoreCtx;
+use crate::worker::{CurrentPoll, Task};
+
+/// Attempts of one server-side invocation before it is answered `tx_abort`: conflicts are
+/// retried immediately on the node, where a retry costs no round trip, but a hot spot must
+/// not make one request retry forever.
+pub const MAX_SERVER_ATTEMPTS: u32 = 8;
+
+/// Wall-clock time an invocation may stay unfinished, as a multiple of its CPU budget. Its
+/// CPU budget only counts time spent in polls; this catches a function awaiting something
+/// that never completes.
+pub const WALL_DEADLINE_BUDGETS: u64 = 10;
+
+/// Largest total of values one multiget may return (what fits in one response frame).
+const MAX_MULTIGET_RESPONSE_BYTES: usize = MAX_BODY_BYTES as usize - 64 * 1024;
+
+type AttemptFuture = Pin<Box<dyn Future<Output = (StoreCtx, Result<Bytes, FnError>)> + Send>>;
+
+/// A server-side invocation in progress.
+pub(crate) struct Invocation {
+    outbox: Arc<Outbox>,
+    tenant: Arc<TenantState>,
+    request_id: u64,
+    function: StorageFn,
+    args: Bytes,
+    /// The current attempt: the function running against a fresh `StoreCtx`.
+    attempt: AttemptFuture,
+    /// Attempts started so far.
+    attempts: u32,
+    /// Worker time spent on all attempts, ns.
+    cpu_ns: u64,
+    /// Node clock time after which the invocation is failed.
+    deadline_ns: u64,
+}
+
+/// What became of an invocation after one step.
+pub(crate) enum Stepped {
+    /// It yielded; resume it later.
+    Suspended(Invocation),
+    /// It was answered.
+    Finished,
+    /// The watchdog answered for it and replaced this thread, which must exit.
+    Abandoned,
+}
+
+fn start_attempt(tenant: Arc<TenantState>, function: StorageFn, args: Bytes) -> AttemptFuture {
+    Box::pin(async move {
+        let mut ctx = StoreCtx::new(tenant, args);
+        let result = function(&mut ctx).await;
+        (ctx, result)
+    })
+}
+
+/// Protocol status of a store refusal.
+pub(crate) fn status_of(err: &StoreError) -> Status {
+    match err {
+        StoreError::Conflict { .. } => Status::TxAbort,
+        StoreError::EmptyKey | StoreError::BadTableName(_) => Status::BadRequest,
+        _ if err.is_limit() => Status::TooLarge,
+        _ => Status::BadRequest,
+    }
+}
+
+fn store_error(err: StoreError) -> Response {
+    Response::error(status_of(&err), err.to_string())
+}
+
+fn object_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {
+    reads
+        .iter()
+        .map(|read| ObjectRef {
+            table: &read.table,
+            key: &read.key,
+            version: read.version,
+        })
+        .collect()
+}
+
+/// Sends the answer to one request and charges it to its tenant.
+fn answer(outbox: &Outbox, tenant: &TenantState, opcode: Opcode, request_id: u64, response: &Response) {
+    let counters = &tenant.counters;
+    TenantCounters::bump(&counters.requests);
+    counters.bytes_returned.fetch_add(u64::from(response.bytes_returned), std::sync::atomic::Ordering::Relaxed);
+    if response.status == Status::TxAbort {
+        TenantCounters::bump(&counters.tx_aborts);
+    }
+    outbox.respond(opcode, tenant.id, request_id, response);
+}
+
+fn charge_cpu(node: &Node, worker: usize, tenant: &TenantState, ns: u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    tenant.counters.cpu_ns.fetch_add(ns, Relaxed);
+    node.pool.slots[worker].counters.busy_ns.fetch_add(ns, Relaxed);
+}
+
+/// Runs one task. Data operations are answered here; an invocation takes its first step
+/// and is returned if it yielded.
+pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped> {
+    let Task {
+        outbox,
+        tenant,
+        opcode,
+        request_id,
+        request,
+    } = task;
+    if let Request::Invoke { function, args } = request {
+        let Some(function) = node.registry.get(&function) else {
+            // Checked by the reader already; kept for safety against a registry mismatch.
+            answer(
+                &outbox,
+                &tenant,
+                opcode,
+                request_id,
+                &Response::error(Status::UnknownFunction, format!("no function named {function:?}")),
+            );
+            return None;
+        };
+        let invocation = Invocation {
+            attempt: start_attempt(Arc::clone(&tenant), function, args.clone()),
+            outbox,
+            tenant,
+            request_id,
+            function,
+            args,
+            attempts: 1,
+            cpu_ns: 0,
+            deadline_ns: node.now_ns() + node.invoke_budget_ns * WALL_DEADLINE_BUDGETS,
+        };
+        return Some(step(node, worker, invocation));
+    }
+
+    let started = Instant::now();
+    // The store never panics on input, but a bug must cost one request, not a worker.
+    let mut response = catch_unwind(AssertUnwindSafe(|| data_operation(&tenant, request))).unwrap_or_else(|_| {
+        Response::error(Status::BadRequest, "internal error while executing the request")
+    });
+    let cpu_ns = started.elapsed().as_nanos() as u64;
+    response.cpu_ns = cpu_ns;
+    charge_cpu(node, worker, &tenant, cpu_ns);
+    answer(&outbox, &tenant, opcode, request_id, &response);
+    None
+}
+
+fn data_operation(tenant: &TenantState, request: Request) -> Response {
+    let store = &tenant.store;
+    match request {
+        Request::Get { table, key, validate } => {
+            let read = if validate.is_empty() {
+                store.get(&table, &key)
+            } else {
+                store
+                    .read_validated(&table, &[&key], &object_refs(&validate))
+                    .map(|mut values| values.pop().flatten())
+            };
+            match read {
+                Ok(Some((version, value))) => {
+                    let bytes_returned = value.len() as u32;
+                    let mut response = Response::ok(ResponseBody::Get { version, value });
+                    response.bytes_returned = bytes_returned;
+                    response
+                }
+                Ok(None) => Response::error(Status::NotFound, format!("no object {table}/{}", printable(&key))),
+                Err(err) => store_error(err),
+            }
+        }
+        Request::Put { table, key, value } => match store.put(&table, &key, &value) {
+            Ok(version) => Response::ok(ResponseBody::Put { version }),
+            Err(err) => store_error(err),
+        },
+        Request::Delete { table, key } => match store.delete(&table, &key) {
+            Ok(Some(version)) => Response::ok(ResponseBody::Delete { version }),
+            Ok(None) => Response::error(Status::NotFound, format!("no object {table}/{}", printable(&key))),
+            Err(err) => store_error(err),
+        },
+        Request::MultiGet { table, keys, validate } => {
+            let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
+            match store.read_validated(&table, &keys, &object_refs(&validate)) {
+                Ok(values) => {
+                    let total: usize = values.iter().flatten().map(|(_, value)| value.len()).sum();
+                    if total > MAX_MULTIGET_RESPONSE_BYTES {
+                        return Response::error(
+                            Status::TooLarge,
+                            format!("multiget would return {total} bytes, more than {MAX_MULTIGET_RESPONSE_BYTES}"),
+                        );
+                    }
+                    let entries = values
+                        .into_iter()
+                        .map(|value| match value {
+                            Some((version, value)) => MultiGetEntry {
+                                version,
+                                value: Some(value),
+                            },
+                            None => MultiGetEntry {
+                                version: ferry_store::VERSION_ABSENT,
+                                value: None,
+                            },
+                        })
+                        .collect();
+                    let mut response = Response::ok(ResponseBody::MultiGet(entries));
+                    response.bytes_returned = total as u32;
+                    response
+                }
+                Err(err) => store_error(err),
+            }
+        }
+        Request::Commit { reads, writes } => {
+            let write_refs: Vec<WriteRef<'_>> = writes
+                .iter()
+                .map(|write| WriteRef {
+                    table: &write.table,
+                    key: &write.key,
+                    value: write.value.as_deref(),
+                })
+                .collect();
+            match store.commit(&object_refs(&reads), &write_refs) {
+                Ok(version) => Response::ok(ResponseBody::Commit { version }),
+                Err(err) => store_error(err),
+            }
+        }
+        Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => {
+            // Invariant: the connection reader answers these itself.
+            Response::error(Status::BadRequest, "request type is not executed by workers")
+        }
+    }
+}
+
+/// A key for an error message: text if it is printable, else hex.
+fn printable(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(text) if text.chars().all(|c| !c.is_control()) => text.to_string(),
+        _ => key.iter().map(|b| format!("{b:02x}")).collect(),
+    }
+}
+
+/// Polls an invocation once and deals with the outcome.
+pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> Stepped {
+    let slot = &node.pool.slots[worker];
+    *slot.current.lock() = Some(CurrentPoll {
+        outbox: Arc::clone(&invocation.outbox),
+        tenant: Arc::clone(&invocation.tenant),
+        request_id: invocation.request_id,
+        started_ns: node.now_ns(),
+    });
+    let started = Instant::now();
+    let mut cx = Context::from_waker(Waker::noop());
+    let polled = catch_unwind(AssertUnwindSafe(|| invocation.attempt.as_mut().poll(&mut cx)));
+    if slot.current.lock().take().is_none() {
+        // The watchdog declared this poll stuck and already answered for it.
+        return Stepped::Abandoned;
+    }
+    let elapsed = started.elapsed().as_nanos() as u64;
+    invocation.cpu_ns += elapsed;
+    charge_cpu(node, worker, &invocation.tenant, elapsed);
+
+    match polled {
+        Err(payload) => fail(invocation, format!("function panicked: {}", ferry_func::registry::panic_text(payload.as_ref()))),
+        Ok(Poll::Pending) => {
+            if invocation.cpu_ns > node.invoke_budget_ns {
+                let budget_ms = node.invoke_budget_ns as f64 / 1e6;
+                fail(invocation, format!("function exceeded its CPU budget of {budget_ms:.1} ms"))
+            } else if node.now_ns() > invocation.deadline_ns {
+                fail(invocation, "function did not finish before its wall-clock deadline".to_string())
+            } else {
+                Stepped::Suspended(invocation)
+            }
+        }
+        Ok(Poll::Ready((ctx, result))) => complete(node, worker, invocation, ctx, result),
+    }
+}
+
+fn fail(invocation: Invocation, message: String) -> Stepped {
+    TenantCounters::bump(&invocation.tenant.counters.invocation_failures);
+    let mut response = Response::error(Status::FunctionFailed, message);
+    response.cpu_ns = invocation.cpu_ns;
+    answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+    Stepped::Finished
+}
+
+fn complete(node: &Node, worker: usize, mut invocation: Invocation, ctx: StoreCtx, result: Result<Bytes, FnError>) -> Stepped {
+    let result = match result {
+        Ok(result) => result,
+        Err(FnError::Ctx(CtxError::Conflict(_))) => return retry(invocation),
+        Err(err) => return fail(invocation, err.to_string()),
+    };
+    // Reads were validated together at the last read, so a read-only invocation is
+    // already serialized there; one that wrote must validate again and install.
+    if !ctx.tx.writes().is_empty() {
+        let started = Instant::now();
+        let reads: Vec<ObjectRef<'_>> = ctx
+            .tx
+            .reads()
+            .iter()
+            .map(|read| ObjectRef {
+                table: &read.table,
+                key: &read.key,
+                version: read.version,
+            })
+            .collect();
+        let writes: Vec<WriteRef<'_>> = ctx
+            .tx
+            .writes()
+            .iter()
+            .map(|write| WriteRef {
+                table: &write.table,
+                key: &write.key,
+                value: write.value.as_deref(),
+            })
+            .collect();
+        let committed = invocation.tenant.store.commit(&reads, &writes);
+        let elapsed = started.elapsed().as_nanos() as u64;
+        invocation.cpu_ns += elapsed;
+        charge_cpu(node, worker, &invocation.tenant, elapsed);
+        match committed {
+            Ok(_) => {}
+            Err(StoreError::Conflict { .. }) => return retry(invocation),
+            Err(err) => {
+                TenantCounters::bump(&invocation.tenant.counters.invocation_failures);
+                let mut response = store_error(err);
+                response.cpu_ns = invocation.cpu_ns;
+                answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+                return Stepped::Finished;
+            }
+        }
+    }
+    TenantCounters::bump(&invocation.tenant.counters.invocations);
+    let mut response = Response::ok(ResponseBody::Invoke { result });
+    response.cpu_ns = invocation.cpu_ns;
+    if let ResponseBody::Invoke { result } = &response.body {
+        response.bytes_returned = u32::try_from(result.len()).unwrap_or(u32::MAX);
+    }
+    answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+    Stepped::Finished
+}
+
+fn retry(mut invocation: Invocation) -> Stepped {
+    if invocation.attempts >= MAX_SERVER_ATTEMPTS {
+        let mut response = Response::error(
+            Status::TxAbort,
+            format!("invocation conflicted {MAX_SERVER_ATTEMPTS} times in a row; retry later"),
+        );
+        response.cpu_ns = invocation.cpu_ns;
+        answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+        return Stepped::Finished;
+    }
+    TenantCounters::bump(&invocation.tenant.counters.invocation_retries);
+    invocation.attempts += 1;
+    invocation.attempt = start_attempt(Arc::clone(&invocation.tenant), invocation.function, invocation.args.clone());
+    Stepped::Suspended(invocation)
+}

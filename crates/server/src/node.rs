@@ -1,0 +1,90 @@
+//! State shared by every thread of the storage node.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ferry_func::Registry;
+use ferry_store::TenantStore;
+
+use crate::config::ServerConfig;
+use crate::stats::{NodeCounters, TenantCounters};
+use crate::worker::Pool;
+
+/// One tenant: its data, credentials, home core and counters.
+pub(crate) struct TenantState {
+    /// Tenant id.
+    pub(crate) id: u32,
+    /// Secret token for `hello`.
+    token: Vec<u8>,
+    /// Worker whose queue receives this tenant's requests.
+    pub(crate) home: usize,
+    /// Its tables.
+    pub(crate) store: TenantStore,
+    /// Its counters.
+    pub(crate) counters: TenantCounters,
+}
+
+impl TenantState {
+    /// Compares tokens in time independent of where they differ, so response timing does
+    /// not leak a token byte by byte.
+    pub(crate) fn token_matches(&self, token: &[u8]) -> bool {
+        if token.len() != self.token.len() {
+            return false;
+        }
+        let diff = self.token.iter().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        diff == 0
+    }
+}
+
+/// Everything the threads of one node share.
+pub(crate) struct Node {
+    /// Tenants by id; fixed at start.
+    pub(crate) tenants: HashMap<u32, Arc<TenantState>>,
+    /// Storage functions by name.
+    pub(crate) registry: Registry,
+    /// Worker queues and threads.
+    pub(crate) pool: Pool,
+    /// Node-wide counters.
+    pub(crate) counters: NodeCounters,
+    /// CPU budget of one invocation.
+    pub(crate) invoke_budget_ns: u64,
+    /// Most simultaneous connections.
+    pub(crate) max_connections: usize,
+    /// Start time; worker timestamps are nanoseconds since it.
+    pub(crate) epoch: Instant,
+}
+
+impl Node {
+    pub(crate) fn new(config: &ServerConfig, registry: Registry) -> Node {
+        let tenants = config
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(index, tenant)| {
+                let state = TenantState {
+                    id: tenant.id,
+                    token: tenant.token.as_bytes().to_vec(),
+                    home: config.home_core(index),
+                    store: TenantStore::new(tenant.quota_bytes),
+                    counters: TenantCounters::default(),
+                };
+                (tenant.id, Arc::new(state))
+            })
+            .collect();
+        Node {
+            tenants,
+            registry,
+            pool: Pool::new(config.cores, config.queue_capacity),
+            counters: NodeCounters::default(),
+            invoke_budget_ns: config.invoke_budget.as_nanos() as u64,
+            max_connections: config.max_connections,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Nanoseconds since the node started.
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+}

@@ -1,0 +1,262 @@
+//! Starting, running and stopping a storage node.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use ferry_func::Registry;
+use ferry_proto::StatEntry;
+
+use crate::config::{ConfigError, ServerConfig};
+use crate::node::{Node, TenantState};
+use crate::worker;
+
+/// How long a graceful shutdown waits for queued work and unsent answers, beyond the
+/// invocation budget, before it stops anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// Why a node could not start.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Threads or the I/O runtime could not be started.
+    #[error("cannot start the node: {0}")]
+    Start(std::io::Error),
+}
+
+/// A running storage node. Dropping it shuts the node down.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    node: Arc<Node>,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// Starts a storage node: binds, starts the workers, the watchdog and the I/O threads.
+/// Returns once the node accepts connections.
+pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, ServerError> {
+    config.validate()?;
+    install_worker_panic_hook();
+    match config.spin_iters_per_ms {
+        Some(rate) => ferry_func::work::set_iters_per_ms(rate),
+        None => {
+            ferry_func::work::calibrate(|work| {
+                let started = Instant::now();
+                work();
+                started.elapsed().as_nanos() as u64
+            });
+        }
+    }
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    listener.set_nonblocking(true).map_err(ServerError::Start)?;
+    let local_addr = listener.local_addr().map_err(ServerError::Start)?;
+
+    let node = Arc::new(Node::new(&config, registry));
+    for index in 0..config.cores {
+        worker::spawn_worker(Arc::clone(&node), index).map_err(ServerError::Start)?;
+    }
+    worker::spawn_watchdog(Arc::clone(&node)).map_err(ServerError::Start)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.io_threads)
+        .thread_name("ferry-io")
+        .enable_all()
+        .build()
+        .map_err(ServerError::Start)?;
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let listener = {
+        let _guard = runtime.enter();
+        TcpListener::from_std(listener).map_err(ServerError::Start)?
+    };
+    runtime.spawn(accept_loop(Arc::clone(&node), listener, shutdown_rx));
+    Ok(ServerHandle {
+        local_addr,
+        node,
+        runtime: Some(runtime),
+        shutdown,
+    })
+}
+
+/// Makes a panic on a worker thread (a storage function's bug, caught and answered
+/// `function_failed`) print one line instead of a backtrace: symbolising a backtrace takes
+/// longer than an invocation's budget and would stall the worker. Panics on any other
+/// thread still reach the previous hook unchanged.
+fn install_worker_panic_hook() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current();
+            match thread.name() {
+                Some(name) if name.starts_with(worker::WORKER_THREAD_PREFIX) => {
+                    let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+                    eprintln!("ferry: storage function panicked on {name}{location}: {}", ferry_func::registry::panic_text(info.payload()));
+                }
+                _ => previous(info),
+            }
+        }));
+    });
+}
+
+async fn accept_loop(node: Arc<Node>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(_) => {
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let counters = &node.counters;
+        if counters.connections_open.load(Ordering::SeqCst) >= node.max_connections as u64 {
+            counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            continue;
+        }
+        counters.connections_open.fetch_add(1, Ordering::SeqCst);
+        counters.connections_total.fetch_add(1, Ordering::Relaxed);
+        let node = Arc::clone(&node);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            crate::conn::serve(Arc::clone(&node), stream, shutdown).await;
+            node.counters.connections_open.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+/// The counters a tenant may see: its own, and the node's (never another tenant's).
+pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
+    let mut out = Vec::new();
+    let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
+    let id = tenant.id;
+    let store = tenant.store.stats();
+    push(format!("tenant.{id}.home_core"), tenant.home as u64);
+    push(format!("tenant.{id}.tables"), store.tables);
+    push(format!("tenant.{id}.objects"), store.objects);
+    push(format!("tenant.{id}.used_bytes"), store.used_bytes);
+    push(format!("tenant.{id}.quota_bytes"), store.quota_bytes);
+    push(format!("tenant.{id}.commits"), store.commits);
+    push(format!("tenant.{id}.conflicts"), store.conflicts);
+    push("node.workers".into(), node.pool.workers() as u64);
+    push("node.uptime_ns".into(), node.now_ns());
+    let counters = &node.counters;
+    push("node.connections_open".into(), counters.connections_open.load(Ordering::Relaxed));
+    push("node.connections_total".into(), counters.connections_total.load(Ordering::Relaxed));
+    push("node.connections_refused".into(), counters.connections_refused.load(Ordering::Relaxed));
+    push("node.framing_errors".into(), counters.framing_errors.load(Ordering::Relaxed));
+    push("node.worker_replacements".into(), counters.worker_replacements.load(Ordering::Relaxed));
+    for (index, slot) in node.pool.slots.iter().enumerate() {
+        push(format!("worker.{index}.queue_len"), node.pool.queue_len(index) as u64);
+        push(format!("worker.{index}.tasks_own"), slot.counters.tasks_own.load(Ordering::Relaxed));
+        push(format!("worker.{index}.tasks_stolen"), slot.counters.tasks_stolen.load(Ordering::Relaxed));
+        push(format!("worker.{index}.busy_ns"), slot.counters.busy_ns.load(Ordering::Relaxed));
+    }
+    tenant.counters.report(id, &mut out);
+    out
+}
+
+impl ServerHandle {
+    /// The address the node listens on (with the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Blocks until SIGINT or SIGTERM arrives.
+    pub fn wait_for_signal(&self) -> std::io::Result<()> {
+        let runtime = self.runtime.as_ref().expect("runtime lives until shutdown");
+        runtime.block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut terminate = signal(SignalKind::terminate())?;
+            let mut interrupt = signal(SignalKind::interrupt())?;
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+            Ok(())
+        })
+    }
+
+    /// Every object of a tenant's table, sorted by key, as (key, version, value): lets
+    /// in-process tests compare state directly.
+    pub fn table_snapshot(&self, tenant: u32, table: &str) -> Vec<(Bytes, u64, Bytes)> {
+        self.node
+            .tenants
+            .get(&tenant)
+            .map(|state| state.store.table_snapshot(table))
+            .unwrap_or_default()
+    }
+
+    /// Graceful shutdown: stop accepting and reading, finish every queued request and
+    /// suspended invocation, send their answers, then stop.
+    pub fn shutdown(mut self) {
+        self.stop(true);
+    }
+
+    fn stop(&mut self, graceful: bool) {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        let _ = self.shutdown.send(true);
+        self.node.pool.begin_shutdown();
+        if graceful {
+            let deadline = Instant::now() + SHUTDOWN_GRACE + Duration::from_nanos(self.node.invoke_budget_ns);
+            while Instant::now() < deadline && !self.drained() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Called from async code (e.g. a test): blocking on the runtime is not allowed.
+            runtime.shutdown_background();
+        } else {
+            runtime.shutdown_timeout(Duration::from_millis(100));
+        }
+    }
+
+    /// Nothing queued, nothing running, every connection closed after its last answer.
+    fn drained(&self) -> bool {
+        let pool = &self.node.pool;
+        let idle = (0..pool.workers()).all(|index| {
+            pool.queue_len(index) == 0
+                && pool.slots[index].running.lock().is_empty()
+                && pool.slots[index].current.lock().is_none()
+        });
+        idle && self.node.counters.connections_open.load(Ordering::SeqCst) == 0
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        // Dropping must not block an async caller for long: no grace period here.
+        if let Some(runtime) = self.runtime.take() {
+            let _ = self.shutdown.send(true);
+            self.node.pool.begin_shutdown();
+            runtime.shutdown_background();
+        }
+    }
+}

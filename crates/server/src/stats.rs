@@ -1,0 +1,80 @@
+//! Counters of the storage node, reported by the `stats` operation.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ferry_proto::StatEntry;
+
+/// Counters of one tenant. Relaxed atomics: they are statistics, not synchronisation.
+#[derive(Debug, Default)]
+pub struct TenantCounters {
+    /// Requests answered (any status).
+    pub requests: AtomicU64,
+    /// Worker CPU time spent on this tenant's requests, in nanoseconds: the basis of
+    /// per-tenant fairness figures.
+    pub cpu_ns: AtomicU64,
+    /// Object bytes returned.
+    pub bytes_returned: AtomicU64,
+    /// Server-side invocations completed successfully.
+    pub invocations: AtomicU64,
+    /// Server-side invocations that failed (error, panic, budget).
+    pub invocation_failures: AtomicU64,
+    /// Server-side invocation attempts retried after an OCC conflict.
+    pub invocation_retries: AtomicU64,
+    /// Requests refused with `overloaded`.
+    pub overloaded: AtomicU64,
+    /// Requests answered `tx_abort`.
+    pub tx_aborts: AtomicU64,
+}
+
+impl TenantCounters {
+    /// Adds one to a counter.
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Appends this tenant's counters, named `tenant.<id>.<counter>`.
+    pub fn report(&self, tenant: u32, out: &mut Vec<StatEntry>) {
+        let fields: [(&str, &AtomicU64); 8] = [
+            ("requests", &self.requests),
+            ("cpu_ns", &self.cpu_ns),
+            ("bytes_returned", &self.bytes_returned),
+            ("invocations", &self.invocations),
+            ("invocation_failures", &self.invocation_failures),
+            ("invocation_retries", &self.invocation_retries),
+            ("overloaded", &self.overloaded),
+            ("tx_aborts", &self.tx_aborts),
+        ];
+        for (name, counter) in fields {
+            out.push(StatEntry {
+                name: format!("tenant.{tenant}.{name}"),
+                value: counter.load(Ordering::Relaxed),
+            });
+        }
+    }
+}
+
+/// Counters of one worker.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// Tasks taken from its own queue.
+    pub tasks_own: AtomicU64,
+    /// Tasks stolen from other workers' queues.
+    pub tasks_stolen: AtomicU64,
+    /// Time spent executing tasks and invocation steps, in nanoseconds.
+    pub busy_ns: AtomicU64,
+}
+
+/// Counters of the node as a whole.
+#[derive(Debug, Default)]
+pub struct NodeCounters {
+    /// Connections currently open.
+    pub connections_open: AtomicU64,
+    /// Connections accepted since start.
+    pub connections_total: AtomicU64,
+    /// Connections refused because the limit was reached.
+    pub connections_refused: AtomicU64,
+    /// Connections closed because their framing broke.
+    pub framing_errors: AtomicU64,
+    /// Worker threads replaced by the watchdog after a runaway invocation.
+    pub worker_replacements: AtomicU64,
+}

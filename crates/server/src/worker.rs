@@ -1,0 +1,342 @@
+//! Worker threads ("cores"): one bounded queue each, work stealing, and the watchdog.
+//!
+//! Every tenant has a home worker whose queue receives all its requests (Kayak's static
+//! pin-request-to-core allocation, which makes per-tenant CPU shares enforceable). A worker
+//! with nothing in its own queue and no suspended invocation steals the oldest task from
+//! the longest other queue (ZygOS-style, from every other core), so no core idles while
+//! work waits anywhere: the node is work-conserving.
+//!
+//! A storage function that spins without ever calling its `Ctx` cannot be preempted inside
+//! the process. The watchdog notices a worker stuck in one poll past the invocation budget,
+//! answers that request `function_failed`, and starts a replacement thread for the queue
+//! (Splinter's approach); the stuck thread discards its result and exits if it ever returns.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle, Thread};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use ferry_proto::{Opcode, Request, Response, Status};
+
+use crate::conn::Outbox;
+use crate::exec::{self, Invocation};
+use crate::node::{Node, TenantState};
+use crate::stats::{TenantCounters, WorkerCounters};
+
+/// Most invocations one worker keeps suspended at a time. Past it the worker finishes
+/// those before taking new tasks, so its queue (bounded) absorbs the rest and then the
+/// node answers `overloaded`: memory stays bounded however many invocations arrive.
+pub const MAX_RUNNING_PER_WORKER: usize = 1024;
+
+/// Longest an idle worker sleeps before looking at the queues again: a safety net under
+/// the explicit wake-ups, short enough that a missed one costs little.
+const IDLE_PARK: Duration = Duration::from_millis(5);
+
+/// Most worker threads the watchdog replaces over the node's life. Each replaced thread
+/// may still be spinning, so past this the node stops adding threads and lets the other
+/// workers steal the stuck worker's queue.
+pub const MAX_WORKER_REPLACEMENTS: u64 = 64;
+
+/// Shortest watchdog period.
+const WATCHDOG_PERIOD_MIN: Duration = Duration::from_millis(1);
+
+/// Longest watchdog period.
+const WATCHDOG_PERIOD_MAX: Duration = Duration::from_millis(50);
+
+/// Name prefix of worker threads (the panic hook recognises them by it).
+pub(crate) const WORKER_THREAD_PREFIX: &str = "ferry-worker-";
+
+/// A request waiting for a worker.
+pub(crate) struct Task {
+    /// Where the answer goes.
+    pub(crate) outbox: Arc<Outbox>,
+    /// Who asked.
+    pub(crate) tenant: Arc<TenantState>,
+    /// Opcode to answer under.
+    pub(crate) opcode: Opcode,
+    /// Id to answer to.
+    pub(crate) request_id: u64,
+    /// The decoded request.
+    pub(crate) request: Request,
+}
+
+/// The invocation a worker is polling right now, as the watchdog sees it.
+pub(crate) struct CurrentPoll {
+    pub(crate) outbox: Arc<Outbox>,
+    pub(crate) tenant: Arc<TenantState>,
+    pub(crate) request_id: u64,
+    /// When the poll started (node clock, ns).
+    pub(crate) started_ns: u64,
+}
+
+struct Queue {
+    tasks: Mutex<VecDeque<Task>>,
+    /// Mirror of `tasks.len()` readable without the lock (stealing, sleeping checks).
+    len: AtomicUsize,
+}
+
+/// Per-worker state other threads need to see.
+pub(crate) struct Slot {
+    /// The thread to unpark; replaced when the watchdog replaces the worker.
+    thread: Mutex<Option<Thread>>,
+    /// True while parked (or about to park).
+    sleeping: AtomicBool,
+    /// Bumped when the watchdog replaces the worker: the old thread exits when it sees it.
+    pub(crate) generation: AtomicU64,
+    /// Suspended invocations, resumed round-robin. Shared so a replacement adopts them.
+    pub(crate) running: Mutex<VecDeque<Invocation>>,
+    /// The invocation being polled, if any.
+    pub(crate) current: Mutex<Option<CurrentPoll>>,
+    /// Counters.
+    pub(crate) counters: WorkerCounters,
+}
+
+/// The workers' queues and shared state.
+pub(crate) struct Pool {
+    queues: Box<[Queue]>,
+    pub(crate) slots: Box<[Slot]>,
+    capacity: usize,
+    shutdown: AtomicBool,
+    /// Workers currently parked.
+    idle: AtomicUsize,
+}
+
+impl Pool {
+    pub(crate) fn new(workers: usize, capacity: usize) -> Pool {
+        Pool {
+            queues: (0..workers)
+                .map(|_| Queue {
+                    tasks: Mutex::new(VecDeque::new()),
+                    len: AtomicUsize::new(0),
+                })
+                .collect(),
+            slots: (0..workers)
+                .map(|_| Slot {
+                    thread: Mutex::new(None),
+                    sleeping: AtomicBool::new(false),
+                    generation: AtomicU64::new(0),
+                    running: Mutex::new(VecDeque::new()),
+                    current: Mutex::new(None),
+                    counters: WorkerCounters::default(),
+                })
+                .collect(),
+            capacity,
+            shutdown: AtomicBool::new(false),
+            idle: AtomicUsize::new(0),
+        }
+    }
+
+    /// Number of workers.
+    pub(crate) fn workers(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Tasks waiting in worker `index`'s queue.
+    pub(crate) fn queue_len(&self, index: usize) -> usize {
+        self.queues[index].len.load(Ordering::SeqCst)
+    }
+
+    /// Queues `task` on worker `home`; gives it back when that queue is full.
+    pub(crate) fn submit(&self, home: usize, task: Task) -> Result<(), Task> {
+        let queue = &self.queues[home];
+        {
+            let mut tasks = queue.tasks.lock();
+            if tasks.len() >= self.capacity {
+                return Err(task);
+            }
+            tasks.push_back(task);
+            queue.len.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.slots[home].sleeping.load(Ordering::SeqCst) {
+            self.unpark(home);
+        } else if self.idle.load(Ordering::SeqCst) > 0 {
+            // The home worker is busy: wake an idle one to steal (work conservation).
+            if let Some(other) = (0..self.workers()).find(|&i| i != home && self.slots[i].sleeping.load(Ordering::SeqCst)) {
+                self.unpark(other);
+            }
+        }
+        Ok(())
+    }
+
+    fn unpark(&self, index: usize) {
+        if let Some(thread) = self.slots[index].thread.lock().as_ref() {
+            thread.unpark();
+        }
+    }
+
+    fn pop(&self, index: usize) -> Option<Task> {
+        let queue = &self.queues[index];
+        if queue.len.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let mut tasks = queue.tasks.lock();
+        let task = tasks.pop_front();
+        if task.is_some() {
+            queue.len.fetch_sub(1, Ordering::SeqCst);
+        }
+        task
+    }
+
+    /// The next task for worker `index`: its own queue first, else the oldest task of the
+    /// longest other queue. The flag says whether it was stolen.
+    fn next_task(&self, index: usize) -> Option<(Task, bool)> {
+        if let Some(task) = self.pop(index) {
+            return Some((task, false));
+        }
+        let victim = (0..self.workers())
+            .filter(|&i| i != index)
+            .max_by_key(|&i| self.queues[i].len.load(Ordering::SeqCst))?;
+        self.pop(victim).map(|task| (task, true))
+    }
+
+    fn any_queued(&self) -> bool {
+        self.queues.iter().any(|queue| queue.len.load(Ordering::SeqCst) > 0)
+    }
+
+    /// Asks every worker to finish what is queued and exit.
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        for index in 0..self.workers() {
+            self.unpark(index);
+        }
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+}
+
+/// Starts the thread of worker `index` at the slot's current generation.
+pub(crate) fn spawn_worker(node: Arc<Node>, index: usize) -> std::io::Result<JoinHandle<()>> {
+    let generation = node.pool.slots[index].generation.load(Ordering::SeqCst);
+    let slot_node = Arc::clone(&node);
+    let handle = thread::Builder::new()
+        .name(format!("{WORKER_THREAD_PREFIX}{index}"))
+        .spawn(move || worker_loop(&slot_node, index, generation))?;
+    *node.pool.slots[index].thread.lock() = Some(handle.thread().clone());
+    Ok(handle)
+}
+
+fn worker_loop(node: &Node, index: usize, generation: u64) {
+    let pool = &node.pool;
+    let slot = &pool.slots[index];
+    loop {
+        if slot.generation.load(Ordering::SeqCst) != generation {
+            return;
+        }
+        let mut worked = false;
+
+        let (resumed, running) = {
+            let mut running = slot.running.lock();
+            (running.pop_front(), running.len())
+        };
+        if let Some(invocation) = resumed {
+            worked = true;
+            match exec::step(node, index, invocation) {
+                exec::Stepped::Suspended(invocation) => slot.running.lock().push_back(invocation),
+                exec::Stepped::Finished => {}
+                exec::Stepped::Abandoned => return,
+            }
+        }
+
+        if running < MAX_RUNNING_PER_WORKER {
+            if let Some((task, stolen)) = pool.next_task(index) {
+                worked = true;
+                let counter = if stolen {
+                    &slot.counters.tasks_stolen
+                } else {
+                    &slot.counters.tasks_own
+                };
+                TenantCounters::bump(counter);
+                match exec::execute(node, index, task) {
+                    Some(exec::Stepped::Suspended(invocation)) => slot.running.lock().push_back(invocation),
+                    Some(exec::Stepped::Abandoned) => return,
+                    Some(exec::Stepped::Finished) | None => {}
+                }
+            }
+        }
+
+        if !worked {
+            if pool.is_shutting_down() && !pool.any_queued() && slot.running.lock().is_empty() {
+                return;
+            }
+            park(pool, slot);
+        }
+    }
+}
+
+fn park(pool: &Pool, slot: &Slot) {
+    slot.sleeping.store(true, Ordering::SeqCst);
+    pool.idle.fetch_add(1, Ordering::SeqCst);
+    // Re-check after announcing sleep: a submitter that pushed before seeing `sleeping`
+    // left its task in a queue we can now see (SeqCst on both sides).
+    if !pool.any_queued() && !pool.is_shutting_down() {
+        thread::park_timeout(IDLE_PARK);
+    }
+    pool.idle.fetch_sub(1, Ordering::SeqCst);
+    slot.sleeping.store(false, Ordering::SeqCst);
+}
+
+/// Starts the watchdog thread; it exits when the pool shuts down.
+pub(crate) fn spawn_watchdog(node: Arc<Node>) -> std::io::Result<JoinHandle<()>> {
+    thread::Builder::new()
+        .name("ferry-watchdog".into())
+        .spawn(move || watchdog_loop(&node))
+}
+
+fn watchdog_loop(node: &Arc<Node>) {
+    let budget_ns = node.invoke_budget_ns;
+    let period = Duration::from_nanos(budget_ns / 4).clamp(WATCHDOG_PERIOD_MIN, WATCHDOG_PERIOD_MAX);
+    // A poll is stuck once it has run past the whole budget plus two watchdog periods (so a
+    // poll that ends just after the budget is caught by the budget check instead).
+    let stuck_after_ns = budget_ns + 2 * period.as_nanos() as u64;
+    while !node.pool.is_shutting_down() {
+        thread::sleep(period);
+        let now = node.now_ns();
+        for index in 0..node.pool.workers() {
+            let stuck = {
+                let mut current = node.pool.slots[index].current.lock();
+                match current.as_ref() {
+                    Some(poll) if now.saturating_sub(poll.started_ns) > stuck_after_ns => current.take(),
+                    _ => None,
+                }
+            };
+            if let Some(poll) = stuck {
+                replace_worker(node, index, poll);
+            }
+        }
+    }
+}
+
+fn replace_worker(node: &Arc<Node>, index: usize, poll: CurrentPoll) {
+    let budget_ms = node.invoke_budget_ns as f64 / 1e6;
+    TenantCounters::bump(&poll.tenant.counters.invocation_failures);
+    TenantCounters::bump(&poll.tenant.counters.requests);
+    poll.outbox.respond(
+        Opcode::Invoke,
+        poll.tenant.id,
+        poll.request_id,
+        &Response::error(
+            Status::FunctionFailed,
+            format!("function ran past its CPU budget of {budget_ms:.1} ms without yielding; its worker was replaced"),
+        ),
+    );
+    let slot = &node.pool.slots[index];
+    // The stuck thread sees the new generation (or the emptied `current`) and exits.
+    slot.generation.fetch_add(1, Ordering::SeqCst);
+    let replaced = node.counters.worker_replacements.fetch_add(1, Ordering::SeqCst);
+    if replaced >= MAX_WORKER_REPLACEMENTS {
+        eprintln!(
+            "ferry: worker {index} is stuck in a runaway function and the replacement limit \
+             ({MAX_WORKER_REPLACEMENTS}) is reached; other workers will steal its queue"
+        );
+        *slot.thread.lock() = None;
+        return;
+    }
+    if let Err(err) = spawn_worker(Arc::clone(node), index) {
+        eprintln!("ferry: cannot start a replacement for worker {index}: {err}");
+    }
+}

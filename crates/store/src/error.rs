@@ -1,0 +1,64 @@
+//! Errors of store operations. Each maps onto one protocol status.
+
+use thiserror::Error;
+
+use crate::limits::{MAX_KEY_BYTES, MAX_TABLES_PER_TENANT, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES};
+
+/// Why a store operation was refused. Nothing was changed when one is returned.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// A key longer than [`MAX_KEY_BYTES`].
+    #[error("key of {0} bytes exceeds the {MAX_KEY_BYTES}-byte limit")]
+    KeyTooLarge(usize),
+    /// An empty key.
+    #[error("keys must not be empty")]
+    EmptyKey,
+    /// A value larger than [`MAX_VALUE_BYTES`].
+    #[error("value of {0} bytes exceeds the {MAX_VALUE_BYTES}-byte limit")]
+    ValueTooLarge(usize),
+    /// A table name that is empty, too long or uses characters outside `[A-Za-z0-9_.-]`.
+    #[error("invalid table name {0:?}: use 1 to {MAX_TABLE_NAME_BYTES} characters of [A-Za-z0-9_.-]")]
+    BadTableName(String),
+    /// Creating the table would exceed [`MAX_TABLES_PER_TENANT`].
+    #[error("tenant already has {MAX_TABLES_PER_TENANT} tables")]
+    TooManyTables,
+    /// A transaction touching more than [`MAX_TX_OBJECTS`] objects.
+    #[error("transaction touches {0} objects, more than the {MAX_TX_OBJECTS} allowed")]
+    TooManyObjects(usize),
+    /// The write would take the tenant over its memory quota.
+    #[error("tenant memory quota of {quota_bytes} bytes exceeded (in use {used_bytes}, write needs {needed_bytes} more)")]
+    QuotaExceeded {
+        /// The quota.
+        quota_bytes: u64,
+        /// Bytes in use before the write.
+        used_bytes: u64,
+        /// Additional bytes the write needed.
+        needed_bytes: u64,
+    },
+    /// OCC validation failed: an object read by the transaction has a newer version.
+    #[error("transaction aborted: {table}/{key_hex} changed (read version {read_version}, now {current_version})")]
+    Conflict {
+        /// Table of the conflicting object.
+        table: String,
+        /// Its key, hex-encoded for the message.
+        key_hex: String,
+        /// Version the transaction read.
+        read_version: u64,
+        /// Version found at validation.
+        current_version: u64,
+    },
+}
+
+impl StoreError {
+    /// True for errors caused by a size or quota limit (protocol status `too_large`).
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            StoreError::KeyTooLarge(_)
+                | StoreError::ValueTooLarge(_)
+                | StoreError::TooManyTables
+                | StoreError::TooManyObjects(_)
+                | StoreError::QuotaExceeded { .. }
+        )
+    }
+}

@@ -1,0 +1,595 @@
+//! One tenant's data: tables, memory quota, version clock, and the operations on them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+
+use crate::error::StoreError;
+use crate::limits::{
+    MAX_KEY_BYTES, MAX_TABLES_PER_TENANT, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES,
+    OBJECT_OVERHEAD_BYTES,
+};
+use crate::locks::{LockPlan, LockedShards, Object, Table};
+use crate::VERSION_ABSENT;
+
+/// An object a transaction read, with the version it saw (0 = absent).
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectRef<'a> {
+    /// Table of the object.
+    pub table: &'a str,
+    /// Key of the object.
+    pub key: &'a [u8],
+    /// Version seen.
+    pub version: u64,
+}
+
+/// An object a transaction writes.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteRef<'a> {
+    /// Table (created if it does not exist).
+    pub table: &'a str,
+    /// Key.
+    pub key: &'a [u8],
+    /// New value, or `None` to delete.
+    pub value: Option<&'a [u8]>,
+}
+
+/// A value as read: its version and bytes.
+pub type Versioned = (u64, Bytes);
+
+/// Counters of one tenant, for `stats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TenantStats {
+    /// Tables created.
+    pub tables: u64,
+    /// Objects stored.
+    pub objects: u64,
+    /// Bytes charged against the quota.
+    pub used_bytes: u64,
+    /// The quota.
+    pub quota_bytes: u64,
+    /// Transactions with writes that committed.
+    pub commits: u64,
+    /// Transactions refused by validation.
+    pub conflicts: u64,
+}
+
+/// All data of one tenant. Shared by every worker; all methods take `&self`.
+pub struct TenantStore {
+    /// Tables by name. Held for reading during every operation; taken for writing only to
+    /// create a table, which is also what makes "this table does not exist" a stable fact
+    /// for the duration of a validation.
+    tables: RwLock<HashMap<String, Arc<Table>>>,
+    /// Memory quota (keys + values + per-object overhead).
+    quota_bytes: u64,
+    /// Bytes charged against the quota.
+    used_bytes: AtomicU64,
+    /// Objects stored.
+    objects: AtomicU64,
+    /// Last version handed out; versions of one tenant strictly increase.
+    clock: AtomicU64,
+    /// Write transactions committed.
+    commits: AtomicU64,
+    /// Transactions refused by validation.
+    conflicts: AtomicU64,
+}
+
+fn charge(key: &[u8], value: &[u8]) -> u64 {
+    key.len() as u64 + value.len() as u64 + OBJECT_OVERHEAD_BYTES
+}
+
+/// Checks a table name: non-empty, short, and printable in logs and stats names.
+pub fn check_table_name(name: &str) -> Result<(), StoreError> {
+    let valid_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
+    if name.is_empty() || name.len() > MAX_TABLE_NAME_BYTES || !name.chars().all(valid_char) {
+        return Err(StoreError::BadTableName(name.chars().take(MAX_TABLE_NAME_BYTES).collect()));
+    }
+    Ok(())
+}
+
+/// Checks a key's length.
+pub fn check_key(key: &[u8]) -> Result<(), StoreError> {
+    if key.is_empty() {
+        Err(StoreError::EmptyKey)
+    } else if key.len() > MAX_KEY_BYTES {
+        Err(StoreError::KeyTooLarge(key.len()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks a value's length.
+pub fn check_value(value: &[u8]) -> Result<(), StoreError> {
+    if value.len() > MAX_VALUE_BYTES {
+        Err(StoreError::ValueTooLarge(value.len()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks a write the way a commit will, so a runtime can refuse it when the function
+/// makes it rather than at commit.
+pub fn check_write(table: &str, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+    check_table_name(table)?;
+    check_key(key)?;
+    if let Some(value) = value {
+        check_value(value)?;
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const SHOWN_BYTES: usize = 32;
+    let mut out: String = bytes.iter().take(SHOWN_BYTES).map(|b| format!("{b:02x}")).collect();
+    if bytes.len() > SHOWN_BYTES {
+        out.push('…');
+    }
+    out
+}
+
+impl TenantStore {
+    /// An empty tenant with a memory quota.
+    pub fn new(quota_bytes: u64) -> TenantStore {
+        TenantStore {
+            tables: RwLock::new(HashMap::new()),
+            quota_bytes,
+            used_bytes: AtomicU64::new(0),
+            objects: AtomicU64::new(0),
+            clock: AtomicU64::new(VERSION_ABSENT),
+            commits: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
+        }
+    }
+
+    /// Reads one object; a missing table reads as a missing object.
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Versioned>, StoreError> {
+        check_key(key)?;
+        let tables = self.tables.read();
+        let Some(table) = tables.get(table) else {
+            return Ok(None);
+        };
+        let shard = table.shards[crate::locks::shard_of(key)].read();
+        Ok(shard.get(key).map(|object| (object.version, object.value.clone())))
+    }
+
+    /// Reads objects of one table as one consistent snapshot, after checking that every
+    /// object of `validate` still has the version listed (all under the same locks).
+    pub fn read_validated(
+        &self,
+        table: &str,
+        keys: &[&[u8]],
+        validate: &[ObjectRef<'_>],
+    ) -> Result<Vec<Option<Versioned>>, StoreError> {
+        let reads: Vec<(&str, &[u8])> = keys.iter().map(|key| (table, *key)).collect();
+        let (values, _) = self.transact(validate, &reads, &[])?;
+        Ok(values)
+    }
+
+    /// Writes one object, creating its table if needed; returns the new version.
+    pub fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<u64, StoreError> {
+        let write = WriteRef {
+            table,
+            key,
+            value: Some(value),
+        };
+        Ok(self.transact(&[], &[], &[write])?.1)
+    }
+
+    /// Deletes one object; `Ok(None)` when it did not exist (nothing is written then).
+    pub fn delete(&self, table: &str, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        check_key(key)?;
+        check_table_name(table)?;
+        if !self.tables.read().contains_key(table) {
+            return Ok(None);
+        }
+        // Read the current version and delete under the same lock, conditionally: a delete
+        // of an object that a concurrent writer re-creates must not report "not found".
+        loop {
+            let Some((version, _)) = self.get(table, key)? else {
+                return Ok(None);
+            };
+            let read = ObjectRef { table, key, version };
+            let write = WriteRef {
+                table,
+                key,
+                value: None,
+            };
+            match self.transact(&[read], &[], &[write]) {
+                Ok((_, version)) => return Ok(Some(version)),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// OCC commit: validates `reads`, then installs `writes` atomically. Returns the commit
+    /// version (0 for a read-only commit, which installs nothing).
+    pub fn commit(&self, reads: &[ObjectRef<'_>], writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
+        Ok(self.transact(reads, &[], writes)?.1)
+    }
+
+    /// The one transaction routine every operation goes through: check limits, create
+    /// written tables, lock every touched shard in global order, validate `validate`, read
+    /// `reads`, install `writes`.
+    fn transact(
+        &self,
+        validate: &[ObjectRef<'_>],
+        reads: &[(&str, &[u8])],
+        writes: &[WriteRef<'_>],
+    ) -> Result<(Vec<Option<Versioned>>, u64), StoreError> {
+        let touched = validate.len() + reads.len() + writes.len();
+        if touched > MAX_TX_OBJECTS {
+            return Err(StoreError::TooManyObjects(touched));
+        }
+        for object in validate {
+            check_key(object.key)?;
+        }
+        for (_, key) in reads {
+            check_key(key)?;
+        }
+        for write in writes {
+            check_write(write.table, write.key, write.value)?;
+        }
+        for write in writes {
+            self.ensure_table(write.table)?;
+        }
+
+        let tables = self.tables.read();
+        let mut plan = LockPlan::with_capacity(touched);
+        for object in validate {
+            if let Some((name, table)) = tables.get_key_value(object.table) {
+                plan.add(name, table, object.key, false);
+            }
+        }
+        for (table_name, key) in reads {
+            if let Some((name, table)) = tables.get_key_value(*table_name) {
+                plan.add(name, table, key, false);
+            }
+        }
+        for write in writes {
+            // Invariant: ensure_table created every written table and tables are never
+            // removed, so the lookup succeeds.
+            let (name, table) = tables.get_key_value(write.table).expect("written table exists");
+            plan.add(name, table, write.key, true);
+        }
+        let mut locked = plan.lock();
+
+        for object in validate {
+            let current = if tables.contains_key(object.table) {
+                locked.get(object.table, object.key).map_or(VERSION_ABSENT, |o| o.version)
+            } else {
+                VERSION_ABSENT
+            };
+            if current != object.version {
+                self.conflicts.fetch_add(1, Ordering::Relaxed);
+                return Err(StoreError::Conflict {
+                    table: object.table.to_string(),
+                    key_hex: hex(object.key),
+                    read_version: object.version,
+                    current_version: current,
+                });
+            }
+        }
+
+        let values = reads
+            .iter()
+            .map(|(table, key)| {
+                if tables.contains_key(*table) {
+                    locked.get(table, key).map(|o| (o.version, o.value.clone()))
+                } else {
+                    None
+                }
+            })
+            .collect();
+
+        if writes.is_empty() {
+            return Ok((values, VERSION_ABSENT));
+        }
+        let version = self.install(&mut locked, writes)?;
+        Ok((values, version))
+    }
+
+    /// Installs writes under the held locks, charging the quota first so a refused write
+    /// changes nothing.
+    fn install(&self, locked: &mut LockedShards<'_>, writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
+        // Later writes to the same object win; only the last one is charged and installed.
+        let mut last_write: HashMap<(&str, &[u8]), usize> = HashMap::with_capacity(writes.len());
+        for (index, write) in writes.iter().enumerate() {
+            last_write.insert((write.table, write.key), index);
+        }
+        let mut grow: u64 = 0;
+        let mut shrink: u64 = 0;
+        for (index, write) in writes.iter().enumerate() {
+            if last_write[&(write.table, write.key)] != index {
+                continue;
+            }
+            let old = locked
+                .get(write.table, write.key)
+                .map_or(0, |o| charge(write.key, &o.value));
+            let new = write.value.map_or(0, |value| charge(write.key, value));
+            if new >= old {
+                grow += new - old;
+            } else {
+                shrink += old - new;
+            }
+        }
+        let net_grow = grow.saturating_sub(shrink);
+        if net_grow > 0 {
+            self.used_bytes
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                    (used + net_grow <= self.quota_bytes).then_some(used + net_grow)
+                })
+                .map_err(|used| StoreError::QuotaExceeded {
+                    quota_bytes: self.quota_bytes,
+                    used_bytes: used,
+                    needed_bytes: net_grow,
+                })?;
+        } else {
+            self.used_bytes.fetch_sub(shrink - grow, Ordering::AcqRel);
+        }
+
+        let version = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
+        for (index, write) in writes.iter().enumerate() {
+            if last_write[&(write.table, write.key)] != index {
+                continue;
+            }
+            let shard = locked.shard_mut(write.table, write.key);
+            match write.value {
+                Some(value) => {
+                    let object = Object {
+                        version,
+                        value: Bytes::copy_from_slice(value),
+                    };
+                    if shard.insert(Bytes::copy_from_slice(write.key), object).is_none() {
+                        self.objects.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                None => {
+                    if shard.remove(write.key).is_some() {
+                        self.objects.fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(version)
+    }
+
+    fn ensure_table(&self, name: &str) -> Result<(), StoreError> {
+        if self.tables.read().contains_key(name) {
+            return Ok(());
+        }
+        let mut tables = self.tables.write();
+        if tables.contains_key(name) {
+            return Ok(());
+        }
+        if tables.len() >= MAX_TABLES_PER_TENANT {
+            return Err(StoreError::TooManyTables);
+        }
+        tables.insert(name.to_string(), Arc::new(Table::new()));
+        Ok(())
+    }
+
+    /// Every object of a table, sorted by key: for tests and state comparisons, not for the
+    /// request path (it locks the table's shards one at a time).
+    pub fn table_snapshot(&self, table: &str) -> Vec<(Bytes, u64, Bytes)> {
+        let tables = self.tables.read();
+        let Some(table) = tables.get(table) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(Bytes, u64, Bytes)> = table
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                shard
+                    .read()
+                    .iter()
+                    .map(|(key, object)| (key.clone(), object.version, object.value.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Names of the tenant's tables, sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tables.read().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> TenantStats {
+        TenantStats {
+            tables: self.tables.read().len() as u64,
+            objects: self.objects.load(Ordering::Relaxed),
+            used_bytes: self.used_bytes.load(Ordering::Relaxed),
+            quota_bytes: self.quota_bytes,
+            commits: self.commits.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUOTA: u64 = 1 << 20;
+
+    #[test]
+    fn put_get_delete_and_versions_grow() {
+        let store = TenantStore::new(QUOTA);
+        assert_eq!(store.get("t", b"k").unwrap(), None);
+        let v1 = store.put("t", b"k", b"one").unwrap();
+        let v2 = store.put("t", b"k", b"two").unwrap();
+        assert!(v2 > v1 && v1 > VERSION_ABSENT);
+        assert_eq!(store.get("t", b"k").unwrap(), Some((v2, Bytes::from_static(b"two"))));
+        let v3 = store.delete("t", b"k").unwrap().unwrap();
+        assert!(v3 > v2);
+        assert_eq!(store.get("t", b"k").unwrap(), None);
+        assert_eq!(store.delete("t", b"k").unwrap(), None);
+        assert_eq!(store.delete("missing_table", b"k").unwrap(), None);
+        assert_eq!(store.stats().objects, 0);
+        assert_eq!(store.stats().used_bytes, 0);
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let store = TenantStore::new(QUOTA);
+        let big_key = vec![b'k'; MAX_KEY_BYTES + 1];
+        assert_eq!(store.put("t", &big_key, b"v"), Err(StoreError::KeyTooLarge(MAX_KEY_BYTES + 1)));
+        assert_eq!(store.put("t", b"", b"v"), Err(StoreError::EmptyKey));
+        let big_value = vec![0u8; MAX_VALUE_BYTES + 1];
+        assert_eq!(store.put("t", b"k", &big_value), Err(StoreError::ValueTooLarge(MAX_VALUE_BYTES + 1)));
+        assert!(matches!(store.put("bad name", b"k", b"v"), Err(StoreError::BadTableName(_))));
+        assert!(matches!(store.put("", b"k", b"v"), Err(StoreError::BadTableName(_))));
+        // Nothing above created a table.
+        assert!(store.table_names().is_empty());
+    }
+
+    #[test]
+    fn quota_refuses_writes_that_do_not_fit_and_changes_nothing() {
+        let store = TenantStore::new(1000);
+        store.put("t", b"a", &[0u8; 500]).unwrap();
+        let err = store.put("t", b"b", &[0u8; 500]).unwrap_err();
+        assert!(matches!(err, StoreError::QuotaExceeded { .. }), "{err}");
+        assert_eq!(store.get("t", b"b").unwrap(), None);
+        // Overwriting with a smaller value frees room.
+        store.put("t", b"a", &[0u8; 10]).unwrap();
+        store.put("t", b"b", &[0u8; 500]).unwrap();
+    }
+
+    #[test]
+    fn too_many_tables_is_refused() {
+        let store = TenantStore::new(u64::MAX);
+        for i in 0..MAX_TABLES_PER_TENANT {
+            store.put(&format!("t{i}"), b"k", b"v").unwrap();
+        }
+        assert_eq!(store.put("one_more", b"k", b"v"), Err(StoreError::TooManyTables));
+    }
+
+    #[test]
+    fn commit_validates_reads_and_installs_writes_atomically() {
+        let store = TenantStore::new(QUOTA);
+        let va = store.put("acct", b"a", b"10").unwrap();
+        let vb = store.put("acct", b"b", b"0").unwrap();
+        let reads = [
+            ObjectRef { table: "acct", key: b"a", version: va },
+            ObjectRef { table: "acct", key: b"b", version: vb },
+        ];
+        let writes = [
+            WriteRef { table: "acct", key: b"a", value: Some(b"9") },
+            WriteRef { table: "acct", key: b"b", value: Some(b"1") },
+        ];
+        let version = store.commit(&reads, &writes).unwrap();
+        assert_eq!(store.get("acct", b"a").unwrap().unwrap(), (version, Bytes::from_static(b"9")));
+        assert_eq!(store.get("acct", b"b").unwrap().unwrap(), (version, Bytes::from_static(b"1")));
+        // The same transaction again is stale: nothing changes.
+        let err = store.commit(&reads, &writes).unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+        assert_eq!(store.stats().conflicts, 1);
+        assert_eq!(store.get("acct", b"a").unwrap().unwrap().0, version);
+    }
+
+    #[test]
+    fn absent_reads_conflict_with_later_creation() {
+        let store = TenantStore::new(QUOTA);
+        let absent = [ObjectRef { table: "new", key: b"k", version: VERSION_ABSENT }];
+        assert_eq!(store.commit(&absent, &[]).unwrap(), VERSION_ABSENT);
+        store.put("new", b"k", b"v").unwrap();
+        assert!(matches!(store.commit(&absent, &[]), Err(StoreError::Conflict { .. })));
+    }
+
+    #[test]
+    fn read_validated_reads_after_validation() {
+        let store = TenantStore::new(QUOTA);
+        let va = store.put("t", b"a", b"x").unwrap();
+        store.put("t", b"b", b"y").unwrap();
+        let ok = store
+            .read_validated("t", &[b"b", b"zz"], &[ObjectRef { table: "t", key: b"a", version: va }])
+            .unwrap();
+        assert_eq!(ok[0].as_ref().unwrap().1, Bytes::from_static(b"y"));
+        assert_eq!(ok[1], None);
+        store.put("t", b"a", b"x2").unwrap();
+        let stale = store.read_validated("t", &[b"b"], &[ObjectRef { table: "t", key: b"a", version: va }]);
+        assert!(matches!(stale, Err(StoreError::Conflict { .. })));
+    }
+
+    #[test]
+    fn duplicate_writes_in_one_commit_keep_the_last() {
+        let store = TenantStore::new(QUOTA);
+        let writes = [
+            WriteRef { table: "t", key: b"k", value: Some(b"first") },
+            WriteRef { table: "t", key: b"k", value: Some(b"last") },
+        ];
+        store.commit(&[], &writes).unwrap();
+        assert_eq!(store.get("t", b"k").unwrap().unwrap().1, Bytes::from_static(b"last"));
+        assert_eq!(store.stats().objects, 1);
+        assert_eq!(store.stats().used_bytes, charge(b"k", b"last"));
+    }
+
+    /// Concurrent transfers between accounts under OCC with retries keep the total: the
+    /// store-level version of the closed-economy invariant.
+    #[test]
+    fn concurrent_transfers_conserve_the_total() {
+        const ACCOUNTS: u64 = 8;
+        const THREADS: u64 = 4;
+        const TRANSFERS: u64 = 2000;
+        let store = Arc::new(TenantStore::new(QUOTA));
+        for account in 0..ACCOUNTS {
+            store.put("acct", &account.to_le_bytes(), &100u64.to_le_bytes()).unwrap();
+        }
+        let threads: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let store = Arc::clone(&store);
+                std::thread::spawn(move || {
+                    for i in 0..TRANSFERS {
+                        let from = (thread + i) % ACCOUNTS;
+                        let to = (thread * 3 + i * 7 + 1) % ACCOUNTS;
+                        if from == to {
+                            continue;
+                        }
+                        loop {
+                            let (vf, bf) = store.get("acct", &from.to_le_bytes()).unwrap().unwrap();
+                            let (vt, bt) = store.get("acct", &to.to_le_bytes()).unwrap().unwrap();
+                            let bf = u64::from_le_bytes(bf[..].try_into().unwrap());
+                            let bt = u64::from_le_bytes(bt[..].try_into().unwrap());
+                            if bf == 0 {
+                                break;
+                            }
+                            let (kf, kt) = (from.to_le_bytes(), to.to_le_bytes());
+                            let (nf, nt) = ((bf - 1).to_le_bytes(), (bt + 1).to_le_bytes());
+                            let reads = [
+                                ObjectRef { table: "acct", key: &kf, version: vf },
+                                ObjectRef { table: "acct", key: &kt, version: vt },
+                            ];
+                            let writes = [
+                                WriteRef { table: "acct", key: &kf, value: Some(&nf) },
+                                WriteRef { table: "acct", key: &kt, value: Some(&nt) },
+                            ];
+                            match store.commit(&reads, &writes) {
+                                Ok(_) => break,
+                                Err(StoreError::Conflict { .. }) => continue,
+                                Err(err) => panic!("{err}"),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let total: u64 = store
+            .table_snapshot("acct")
+            .iter()
+            .map(|(_, _, value)| u64::from_le_bytes(value[..].try_into().unwrap()))
+            .sum();
+        assert_eq!(total, ACCOUNTS * 100);
+    }
+}
