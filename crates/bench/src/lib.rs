@@ -1,1 +1,40 @@
-//! placeholder
+//! Measuring ferry: load generation, benchmark orchestration and their reports.
+//!
+//! Layout:
+//! - [`affinity`]: parse CPU sets and pin the process (the two sides of a measurement
+//!   never share a CPU).
+//! - [`child`]: a storage node run as a pinned child process.
+//! - [`latency`]: HDR-histogram latency recording and medians over runs.
+//! - [`load`]: loading data sets with pipelined puts.
+//! - [`loadgen`]: closed-loop (saturation) and open-loop (fixed rate, no coordinated
+//!   omission) load generation over any async operation.
+//! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
+
+pub mod affinity;
+pub mod child;
+pub mod kv;
+pub mod latency;
+pub mod load;
+pub mod loadgen;
+
+use thiserror::Error;
+
+/// Why a benchmark could not run.
+#[derive(Debug, Error)]
+pub enum BenchError {
+    /// Pinning failed (e.g. a CPU that does not exist).
+    #[error(transparent)]
+    Affinity(#[from] affinity::AffinityError),
+    /// The client failed.
+    #[error(transparent)]
+    Client(#[from] ferry_client::ClientError),
+    /// The storage node could not be started or stopped.
+    #[error("storage node: {0}")]
+    Server(String),
+    /// Local I/O or runtime failure.
+    #[error("{0}")]
+    Io(String),
+    /// A benchmark setting is invalid.
+    #[error("invalid benchmark setting: {0}")]
+    Invalid(String),
+}

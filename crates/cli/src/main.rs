@@ -1,18 +1,38 @@
 //! `ferry`: the one binary users run.
 //!
 //! Layout: `main.rs` parses the command line and maps errors to exit codes; each
-//! subcommand lives in its own module (`server_cmd`, `kv_cmd`, `load_cmd`, `bench_cmd`,
-//! `sim_cmd`) and is thin glue over the library crates.
+//! subcommand lives in its own module and is thin glue over the library crates:
+//! `server_cmd` (storage node), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
+//! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator); `connect` holds the flags shared
+//! by commands that talk to a node.
+
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod bench_kv_cmd;
+mod connect;
+mod kv_cmd;
+mod load_cmd;
+mod server_cmd;
 mod sim_cmd;
 
 /// What every subcommand returns: a human-readable error ends the process with exit code 1.
 pub type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
+/// Parses a human duration (`10us`, `1.5ms`, `5s`) for clap.
+pub fn parse_std_duration(text: &str) -> Result<Duration, String> {
+    ferry_sim::spec::parse_duration(text)
+        .map(|nanos| Duration::from_nanos(nanos.as_nanos()))
+        .map_err(|err| err.to_string())
+}
+
 #[derive(Parser)]
-#[command(name = "ferry", version, about = "Ship compute to the data, or data to the compute — decided per request.")]
+#[command(
+    name = "ferry",
+    version,
+    about = "Ship compute to the data, or data to the compute — decided per request."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -20,6 +40,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a storage node (prints `listening on HOST:PORT` first).
+    Server(server_cmd::ServerArgs),
+    /// Talk to a storage node by hand: put, get, delete, multiget, invoke, stats.
+    Kv(kv_cmd::KvArgs),
+    /// Load a built-in function's data set into a storage node.
+    Load(load_cmd::LoadArgs),
+    /// Benchmark raw gets and no-op invocations against a pinned storage node.
+    BenchKv(bench_kv_cmd::BenchKvArgs),
     /// Run the discrete-event simulator for one policy.
     Sim(sim_cmd::SimArgs),
     /// Sweep fixed RPC fractions in the simulator: the upper bound policies are judged against.
@@ -29,6 +57,10 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Server(args) => server_cmd::run(args),
+        Command::Kv(args) => kv_cmd::run(args),
+        Command::Load(args) => load_cmd::run(args),
+        Command::BenchKv(args) => bench_kv_cmd::run(args),
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),
     };

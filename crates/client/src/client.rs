@@ -93,7 +93,13 @@ impl Client {
         }
         let mut connections = Vec::with_capacity(config.connections);
         for _ in 0..config.connections {
-            let connection = Connection::open(&config.addr, config.tenant, config.token.as_bytes(), config.connect_timeout).await?;
+            let connection = Connection::open(
+                &config.addr,
+                config.tenant,
+                config.token.as_bytes(),
+                config.connect_timeout,
+            )
+            .await?;
             connections.push(Mutex::new(Arc::new(connection)));
         }
         Ok(Client {
@@ -129,7 +135,15 @@ impl Client {
             return Ok(current); // someone else reconnected meanwhile
         }
         let config = &self.inner.config;
-        let fresh = Arc::new(Connection::open(&config.addr, config.tenant, config.token.as_bytes(), config.connect_timeout).await?);
+        let fresh = Arc::new(
+            Connection::open(
+                &config.addr,
+                config.tenant,
+                config.token.as_bytes(),
+                config.connect_timeout,
+            )
+            .await?,
+        );
         *slot.lock() = Arc::clone(&fresh);
         Ok(fresh)
     }

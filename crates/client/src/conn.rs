@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
@@ -29,7 +29,17 @@ pub const MAX_PENDING_PER_CONNECTION: usize = 1024;
 /// Bytes requested from the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-type Waiter = oneshot::Sender<Result<Response, ClientError>>;
+/// How often a connection looks for requests past their deadline. Timeouts are checked by
+/// one sweeper per connection instead of a timer per request, which would cost a timer
+/// insertion and removal on every call; a timeout may thus fire up to this much late.
+const TIMEOUT_SWEEP_PERIOD: Duration = Duration::from_millis(50);
+
+/// Who waits for an answer, and until when.
+struct Waiter {
+    sender: oneshot::Sender<Result<Response, ClientError>>,
+    deadline: Instant,
+    timeout: Duration,
+}
 
 /// State shared by the connection handle and its reader and writer tasks.
 struct Shared {
@@ -52,7 +62,7 @@ impl Shared {
         self.death.lock().get_or_insert(why.clone());
         let waiters: Vec<Waiter> = self.pending.lock().drain().map(|(_, waiter)| waiter).collect();
         for waiter in waiters {
-            let _ = waiter.send(Err(ClientError::Disconnected(why.clone())));
+            let _ = waiter.sender.send(Err(ClientError::Disconnected(why.clone())));
         }
         self.ready.notify_one();
     }
@@ -65,7 +75,7 @@ pub(crate) struct Connection {
     next_id: AtomicU64,
     slots: Semaphore,
     hello: HelloInfo,
-    tasks: [JoinHandle<()>; 2],
+    tasks: [JoinHandle<()>; 3],
 }
 
 impl Drop for Connection {
@@ -78,7 +88,12 @@ impl Drop for Connection {
 
 impl Connection {
     /// Connects, says hello and starts the reader and writer tasks.
-    pub(crate) async fn open(addr: &str, tenant: u32, token: &[u8], connect_timeout: Duration) -> Result<Connection, ClientError> {
+    pub(crate) async fn open(
+        addr: &str,
+        tenant: u32,
+        token: &[u8],
+        connect_timeout: Duration,
+    ) -> Result<Connection, ClientError> {
         let connect_error = |message: String| ClientError::Connect {
             addr: addr.to_string(),
             message,
@@ -96,15 +111,24 @@ impl Connection {
             token: bytes::Bytes::copy_from_slice(token),
         }
         .encode_frame(tenant, 0, &mut frame)?;
-        writer.write_all(&frame).await.map_err(|err| connect_error(err.to_string()))?;
+        writer
+            .write_all(&frame)
+            .await
+            .map_err(|err| connect_error(err.to_string()))?;
         let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
         let mut decoder = FrameDecoder::new();
         let hello = tokio::time::timeout(connect_timeout, async {
             loop {
-                if let Some(decoded) = decoder.decode(&mut buf).map_err(|err| ClientError::Protocol(err.to_string()))? {
+                if let Some(decoded) = decoder
+                    .decode(&mut buf)
+                    .map_err(|err| ClientError::Protocol(err.to_string()))?
+                {
                     return response_of(decoded);
                 }
-                let read = reader.read_buf(&mut buf).await.map_err(|err| connect_error(err.to_string()))?;
+                let read = reader
+                    .read_buf(&mut buf)
+                    .await
+                    .map_err(|err| connect_error(err.to_string()))?;
                 if read == 0 {
                     return Err(connect_error("the node closed the connection during hello".into()));
                 }
@@ -135,13 +159,14 @@ impl Connection {
         });
         let reader_task = tokio::spawn(read_loop(reader, buf, decoder, Arc::clone(&shared)));
         let writer_task = tokio::spawn(write_loop(writer, Arc::clone(&shared)));
+        let sweeper_task = tokio::spawn(sweep_timeouts(Arc::clone(&shared)));
         Ok(Connection {
             shared,
             tenant,
             next_id: AtomicU64::new(1),
             slots: Semaphore::new(MAX_PENDING_PER_CONNECTION),
             hello,
-            tasks: [reader_task, writer_task],
+            tasks: [reader_task, writer_task, sweeper_task],
         })
     }
 
@@ -167,7 +192,12 @@ impl Connection {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
-        self.shared.pending.lock().insert(id, sender);
+        let waiter = Waiter {
+            sender,
+            deadline: Instant::now() + timeout,
+            timeout,
+        };
+        self.shared.pending.lock().insert(id, waiter);
         let was_empty = {
             let mut outbox = self.shared.outbox.lock();
             let was_empty = outbox.is_empty();
@@ -188,18 +218,18 @@ impl Connection {
                 return Err(ClientError::Disconnected(self.death()));
             }
         }
-        match tokio::time::timeout(timeout, receiver).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(ClientError::Disconnected(self.death())),
-            Err(_) => {
-                self.shared.pending.lock().remove(&id);
-                Err(ClientError::Timeout(timeout))
-            }
+        match receiver.await {
+            Ok(result) => result,
+            Err(_) => Err(ClientError::Disconnected(self.death())),
         }
     }
 
     fn death(&self) -> String {
-        self.shared.death.lock().clone().unwrap_or_else(|| "connection closed".into())
+        self.shared
+            .death
+            .lock()
+            .clone()
+            .unwrap_or_else(|| "connection closed".into())
     }
 }
 
@@ -230,8 +260,9 @@ async fn read_loop(mut reader: OwnedReadHalf, mut buf: BytesMut, mut decoder: Fr
                 Ok(Some(decoded)) => {
                     let id = request_id_of(&decoded);
                     // An answer nobody waits for (its request timed out) is dropped.
-                    if let Some(waiter) = shared.pending.lock().remove(&id) {
-                        let _ = waiter.send(response_of(decoded));
+                    let waiter = shared.pending.lock().remove(&id);
+                    if let Some(waiter) = waiter {
+                        let _ = waiter.sender.send(response_of(decoded));
                     }
                 }
                 Err(err) => {
@@ -251,6 +282,29 @@ async fn read_loop(mut reader: OwnedReadHalf, mut buf: BytesMut, mut decoder: Fr
                 shared.die(err.to_string());
                 return;
             }
+        }
+    }
+}
+
+async fn sweep_timeouts(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(TIMEOUT_SWEEP_PERIOD).await;
+        if shared.dead.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = Instant::now();
+        let expired: Vec<Waiter> = {
+            let mut pending = shared.pending.lock();
+            let ids: Vec<u64> = pending
+                .iter()
+                .filter(|(_, w)| w.deadline <= now)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| pending.remove(id)).collect()
+        };
+        for waiter in expired {
+            let timeout = waiter.timeout;
+            let _ = waiter.sender.send(Err(ClientError::Timeout(timeout)));
         }
     }
 }

@@ -7,7 +7,7 @@
 //! - `conn`: one connection: request ids, the outbox its writer task flushes, the reader
 //!   task that routes answers to waiters in any order.
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
-//! - [`error`]: [`ClientError`].
+//! - [`error`]: the client's error type, [`ClientError`].
 
 pub mod client;
 mod conn;

@@ -21,7 +21,7 @@ use ferry_proto::{CommitWrite, ReadVersion, Request, Response, ResponseBody, Sta
 
 use crate::client::{check_status, Client};
 use crate::error::ClientError;
-use crate::{InvokeCost, Invocation, Placement};
+use crate::{Invocation, InvokeCost, Placement};
 
 /// Attempts of one local invocation before it gives up with `tx_abort`.
 pub const MAX_LOCAL_ATTEMPTS: u32 = 8;
@@ -74,7 +74,11 @@ impl RemoteCtx<'_> {
     }
 
     async fn read(&mut self, table: &str, keys: &[Bytes]) -> Result<Vec<Option<Bytes>>, CtxError> {
-        let missing: Vec<Bytes> = keys.iter().filter(|key| self.tx.lookup(table, key).is_none()).cloned().collect();
+        let missing: Vec<Bytes> = keys
+            .iter()
+            .filter(|key| self.tx.lookup(table, key).is_none())
+            .cloned()
+            .collect();
         if missing.len() == 1 {
             let request = Request::Get {
                 table: table.to_string(),
@@ -113,12 +117,17 @@ impl RemoteCtx<'_> {
         }
         Ok(keys
             .iter()
-            .map(|key| self.tx.lookup(table, key).expect("every key was just read or already known"))
+            .map(|key| {
+                self.tx
+                    .lookup(table, key)
+                    .expect("every key was just read or already known")
+            })
             .collect())
     }
 
     fn buffer(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
-        ferry_store::tenant::check_write(table, key, value.as_deref()).map_err(|err| CtxError::Refused(err.to_string()))?;
+        ferry_store::tenant::check_write(table, key, value.as_deref())
+            .map_err(|err| CtxError::Refused(err.to_string()))?;
         self.tx.buffer_write(table, key, value)
     }
 }
@@ -164,7 +173,10 @@ impl Future for TimedAttempt<'_> {
         let polled = catch_unwind(AssertUnwindSafe(|| self.inner.as_mut().poll(cx)));
         self.busy_ns += started.elapsed().as_nanos() as u64;
         let polled = polled.unwrap_or_else(|payload| {
-            Poll::Ready(Err(FnError::Failed(format!("function panicked: {}", panic_text(payload.as_ref())))))
+            Poll::Ready(Err(FnError::Failed(format!(
+                "function panicked: {}",
+                panic_text(payload.as_ref())
+            ))))
         });
         polled.map(|output| (output, self.busy_ns))
     }
@@ -190,9 +202,10 @@ fn backoff(attempt: u32, state: &mut u64) -> Duration {
 
 pub(crate) async fn invoke_local(client: &Client, function_name: &str, args: Bytes) -> Result<Invocation, ClientError> {
     let started = Instant::now();
-    let function = client.config().registry.get(function_name).ok_or_else(|| {
-        ClientError::server(Status::UnknownFunction, format!("no function named {function_name:?}"))
-    })?;
+    let function =
+        client.config().registry.get(function_name).ok_or_else(|| {
+            ClientError::server(Status::UnknownFunction, format!("no function named {function_name:?}"))
+        })?;
     let mut cost = InvokeCost::default();
     let mut rng = ferry_func::args::mix64(JITTER_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) | 1;
     loop {

@@ -70,7 +70,9 @@ impl Registry {
         let mut registry = Registry::new();
         for (name, function) in crate::builtins::ALL {
             // Invariant: built-in names are valid and distinct (checked by a unit test).
-            registry.register(name, *function).expect("built-in names are valid and unique");
+            registry
+                .register(name, *function)
+                .expect("built-in names are valid and unique");
         }
         registry
     }
@@ -113,8 +115,14 @@ mod tests {
         }
         let mut registry = Registry::with_builtins();
         let noop = registry.get("noop").unwrap();
-        assert_eq!(registry.register("noop", noop), Err(RegisterError::Duplicate("noop".into())));
-        assert!(matches!(registry.register("has space", noop), Err(RegisterError::BadName(_))));
+        assert_eq!(
+            registry.register("noop", noop),
+            Err(RegisterError::Duplicate("noop".into()))
+        );
+        assert!(matches!(
+            registry.register("has space", noop),
+            Err(RegisterError::BadName(_))
+        ));
         assert!(matches!(registry.register("", noop), Err(RegisterError::BadName(_))));
     }
 }

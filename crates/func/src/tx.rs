@@ -133,9 +133,11 @@ mod tests {
     fn writes_shadow_reads_and_reads_are_repeatable() {
         let mut tx = TxState::new();
         assert_eq!(tx.lookup("t", b"k"), None);
-        tx.record_read("t", Bytes::from_static(b"k"), 3, Some(Bytes::from_static(b"old"))).unwrap();
+        tx.record_read("t", Bytes::from_static(b"k"), 3, Some(Bytes::from_static(b"old")))
+            .unwrap();
         // A second fetch of the same object does not replace the first version seen.
-        tx.record_read("t", Bytes::from_static(b"k"), 9, Some(Bytes::from_static(b"new"))).unwrap();
+        tx.record_read("t", Bytes::from_static(b"k"), 9, Some(Bytes::from_static(b"new")))
+            .unwrap();
         assert_eq!(tx.lookup("t", b"k"), Some(Some(Bytes::from_static(b"old"))));
         assert_eq!(tx.reads()[0].version, 3);
         tx.buffer_write("t", b"k", None).unwrap();

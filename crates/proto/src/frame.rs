@@ -503,10 +503,7 @@ mod tests {
         let mut buf = BytesMut::new();
         sample_header().encode(&mut buf);
         buf[0] = b'X';
-        assert_eq!(
-            FrameDecoder::new().decode(&mut buf).unwrap_err(),
-            FrameError::BadMagic
-        );
+        assert_eq!(FrameDecoder::new().decode(&mut buf).unwrap_err(), FrameError::BadMagic);
         let mut buf = BytesMut::new();
         sample_header().encode(&mut buf);
         buf[2] = 9;

@@ -14,12 +14,11 @@ pub mod message;
 pub mod wire;
 
 pub use frame::{
-    Decoded, Frame, FrameDecoder, FrameError, FrameKind, Header, Opcode, Status, UnknownOpcode,
-    HEADER_LEN, MAGIC, MAX_BODY_BYTES, PROTOCOL_VERSION,
+    Decoded, Frame, FrameDecoder, FrameError, FrameKind, Header, Opcode, Status, UnknownOpcode, HEADER_LEN, MAGIC,
+    MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
 pub use message::{
     encode_unknown_opcode_response, CommitWrite, DecodeError, HelloInfo, MultiGetEntry, PushbackRead, PushbackState,
-    ReadVersion, Request, Response, ResponseBody, StatEntry, MAX_MULTIGET_KEYS,
-    MAX_STAT_ENTRIES, MAX_TX_ITEMS,
+    ReadVersion, Request, Response, ResponseBody, StatEntry, MAX_MULTIGET_KEYS, MAX_STAT_ENTRIES, MAX_TX_ITEMS,
 };
 pub use wire::EncodeError;

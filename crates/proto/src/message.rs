@@ -408,9 +408,7 @@ impl Response {
                 out.put_u64_le(*version);
                 put_bytes32(out, value, "value")
             }
-            ResponseBody::Put { version }
-            | ResponseBody::Delete { version }
-            | ResponseBody::Commit { version } => {
+            ResponseBody::Put { version } | ResponseBody::Delete { version } | ResponseBody::Commit { version } => {
                 out.put_u64_le(*version);
                 Ok(())
             }

@@ -3,8 +3,8 @@
 
 use bytes::{Bytes, BytesMut};
 use ferry_proto::{
-    CommitWrite, Decoded, FrameDecoder, FrameKind, MultiGetEntry, Opcode, ReadVersion, Request,
-    Response, ResponseBody, Status, HEADER_LEN,
+    CommitWrite, Decoded, FrameDecoder, FrameKind, MultiGetEntry, Opcode, ReadVersion, Request, Response, ResponseBody,
+    Status, HEADER_LEN,
 };
 use proptest::prelude::*;
 
@@ -42,8 +42,14 @@ fn drive(chunks: &[Vec<u8>]) -> usize {
 /// A valid header prefix followed by arbitrary bytes: reaches the body decoders far more
 /// often than uniformly random bytes, which almost always fail the magic check.
 fn header_then_garbage() -> impl Strategy<Value = Vec<u8>> {
-    (1u8..=9, any::<bool>(), 0u8..=9, 0u32..64, proptest::collection::vec(any::<u8>(), 0..64)).prop_map(
-        |(opcode, response, status, tenant, body)| {
+    (
+        1u8..=9,
+        any::<bool>(),
+        0u8..=9,
+        0u32..64,
+        proptest::collection::vec(any::<u8>(), 0..64),
+    )
+        .prop_map(|(opcode, response, status, tenant, body)| {
             let mut out = Vec::with_capacity(HEADER_LEN + body.len());
             out.extend_from_slice(b"FY");
             out.push(1);
@@ -57,8 +63,7 @@ fn header_then_garbage() -> impl Strategy<Value = Vec<u8>> {
             out.extend_from_slice(&[0; 16]);
             out.extend_from_slice(&body);
             out
-        },
-    )
+        })
 }
 
 fn bytes_strategy(max: usize) -> impl Strategy<Value = Bytes> {
@@ -76,10 +81,17 @@ fn read_version() -> impl Strategy<Value = ReadVersion> {
 fn request_strategy() -> impl Strategy<Value = Request> {
     prop_oneof![
         bytes_strategy(32).prop_map(|token| Request::Hello { token }),
-        ("[a-z]{0,8}", bytes_strategy(16), proptest::collection::vec(read_version(), 0..4))
+        (
+            "[a-z]{0,8}",
+            bytes_strategy(16),
+            proptest::collection::vec(read_version(), 0..4)
+        )
             .prop_map(|(table, key, validate)| Request::Get { table, key, validate }),
-        ("[a-z]{0,8}", bytes_strategy(16), bytes_strategy(64))
-            .prop_map(|(table, key, value)| Request::Put { table, key, value }),
+        ("[a-z]{0,8}", bytes_strategy(16), bytes_strategy(64)).prop_map(|(table, key, value)| Request::Put {
+            table,
+            key,
+            value
+        }),
         ("[a-z]{0,8}", bytes_strategy(16)).prop_map(|(table, key)| Request::Delete { table, key }),
         (
             "[a-z]{0,8}",
@@ -91,7 +103,11 @@ fn request_strategy() -> impl Strategy<Value = Request> {
         (
             proptest::collection::vec(read_version(), 0..4),
             proptest::collection::vec(
-                ("[a-z]{0,8}", bytes_strategy(8), proptest::option::of(bytes_strategy(16)))
+                (
+                    "[a-z]{0,8}",
+                    bytes_strategy(8),
+                    proptest::option::of(bytes_strategy(16))
+                )
                     .prop_map(|(table, key, value)| CommitWrite { table, key, value }),
                 0..4
             )

@@ -107,7 +107,10 @@ impl ServerConfig {
     /// Checks every field; the node refuses to start on the first problem.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.cores == 0 || self.cores > MAX_CORES {
-            return Err(ConfigError::Invalid(format!("cores must be 1..={MAX_CORES}, got {}", self.cores)));
+            return Err(ConfigError::Invalid(format!(
+                "cores must be 1..={MAX_CORES}, got {}",
+                self.cores
+            )));
         }
         if self.io_threads == 0 || self.io_threads > MAX_IO_THREADS {
             return Err(ConfigError::Invalid(format!(
@@ -141,7 +144,10 @@ impl ServerConfig {
         let mut seen = std::collections::HashSet::new();
         for tenant in &self.tenants {
             if !seen.insert(tenant.id) {
-                return Err(ConfigError::Invalid(format!("tenant {} is configured twice", tenant.id)));
+                return Err(ConfigError::Invalid(format!(
+                    "tenant {} is configured twice",
+                    tenant.id
+                )));
             }
             if tenant.token.is_empty() || tenant.token.len() > MAX_TOKEN_BYTES {
                 return Err(ConfigError::Invalid(format!(
@@ -235,7 +241,9 @@ mod tests {
         assert!(ServerConfig::new(addr, 2, vec![tenant(1)]).validate().is_ok());
         assert!(ServerConfig::new(addr, 0, vec![tenant(1)]).validate().is_err());
         assert!(ServerConfig::new(addr, 2, vec![]).validate().is_err());
-        assert!(ServerConfig::new(addr, 2, vec![tenant(1), tenant(1)]).validate().is_err());
+        assert!(ServerConfig::new(addr, 2, vec![tenant(1), tenant(1)])
+            .validate()
+            .is_err());
         let mut homed = tenant(1);
         homed.home_core = Some(5);
         assert!(ServerConfig::new(addr, 2, vec![homed]).validate().is_err());
@@ -246,7 +254,10 @@ mod tests {
 
     #[test]
     fn tenant_flags_and_files_parse() {
-        assert_eq!(parse_tenant_flag("7:s3cret:with:colons").unwrap().token, "s3cret:with:colons");
+        assert_eq!(
+            parse_tenant_flag("7:s3cret:with:colons").unwrap().token,
+            "s3cret:with:colons"
+        );
         assert!(parse_tenant_flag("seven:x").is_err());
         assert!(parse_tenant_flag("7").is_err());
         let file: ConfigFile = toml::from_str(

@@ -175,7 +175,12 @@ async fn read_loop(node: &Node, mut reader: OwnedReadHalf, outbox: &Arc<Outbox>,
                     if let FrameError::BodyTooLarge { request_id, .. } = err {
                         // The length is known to be hostile or broken: answer, then close.
                         outbox.accept();
-                        outbox.respond(Opcode::Stats, 0, request_id, &Response::error(Status::TooLarge, err.to_string()));
+                        outbox.respond(
+                            Opcode::Stats,
+                            0,
+                            request_id,
+                            &Response::error(Status::TooLarge, err.to_string()),
+                        );
                     }
                     return;
                 }
@@ -215,11 +220,16 @@ fn handle_frame(node: &Node, session: &mut Session, outbox: &Arc<Outbox>, frame:
     };
     match &request {
         Request::Stats => {
-            reply(Response::ok(ResponseBody::Stats(crate::server::stats_for(node, &tenant))));
+            reply(Response::ok(ResponseBody::Stats(crate::server::stats_for(
+                node, &tenant,
+            ))));
             return Next::Continue;
         }
         Request::Invoke { function, .. } if node.registry.get(function).is_none() => {
-            reply(Response::error(Status::UnknownFunction, format!("no function named {function:?}")));
+            reply(Response::error(
+                Status::UnknownFunction,
+                format!("no function named {function:?}"),
+            ));
             return Next::Continue;
         }
         _ => {}

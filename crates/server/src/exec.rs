@@ -98,7 +98,9 @@ fn object_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {
 fn answer(outbox: &Outbox, tenant: &TenantState, opcode: Opcode, request_id: u64, response: &Response) {
     let counters = &tenant.counters;
     TenantCounters::bump(&counters.requests);
-    counters.bytes_returned.fetch_add(u64::from(response.bytes_returned), std::sync::atomic::Ordering::Relaxed);
+    counters
+        .bytes_returned
+        .fetch_add(u64::from(response.bytes_returned), std::sync::atomic::Ordering::Relaxed);
     if response.status == Status::TxAbort {
         TenantCounters::bump(&counters.tx_aborts);
     }
@@ -149,9 +151,8 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
 
     let started = Instant::now();
     // The store never panics on input, but a bug must cost one request, not a worker.
-    let mut response = catch_unwind(AssertUnwindSafe(|| data_operation(&tenant, request))).unwrap_or_else(|_| {
-        Response::error(Status::BadRequest, "internal error while executing the request")
-    });
+    let mut response = catch_unwind(AssertUnwindSafe(|| data_operation(&tenant, request)))
+        .unwrap_or_else(|_| Response::error(Status::BadRequest, "internal error while executing the request"));
     let cpu_ns = started.elapsed().as_nanos() as u64;
     response.cpu_ns = cpu_ns;
     charge_cpu(node, worker, &tenant, cpu_ns);
@@ -271,13 +272,25 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
     charge_cpu(node, worker, &invocation.tenant, elapsed);
 
     match polled {
-        Err(payload) => fail(invocation, format!("function panicked: {}", ferry_func::registry::panic_text(payload.as_ref()))),
+        Err(payload) => fail(
+            invocation,
+            format!(
+                "function panicked: {}",
+                ferry_func::registry::panic_text(payload.as_ref())
+            ),
+        ),
         Ok(Poll::Pending) => {
             if invocation.cpu_ns > node.invoke_budget_ns {
                 let budget_ms = node.invoke_budget_ns as f64 / 1e6;
-                fail(invocation, format!("function exceeded its CPU budget of {budget_ms:.1} ms"))
+                fail(
+                    invocation,
+                    format!("function exceeded its CPU budget of {budget_ms:.1} ms"),
+                )
             } else if node.now_ns() > invocation.deadline_ns {
-                fail(invocation, "function did not finish before its wall-clock deadline".to_string())
+                fail(
+                    invocation,
+                    "function did not finish before its wall-clock deadline".to_string(),
+                )
             } else {
                 Stepped::Suspended(invocation)
             }
@@ -290,11 +303,23 @@ fn fail(invocation: Invocation, message: String) -> Stepped {
     TenantCounters::bump(&invocation.tenant.counters.invocation_failures);
     let mut response = Response::error(Status::FunctionFailed, message);
     response.cpu_ns = invocation.cpu_ns;
-    answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+    answer(
+        &invocation.outbox,
+        &invocation.tenant,
+        Opcode::Invoke,
+        invocation.request_id,
+        &response,
+    );
     Stepped::Finished
 }
 
-fn complete(node: &Node, worker: usize, mut invocation: Invocation, ctx: StoreCtx, result: Result<Bytes, FnError>) -> Stepped {
+fn complete(
+    node: &Node,
+    worker: usize,
+    mut invocation: Invocation,
+    ctx: StoreCtx,
+    result: Result<Bytes, FnError>,
+) -> Stepped {
     let result = match result {
         Ok(result) => result,
         Err(FnError::Ctx(CtxError::Conflict(_))) => return retry(invocation),
@@ -335,7 +360,13 @@ fn complete(node: &Node, worker: usize, mut invocation: Invocation, ctx: StoreCt
                 TenantCounters::bump(&invocation.tenant.counters.invocation_failures);
                 let mut response = store_error(err);
                 response.cpu_ns = invocation.cpu_ns;
-                answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+                answer(
+                    &invocation.outbox,
+                    &invocation.tenant,
+                    Opcode::Invoke,
+                    invocation.request_id,
+                    &response,
+                );
                 return Stepped::Finished;
             }
         }
@@ -346,7 +377,13 @@ fn complete(node: &Node, worker: usize, mut invocation: Invocation, ctx: StoreCt
     if let ResponseBody::Invoke { result } = &response.body {
         response.bytes_returned = u32::try_from(result.len()).unwrap_or(u32::MAX);
     }
-    answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+    answer(
+        &invocation.outbox,
+        &invocation.tenant,
+        Opcode::Invoke,
+        invocation.request_id,
+        &response,
+    );
     Stepped::Finished
 }
 
@@ -357,11 +394,21 @@ fn retry(mut invocation: Invocation) -> Stepped {
             format!("invocation conflicted {MAX_SERVER_ATTEMPTS} times in a row; retry later"),
         );
         response.cpu_ns = invocation.cpu_ns;
-        answer(&invocation.outbox, &invocation.tenant, Opcode::Invoke, invocation.request_id, &response);
+        answer(
+            &invocation.outbox,
+            &invocation.tenant,
+            Opcode::Invoke,
+            invocation.request_id,
+            &response,
+        );
         return Stepped::Finished;
     }
     TenantCounters::bump(&invocation.tenant.counters.invocation_retries);
     invocation.attempts += 1;
-    invocation.attempt = start_attempt(Arc::clone(&invocation.tenant), invocation.function, invocation.args.clone());
+    invocation.attempt = start_attempt(
+        Arc::clone(&invocation.tenant),
+        invocation.function,
+        invocation.args.clone(),
+    );
     Stepped::Suspended(invocation)
 }

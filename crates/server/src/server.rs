@@ -111,8 +111,14 @@ fn install_worker_panic_hook() {
             let thread = std::thread::current();
             match thread.name() {
                 Some(name) if name.starts_with(worker::WORKER_THREAD_PREFIX) => {
-                    let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-                    eprintln!("ferry: storage function panicked on {name}{location}: {}", ferry_func::registry::panic_text(info.payload()));
+                    let location = info
+                        .location()
+                        .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                        .unwrap_or_default();
+                    eprintln!(
+                        "ferry: storage function panicked on {name}{location}: {}",
+                        ferry_func::registry::panic_text(info.payload())
+                    );
                 }
                 _ => previous(info),
             }
@@ -166,16 +172,40 @@ pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
     push("node.workers".into(), node.pool.workers() as u64);
     push("node.uptime_ns".into(), node.now_ns());
     let counters = &node.counters;
-    push("node.connections_open".into(), counters.connections_open.load(Ordering::Relaxed));
-    push("node.connections_total".into(), counters.connections_total.load(Ordering::Relaxed));
-    push("node.connections_refused".into(), counters.connections_refused.load(Ordering::Relaxed));
-    push("node.framing_errors".into(), counters.framing_errors.load(Ordering::Relaxed));
-    push("node.worker_replacements".into(), counters.worker_replacements.load(Ordering::Relaxed));
+    push(
+        "node.connections_open".into(),
+        counters.connections_open.load(Ordering::Relaxed),
+    );
+    push(
+        "node.connections_total".into(),
+        counters.connections_total.load(Ordering::Relaxed),
+    );
+    push(
+        "node.connections_refused".into(),
+        counters.connections_refused.load(Ordering::Relaxed),
+    );
+    push(
+        "node.framing_errors".into(),
+        counters.framing_errors.load(Ordering::Relaxed),
+    );
+    push(
+        "node.worker_replacements".into(),
+        counters.worker_replacements.load(Ordering::Relaxed),
+    );
     for (index, slot) in node.pool.slots.iter().enumerate() {
         push(format!("worker.{index}.queue_len"), node.pool.queue_len(index) as u64);
-        push(format!("worker.{index}.tasks_own"), slot.counters.tasks_own.load(Ordering::Relaxed));
-        push(format!("worker.{index}.tasks_stolen"), slot.counters.tasks_stolen.load(Ordering::Relaxed));
-        push(format!("worker.{index}.busy_ns"), slot.counters.busy_ns.load(Ordering::Relaxed));
+        push(
+            format!("worker.{index}.tasks_own"),
+            slot.counters.tasks_own.load(Ordering::Relaxed),
+        );
+        push(
+            format!("worker.{index}.tasks_stolen"),
+            slot.counters.tasks_stolen.load(Ordering::Relaxed),
+        );
+        push(
+            format!("worker.{index}.busy_ns"),
+            slot.counters.busy_ns.load(Ordering::Relaxed),
+        );
     }
     tenant.counters.report(id, &mut out);
     out

@@ -74,7 +74,11 @@ impl StoreCtx {
     /// the read set atomically with the read.
     fn read(&mut self, table: &str, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, CtxError> {
         self.accesses += 1;
-        let missing: Vec<&[u8]> = keys.iter().copied().filter(|key| self.tx.lookup(table, key).is_none()).collect();
+        let missing: Vec<&[u8]> = keys
+            .iter()
+            .copied()
+            .filter(|key| self.tx.lookup(table, key).is_none())
+            .collect();
         if !missing.is_empty() {
             let validate: Vec<ObjectRef<'_>> = self
                 .tx
@@ -86,18 +90,27 @@ impl StoreCtx {
                     version: read.version,
                 })
                 .collect();
-            let values = self.tenant.store.read_validated(table, &missing, &validate).map_err(ctx_error)?;
+            let values = self
+                .tenant
+                .store
+                .read_validated(table, &missing, &validate)
+                .map_err(ctx_error)?;
             for (key, value) in missing.iter().zip(values) {
                 let (version, value) = match value {
                     Some((version, value)) => (version, Some(value)),
                     None => (ferry_store::VERSION_ABSENT, None),
                 };
-                self.tx.record_read(table, Bytes::copy_from_slice(key), version, value)?;
+                self.tx
+                    .record_read(table, Bytes::copy_from_slice(key), version, value)?;
             }
         }
         Ok(keys
             .iter()
-            .map(|key| self.tx.lookup(table, key).expect("every key was just read or already known"))
+            .map(|key| {
+                self.tx
+                    .lookup(table, key)
+                    .expect("every key was just read or already known")
+            })
             .collect())
     }
 }

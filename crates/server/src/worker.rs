@@ -154,7 +154,9 @@ impl Pool {
             self.unpark(home);
         } else if self.idle.load(Ordering::SeqCst) > 0 {
             // The home worker is busy: wake an idle one to steal (work conservation).
-            if let Some(other) = (0..self.workers()).find(|&i| i != home && self.slots[i].sleeping.load(Ordering::SeqCst)) {
+            if let Some(other) =
+                (0..self.workers()).find(|&i| i != home && self.slots[i].sleeping.load(Ordering::SeqCst))
+            {
                 self.unpark(other);
             }
         }

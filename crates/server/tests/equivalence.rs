@@ -25,27 +25,79 @@ async fn load_everything(client: &Client) {
 fn workload() -> Vec<(&'static str, Bytes)> {
     let mut calls: Vec<(&'static str, Bytes)> = vec![("noop", Bytes::new())];
     for (start, depth, compute_ns) in [(0, 1, 0), (3, 2, 1000), (17, 4, 0), (63, 8, 200), (64, 1, 0)] {
-        calls.push((traverse::NAME, traverse::TraverseArgs { start, depth, compute_ns }.encode()));
+        calls.push((
+            traverse::NAME,
+            traverse::TraverseArgs {
+                start,
+                depth,
+                compute_ns,
+            }
+            .encode(),
+        ));
     }
     for args in [
-        ycsbt::YcsbtArgs::Read { account: 2, compute_ns: 0 },
-        ycsbt::YcsbtArgs::Transfer { from: 0, to: 1, amount: 7, compute_ns: 500 },
-        ycsbt::YcsbtArgs::Transfer { from: 1, to: 0, amount: 3, compute_ns: 0 },
-        ycsbt::YcsbtArgs::Transfer { from: 4, to: 4, amount: 1, compute_ns: 0 },
-        ycsbt::YcsbtArgs::Transfer { from: 5, to: 2, amount: ycsbt::INITIAL_BALANCE + 1, compute_ns: 0 },
-        ycsbt::YcsbtArgs::Transfer { from: 3, to: 99, amount: 1, compute_ns: 0 },
-        ycsbt::YcsbtArgs::Read { account: 1, compute_ns: 0 },
+        ycsbt::YcsbtArgs::Read {
+            account: 2,
+            compute_ns: 0,
+        },
+        ycsbt::YcsbtArgs::Transfer {
+            from: 0,
+            to: 1,
+            amount: 7,
+            compute_ns: 500,
+        },
+        ycsbt::YcsbtArgs::Transfer {
+            from: 1,
+            to: 0,
+            amount: 3,
+            compute_ns: 0,
+        },
+        ycsbt::YcsbtArgs::Transfer {
+            from: 4,
+            to: 4,
+            amount: 1,
+            compute_ns: 0,
+        },
+        ycsbt::YcsbtArgs::Transfer {
+            from: 5,
+            to: 2,
+            amount: ycsbt::INITIAL_BALANCE + 1,
+            compute_ns: 0,
+        },
+        ycsbt::YcsbtArgs::Transfer {
+            from: 3,
+            to: 99,
+            amount: 1,
+            compute_ns: 0,
+        },
+        ycsbt::YcsbtArgs::Read {
+            account: 1,
+            compute_ns: 0,
+        },
     ] {
         calls.push((ycsbt::NAME, args.encode()));
     }
     for keys in [vec![0, 1, 2], vec![5, 500, 7, 39], vec![], (0..40).collect()] {
-        calls.push((aggregate::NAME, aggregate::AggregateArgs { keys, compute_ns: 100 }.encode()));
+        calls.push((
+            aggregate::NAME,
+            aggregate::AggregateArgs { keys, compute_ns: 100 }.encode(),
+        ));
     }
     for (user, password) in [(0, 0), (1, 2), (2, 2)] {
-        let args = auth::AuthArgs { user: auth::username(user), password: auth::password(password) };
+        let args = auth::AuthArgs {
+            user: auth::username(user),
+            password: auth::password(password),
+        };
         calls.push((auth::NAME, args.encode()));
     }
-    calls.push((auth::NAME, auth::AuthArgs { user: Bytes::from_static(b"ghost"), password: Bytes::new() }.encode()));
+    calls.push((
+        auth::NAME,
+        auth::AuthArgs {
+            user: Bytes::from_static(b"ghost"),
+            password: Bytes::new(),
+        }
+        .encode(),
+    ));
     calls.push(("test.write", Bytes::from_static(b"written by a storage function")));
     calls
 }
@@ -84,7 +136,12 @@ const ACCOUNTS: u64 = 5;
 async fn balances(client: &Client) -> Vec<u64> {
     let mut out = Vec::new();
     for account in 0..ACCOUNTS {
-        let value = client.get(ycsbt::TABLE, &account.to_le_bytes()).await.unwrap().unwrap().value;
+        let value = client
+            .get(ycsbt::TABLE, &account.to_le_bytes())
+            .await
+            .unwrap()
+            .unwrap()
+            .value;
         out.push(u64::from_le_bytes(value[..8].try_into().unwrap()));
     }
     out
@@ -109,7 +166,13 @@ async fn racing_remote_and_local_transfers_are_applied_exactly_once() {
                 for i in 0..60u64 {
                     let from = (task + i) % ACCOUNTS;
                     let to = (task * 2 + i * 3 + 1) % ACCOUNTS;
-                    let args = ycsbt::YcsbtArgs::Transfer { from, to, amount: 1, compute_ns: 2000 }.encode();
+                    let args = ycsbt::YcsbtArgs::Transfer {
+                        from,
+                        to,
+                        amount: 1,
+                        compute_ns: 2000,
+                    }
+                    .encode();
                     let outcome = if (task + i) % 2 == 0 {
                         client.invoke_remote(ycsbt::NAME, args).await
                     } else {
@@ -122,7 +185,10 @@ async fn racing_remote_and_local_transfers_are_applied_exactly_once() {
                             }
                         }
                         Ok(_) => panic!("balances start at {} and cannot run dry here", ycsbt::INITIAL_BALANCE),
-                        Err(ClientError::Server { status: ferry_proto::Status::TxAbort, .. }) => aborted += 1,
+                        Err(ClientError::Server {
+                            status: ferry_proto::Status::TxAbort,
+                            ..
+                        }) => aborted += 1,
                         Err(err) => panic!("unexpected {err}"),
                     }
                 }
@@ -140,7 +206,10 @@ async fn racing_remote_and_local_transfers_are_applied_exactly_once() {
             expected[to as usize] += 1;
         }
     }
-    assert!(applied_total > 100, "most transfers should get through, got {applied_total}");
+    assert!(
+        applied_total > 100,
+        "most transfers should get through, got {applied_total}"
+    );
     let actual = balances(&setup).await;
     assert_eq!(actual, expected, "every acknowledged transfer applied exactly once");
     assert_eq!(actual.iter().sum::<u64>(), ACCOUNTS * ycsbt::INITIAL_BALANCE);

@@ -15,17 +15,35 @@ async fn tenants_cannot_see_or_touch_each_others_data() {
     let a = client_a(&server).await;
     let b = client_b(&server).await;
     a.put("shared_name", b"k", b"from A").await.unwrap();
-    assert_eq!(b.get("shared_name", b"k").await.unwrap(), None, "B reads nothing of A's");
-    assert!(!b.delete("shared_name", b"k").await.unwrap(), "B cannot delete A's object");
+    assert_eq!(
+        b.get("shared_name", b"k").await.unwrap(),
+        None,
+        "B reads nothing of A's"
+    );
+    assert!(
+        !b.delete("shared_name", b"k").await.unwrap(),
+        "B cannot delete A's object"
+    );
     b.put("shared_name", b"k", b"from B").await.unwrap();
-    assert_eq!(a.get("shared_name", b"k").await.unwrap().unwrap().value, Bytes::from_static(b"from A"));
-    assert_eq!(b.get("shared_name", b"k").await.unwrap().unwrap().value, Bytes::from_static(b"from B"));
+    assert_eq!(
+        a.get("shared_name", b"k").await.unwrap().unwrap().value,
+        Bytes::from_static(b"from A")
+    );
+    assert_eq!(
+        b.get("shared_name", b"k").await.unwrap().unwrap().value,
+        Bytes::from_static(b"from B")
+    );
 
     // A storage function invoked by B runs against B's tables only.
     for (key, value) in traverse::dataset(8, 16, 3) {
         a.put(traverse::TABLE, &key, &value).await.unwrap();
     }
-    let args = traverse::TraverseArgs { start: 0, depth: 2, compute_ns: 0 }.encode();
+    let args = traverse::TraverseArgs {
+        start: 0,
+        depth: 2,
+        compute_ns: 0,
+    }
+    .encode();
     a.invoke_remote(traverse::NAME, args.clone()).await.unwrap();
     let err = b.invoke_remote(traverse::NAME, args.clone()).await.unwrap_err();
     assert_eq!(err.status(), Some(Status::FunctionFailed));
@@ -34,7 +52,9 @@ async fn tenants_cannot_see_or_touch_each_others_data() {
     assert!(err.to_string().contains("dangling pointer"), "{err}");
 
     // Writes by B's function land in B's namespace.
-    b.invoke_remote("test.write", Bytes::from_static(b"B wrote")).await.unwrap();
+    b.invoke_remote("test.write", Bytes::from_static(b"B wrote"))
+        .await
+        .unwrap();
     assert_eq!(a.get("scratch", b"echo").await.unwrap(), None);
     assert_eq!(server.table_snapshot(TENANT_B, "scratch").len(), 1);
     assert!(server.table_snapshot(TENANT_A, "scratch").is_empty());
@@ -53,10 +73,23 @@ async fn a_panicking_function_fails_alone() {
     }
     // Locally the same panic is caught and reported the same way.
     let local = client.invoke_local("test.panic", Bytes::new()).await.unwrap_err();
-    assert_eq!(local, client.invoke_remote("test.panic", Bytes::new()).await.unwrap_err());
-    assert_eq!(client.get("t", b"k").await.unwrap().unwrap().value, Bytes::from_static(b"v"));
+    assert_eq!(
+        local,
+        client.invoke_remote("test.panic", Bytes::new()).await.unwrap_err()
+    );
+    assert_eq!(
+        client.get("t", b"k").await.unwrap().unwrap().value,
+        Bytes::from_static(b"v")
+    );
     let stats = client.stats().await.unwrap();
-    assert_eq!(stats.iter().find(|s| s.name == "tenant.1.invocation_failures").unwrap().value, 4);
+    assert_eq!(
+        stats
+            .iter()
+            .find(|s| s.name == "tenant.1.invocation_failures")
+            .unwrap()
+            .value,
+        4
+    );
     server.shutdown();
 }
 
@@ -84,18 +117,34 @@ async fn a_function_that_never_yields_loses_its_worker_not_the_node() {
     let started = Instant::now();
     // Spins 2 s without calling its Ctx: only the watchdog can stop it (budget 50 ms).
     let runaway = tokio::spawn(async move {
-        spinning.invoke_remote("test.spin", Bytes::copy_from_slice(&2000u64.to_le_bytes())).await
+        spinning
+            .invoke_remote("test.spin", Bytes::copy_from_slice(&2000u64.to_le_bytes()))
+            .await
     });
     tokio::time::sleep(Duration::from_millis(20)).await;
     // The only worker is stuck; B is served once the replacement worker runs.
     other.put("t", b"k", b"v").await.unwrap();
-    assert!(started.elapsed() < Duration::from_millis(1500), "served before the spin ended: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "served before the spin ended: {:?}",
+        started.elapsed()
+    );
     let err = runaway.await.unwrap().unwrap_err();
     assert_eq!(err.status(), Some(Status::FunctionFailed));
     assert!(err.to_string().contains("replaced"), "{err}");
-    assert!(started.elapsed() < Duration::from_millis(1500), "answered before the spin ended");
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "answered before the spin ended"
+    );
     let stats = other.stats().await.unwrap();
-    assert_eq!(stats.iter().find(|s| s.name == "node.worker_replacements").unwrap().value, 1);
+    assert_eq!(
+        stats
+            .iter()
+            .find(|s| s.name == "node.worker_replacements")
+            .unwrap()
+            .value,
+        1
+    );
     server.shutdown();
 }
 
@@ -123,9 +172,13 @@ async fn garbage_truncated_frames_and_abrupt_disconnects_cost_only_their_connect
     let mut raw = RawConn::connect(&server).await;
     assert_eq!(raw.hello(TENANT_A, TOKEN_A).await.status, Status::Ok);
     let mut frame = BytesMut::new();
-    Request::Put { table: "t".into(), key: Bytes::from_static(b"half"), value: Bytes::from(vec![1u8; 4096]) }
-        .encode_frame(TENANT_A, 1, &mut frame)
-        .unwrap();
+    Request::Put {
+        table: "t".into(),
+        key: Bytes::from_static(b"half"),
+        value: Bytes::from(vec![1u8; 4096]),
+    }
+    .encode_frame(TENANT_A, 1, &mut frame)
+    .unwrap();
     raw.send_bytes(&frame[..frame.len() / 2]).await;
     drop(raw);
 
@@ -134,9 +187,13 @@ async fn garbage_truncated_frames_and_abrupt_disconnects_cost_only_their_connect
     assert_eq!(raw.hello(TENANT_A, TOKEN_A).await.status, Status::Ok);
     let mut burst = BytesMut::new();
     for id in 0..500u64 {
-        Request::Get { table: "t".into(), key: Bytes::from_static(b"k"), validate: vec![] }
-            .encode_frame(TENANT_A, id, &mut burst)
-            .unwrap();
+        Request::Get {
+            table: "t".into(),
+            key: Bytes::from_static(b"k"),
+            validate: vec![],
+        }
+        .encode_frame(TENANT_A, id, &mut burst)
+        .unwrap();
     }
     raw.send_bytes(&burst).await;
     drop(raw);
@@ -144,12 +201,19 @@ async fn garbage_truncated_frames_and_abrupt_disconnects_cost_only_their_connect
     // A header announcing a body that never comes, then gone.
     let mut raw = RawConn::connect(&server).await;
     let mut frame = BytesMut::new();
-    Request::Hello { token: Bytes::from_static(b"x") }.encode_frame(TENANT_A, 1, &mut frame).unwrap();
+    Request::Hello {
+        token: Bytes::from_static(b"x"),
+    }
+    .encode_frame(TENANT_A, 1, &mut frame)
+    .unwrap();
     raw.send_bytes(&frame[..ferry_proto::HEADER_LEN]).await;
     drop(raw);
 
     // Everyone else carries on, and the truncated put was never applied.
-    assert_eq!(client.get("t", b"k").await.unwrap().unwrap().value, Bytes::from_static(b"v"));
+    assert_eq!(
+        client.get("t", b"k").await.unwrap().unwrap().value,
+        Bytes::from_static(b"v")
+    );
     assert_eq!(client.get("t", b"half").await.unwrap(), None);
     let stats = client.stats().await.unwrap();
     assert!(stats.iter().find(|s| s.name == "node.framing_errors").unwrap().value >= 20);
@@ -162,12 +226,22 @@ async fn graceful_shutdown_answers_requests_in_flight() {
     let client = client_a(&server).await;
     let slow = {
         let client = client.clone();
-        tokio::spawn(async move { client.invoke_remote("test.spin", Bytes::copy_from_slice(&30u64.to_le_bytes())).await })
+        tokio::spawn(async move {
+            client
+                .invoke_remote("test.spin", Bytes::copy_from_slice(&30u64.to_le_bytes()))
+                .await
+        })
     };
     tokio::time::sleep(Duration::from_millis(5)).await;
     tokio::task::spawn_blocking(move || server.shutdown()).await.unwrap();
     assert_eq!(slow.await.unwrap().unwrap().result, Bytes::from_static(b"spun"));
     // The node is gone now: new requests fail with a typed error, not a hang or a panic.
     let err = client.get("t", b"k").await.unwrap_err();
-    assert!(matches!(err, ferry_client::ClientError::Disconnected(_) | ferry_client::ClientError::Connect { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ferry_client::ClientError::Disconnected(_) | ferry_client::ClientError::Connect { .. }
+        ),
+        "{err}"
+    );
 }

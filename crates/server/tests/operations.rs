@@ -9,7 +9,10 @@ use ferry_proto::{CommitWrite, ReadVersion, Request, ResponseBody, Status, HEADE
 use ferry_store::limits::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 fn status_of<T: std::fmt::Debug>(result: Result<T, ClientError>) -> Status {
-    result.expect_err("expected an error status").status().expect("a status from the node")
+    result
+        .expect_err("expected an error status")
+        .status()
+        .expect("a status from the node")
 }
 
 #[tokio::test]
@@ -24,22 +27,45 @@ async fn get_put_delete_multiget_commit_and_stats() {
     assert!(v2 > v1, "versions grow");
 
     client.put("t", b"k2", b"second").await.unwrap();
-    let keys = [Bytes::from_static(b"k"), Bytes::from_static(b"missing"), Bytes::from_static(b"k2")];
+    let keys = [
+        Bytes::from_static(b"k"),
+        Bytes::from_static(b"missing"),
+        Bytes::from_static(b"k2"),
+    ];
     let many = client.multiget("t", &keys).await.unwrap();
     assert_eq!(many[0].as_ref().unwrap().value, Bytes::from_static(b"two"));
     assert_eq!(many[1], None);
     assert_eq!(many[2].as_ref().unwrap().value, Bytes::from_static(b"second"));
 
     // Commit: read k at v2, write k and a brand-new key atomically.
-    let reads = vec![ReadVersion { table: "t".into(), key: Bytes::from_static(b"k"), version: v2 }];
+    let reads = vec![ReadVersion {
+        table: "t".into(),
+        key: Bytes::from_static(b"k"),
+        version: v2,
+    }];
     let writes = vec![
-        CommitWrite { table: "t".into(), key: Bytes::from_static(b"k"), value: Some(Bytes::from_static(b"three")) },
-        CommitWrite { table: "other".into(), key: Bytes::from_static(b"new"), value: Some(Bytes::from_static(b"x")) },
-        CommitWrite { table: "t".into(), key: Bytes::from_static(b"k2"), value: None },
+        CommitWrite {
+            table: "t".into(),
+            key: Bytes::from_static(b"k"),
+            value: Some(Bytes::from_static(b"three")),
+        },
+        CommitWrite {
+            table: "other".into(),
+            key: Bytes::from_static(b"new"),
+            value: Some(Bytes::from_static(b"x")),
+        },
+        CommitWrite {
+            table: "t".into(),
+            key: Bytes::from_static(b"k2"),
+            value: None,
+        },
     ];
     let v3 = client.commit(reads.clone(), writes.clone()).await.unwrap();
     assert_eq!(client.get("t", b"k").await.unwrap().unwrap().version, v3);
-    assert_eq!(client.get("other", b"new").await.unwrap().unwrap().value, Bytes::from_static(b"x"));
+    assert_eq!(
+        client.get("other", b"new").await.unwrap().unwrap().value,
+        Bytes::from_static(b"x")
+    );
     assert_eq!(client.get("t", b"k2").await.unwrap(), None);
     // The same commit again is stale.
     assert_eq!(status_of(client.commit(reads, writes).await), Status::TxAbort);
@@ -56,7 +82,10 @@ async fn get_put_delete_multiget_commit_and_stats() {
     assert!(stat("tenant.1.requests").unwrap() >= 10);
     assert!(stat("tenant.1.cpu_ns").unwrap() > 0);
     assert_eq!(stat("tenant.1.invocations"), Some(1));
-    assert!(stats.iter().all(|s| !s.name.starts_with("tenant.2.")), "no other tenant's counters");
+    assert!(
+        stats.iter().all(|s| !s.name.starts_with("tenant.2.")),
+        "no other tenant's counters"
+    );
     server.shutdown();
 }
 
@@ -66,7 +95,11 @@ async fn responses_report_their_cost() {
     let client = client_a(&server).await;
     client.put("t", b"k", &[7u8; 1000]).await.unwrap();
     let response = client
-        .call(&Request::Get { table: "t".into(), key: Bytes::from_static(b"k"), validate: vec![] })
+        .call(&Request::Get {
+            table: "t".into(),
+            key: Bytes::from_static(b"k"),
+            validate: vec![],
+        })
         .await
         .unwrap();
     assert_eq!(response.bytes_returned, 1000);
@@ -74,9 +107,16 @@ async fn responses_report_their_cost() {
     // 2 ms of emulated work on the node shows up as node CPU time (generous lower bound).
     let traverse_data = ferry_func::builtins::traverse::dataset(4, 16, 1);
     for (key, value) in traverse_data {
-        client.put(ferry_func::builtins::traverse::TABLE, &key, &value).await.unwrap();
+        client
+            .put(ferry_func::builtins::traverse::TABLE, &key, &value)
+            .await
+            .unwrap();
     }
-    let args = ferry_func::builtins::traverse::TraverseArgs { start: 0, depth: 2, compute_ns: 1_000_000 };
+    let args = ferry_func::builtins::traverse::TraverseArgs {
+        start: 0,
+        depth: 2,
+        compute_ns: 1_000_000,
+    };
     let invocation = client.invoke_remote("traverse", args.encode()).await.unwrap();
     assert!(invocation.cost.storage_cpu_ns >= 1_000_000, "{:?}", invocation.cost);
     assert_eq!(invocation.cost.round_trips, 1);
@@ -93,7 +133,11 @@ async fn not_found_too_large_unknown_function_and_function_failed() {
     let client = client_a(&server).await;
     assert_eq!(client.get("t", b"nope").await.unwrap(), None);
     let raw = client
-        .call(&Request::Get { table: "t".into(), key: Bytes::from_static(b"nope"), validate: vec![] })
+        .call(&Request::Get {
+            table: "t".into(),
+            key: Bytes::from_static(b"nope"),
+            validate: vec![],
+        })
         .await
         .unwrap();
     assert_eq!(raw.status, Status::NotFound);
@@ -102,17 +146,32 @@ async fn not_found_too_large_unknown_function_and_function_failed() {
     assert_eq!(status_of(client.put("t", &big_key, b"v").await), Status::TooLarge);
     let big_value = vec![0u8; MAX_VALUE_BYTES + 1];
     assert_eq!(status_of(client.put("t", b"k", &big_value).await), Status::TooLarge);
-    assert_eq!(status_of(client.put("bad table!", b"k", b"v").await), Status::BadRequest);
+    assert_eq!(
+        status_of(client.put("bad table!", b"k", b"v").await),
+        Status::BadRequest
+    );
     assert_eq!(status_of(client.put("t", b"", b"v").await), Status::BadRequest);
 
-    assert_eq!(status_of(client.invoke_remote("no.such.fn", Bytes::new()).await), Status::UnknownFunction);
-    assert_eq!(status_of(client.invoke_local("no.such.fn", Bytes::new()).await), Status::UnknownFunction);
+    assert_eq!(
+        status_of(client.invoke_remote("no.such.fn", Bytes::new()).await),
+        Status::UnknownFunction
+    );
+    assert_eq!(
+        status_of(client.invoke_local("no.such.fn", Bytes::new()).await),
+        Status::UnknownFunction
+    );
     let failed = client.invoke_remote("test.fail", Bytes::new()).await.unwrap_err();
     assert_eq!(failed.status(), Some(Status::FunctionFailed));
     assert!(failed.to_string().contains("deliberate failure"), "{failed}");
     // Bad arguments to a built-in fail the invocation, on both sides alike.
-    let remote = client.invoke_remote("traverse", Bytes::from_static(b"short")).await.unwrap_err();
-    let local = client.invoke_local("traverse", Bytes::from_static(b"short")).await.unwrap_err();
+    let remote = client
+        .invoke_remote("traverse", Bytes::from_static(b"short"))
+        .await
+        .unwrap_err();
+    let local = client
+        .invoke_local("traverse", Bytes::from_static(b"short"))
+        .await
+        .unwrap_err();
     assert_eq!(remote, local);
     assert_eq!(remote.status(), Some(Status::FunctionFailed));
     server.shutdown();
@@ -137,7 +196,16 @@ async fn unauthorized_before_hello_with_wrong_token_and_for_another_tenant() {
     let server = start(1);
     let mut raw = RawConn::connect(&server).await;
     // Anything before hello.
-    raw.send(TENANT_A, 1, &Request::Get { table: "t".into(), key: Bytes::from_static(b"k"), validate: vec![] }).await;
+    raw.send(
+        TENANT_A,
+        1,
+        &Request::Get {
+            table: "t".into(),
+            key: Bytes::from_static(b"k"),
+            validate: vec![],
+        },
+    )
+    .await;
     let (id, response) = raw.recv_response().await;
     assert_eq!((id, response.status), (1, Status::Unauthorized));
     // Wrong token, and an unknown tenant, look the same.
@@ -145,18 +213,34 @@ async fn unauthorized_before_hello_with_wrong_token_and_for_another_tenant() {
     assert_eq!(raw.hello(99, TOKEN_A).await.status, Status::Unauthorized);
     // Third failure closes the connection.
     assert_eq!(raw.hello(TENANT_A, "wrong again").await.status, Status::Unauthorized);
-    assert!(raw.recv().await.is_none(), "connection closed after repeated failed hellos");
+    assert!(
+        raw.recv().await.is_none(),
+        "connection closed after repeated failed hellos"
+    );
 
-    let err = ferry_client::Client::connect(ferry_client::ClientConfig::new(server.local_addr().to_string(), TENANT_A, "nope"))
-        .await
-        .err()
-        .expect("wrong token refused");
+    let err = ferry_client::Client::connect(ferry_client::ClientConfig::new(
+        server.local_addr().to_string(),
+        TENANT_A,
+        "nope",
+    ))
+    .await
+    .err()
+    .expect("wrong token refused");
     assert_eq!(err.status(), Some(Status::Unauthorized));
 
     // After hello as B, a frame claiming to be tenant A is refused.
     let mut raw = RawConn::connect(&server).await;
     assert_eq!(raw.hello(TENANT_B, TOKEN_B).await.status, Status::Ok);
-    raw.send(TENANT_A, 5, &Request::Put { table: "t".into(), key: Bytes::from_static(b"k"), value: Bytes::from_static(b"v") }).await;
+    raw.send(
+        TENANT_A,
+        5,
+        &Request::Put {
+            table: "t".into(),
+            key: Bytes::from_static(b"k"),
+            value: Bytes::from_static(b"v"),
+        },
+    )
+    .await;
     let (id, response) = raw.recv_response().await;
     assert_eq!((id, response.status), (5, Status::Unauthorized));
     // A second hello on an authenticated connection is a protocol error.
@@ -172,9 +256,13 @@ async fn bad_request_for_malformed_bodies_and_unknown_opcodes() {
 
     // A get whose body is truncated.
     let mut frame = BytesMut::new();
-    Request::Get { table: "t".into(), key: Bytes::from_static(b"key"), validate: vec![] }
-        .encode_frame(TENANT_A, 7, &mut frame)
-        .unwrap();
+    Request::Get {
+        table: "t".into(),
+        key: Bytes::from_static(b"key"),
+        validate: vec![],
+    }
+    .encode_frame(TENANT_A, 7, &mut frame)
+    .unwrap();
     let body_len = frame.len() - HEADER_LEN - 2;
     frame.truncate(frame.len() - 2);
     frame[20..24].copy_from_slice(&(body_len as u32).to_le_bytes());
@@ -189,7 +277,10 @@ async fn bad_request_for_malformed_bodies_and_unknown_opcodes() {
     raw.send_bytes(&frame).await;
     match raw.recv_decoded().await.unwrap() {
         ferry_proto::Decoded::UnknownOpcode(answer) => {
-            assert_eq!((answer.opcode, answer.request_id, answer.status), (250, 8, Status::BadRequest));
+            assert_eq!(
+                (answer.opcode, answer.request_id, answer.status),
+                (250, 8, Status::BadRequest)
+            );
         }
         other => panic!("expected the unknown opcode echoed, got {other:?}"),
     }
@@ -230,7 +321,11 @@ async fn overloaded_when_the_queue_is_full() {
     // would still be cut by it; 40 ms is under the 50 ms budget).
     let busy = {
         let client = client.clone();
-        tokio::spawn(async move { client.invoke_remote("test.spin", Bytes::copy_from_slice(&40u64.to_le_bytes())).await })
+        tokio::spawn(async move {
+            client
+                .invoke_remote("test.spin", Bytes::copy_from_slice(&40u64.to_le_bytes()))
+                .await
+        })
     };
     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     let puts: Vec<_> = (0..50u32)
@@ -252,6 +347,9 @@ async fn overloaded_when_the_queue_is_full() {
     assert!(applied > 0);
     busy.await.unwrap().unwrap();
     let stats = client.stats().await.unwrap();
-    assert_eq!(stats.iter().find(|s| s.name == "tenant.1.overloaded").unwrap().value, overloaded);
+    assert_eq!(
+        stats.iter().find(|s| s.name == "tenant.1.overloaded").unwrap().value,
+        overloaded
+    );
     server.shutdown();
 }

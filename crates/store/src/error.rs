@@ -26,7 +26,9 @@ pub enum StoreError {
     #[error("transaction touches {0} objects, more than the {MAX_TX_OBJECTS} allowed")]
     TooManyObjects(usize),
     /// The write would take the tenant over its memory quota.
-    #[error("tenant memory quota of {quota_bytes} bytes exceeded (in use {used_bytes}, write needs {needed_bytes} more)")]
+    #[error(
+        "tenant memory quota of {quota_bytes} bytes exceeded (in use {used_bytes}, write needs {needed_bytes} more)"
+    )]
     QuotaExceeded {
         /// The quota.
         quota_bytes: u64,

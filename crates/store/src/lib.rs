@@ -6,7 +6,7 @@
 //!   the single-object operations and the OCC commit.
 //! - [`locks`]: the lock plan that takes shard locks in one global order, so commits and
 //!   validated reads never deadlock.
-//! - [`error`]: [`StoreError`].
+//! - [`error`]: the store's error type, [`StoreError`].
 //!
 //! Isolation: every operation, including a single put, is a transaction that takes the
 //! locks of every shard it touches in sorted order, validates read versions and installs

@@ -9,8 +9,7 @@ use parking_lot::RwLock;
 
 use crate::error::StoreError;
 use crate::limits::{
-    MAX_KEY_BYTES, MAX_TABLES_PER_TENANT, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES,
-    OBJECT_OVERHEAD_BYTES,
+    MAX_KEY_BYTES, MAX_TABLES_PER_TENANT, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES, OBJECT_OVERHEAD_BYTES,
 };
 use crate::locks::{LockPlan, LockedShards, Object, Table};
 use crate::VERSION_ABSENT;
@@ -85,7 +84,9 @@ fn charge(key: &[u8], value: &[u8]) -> u64 {
 pub fn check_table_name(name: &str) -> Result<(), StoreError> {
     let valid_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
     if name.is_empty() || name.len() > MAX_TABLE_NAME_BYTES || !name.chars().all(valid_char) {
-        return Err(StoreError::BadTableName(name.chars().take(MAX_TABLE_NAME_BYTES).collect()));
+        return Err(StoreError::BadTableName(
+            name.chars().take(MAX_TABLE_NAME_BYTES).collect(),
+        ));
     }
     Ok(())
 }
@@ -259,7 +260,9 @@ impl TenantStore {
 
         for object in validate {
             let current = if tables.contains_key(object.table) {
-                locked.get(object.table, object.key).map_or(VERSION_ABSENT, |o| o.version)
+                locked
+                    .get(object.table, object.key)
+                    .map_or(VERSION_ABSENT, |o| o.version)
             } else {
                 VERSION_ABSENT
             };
@@ -442,11 +445,20 @@ mod tests {
     fn limits_are_enforced() {
         let store = TenantStore::new(QUOTA);
         let big_key = vec![b'k'; MAX_KEY_BYTES + 1];
-        assert_eq!(store.put("t", &big_key, b"v"), Err(StoreError::KeyTooLarge(MAX_KEY_BYTES + 1)));
+        assert_eq!(
+            store.put("t", &big_key, b"v"),
+            Err(StoreError::KeyTooLarge(MAX_KEY_BYTES + 1))
+        );
         assert_eq!(store.put("t", b"", b"v"), Err(StoreError::EmptyKey));
         let big_value = vec![0u8; MAX_VALUE_BYTES + 1];
-        assert_eq!(store.put("t", b"k", &big_value), Err(StoreError::ValueTooLarge(MAX_VALUE_BYTES + 1)));
-        assert!(matches!(store.put("bad name", b"k", b"v"), Err(StoreError::BadTableName(_))));
+        assert_eq!(
+            store.put("t", b"k", &big_value),
+            Err(StoreError::ValueTooLarge(MAX_VALUE_BYTES + 1))
+        );
+        assert!(matches!(
+            store.put("bad name", b"k", b"v"),
+            Err(StoreError::BadTableName(_))
+        ));
         assert!(matches!(store.put("", b"k", b"v"), Err(StoreError::BadTableName(_))));
         // Nothing above created a table.
         assert!(store.table_names().is_empty());
@@ -479,16 +491,38 @@ mod tests {
         let va = store.put("acct", b"a", b"10").unwrap();
         let vb = store.put("acct", b"b", b"0").unwrap();
         let reads = [
-            ObjectRef { table: "acct", key: b"a", version: va },
-            ObjectRef { table: "acct", key: b"b", version: vb },
+            ObjectRef {
+                table: "acct",
+                key: b"a",
+                version: va,
+            },
+            ObjectRef {
+                table: "acct",
+                key: b"b",
+                version: vb,
+            },
         ];
         let writes = [
-            WriteRef { table: "acct", key: b"a", value: Some(b"9") },
-            WriteRef { table: "acct", key: b"b", value: Some(b"1") },
+            WriteRef {
+                table: "acct",
+                key: b"a",
+                value: Some(b"9"),
+            },
+            WriteRef {
+                table: "acct",
+                key: b"b",
+                value: Some(b"1"),
+            },
         ];
         let version = store.commit(&reads, &writes).unwrap();
-        assert_eq!(store.get("acct", b"a").unwrap().unwrap(), (version, Bytes::from_static(b"9")));
-        assert_eq!(store.get("acct", b"b").unwrap().unwrap(), (version, Bytes::from_static(b"1")));
+        assert_eq!(
+            store.get("acct", b"a").unwrap().unwrap(),
+            (version, Bytes::from_static(b"9"))
+        );
+        assert_eq!(
+            store.get("acct", b"b").unwrap().unwrap(),
+            (version, Bytes::from_static(b"1"))
+        );
         // The same transaction again is stale: nothing changes.
         let err = store.commit(&reads, &writes).unwrap_err();
         assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
@@ -499,7 +533,11 @@ mod tests {
     #[test]
     fn absent_reads_conflict_with_later_creation() {
         let store = TenantStore::new(QUOTA);
-        let absent = [ObjectRef { table: "new", key: b"k", version: VERSION_ABSENT }];
+        let absent = [ObjectRef {
+            table: "new",
+            key: b"k",
+            version: VERSION_ABSENT,
+        }];
         assert_eq!(store.commit(&absent, &[]).unwrap(), VERSION_ABSENT);
         store.put("new", b"k", b"v").unwrap();
         assert!(matches!(store.commit(&absent, &[]), Err(StoreError::Conflict { .. })));
@@ -511,12 +549,28 @@ mod tests {
         let va = store.put("t", b"a", b"x").unwrap();
         store.put("t", b"b", b"y").unwrap();
         let ok = store
-            .read_validated("t", &[b"b", b"zz"], &[ObjectRef { table: "t", key: b"a", version: va }])
+            .read_validated(
+                "t",
+                &[b"b", b"zz"],
+                &[ObjectRef {
+                    table: "t",
+                    key: b"a",
+                    version: va,
+                }],
+            )
             .unwrap();
         assert_eq!(ok[0].as_ref().unwrap().1, Bytes::from_static(b"y"));
         assert_eq!(ok[1], None);
         store.put("t", b"a", b"x2").unwrap();
-        let stale = store.read_validated("t", &[b"b"], &[ObjectRef { table: "t", key: b"a", version: va }]);
+        let stale = store.read_validated(
+            "t",
+            &[b"b"],
+            &[ObjectRef {
+                table: "t",
+                key: b"a",
+                version: va,
+            }],
+        );
         assert!(matches!(stale, Err(StoreError::Conflict { .. })));
     }
 
@@ -524,8 +578,16 @@ mod tests {
     fn duplicate_writes_in_one_commit_keep_the_last() {
         let store = TenantStore::new(QUOTA);
         let writes = [
-            WriteRef { table: "t", key: b"k", value: Some(b"first") },
-            WriteRef { table: "t", key: b"k", value: Some(b"last") },
+            WriteRef {
+                table: "t",
+                key: b"k",
+                value: Some(b"first"),
+            },
+            WriteRef {
+                table: "t",
+                key: b"k",
+                value: Some(b"last"),
+            },
         ];
         store.commit(&[], &writes).unwrap();
         assert_eq!(store.get("t", b"k").unwrap().unwrap().1, Bytes::from_static(b"last"));
@@ -542,7 +604,9 @@ mod tests {
         const TRANSFERS: u64 = 2000;
         let store = Arc::new(TenantStore::new(QUOTA));
         for account in 0..ACCOUNTS {
-            store.put("acct", &account.to_le_bytes(), &100u64.to_le_bytes()).unwrap();
+            store
+                .put("acct", &account.to_le_bytes(), &100u64.to_le_bytes())
+                .unwrap();
         }
         let threads: Vec<_> = (0..THREADS)
             .map(|thread| {
@@ -565,12 +629,28 @@ mod tests {
                             let (kf, kt) = (from.to_le_bytes(), to.to_le_bytes());
                             let (nf, nt) = ((bf - 1).to_le_bytes(), (bt + 1).to_le_bytes());
                             let reads = [
-                                ObjectRef { table: "acct", key: &kf, version: vf },
-                                ObjectRef { table: "acct", key: &kt, version: vt },
+                                ObjectRef {
+                                    table: "acct",
+                                    key: &kf,
+                                    version: vf,
+                                },
+                                ObjectRef {
+                                    table: "acct",
+                                    key: &kt,
+                                    version: vt,
+                                },
                             ];
                             let writes = [
-                                WriteRef { table: "acct", key: &kf, value: Some(&nf) },
-                                WriteRef { table: "acct", key: &kt, value: Some(&nt) },
+                                WriteRef {
+                                    table: "acct",
+                                    key: &kf,
+                                    value: Some(&nf),
+                                },
+                                WriteRef {
+                                    table: "acct",
+                                    key: &kt,
+                                    value: Some(&nt),
+                                },
                             ];
                             match store.commit(&reads, &writes) {
                                 Ok(_) => break,

@@ -61,7 +61,11 @@ impl AggregateArgs {
 pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     Box::pin(async move {
         let args = AggregateArgs::decode(ctx.args())?;
-        let keys: Vec<Bytes> = args.keys.iter().map(|id| Bytes::copy_from_slice(&id.to_le_bytes())).collect();
+        let keys: Vec<Bytes> = args
+            .keys
+            .iter()
+            .map(|id| Bytes::copy_from_slice(&id.to_le_bytes()))
+            .collect();
         let values = ctx.multiget(TABLE, &keys).await?;
         let (mut sum, mut min, mut max, mut found) = (0u64, u64::MAX, 0u64, 0u64);
         for value in values.iter().flatten() {

@@ -66,7 +66,9 @@ impl AuthArgs {
         };
         r.finish()?;
         if parsed.user.len() > MAX_FIELD_BYTES || parsed.password.len() > MAX_FIELD_BYTES {
-            return Err(FnError::BadArgs(format!("user and password are limited to {MAX_FIELD_BYTES} bytes")));
+            return Err(FnError::BadArgs(format!(
+                "user and password are limited to {MAX_FIELD_BYTES} bytes"
+            )));
         }
         Ok(parsed)
     }

@@ -62,7 +62,12 @@ impl YcsbtArgs {
                 out.put_u64_le(account);
                 out.put_u64_le(compute_ns);
             }
-            YcsbtArgs::Transfer { from, to, amount, compute_ns } => {
+            YcsbtArgs::Transfer {
+                from,
+                to,
+                amount,
+                compute_ns,
+            } => {
                 out.put_u8(OP_TRANSFER);
                 out.put_u64_le(from);
                 out.put_u64_le(to);
@@ -121,13 +126,22 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
                 spin_ns(compute_ns);
                 Ok(Bytes::copy_from_slice(&balance.to_le_bytes()))
             }
-            YcsbtArgs::Transfer { from, to, amount, compute_ns } => {
+            YcsbtArgs::Transfer {
+                from,
+                to,
+                amount,
+                compute_ns,
+            } => {
                 let (from_balance, from_value) = balance(ctx, from).await?;
                 let (to_balance, to_value) = balance(ctx, to).await?;
                 spin_ns(compute_ns);
                 let mut out = BytesMut::with_capacity(17);
                 if from == to || from_balance < amount {
-                    out.put_u8(if from == to { TRANSFER_APPLIED } else { TRANSFER_INSUFFICIENT });
+                    out.put_u8(if from == to {
+                        TRANSFER_APPLIED
+                    } else {
+                        TRANSFER_INSUFFICIENT
+                    });
                     out.put_u64_le(from_balance);
                     out.put_u64_le(to_balance);
                     return Ok(out.freeze());
@@ -136,8 +150,10 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
                     .checked_add(amount)
                     .ok_or_else(|| FnError::Failed(format!("balance of account {to} would overflow")))?;
                 let from_after = from_balance - amount;
-                ctx.put(TABLE, &from.to_le_bytes(), with_balance(&from_value, from_after)).await?;
-                ctx.put(TABLE, &to.to_le_bytes(), with_balance(&to_value, to_after)).await?;
+                ctx.put(TABLE, &from.to_le_bytes(), with_balance(&from_value, from_after))
+                    .await?;
+                ctx.put(TABLE, &to.to_le_bytes(), with_balance(&to_value, to_after))
+                    .await?;
                 out.put_u8(TRANSFER_APPLIED);
                 out.put_u64_le(from_after);
                 out.put_u64_le(to_after);

@@ -45,7 +45,7 @@ fn loops(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     Box::pin(async move {
         loop {
             ctx.get("nothing", b"here").await?;
-            std::hint::black_box(ferry_func::work::spin_ns(20_000));
+            ferry_func::work::spin_ns(20_000);
         }
     })
 }
@@ -71,8 +71,18 @@ pub fn registry() -> Registry {
 
 pub fn tenants() -> Vec<TenantConfig> {
     vec![
-        TenantConfig { id: TENANT_A, token: TOKEN_A.into(), quota_bytes: 64 << 20, home_core: None },
-        TenantConfig { id: TENANT_B, token: TOKEN_B.into(), quota_bytes: 64 << 20, home_core: None },
+        TenantConfig {
+            id: TENANT_A,
+            token: TOKEN_A.into(),
+            quota_bytes: 64 << 20,
+            home_core: None,
+        },
+        TenantConfig {
+            id: TENANT_B,
+            token: TOKEN_B.into(),
+            quota_bytes: 64 << 20,
+            home_core: None,
+        },
     ]
 }
 
@@ -168,7 +178,14 @@ impl RawConn {
     }
 
     pub async fn hello(&mut self, tenant: u32, token: &str) -> ferry_proto::Response {
-        self.send(tenant, 0, &ferry_proto::Request::Hello { token: Bytes::copy_from_slice(token.as_bytes()) }).await;
+        self.send(
+            tenant,
+            0,
+            &ferry_proto::Request::Hello {
+                token: Bytes::copy_from_slice(token.as_bytes()),
+            },
+        )
+        .await;
         self.recv_response().await.1
     }
 }

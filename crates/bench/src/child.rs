@@ -1,0 +1,131 @@
+//! A storage node run as a child process, pinned to its own CPUs, for benchmarks.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::BenchError;
+
+/// How long the child may take to print its `listening on` line.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long the child gets to exit after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to start the child node.
+#[derive(Clone, Debug)]
+pub struct ChildSpec {
+    /// The `ferry` executable.
+    pub exe: PathBuf,
+    /// CPUs to pin it to (its `--cpu-set`).
+    pub cpus: Vec<usize>,
+    /// Worker threads (`--cores`).
+    pub cores: usize,
+    /// Tenants as `ID:TOKEN`.
+    pub tenants: Vec<String>,
+    /// Emulated-work calibration to share with the client.
+    pub spin_iters_per_ms: u64,
+}
+
+/// A running child node; stopped (SIGTERM, then kill) when dropped.
+pub struct ChildServer {
+    child: Child,
+    addr: String,
+}
+
+impl ChildServer {
+    /// Starts the node and waits for its address.
+    pub fn spawn(spec: &ChildSpec) -> Result<ChildServer, BenchError> {
+        let cpus: Vec<String> = spec.cpus.iter().map(usize::to_string).collect();
+        let mut command = Command::new(&spec.exe);
+        command
+            .arg("server")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--cores", &spec.cores.to_string()])
+            .args(["--cpu-set", &cpus.join(",")])
+            .args(["--spin-iters-per-ms", &spec.spin_iters_per_ms.to_string()]);
+        for tenant in &spec.tenants {
+            command.args(["--tenant", tenant]);
+        }
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|err| BenchError::Server(format!("cannot start {}: {err}", spec.exe.display())))?;
+        let stdout = child.stdout.take().expect("stdout was piped");
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let first = lines.next();
+            let _ = sender.send(first);
+            // Keep draining so the child never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = match receiver.recv_timeout(START_TIMEOUT) {
+            Ok(Some(Ok(line))) => line,
+            Ok(_) => {
+                let status = child.wait().ok();
+                return Err(BenchError::Server(format!(
+                    "storage node exited before listening ({status:?})"
+                )));
+            }
+            Err(_) => {
+                let _ = child.kill();
+                return Err(BenchError::Server(format!(
+                    "storage node did not start within {START_TIMEOUT:?}"
+                )));
+            }
+        };
+        let addr = line
+            .strip_prefix("listening on ")
+            .ok_or_else(|| BenchError::Server(format!("unexpected first line from the node: {line:?}")))?
+            .trim()
+            .to_string();
+        Ok(ChildServer { child, addr })
+    }
+
+    /// `host:port` the child listens on.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Process id, for CPU accounting.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + STOP_TIMEOUT;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU time (user + system) a process has used so far, from /proc; `None` if unreadable.
+pub fn process_cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
+    Some(Duration::from_nanos((utime + stime) * 1_000_000_000 / ticks))
+}

@@ -1,0 +1,285 @@
+//! `ferry bench-kv`: the storage node's raw speed — gets and no-op invocations, at
+//! saturation (pipelined closed loops) and at half that load (open loop, for latency).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use ferry_client::{Client, ClientConfig};
+use ferry_func::args::mix64;
+
+use crate::child::{process_cpu_time, ChildServer, ChildSpec};
+use crate::latency::median;
+use crate::loadgen::{closed_loop, open_loop, RunResult};
+use crate::BenchError;
+
+/// Table the benchmark's objects live in.
+pub const TABLE: &str = "kv";
+
+/// Settings of one `bench-kv` invocation.
+#[derive(Clone, Debug)]
+pub struct KvBenchConfig {
+    /// The `ferry` executable to start the node from.
+    pub exe: PathBuf,
+    /// An already running node to measure instead of starting one.
+    pub server: Option<String>,
+    /// Tenant to act as.
+    pub tenant: u32,
+    /// Its token.
+    pub token: String,
+    /// CPUs of the node (child only).
+    pub server_cpus: Vec<usize>,
+    /// CPUs of this process (load generator).
+    pub client_cpus: Vec<usize>,
+    /// Measured time of each phase.
+    pub duration: Duration,
+    /// Unmeasured warm-up before each run.
+    pub warmup: Duration,
+    /// Repetitions; medians are reported.
+    pub runs: usize,
+    /// Requests in flight in the saturation phases (the pipelining depth).
+    pub concurrency: usize,
+    /// Connections the requests are spread over.
+    pub connections: usize,
+    /// Objects in the table.
+    pub keys: u64,
+    /// Size of each value.
+    pub value_bytes: usize,
+}
+
+/// One phase of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Phase {
+    /// What was measured.
+    pub name: String,
+    /// Offered rate for open-loop phases (None = saturation).
+    pub offered_ops: Option<f64>,
+    /// The measurement.
+    pub result: RunResult,
+    /// Storage-node CPU use during the phase, in CPUs (1.0 = one core busy).
+    pub server_cpus_used: Option<f64>,
+}
+
+/// Medians over runs of one phase.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseMedian {
+    /// Phase name.
+    pub name: String,
+    /// Median throughput.
+    pub throughput_ops: f64,
+    /// Median p50.
+    pub p50_us: f64,
+    /// Median p99.
+    pub p99_us: f64,
+    /// Median storage-node CPU use.
+    pub server_cpus_used: Option<f64>,
+}
+
+/// Everything `bench-kv` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct KvBenchReport {
+    /// Runs, each with its phases.
+    pub runs: Vec<Vec<Phase>>,
+    /// Medians per phase.
+    pub medians: Vec<PhaseMedian>,
+    /// Pipelining depth used.
+    pub concurrency: usize,
+    /// Connections used.
+    pub connections: usize,
+    /// Node CPUs (empty when an external node was measured).
+    pub server_cpus: Vec<usize>,
+    /// Load-generator CPUs.
+    pub client_cpus: Vec<usize>,
+}
+
+fn key_of(i: u64, keys: u64) -> Bytes {
+    Bytes::copy_from_slice(&(mix64(i) % keys.max(1)).to_le_bytes())
+}
+
+/// Runs the benchmark; `progress` receives one line per step for the person watching.
+pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvBenchReport, BenchError> {
+    crate::affinity::pin_current_thread(&config.client_cpus)?;
+    let spin = ferry_client::calibrate_spin();
+    let child = match &config.server {
+        Some(_) => None,
+        None => Some(ChildServer::spawn(&ChildSpec {
+            exe: config.exe.clone(),
+            cpus: config.server_cpus.clone(),
+            cores: 1,
+            tenants: vec![format!("{}:{}", config.tenant, config.token)],
+            spin_iters_per_ms: spin,
+        })?),
+    };
+    let addr = match (&config.server, &child) {
+        (Some(addr), _) => addr.clone(),
+        (None, Some(child)) => child.addr().to_string(),
+        (None, None) => unreachable!("a child is started when no server is given"),
+    };
+    let server_pid = child.as_ref().map(ChildServer::pid);
+    progress(&format!("storage node at {addr}"));
+
+    // One thread: the load generator has one CPU, and cross-thread wake-ups would only
+    // add latency to what is measured.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| BenchError::Io(err.to_string()))?;
+    runtime.block_on(async {
+        let mut client_config = ClientConfig::new(addr.clone(), config.tenant, config.token.clone());
+        client_config.connections = config.connections;
+        let client = Client::connect(client_config).await?;
+        let value = Bytes::from(vec![0xAB; config.value_bytes]);
+        let objects = (0..config.keys)
+            .map(|id| (Bytes::copy_from_slice(&id.to_le_bytes()), value.clone()))
+            .collect();
+        crate::load::load_dataset(&client, TABLE, objects).await?;
+        progress(&format!(
+            "loaded {} objects of {} bytes",
+            config.keys, config.value_bytes
+        ));
+        let mut runs = Vec::new();
+        for run in 0..config.runs {
+            progress(&format!("run {}/{}", run + 1, config.runs));
+            runs.push(one_run(&client, config, server_pid, &mut progress).await);
+        }
+        let medians = summarize(&runs);
+        Ok(KvBenchReport {
+            runs,
+            medians,
+            concurrency: config.concurrency,
+            connections: config.connections,
+            server_cpus: if child.is_some() {
+                config.server_cpus.clone()
+            } else {
+                Vec::new()
+            },
+            client_cpus: config.client_cpus.clone(),
+        })
+    })
+}
+
+async fn measured<Fut: std::future::Future<Output = RunResult>>(
+    name: &str,
+    offered_ops: Option<f64>,
+    server_pid: Option<u32>,
+    phase: Fut,
+) -> Phase {
+    let cpu_before = server_pid.and_then(process_cpu_time);
+    let started = Instant::now();
+    let result = phase.await;
+    let wall = started.elapsed().as_secs_f64();
+    let cpu_after = server_pid.and_then(process_cpu_time);
+    let server_cpus_used = match (cpu_before, cpu_after) {
+        (Some(before), Some(after)) if wall > 0.0 => Some((after - before).as_secs_f64() / wall),
+        _ => None,
+    };
+    Phase {
+        name: name.to_string(),
+        offered_ops,
+        result,
+        server_cpus_used,
+    }
+}
+
+async fn one_run(
+    client: &Client,
+    config: &KvBenchConfig,
+    server_pid: Option<u32>,
+    progress: &mut impl FnMut(&str),
+) -> Vec<Phase> {
+    let keys = config.keys;
+    let get = {
+        let client = client.clone();
+        move |i: u64| {
+            let client = client.clone();
+            async move { client.get(TABLE, &key_of(i, keys)).await.map(|_| ()) }
+        }
+    };
+    let invoke = {
+        let client = client.clone();
+        move |_i: u64| {
+            let client = client.clone();
+            async move {
+                client
+                    .invoke_remote(ferry_func::builtins::noop::NAME, Bytes::new())
+                    .await
+                    .map(|_| ())
+            }
+        }
+    };
+    let mut phases = Vec::new();
+    closed_loop(config.concurrency, config.warmup, get.clone()).await;
+    let saturated = measured(
+        "get",
+        None,
+        server_pid,
+        closed_loop(config.concurrency, config.duration, get.clone()),
+    )
+    .await;
+    let half = saturated.result.throughput_ops / 2.0;
+    progress(&format!(
+        "  get saturated: {:.0} ops/s",
+        saturated.result.throughput_ops
+    ));
+    phases.push(saturated);
+    phases.push(
+        measured(
+            "get@half",
+            Some(half),
+            server_pid,
+            open_loop(half, config.duration, get),
+        )
+        .await,
+    );
+
+    closed_loop(config.concurrency, config.warmup, invoke.clone()).await;
+    let saturated = measured(
+        "invoke-noop",
+        None,
+        server_pid,
+        closed_loop(config.concurrency, config.duration, invoke.clone()),
+    )
+    .await;
+    let half = saturated.result.throughput_ops / 2.0;
+    progress(&format!(
+        "  invoke(noop) saturated: {:.0} ops/s",
+        saturated.result.throughput_ops
+    ));
+    phases.push(saturated);
+    phases.push(
+        measured(
+            "invoke-noop@half",
+            Some(half),
+            server_pid,
+            open_loop(half, config.duration, invoke),
+        )
+        .await,
+    );
+    phases
+}
+
+fn summarize(runs: &[Vec<Phase>]) -> Vec<PhaseMedian> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(index, phase)| {
+            let column = |f: &dyn Fn(&Phase) -> f64| {
+                let mut values: Vec<f64> = runs.iter().filter_map(|run| run.get(index)).map(f).collect();
+                median(&mut values)
+            };
+            let mut cpus: Vec<f64> = runs.iter().filter_map(|run| run.get(index)?.server_cpus_used).collect();
+            PhaseMedian {
+                name: phase.name.clone(),
+                throughput_ops: column(&|p| p.result.throughput_ops),
+                p50_us: column(&|p| p.result.latency.p50_us),
+                p99_us: column(&|p| p.result.latency.p99_us),
+                server_cpus_used: (!cpus.is_empty()).then(|| median(&mut cpus)),
+            }
+        })
+        .collect()
+}

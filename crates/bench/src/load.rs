@@ -1,0 +1,41 @@
+//! Loading data sets into a node with pipelined puts.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use ferry_client::{Client, ClientError};
+
+/// Puts in flight while loading: enough to keep the node busy over one connection.
+pub const LOAD_CONCURRENCY: usize = 64;
+
+/// Writes every object into `table`, [`LOAD_CONCURRENCY`] at a time; returns how many.
+pub async fn load_dataset(
+    client: &Client,
+    table: &'static str,
+    objects: Vec<(Bytes, Bytes)>,
+) -> Result<usize, ClientError> {
+    let objects = Arc::new(objects);
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..LOAD_CONCURRENCY)
+        .map(|_| {
+            let client = client.clone();
+            let objects = Arc::clone(&objects);
+            let next = Arc::clone(&next);
+            tokio::spawn(async move {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((key, value)) = objects.get(index) else {
+                        return Ok::<(), ClientError>(());
+                    };
+                    client.put(table, key, value).await?;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.map_err(|err| ClientError::Invalid(err.to_string()))??;
+    }
+    Ok(objects.len())
+}

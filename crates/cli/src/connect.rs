@@ -1,0 +1,33 @@
+//! Flags shared by every command that talks to a running storage node.
+
+use std::time::Duration;
+
+use ferry_client::{Client, ClientConfig};
+
+/// Where the node is and who we are.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ConnectArgs {
+    /// Storage node address (host:port).
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    pub server: String,
+    /// Tenant id.
+    #[arg(long, default_value_t = 1)]
+    pub tenant: u32,
+    /// Tenant token.
+    #[arg(long, default_value = "ferry")]
+    pub token: String,
+    /// Longest wait for any one answer (e.g. 10s).
+    #[arg(long, default_value = "10s", value_parser = crate::parse_std_duration)]
+    pub timeout: Duration,
+}
+
+impl ConnectArgs {
+    /// Connects with `connections` pipelined connections.
+    pub async fn connect(&self, connections: usize) -> Result<Client, ferry_client::ClientError> {
+        let mut config = ClientConfig::new(self.server.clone(), self.tenant, self.token.clone());
+        config.connections = connections;
+        config.request_timeout = self.timeout;
+        config.connect_timeout = self.timeout.min(ferry_client::client::DEFAULT_CONNECT_TIMEOUT);
+        Client::connect(config).await
+    }
+}

@@ -1,0 +1,107 @@
+//! `ferry server`: run a storage node until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ferry_server::config::{parse_tenant_flag, ConfigFile, ServerConfig};
+
+use crate::CmdResult;
+
+/// Address used when neither the flag nor the config file gives one.
+const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
+
+/// Flags of `ferry server`. Flags override the config file.
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    /// Address to listen on; port 0 picks a free port (printed on the first line).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Worker threads ("cores"), each with its own queue.
+    #[arg(long)]
+    cores: Option<usize>,
+    /// TOML config file (listen, cores, io_threads, queue_capacity, invoke_budget_ms,
+    /// max_connections, [[tenant]] id/token/quota_bytes/home_core).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A tenant as ID:TOKEN; repeatable. Added to those of the config file.
+    #[arg(long = "tenant", value_name = "ID:TOKEN")]
+    tenants: Vec<String>,
+    /// I/O threads for sockets and framing.
+    #[arg(long)]
+    io_threads: Option<usize>,
+    /// Depth of each worker's queue before requests are refused with `overloaded`.
+    #[arg(long)]
+    queue_capacity: Option<usize>,
+    /// CPU-time budget of one server-side invocation (e.g. 100ms).
+    #[arg(long, value_parser = crate::parse_std_duration)]
+    invoke_budget: Option<Duration>,
+    /// Most simultaneous connections.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Pin the whole node to these CPUs (e.g. 0 or 0-1).
+    #[arg(long)]
+    cpu_set: Option<String>,
+    /// Emulated-work calibration to use instead of measuring (iterations per ms).
+    #[arg(long)]
+    spin_iters_per_ms: Option<u64>,
+}
+
+fn resolve(listen: &str) -> Result<SocketAddr, String> {
+    listen
+        .to_socket_addrs()
+        .map_err(|err| format!("cannot resolve --listen {listen:?}: {err}"))?
+        .next()
+        .ok_or_else(|| format!("--listen {listen:?} resolves to no address"))
+}
+
+pub fn run(args: ServerArgs) -> CmdResult {
+    if let Some(cpu_set) = &args.cpu_set {
+        // Before any thread starts, so every worker and I/O thread inherits the mask.
+        let cpus = ferry_bench::affinity::parse_cpu_set(cpu_set)?;
+        ferry_bench::affinity::pin_current_thread(&cpus)?;
+    }
+    let file = match &args.config {
+        Some(path) => ConfigFile::load(path)?,
+        None => ConfigFile::default(),
+    };
+    let listen = match (&args.listen, file.listen) {
+        (Some(listen), _) => resolve(listen)?,
+        (None, Some(addr)) => addr,
+        (None, None) => resolve(DEFAULT_LISTEN)?,
+    };
+    let mut tenants = file.tenants.clone();
+    for flag in &args.tenants {
+        tenants.push(parse_tenant_flag(flag)?);
+    }
+    let mut config = ServerConfig::new(listen, args.cores.or(file.cores).unwrap_or(1), tenants);
+    if let Some(threads) = args.io_threads.or(file.io_threads) {
+        config.io_threads = threads;
+    }
+    if let Some(capacity) = args.queue_capacity.or(file.queue_capacity) {
+        config.queue_capacity = capacity;
+    }
+    if let Some(budget) = args.invoke_budget.or(file.invoke_budget_ms.map(Duration::from_millis)) {
+        config.invoke_budget = budget;
+    }
+    if let Some(max) = args.max_connections.or(file.max_connections) {
+        config.max_connections = max;
+    }
+    config.spin_iters_per_ms = args.spin_iters_per_ms;
+    let handle = ferry_server::start(config.clone(), ferry_func::Registry::with_builtins())?;
+    // The first stdout line is a contract: tools and tests read the port from it.
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "listening on {}", handle.local_addr())?;
+    stdout.flush()?;
+    eprintln!(
+        "ferry storage node: {} cores, {} tenants, invoke budget {:?}; SIGINT or SIGTERM stops it",
+        config.cores,
+        config.tenants.len(),
+        config.invoke_budget
+    );
+    handle.wait_for_signal()?;
+    eprintln!("shutting down: finishing queued requests");
+    handle.shutdown();
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! The `ferry` binary as users run it: server, kv, load, bench-kv, and bad flags.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+
+fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+/// A `ferry server` child, stopped with SIGTERM when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let mut child = ferry()
+            .args([
+                "server",
+                "--listen",
+                "127.0.0.1:0",
+                "--tenant",
+                "1:ferry",
+                "--spin-iters-per-ms",
+                "1000000",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let addr = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line must announce the address, got {first:?}"))
+            .trim()
+            .to_string();
+        assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{addr}");
+        Server { child, addr }
+    }
+
+    fn kv(&self, args: &[&str]) -> Output {
+        ferry()
+            .args(["kv", "--server", &self.addr])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn server_announces_its_port_and_kv_pokes_it() {
+    let server = Server::start(&["--cores", "2"]);
+    let put = server.kv(&["put", "users", "alice", "hello world"]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    assert!(stdout(&put).starts_with("OK version"), "{}", stdout(&put));
+
+    let get = server.kv(&["get", "users", "alice"]);
+    assert!(get.status.success());
+    assert!(stdout(&get).starts_with("hello world\n(version"), "{}", stdout(&get));
+
+    let missing = server.kv(&["get", "users", "bob"]);
+    assert!(!missing.status.success(), "a missing key exits non-zero");
+    assert!(stdout(&missing).contains("not found"));
+
+    let load = ferry()
+        .args(["load", "--server", &server.addr, "traverse", "--keys", "500"])
+        .output()
+        .unwrap();
+    assert!(load.status.success(), "{}", stderr(&load));
+    assert!(stdout(&load).contains("loaded 500 objects"), "{}", stdout(&load));
+    let remote = server.kv(&["invoke", "traverse", "start=7,depth=3,compute=1us", "--remote"]);
+    let local = server.kv(&["invoke", "traverse", "start=7,depth=3,compute=1us", "--local"]);
+    assert!(
+        remote.status.success() && local.status.success(),
+        "{}{}",
+        stderr(&remote),
+        stderr(&local)
+    );
+    let first_line = |o: &Output| stdout(o).lines().next().unwrap_or_default().to_string();
+    assert!(first_line(&remote).starts_with("reached node"), "{}", stdout(&remote));
+    assert_eq!(first_line(&remote), first_line(&local), "same result on both sides");
+    assert!(stdout(&remote).contains("(Remote,") && stdout(&local).contains("(Local,"));
+
+    let deleted = server.kv(&["delete", "users", "alice"]);
+    assert!(deleted.status.success());
+    let stats = server.kv(&["stats"]);
+    assert!(stdout(&stats).contains("tenant.1.requests"), "{}", stdout(&stats));
+
+    let status = server.stop();
+    assert!(status.success(), "SIGTERM is a graceful, successful exit: {status:?}");
+}
+
+#[test]
+fn bad_flags_and_unreachable_servers_fail_with_a_message() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["server", "--listen", "127.0.0.1:0", "--cores", "0", "--tenant", "1:x"],
+            "cores",
+        ),
+        (vec!["server", "--listen", "127.0.0.1:0"], "no tenants"),
+        (
+            vec!["server", "--listen", "127.0.0.1:0", "--tenant", "x:y"],
+            "tenant id must be a number",
+        ),
+        (
+            vec![
+                "server",
+                "--listen",
+                "127.0.0.1:0",
+                "--tenant",
+                "1:x",
+                "--cpu-set",
+                "4000",
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "server",
+                "--listen",
+                "127.0.0.1:0",
+                "--tenant",
+                "1:x",
+                "--invoke-budget",
+                "soon",
+            ],
+            "duration",
+        ),
+        (vec!["server", "--config", "/nonexistent/ferry.toml"], "cannot read"),
+        (vec!["kv", "--server", "127.0.0.1:1", "get", "t", "k"], "cannot connect"),
+        (
+            vec!["kv", "--server", "127.0.0.1:1", "invoke", "traverse", "depth=x"],
+            "depth",
+        ),
+        (vec!["load", "--server", "127.0.0.1:1", "nonsense"], "unknown data set"),
+        (vec!["bench-kv", "--client-cpus", "4000"], "does not exist"),
+        (vec!["bench-kv", "--server-cpus", "1", "--client-cpus", "1"], "overlap"),
+        (vec!["bench-kv", "--runs", "0"], "--runs"),
+    ];
+    for (args, expected) in cases {
+        let output = ferry().args(&args).output().unwrap();
+        assert!(!output.status.success(), "{args:?} should fail");
+        let message = stderr(&output);
+        assert!(
+            message.contains(expected),
+            "{args:?}: expected {expected:?} in {message:?}"
+        );
+        assert!(!message.contains("panicked"), "{args:?} panicked: {message}");
+    }
+}
+
+#[test]
+fn wrong_token_is_refused_with_a_clear_error() {
+    let server = Server::start(&[]);
+    let output = ferry()
+        .args(["kv", "--server", &server.addr, "--token", "guess", "get", "t", "k"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("unauthorized"), "{}", stderr(&output));
+}
+
+#[test]
+fn bench_kv_runs_end_to_end_in_its_short_form() {
+    let json = std::env::temp_dir().join(format!("ferry-bench-kv-{}.json", std::process::id()));
+    let output = ferry()
+        .args([
+            "bench-kv",
+            "--duration",
+            "150ms",
+            "--warmup",
+            "20ms",
+            "--runs",
+            "1",
+            "--keys",
+            "200",
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    for phase in ["get ", "get@half", "invoke-noop ", "invoke-noop@half"] {
+        assert!(table.contains(phase), "{phase} missing from {table}");
+    }
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let medians = report["medians"].as_array().unwrap();
+    assert_eq!(medians.len(), 4);
+    for phase in medians {
+        assert!(phase["throughput_ops"].as_f64().unwrap() > 0.0, "{phase}");
+    }
+    let _ = std::fs::remove_file(json);
+}
