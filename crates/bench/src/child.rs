@@ -27,6 +27,8 @@ pub struct ChildSpec {
     pub tenants: Vec<String>,
     /// Emulated-work calibration to share with the client.
     pub spin_iters_per_ms: u64,
+    /// Further `ferry server` flags, passed through unchanged.
+    pub extra_args: Vec<String>,
 }
 
 /// A running child node; stopped (SIGTERM, then kill) when dropped.
@@ -49,6 +51,7 @@ impl ChildServer {
         for tenant in &spec.tenants {
             command.args(["--tenant", tenant]);
         }
+        command.args(&spec.extra_args);
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

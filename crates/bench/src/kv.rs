@@ -47,6 +47,8 @@ pub struct KvBenchConfig {
     pub keys: u64,
     /// Size of each value.
     pub value_bytes: usize,
+    /// Further flags for the child node.
+    pub server_flags: Vec<String>,
 }
 
 /// One phase of one run.
@@ -110,6 +112,7 @@ pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvB
             cores: 1,
             tenants: vec![format!("{}:{}", config.tenant, config.token)],
             spin_iters_per_ms: spin,
+            extra_args: config.server_flags.clone(),
         })?),
     };
     let addr = match (&config.server, &child) {

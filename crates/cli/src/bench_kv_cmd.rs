@@ -52,6 +52,10 @@ pub struct BenchKvArgs {
     /// Bytes per value.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
+    /// A further flag for the started node, e.g. --server-flag=--no-inline-data-ops
+    /// (repeatable).
+    #[arg(long = "server-flag", allow_hyphen_values = true)]
+    server_flags: Vec<String>,
     /// Write the full report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -81,6 +85,7 @@ pub fn run(args: BenchKvArgs) -> CmdResult {
         connections: args.connections,
         keys: args.keys,
         value_bytes: args.value_size,
+        server_flags: args.server_flags.clone(),
     };
     if config.server.is_none() && config.server_cpus.iter().any(|cpu| config.client_cpus.contains(cpu)) {
         return Err("--server-cpus and --client-cpus overlap: the two sides must not share a CPU".into());

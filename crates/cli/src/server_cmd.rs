@@ -46,6 +46,10 @@ pub struct ServerArgs {
     /// Emulated-work calibration to use instead of measuring (iterations per ms).
     #[arg(long)]
     spin_iters_per_ms: Option<u64>,
+    /// Always hand data operations to the worker threads, even when the home worker sleeps
+    /// (by default an I/O thread runs them in the sleeping worker's seat; for measurements).
+    #[arg(long)]
+    no_inline_data_ops: bool,
 }
 
 fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -89,6 +93,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
         config.max_connections = max;
     }
     config.spin_iters_per_ms = args.spin_iters_per_ms;
+    config.inline_data_ops = !args.no_inline_data_ops;
     let handle = ferry_server::start(config.clone(), ferry_func::Registry::with_builtins())?;
     // The first stdout line is a contract: tools and tests read the port from it.
     let mut stdout = std::io::stdout();

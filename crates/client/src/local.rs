@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use ferry_func::registry::panic_text;
 use ferry_func::{Ctx, CtxError, CtxFuture, FnError, FnFuture, TxState};
-use ferry_proto::{CommitWrite, ReadVersion, Request, Response, ResponseBody, Status};
+use ferry_proto::{Request, Response, ResponseBody, Status};
 
 use crate::client::{check_status, Client};
 use crate::error::ClientError;
@@ -53,18 +53,6 @@ fn ctx_error(err: ClientError) -> CtxError {
 }
 
 impl RemoteCtx<'_> {
-    fn read_set(&self) -> Vec<ReadVersion> {
-        self.tx
-            .reads()
-            .iter()
-            .map(|read| ReadVersion {
-                table: read.table.clone(),
-                key: read.key.clone(),
-                version: read.version,
-            })
-            .collect()
-    }
-
     async fn fetch(&mut self, request: Request) -> Result<Response, CtxError> {
         self.cost.round_trips += 1;
         let response = self.client.call(&request).await.map_err(ctx_error)?;
@@ -73,17 +61,18 @@ impl RemoteCtx<'_> {
         Ok(response)
     }
 
-    async fn read(&mut self, table: &str, keys: &[Bytes]) -> Result<Vec<Option<Bytes>>, CtxError> {
-        let missing: Vec<Bytes> = keys
-            .iter()
-            .filter(|key| self.tx.lookup(table, key).is_none())
-            .cloned()
+    async fn read(&mut self, table: &str, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, CtxError> {
+        let missing: Vec<Bytes> = self
+            .tx
+            .missing(table, keys)
+            .into_iter()
+            .map(Bytes::copy_from_slice)
             .collect();
         if missing.len() == 1 {
             let request = Request::Get {
                 table: table.to_string(),
                 key: missing[0].clone(),
-                validate: self.read_set(),
+                validate: self.tx.read_versions(),
             };
             let response = self.fetch(request).await?;
             let (version, value) = match response.status {
@@ -98,7 +87,7 @@ impl RemoteCtx<'_> {
             let request = Request::MultiGet {
                 table: table.to_string(),
                 keys: missing.clone(),
-                validate: self.read_set(),
+                validate: self.tx.read_versions(),
             };
             let response = check_status(self.fetch(request).await?).map_err(ctx_error)?;
             let ResponseBody::MultiGet(entries) = response.body else {
@@ -115,14 +104,7 @@ impl RemoteCtx<'_> {
                 self.tx.record_read(table, key, entry.version, entry.value)?;
             }
         }
-        Ok(keys
-            .iter()
-            .map(|key| {
-                self.tx
-                    .lookup(table, key)
-                    .expect("every key was just read or already known")
-            })
-            .collect())
+        self.tx.known(table, keys)
     }
 
     fn buffer(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
@@ -138,14 +120,14 @@ impl Ctx for RemoteCtx<'_> {
     }
 
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
-        Box::pin(async move {
-            let keys = [Bytes::copy_from_slice(key)];
-            Ok(self.read(table, &keys).await?.pop().flatten())
-        })
+        Box::pin(async move { Ok(self.read(table, &[key]).await?.pop().flatten()) })
     }
 
     fn multiget<'a>(&'a mut self, table: &'a str, keys: &'a [Bytes]) -> CtxFuture<'a, Vec<Option<Bytes>>> {
-        Box::pin(async move { self.read(table, keys).await })
+        Box::pin(async move {
+            let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
+            self.read(table, &keys).await
+        })
     }
 
     fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> CtxFuture<'a, ()> {
@@ -260,24 +242,8 @@ async fn commit(client: &Client, tx: &TxState, cost: &mut InvokeCost) -> Result<
         return Ok(());
     }
     let request = Request::Commit {
-        reads: tx
-            .reads()
-            .iter()
-            .map(|read| ReadVersion {
-                table: read.table.clone(),
-                key: read.key.clone(),
-                version: read.version,
-            })
-            .collect(),
-        writes: tx
-            .writes()
-            .iter()
-            .map(|write| CommitWrite {
-                table: write.table.clone(),
-                key: write.key.clone(),
-                value: write.value.clone(),
-            })
-            .collect(),
+        reads: tx.read_versions(),
+        writes: tx.commit_writes(),
     };
     cost.round_trips += 1;
     let response = match client.call(&request).await {

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
+use ferry_proto::{CommitWrite, ReadVersion};
+
 use crate::ctx::CtxError;
 
 /// Most distinct objects one invocation may read, and separately write: bounds the memory
@@ -104,6 +106,50 @@ impl TxState {
             value,
         });
         Ok(())
+    }
+
+    /// Which of `keys` of `table` this transaction must still fetch (neither read nor
+    /// written yet), in order.
+    pub fn missing<'k>(&self, table: &str, keys: &[&'k [u8]]) -> Vec<&'k [u8]> {
+        keys.iter()
+            .copied()
+            .filter(|key| self.lookup(table, key).is_none())
+            .collect()
+    }
+
+    /// The values of `keys` of `table` as this transaction sees them, after the runtime
+    /// fetched every key [`TxState::missing`] named.
+    pub fn known(&self, table: &str, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, CtxError> {
+        keys.iter()
+            .map(|key| {
+                self.lookup(table, key)
+                    .ok_or_else(|| CtxError::Unavailable(format!("{table} key of {} bytes was not fetched", key.len())))
+            })
+            .collect()
+    }
+
+    /// The read set in protocol form, for validation by the storage node.
+    pub fn read_versions(&self) -> Vec<ReadVersion> {
+        self.reads
+            .iter()
+            .map(|read| ReadVersion {
+                table: read.table.clone(),
+                key: read.key.clone(),
+                version: read.version,
+            })
+            .collect()
+    }
+
+    /// The write set in protocol form, for a commit.
+    pub fn commit_writes(&self) -> Vec<CommitWrite> {
+        self.writes
+            .iter()
+            .map(|write| CommitWrite {
+                table: write.table.clone(),
+                key: write.key.clone(),
+                value: write.value.clone(),
+            })
+            .collect()
     }
 
     /// The read set in the order objects were first read.

@@ -87,6 +87,9 @@ pub struct ServerConfig {
     /// Emulated-work calibration to use instead of measuring (iterations per ms), so a
     /// benchmark's client and node spin identically.
     pub spin_iters_per_ms: Option<u64>,
+    /// Let an I/O thread run a data operation itself when the tenant's home worker sleeps
+    /// with an empty queue, saving the hand-off (wake-up and two context switches).
+    pub inline_data_ops: bool,
 }
 
 impl ServerConfig {
@@ -101,6 +104,7 @@ impl ServerConfig {
             invoke_budget: DEFAULT_INVOKE_BUDGET,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             spin_iters_per_ms: None,
+            inline_data_ops: true,
         }
     }
 

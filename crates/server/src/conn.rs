@@ -241,6 +241,15 @@ fn handle_frame(node: &Node, session: &mut Session, outbox: &Arc<Outbox>, frame:
         request_id: header.request_id,
         request,
     };
+    let inline = node.inline_data_ops && !matches!(task.request, Request::Invoke { .. });
+    if inline && node.pool.try_take_seat(tenant.home) {
+        // Data operations are bounded (microseconds), so running one here cannot stall
+        // this thread's other connections the way a storage function could.
+        TenantCounters::bump(&node.pool.slots[tenant.home].counters.tasks_inline);
+        crate::exec::execute(node, tenant.home, task);
+        node.pool.release_seat(tenant.home);
+        return Next::Continue;
+    }
     if let Err(task) = node.pool.submit(tenant.home, task) {
         TenantCounters::bump(&tenant.counters.overloaded);
         TenantCounters::bump(&tenant.counters.requests);

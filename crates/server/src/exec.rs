@@ -16,7 +16,7 @@ use ferry_store::{ObjectRef, StoreError, WriteRef};
 use crate::conn::Outbox;
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
-use crate::store_ctx::StoreCtx;
+use crate::store_ctx::{object_refs, write_refs, StoreCtx};
 use crate::worker::{CurrentPoll, Task};
 
 /// Attempts of one server-side invocation before it is answered `tx_abort`: conflicts are
@@ -83,7 +83,7 @@ fn store_error(err: StoreError) -> Response {
     Response::error(status_of(&err), err.to_string())
 }
 
-fn object_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {
+fn request_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {
     reads
         .iter()
         .map(|read| ObjectRef {
@@ -168,7 +168,7 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
                 store.get(&table, &key)
             } else {
                 store
-                    .read_validated(&table, &[&key], &object_refs(&validate))
+                    .read_validated(&table, &[&key], &request_refs(&validate))
                     .map(|mut values| values.pop().flatten())
             };
             match read {
@@ -193,7 +193,7 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
         },
         Request::MultiGet { table, keys, validate } => {
             let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
-            match store.read_validated(&table, &keys, &object_refs(&validate)) {
+            match store.read_validated(&table, &keys, &request_refs(&validate)) {
                 Ok(values) => {
                     let total: usize = values.iter().flatten().map(|(_, value)| value.len()).sum();
                     if total > MAX_MULTIGET_RESPONSE_BYTES {
@@ -231,7 +231,7 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
                     value: write.value.as_deref(),
                 })
                 .collect();
-            match store.commit(&object_refs(&reads), &write_refs) {
+            match store.commit(&request_refs(&reads), &write_refs) {
                 Ok(version) => Response::ok(ResponseBody::Commit { version }),
                 Err(err) => store_error(err),
             }
@@ -299,18 +299,18 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
     }
 }
 
+impl Invocation {
+    /// Answers the invocation with `response`, charging it every attempt's CPU time.
+    fn finish(self, mut response: Response) -> Stepped {
+        response.cpu_ns = self.cpu_ns;
+        answer(&self.outbox, &self.tenant, Opcode::Invoke, self.request_id, &response);
+        Stepped::Finished
+    }
+}
+
 fn fail(invocation: Invocation, message: String) -> Stepped {
     TenantCounters::bump(&invocation.tenant.counters.invocation_failures);
-    let mut response = Response::error(Status::FunctionFailed, message);
-    response.cpu_ns = invocation.cpu_ns;
-    answer(
-        &invocation.outbox,
-        &invocation.tenant,
-        Opcode::Invoke,
-        invocation.request_id,
-        &response,
-    );
-    Stepped::Finished
+    invocation.finish(Response::error(Status::FunctionFailed, message))
 }
 
 fn complete(
@@ -329,26 +329,8 @@ fn complete(
     // already serialized there; one that wrote must validate again and install.
     if !ctx.tx.writes().is_empty() {
         let started = Instant::now();
-        let reads: Vec<ObjectRef<'_>> = ctx
-            .tx
-            .reads()
-            .iter()
-            .map(|read| ObjectRef {
-                table: &read.table,
-                key: &read.key,
-                version: read.version,
-            })
-            .collect();
-        let writes: Vec<WriteRef<'_>> = ctx
-            .tx
-            .writes()
-            .iter()
-            .map(|write| WriteRef {
-                table: &write.table,
-                key: &write.key,
-                value: write.value.as_deref(),
-            })
-            .collect();
+        let reads = object_refs(ctx.tx.reads());
+        let writes = write_refs(ctx.tx.writes());
         let committed = invocation.tenant.store.commit(&reads, &writes);
         let elapsed = started.elapsed().as_nanos() as u64;
         invocation.cpu_ns += elapsed;
@@ -358,50 +340,23 @@ fn complete(
             Err(StoreError::Conflict { .. }) => return retry(invocation),
             Err(err) => {
                 TenantCounters::bump(&invocation.tenant.counters.invocation_failures);
-                let mut response = store_error(err);
-                response.cpu_ns = invocation.cpu_ns;
-                answer(
-                    &invocation.outbox,
-                    &invocation.tenant,
-                    Opcode::Invoke,
-                    invocation.request_id,
-                    &response,
-                );
-                return Stepped::Finished;
+                return invocation.finish(store_error(err));
             }
         }
     }
     TenantCounters::bump(&invocation.tenant.counters.invocations);
+    let bytes_returned = u32::try_from(result.len()).unwrap_or(u32::MAX);
     let mut response = Response::ok(ResponseBody::Invoke { result });
-    response.cpu_ns = invocation.cpu_ns;
-    if let ResponseBody::Invoke { result } = &response.body {
-        response.bytes_returned = u32::try_from(result.len()).unwrap_or(u32::MAX);
-    }
-    answer(
-        &invocation.outbox,
-        &invocation.tenant,
-        Opcode::Invoke,
-        invocation.request_id,
-        &response,
-    );
-    Stepped::Finished
+    response.bytes_returned = bytes_returned;
+    invocation.finish(response)
 }
 
 fn retry(mut invocation: Invocation) -> Stepped {
     if invocation.attempts >= MAX_SERVER_ATTEMPTS {
-        let mut response = Response::error(
+        return invocation.finish(Response::error(
             Status::TxAbort,
             format!("invocation conflicted {MAX_SERVER_ATTEMPTS} times in a row; retry later"),
-        );
-        response.cpu_ns = invocation.cpu_ns;
-        answer(
-            &invocation.outbox,
-            &invocation.tenant,
-            Opcode::Invoke,
-            invocation.request_id,
-            &response,
-        );
-        return Stepped::Finished;
+        ));
     }
     TenantCounters::bump(&invocation.tenant.counters.invocation_retries);
     invocation.attempts += 1;

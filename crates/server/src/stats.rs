@@ -60,6 +60,8 @@ pub struct WorkerCounters {
     pub tasks_own: AtomicU64,
     /// Tasks stolen from other workers' queues.
     pub tasks_stolen: AtomicU64,
+    /// Data operations an I/O thread ran in this worker's seat while it slept.
+    pub tasks_inline: AtomicU64,
     /// Time spent executing tasks and invocation steps, in nanoseconds.
     pub busy_ns: AtomicU64,
 }

@@ -13,8 +13,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use ferry_func::{Ctx, CtxError, CtxFuture, TxState};
-use ferry_store::{ObjectRef, StoreError};
+use ferry_func::tx::TxRead;
+use ferry_func::{Ctx, CtxError, CtxFuture, TxState, TxWrite};
+use ferry_store::{ObjectRef, StoreError, WriteRef};
 
 use crate::node::TenantState;
 
@@ -74,22 +75,9 @@ impl StoreCtx {
     /// the read set atomically with the read.
     fn read(&mut self, table: &str, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, CtxError> {
         self.accesses += 1;
-        let missing: Vec<&[u8]> = keys
-            .iter()
-            .copied()
-            .filter(|key| self.tx.lookup(table, key).is_none())
-            .collect();
+        let missing = self.tx.missing(table, keys);
         if !missing.is_empty() {
-            let validate: Vec<ObjectRef<'_>> = self
-                .tx
-                .reads()
-                .iter()
-                .map(|read| ObjectRef {
-                    table: &read.table,
-                    key: &read.key,
-                    version: read.version,
-                })
-                .collect();
+            let validate = object_refs(self.tx.reads());
             let values = self
                 .tenant
                 .store
@@ -104,15 +92,32 @@ impl StoreCtx {
                     .record_read(table, Bytes::copy_from_slice(key), version, value)?;
             }
         }
-        Ok(keys
-            .iter()
-            .map(|key| {
-                self.tx
-                    .lookup(table, key)
-                    .expect("every key was just read or already known")
-            })
-            .collect())
+        self.tx.known(table, keys)
     }
+}
+
+/// A transaction's read set as the store takes it.
+pub(crate) fn object_refs(reads: &[TxRead]) -> Vec<ObjectRef<'_>> {
+    reads
+        .iter()
+        .map(|read| ObjectRef {
+            table: &read.table,
+            key: &read.key,
+            version: read.version,
+        })
+        .collect()
+}
+
+/// A transaction's write set as the store takes it.
+pub(crate) fn write_refs(writes: &[TxWrite]) -> Vec<WriteRef<'_>> {
+    writes
+        .iter()
+        .map(|write| WriteRef {
+            table: &write.table,
+            key: &write.key,
+            value: write.value.as_deref(),
+        })
+        .collect()
 }
 
 impl Ctx for StoreCtx {

@@ -84,6 +84,10 @@ pub(crate) struct Slot {
     thread: Mutex<Option<Thread>>,
     /// True while parked (or about to park).
     sleeping: AtomicBool,
+    /// Held by whichever thread executes for this worker: the worker itself while awake,
+    /// or an I/O thread running a data operation inline while the worker sleeps. At most
+    /// one thread per worker executes at a time, so `cores` stays the node's parallelism.
+    seat: AtomicBool,
     /// Bumped when the watchdog replaces the worker: the old thread exits when it sees it.
     pub(crate) generation: AtomicU64,
     /// Suspended invocations, resumed round-robin. Shared so a replacement adopts them.
@@ -117,6 +121,7 @@ impl Pool {
                 .map(|_| Slot {
                     thread: Mutex::new(None),
                     sleeping: AtomicBool::new(false),
+                    seat: AtomicBool::new(false),
                     generation: AtomicU64::new(0),
                     running: Mutex::new(VecDeque::new()),
                     current: Mutex::new(None),
@@ -150,17 +155,36 @@ impl Pool {
             tasks.push_back(task);
             queue.len.fetch_add(1, Ordering::SeqCst);
         }
-        if self.slots[home].sleeping.load(Ordering::SeqCst) {
+        // `swap` so that of many submitters only the first pays for the wake-up system call;
+        // the rest see the worker already woken.
+        if self.slots[home].sleeping.swap(false, Ordering::SeqCst) {
             self.unpark(home);
         } else if self.idle.load(Ordering::SeqCst) > 0 {
             // The home worker is busy: wake an idle one to steal (work conservation).
             if let Some(other) =
-                (0..self.workers()).find(|&i| i != home && self.slots[i].sleeping.load(Ordering::SeqCst))
+                (0..self.workers()).find(|&i| i != home && self.slots[i].sleeping.swap(false, Ordering::SeqCst))
             {
                 self.unpark(other);
             }
         }
         Ok(())
+    }
+
+    /// Takes worker `index`'s seat for an inline execution if the worker sleeps with an
+    /// empty queue (so nothing queued is overtaken). Release with [`Pool::release_seat`].
+    pub(crate) fn try_take_seat(&self, index: usize) -> bool {
+        let slot = &self.slots[index];
+        self.queue_len(index) == 0
+            && slot.sleeping.load(Ordering::SeqCst)
+            && slot
+                .seat
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+    }
+
+    /// Gives back a seat taken with [`Pool::try_take_seat`].
+    pub(crate) fn release_seat(&self, index: usize) {
+        self.slots[index].seat.store(false, Ordering::SeqCst);
     }
 
     fn unpark(&self, index: usize) {
@@ -225,6 +249,7 @@ pub(crate) fn spawn_worker(node: Arc<Node>, index: usize) -> std::io::Result<Joi
 fn worker_loop(node: &Node, index: usize, generation: u64) {
     let pool = &node.pool;
     let slot = &pool.slots[index];
+    take_seat(slot);
     loop {
         if slot.generation.load(Ordering::SeqCst) != generation {
             return;
@@ -270,7 +295,15 @@ fn worker_loop(node: &Node, index: usize, generation: u64) {
     }
 }
 
+/// Waits until no I/O thread is executing inline for this worker, then holds the seat.
+fn take_seat(slot: &Slot) {
+    while slot.seat.swap(true, Ordering::SeqCst) {
+        thread::yield_now();
+    }
+}
+
 fn park(pool: &Pool, slot: &Slot) {
+    slot.seat.store(false, Ordering::SeqCst);
     slot.sleeping.store(true, Ordering::SeqCst);
     pool.idle.fetch_add(1, Ordering::SeqCst);
     // Re-check after announcing sleep: a submitter that pushed before seeing `sleeping`
@@ -280,6 +313,7 @@ fn park(pool: &Pool, slot: &Slot) {
     }
     pool.idle.fetch_sub(1, Ordering::SeqCst);
     slot.sleeping.store(false, Ordering::SeqCst);
+    take_seat(slot);
 }
 
 /// Starts the watchdog thread; it exits when the pool shuts down.
@@ -327,8 +361,10 @@ fn replace_worker(node: &Arc<Node>, index: usize, poll: CurrentPoll) {
         ),
     );
     let slot = &node.pool.slots[index];
-    // The stuck thread sees the new generation (or the emptied `current`) and exits.
+    // The stuck thread sees the new generation (or the emptied `current`) and exits
+    // without touching the seat, which passes to its replacement.
     slot.generation.fetch_add(1, Ordering::SeqCst);
+    slot.seat.store(false, Ordering::SeqCst);
     let replaced = node.counters.worker_replacements.fetch_add(1, Ordering::SeqCst);
     if replaced >= MAX_WORKER_REPLACEMENTS {
         eprintln!(
