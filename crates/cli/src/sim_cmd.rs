@@ -1,19 +1,315 @@
-//! `ferry sim` and `ferry sim-sweep` (placeholder until the simulator lands).
+//! `ferry sim` and `ferry sim-sweep`: thin glue over `ferry_sim`.
+//!
+//! Every flag value goes through `ferry_sim::spec` (the parsers `ferry bench` shares), and
+//! every bad value comes back as a typed error that `main` prints as `error: ...` with exit
+//! code 1 — never a panic.
+
+use std::path::PathBuf;
+
+use ferry_control::Nanos;
+use ferry_sim::model::{ClusterConfig, CostModel};
+use ferry_sim::scenario::TIMELINE_INTERVAL_DEFAULT;
+use ferry_sim::sweep::{self, SweepConfig};
+use ferry_sim::{parse_duration, parse_policy, parse_workload, Arrivals, Scenario, SimError, Slo};
 
 use crate::CmdResult;
 
-/// Flags of `ferry sim`.
-#[derive(clap::Args)]
-pub struct SimArgs {}
-
-/// Flags of `ferry sim-sweep`.
-#[derive(clap::Args)]
-pub struct SimSweepArgs {}
-
-pub fn run_sim(_args: SimArgs) -> CmdResult {
-    Err("the simulator is not built yet".into())
+/// Flags shared by `ferry sim` and `ferry sim-sweep`: the cluster, workload and SLO.
+#[derive(clap::Args, Debug)]
+pub struct ScenarioArgs {
+    /// Cores of the app node.
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
+    app_cores: i64,
+    /// Cores of the storage node.
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
+    storage_cores: i64,
+    /// Network round-trip time (e.g. 10us).
+    #[arg(long, default_value = "10us", allow_hyphen_values = true)]
+    rtt: String,
+    /// Link bandwidth in Gb/s.
+    #[arg(long, default_value_t = 25.0, allow_negative_numbers = true)]
+    bandwidth_gbps: f64,
+    /// Workload: light | medium | heavy | traverse:depth=N,compute=DUR[,size=B][,dist=exp]
+    /// (mixes with '+' and '@weight') | bimodal:a=PRESET,b=PRESET,period=DUR.
+    #[arg(long, default_value = "medium", allow_hyphen_values = true)]
+    workload: String,
+    /// The p99 latency SLO (e.g. 200us).
+    #[arg(long, default_value = "200us", allow_hyphen_values = true)]
+    slo_p99: String,
+    /// Seed of all randomness; the same seed gives byte-identical output.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Arrival process behind the rate limiter: poisson or paced.
+    #[arg(long, default_value = "poisson")]
+    arrivals: String,
+    /// App CPU per message handled (e.g. 300ns).
+    #[arg(long, allow_hyphen_values = true)]
+    app_msg_cost: Option<String>,
+    /// App CPU to start a function locally.
+    #[arg(long, allow_hyphen_values = true)]
+    app_invoke_cost: Option<String>,
+    /// Storage CPU per request message handled.
+    #[arg(long, allow_hyphen_values = true)]
+    storage_msg_cost: Option<String>,
+    /// Storage CPU to dispatch an invoke.
+    #[arg(long, allow_hyphen_values = true)]
+    storage_invoke_cost: Option<String>,
+    /// Storage CPU per table lookup.
+    #[arg(long, allow_hyphen_values = true)]
+    storage_get_cost: Option<String>,
+    /// Slowdown of function compute on the storage node.
+    #[arg(long, allow_negative_numbers = true)]
+    storage_compute_factor: Option<f64>,
+    /// Node-wide stalls per second per node (0 disables them).
+    #[arg(long, allow_negative_numbers = true)]
+    stall_rate_hz: Option<f64>,
+    /// Mean length of one stall (e.g. 16us).
+    #[arg(long, allow_hyphen_values = true)]
+    stall_mean: Option<String>,
 }
 
-pub fn run_sweep(_args: SimSweepArgs) -> CmdResult {
-    Err("the simulator is not built yet".into())
+/// Flags of `ferry sim`.
+#[derive(clap::Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    scenario: ScenarioArgs,
+    /// Policy: kv | rpc | fixed:X | kayak[:x0=F,r-hz=F,x-hz=F] | kayak-xr[:...].
+    #[arg(long, default_value = "kayak", allow_hyphen_values = true)]
+    policy: String,
+    /// Simulated time (e.g. 5s).
+    #[arg(long, default_value = "5s", allow_hyphen_values = true)]
+    duration: String,
+    /// Timeline resolution (e.g. 10ms).
+    #[arg(long, allow_hyphen_values = true)]
+    timeline_interval: Option<String>,
+    /// Write the JSON report here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the timeline as CSV here.
+    #[arg(long)]
+    timeline_csv: Option<PathBuf>,
+}
+
+/// Flags of `ferry sim-sweep`.
+#[derive(clap::Args, Debug)]
+pub struct SimSweepArgs {
+    #[command(flatten)]
+    scenario: ScenarioArgs,
+    /// Step of the RPC fraction X from 0 to 1.
+    #[arg(long, default_value_t = sweep::X_STEP_DEFAULT, allow_negative_numbers = true)]
+    x_step: f64,
+    /// Warm-up of each fixed-rate run.
+    #[arg(long, default_value = "10ms", allow_hyphen_values = true)]
+    warmup: String,
+    /// Measured span of each fixed-rate run.
+    #[arg(long, default_value = "50ms", allow_hyphen_values = true)]
+    measure: String,
+    /// Bisection steps of the rate per X.
+    #[arg(long, default_value_t = sweep::BISECTION_STEPS_DEFAULT)]
+    bisection_steps: u32,
+    /// Worker threads (0: one per CPU); the output does not depend on it.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Write the JSON report here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Parses a duration flag, naming the flag in the error.
+fn duration(flag: &str, value: &str) -> Result<Nanos, SimError> {
+    parse_duration(value).map_err(|source| SimError::Spec {
+        flag: flag.to_string(),
+        source,
+    })
+}
+
+fn cores(which: &'static str, n: i64) -> Result<u32, SimError> {
+    if n < 1 || n > ferry_sim::model::CORES_MAX as i64 {
+        return Err(SimError::Cores {
+            which,
+            value: n,
+            max: ferry_sim::model::CORES_MAX,
+        });
+    }
+    Ok(n as u32)
+}
+
+impl ScenarioArgs {
+    fn cluster(&self) -> Result<ClusterConfig, SimError> {
+        let mut costs = CostModel::default();
+        let set = |slot: &mut u64, flag: &str, v: &Option<String>| -> Result<(), SimError> {
+            if let Some(v) = v {
+                *slot = duration(flag, v)?.0;
+            }
+            Ok(())
+        };
+        set(&mut costs.app_msg_ns, "--app-msg-cost", &self.app_msg_cost)?;
+        set(&mut costs.app_invoke_ns, "--app-invoke-cost", &self.app_invoke_cost)?;
+        set(&mut costs.storage_msg_ns, "--storage-msg-cost", &self.storage_msg_cost)?;
+        set(
+            &mut costs.storage_invoke_ns,
+            "--storage-invoke-cost",
+            &self.storage_invoke_cost,
+        )?;
+        set(&mut costs.storage_get_ns, "--storage-get-cost", &self.storage_get_cost)?;
+        if let Some(f) = self.storage_compute_factor {
+            costs.storage_compute_factor = f;
+        }
+        let mut cl = ClusterConfig {
+            app_cores: cores("--app-cores", self.app_cores)?,
+            storage_cores: cores("--storage-cores", self.storage_cores)?,
+            rtt: duration("--rtt", &self.rtt)?,
+            bandwidth_gbps: self.bandwidth_gbps,
+            costs,
+            ..ClusterConfig::default()
+        };
+        if let Some(r) = self.stall_rate_hz {
+            cl.stall_rate_hz = r;
+        }
+        if let Some(m) = &self.stall_mean {
+            cl.stall_mean = duration("--stall-mean", m)?;
+        }
+        cl.validate()?;
+        Ok(cl)
+    }
+
+    fn workload(&self) -> Result<ferry_sim::Workload, SimError> {
+        let w = parse_workload(&self.workload).map_err(|source| SimError::Spec {
+            flag: "--workload".into(),
+            source,
+        })?;
+        w.validate()?;
+        Ok(w)
+    }
+
+    fn slo(&self) -> Result<Slo, SimError> {
+        let latency = duration("--slo-p99", &self.slo_p99)?;
+        if latency == Nanos::ZERO {
+            return Err(SimError::OutOfRange {
+                name: "--slo-p99".into(),
+                range: "(0, ∞)",
+                value: self.slo_p99.clone(),
+            });
+        }
+        Ok(Slo::p99(latency))
+    }
+
+    fn arrivals(&self) -> Result<Arrivals, SimError> {
+        match self.arrivals.as_str() {
+            "poisson" => Ok(Arrivals::Poisson),
+            "paced" => Ok(Arrivals::Paced),
+            other => Err(SimError::OutOfRange {
+                name: "--arrivals".into(),
+                range: "{poisson, paced}",
+                value: other.to_string(),
+            }),
+        }
+    }
+}
+
+fn write(path: &PathBuf, text: &str) -> CmdResult {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()).into())
+}
+
+/// `ferry sim`: run one policy and report.
+pub fn run_sim(args: SimArgs) -> CmdResult {
+    let s = &args.scenario;
+    let scenario = Scenario {
+        cluster: s.cluster()?,
+        workload: s.workload()?,
+        policy: parse_policy(&args.policy).map_err(|source| SimError::Spec {
+            flag: "--policy".into(),
+            source,
+        })?,
+        slo: s.slo()?,
+        duration: duration("--duration", &args.duration)?,
+        seed: s.seed,
+        arrivals: s.arrivals()?,
+        timeline_interval: match &args.timeline_interval {
+            Some(v) => duration("--timeline-interval", v)?,
+            None => TIMELINE_INTERVAL_DEFAULT,
+        },
+    };
+    let report = scenario.run()?;
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    println!(
+        "seed {} policy {} workload {} on {}+{} cores, rtt {}, SLO p99 <= {}us, {}",
+        report.seed,
+        report.policy,
+        report.workload,
+        report.app_cores,
+        report.storage_cores,
+        scenario.cluster.rtt,
+        report.slo_p99_us,
+        scenario.duration
+    );
+    println!(
+        "steady state (from {:.0} ms): throughput {:.0} ops/s, p99 {} us, mean {} us, X {:.3} (final {:.3}), R {:.0} ops/s",
+        report.steady_start_ms,
+        report.throughput_ops,
+        opt(report.p99_us),
+        opt(report.latency_us_mean),
+        report.rpc_fraction_mean,
+        report.rpc_fraction,
+        report.rate_ops
+    );
+    println!(
+        "converged after {} ms; utilisation app {:.2} storage {:.2}; {} completed, {} dropped",
+        report.converge_ms.map_or("never".to_string(), |c| format!("{c:.0}")),
+        report.app_utilization,
+        report.storage_utilization,
+        report.completed,
+        report.dropped
+    );
+    if let Some(p) = &args.json {
+        write(p, &report.to_json())?;
+    }
+    if let Some(p) = &args.timeline_csv {
+        write(p, &report.timeline_csv())?;
+    }
+    Ok(())
+}
+
+/// `ferry sim-sweep`: fixed X from 0 to 1, each at the largest rate meeting the SLO.
+pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
+    let s = &args.scenario;
+    if !(args.x_step > 0.0 && args.x_step <= 1.0) {
+        return Err(SimError::OutOfRange {
+            name: "--x-step".into(),
+            range: "(0, 1]",
+            value: args.x_step.to_string(),
+        }
+        .into());
+    }
+    let mut cfg = SweepConfig::new(s.cluster()?, s.workload()?, s.slo()?, s.seed);
+    cfg.arrivals = s.arrivals()?;
+    cfg.warmup = duration("--warmup", &args.warmup)?;
+    cfg.measure = duration("--measure", &args.measure)?;
+    cfg.bisection_steps = args.bisection_steps;
+    cfg.threads = if args.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.threads
+    };
+    cfg.validate()?;
+    // The same SLO check `ferry sim` applies: below the faster path's unloaded latency no
+    // X can meet it.
+    let probe = Scenario {
+        cluster: cfg.cluster.clone(),
+        workload: cfg.workload.clone(),
+        policy: ferry_sim::PolicySpec::Kayak(Default::default()),
+        slo: cfg.slo,
+        duration: Nanos::from_secs(1),
+        seed: cfg.seed,
+        arrivals: cfg.arrivals,
+        timeline_interval: TIMELINE_INTERVAL_DEFAULT,
+    };
+    probe.validate()?;
+    let report = sweep::sweep(&cfg, &sweep::x_grid(args.x_step))?;
+    print!("{}", report.table());
+    if let Some(p) = &args.json {
+        // Invariant: the report holds only numbers, strings and vectors.
+        write(p, &serde_json::to_string_pretty(&report).expect("report serialises"))?;
+    }
+    Ok(())
 }

@@ -1,1 +1,31 @@
-//! placeholder
+//! ferry's deterministic discrete-event simulator: app and storage nodes with cores and
+//! queues, a network with RTT and bandwidth, a workload of storage functions, and the very
+//! same `ferry-control` policies the real client runs, fed with virtual time.
+//!
+//! Layout:
+//! - [`model`]: the cluster (cores, RTT, bandwidth, per-message CPU costs) and the workload
+//!   (functions, mixes, phases), with their closed-form capacities and unloaded latencies.
+//! - [`spec`]: parsers for the duration, workload and policy flag values (shared with
+//!   `ferry bench`), with typed errors.
+//! - [`engine`]: the event loop (event heap, FCFS multi-core nodes, seeded random streams).
+//! - [`scenario`]: one policy run end to end, and its report (timeline, summary, JSON, CSV).
+//! - [`sweep`]: fixed-X runs and the bisection of the rate to the SLO: the upper bound.
+//! - [`queueing`]: closed-form M/M/1, M/D/1 and M/M/c results for validation.
+//! - [`plot`]: a dependency-free SVG line/scatter chart writer.
+//! - [`error`]: typed scenario errors.
+
+pub mod engine;
+pub mod error;
+pub mod model;
+pub mod plot;
+pub mod queueing;
+pub mod scenario;
+pub mod spec;
+pub mod sweep;
+
+pub use engine::Arrivals;
+pub use error::SimError;
+pub use model::{ClusterConfig, CostModel, FunctionSpec, Workload};
+pub use scenario::{Scenario, SimReport, Slo};
+pub use spec::{parse_duration, parse_policy, parse_workload, PolicySpec, SpecError};
+pub use sweep::{SweepConfig, SweepReport};

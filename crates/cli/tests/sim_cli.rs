@@ -1,0 +1,166 @@
+//! `ferry sim` / `ferry sim-sweep` as a user runs them: bad input gets a clear message and a
+//! non-zero exit (never a panic), good input writes the contracted JSON, deterministically.
+
+use std::process::{Command, Output};
+
+fn ferry(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .output()
+        .expect("run ferry")
+}
+
+/// Runs `ferry sim` with a short duration plus `extra`, expecting failure with `needle` in
+/// stderr.
+fn sim_fails(extra: &[&str], needle: &str) {
+    let mut args = vec!["sim", "--duration", "50ms"];
+    args.extend_from_slice(extra);
+    let out = ferry(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{extra:?} should fail");
+    assert!(stderr.contains(needle), "{extra:?}: stderr was {stderr}");
+    assert!(!stderr.contains("panicked"), "{extra:?} panicked: {stderr}");
+}
+
+#[test]
+fn bad_cores_are_rejected() {
+    sim_fails(
+        &["--app-cores", "0"],
+        "--app-cores must be an integer in [1, 256], got 0",
+    );
+    sim_fails(
+        &["--storage-cores", "-3"],
+        "--storage-cores must be an integer in [1, 256], got -3",
+    );
+    sim_fails(&["--app-cores", "100000"], "--app-cores must be");
+}
+
+#[test]
+fn unknown_workload_and_policy_are_rejected() {
+    sim_fails(&["--workload", "gigantic"], "unknown workload 'gigantic'");
+    sim_fails(&["--workload", "traverse:depth=2"], "needs parameter 'compute'");
+    sim_fails(&["--policy", "asfp"], "unknown policy 'asfp'");
+    sim_fails(&["--policy", "fixed:1.5"], "out of range");
+    sim_fails(&["--policy", "kayak:r-hz=20,x-hz=200"], "must run faster");
+}
+
+#[test]
+fn slo_below_no_load_latency_is_rejected() {
+    sim_fails(&["--slo-p99", "5us"], "below the no-load latency");
+    // Local-only needs two round trips: 20 µs is below it even though RPC could make it.
+    sim_fails(&["--policy", "kv", "--slo-p99", "20us"], "on the local path");
+}
+
+#[test]
+fn unparsable_durations_are_rejected() {
+    for (flag, value, needle) in [
+        ("--duration", "5x", "unknown unit 'x'"),
+        ("--duration", "-1s", "negative"),
+        ("--rtt", "10", "no unit"),
+        ("--slo-p99", "fast", "not a number"),
+    ] {
+        let out = ferry(&["sim", flag, value]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(needle), "{flag} {value}: {stderr}");
+    }
+}
+
+#[test]
+fn sweep_rejects_bimodal_and_bad_steps() {
+    let out = ferry(&["sim-sweep", "--workload", "bimodal:a=medium,b=light,period=1s"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("single-phase"));
+    let out = ferry(&["sim-sweep", "--x-step", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--x-step"));
+}
+
+#[test]
+fn sim_writes_the_contracted_json_deterministically() {
+    let dir = std::env::temp_dir().join(format!("ferry-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |name: &str| {
+        let json = dir.join(name);
+        let csv = dir.join(format!("{name}.csv"));
+        let out = ferry(&[
+            "sim",
+            "--app-cores",
+            "8",
+            "--storage-cores",
+            "8",
+            "--rtt",
+            "10us",
+            "--workload",
+            "traverse:depth=2,compute=10us",
+            "--policy",
+            "kayak",
+            "--slo-p99",
+            "200us",
+            "--duration",
+            "300ms",
+            "--seed",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            "--timeline-csv",
+            csv.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (
+            std::fs::read_to_string(json).unwrap(),
+            std::fs::read_to_string(csv).unwrap(),
+        )
+    };
+    let (a, a_csv) = run("a.json");
+    let (b, b_csv) = run("b.json");
+    assert_eq!(a, b, "same seed, same bytes");
+    assert_eq!(a_csv, b_csv);
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    for key in [
+        "throughput_ops",
+        "p99_us",
+        "rpc_fraction",
+        "rate_ops",
+        "latency_us_mean",
+    ] {
+        assert!(v[key].is_number(), "{key} missing: {a}");
+    }
+    assert!(v["converge_ms"].is_number() || v["converge_ms"].is_null());
+    let timeline = v["timeline"].as_array().unwrap();
+    assert_eq!(timeline.len(), 30, "300 ms at 10 ms per row");
+    for key in ["t_ms", "throughput_ops", "p99_us", "rpc_fraction", "rate_ops"] {
+        assert!(timeline[29].get(key).is_some(), "timeline row lacks {key}");
+    }
+    assert!(v["throughput_ops"].as_f64().unwrap() > 100_000.0);
+    assert!(a_csv.starts_with("t_ms,throughput_ops,p99_us"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sweep_writes_best_and_rows() {
+    let dir = std::env::temp_dir().join(format!("ferry-sweep-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("sweep.json");
+    let out = ferry(&[
+        "sim-sweep",
+        "--workload",
+        "heavy",
+        "--x-step",
+        "0.5",
+        "--bisection-steps",
+        "5",
+        "--measure",
+        "20ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("best: X ="), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(v["best_throughput_ops"].as_f64().unwrap() > 0.0);
+    assert!(v["best_rpc_fraction"].is_number());
+    assert_eq!(v["rows"].as_array().unwrap().len(), 3);
+    std::fs::remove_dir_all(&dir).ok();
+}

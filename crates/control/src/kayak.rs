@@ -1,0 +1,270 @@
+//! Kayak's dual loop as one [`Policy`]: R loop + X loop + Bernoulli arbiter.
+//!
+//! Two orderings, as in the paper:
+//! - [`LoopOrder::RateThenFraction`] (Algorithm II, the one Kayak ships): the fast inner R
+//!   loop holds the p99 at the SLO, the slow outer X loop climbs the rate it achieves.
+//! - [`LoopOrder::FractionThenRate`] (Algorithm I, the strawman): the fast inner X loop
+//!   minimises the sampled p99 at the current rate, the slow outer loop moves R toward the
+//!   SLO. Under sampled p99s this one oscillates (§4.2, Fig. 7). The outer R step is the
+//!   same safeguarded Newton loop as in Algorithm II (run slowly) rather than Algorithm I's
+//!   fixed-η gradient step, so a comparison of the two orderings isolates the ordering: a
+//!   fixed η is itself unstable unless η < 1/β (Theorem 1), whatever X does.
+//!
+//! In both, the inner loop must run faster than the outer: [`Kayak::new`] rejects a
+//! configuration where it does not with [`ConfigError::InnerNotFaster`].
+
+use crate::arbiter::Arbiter;
+use crate::error::ConfigError;
+use crate::fraction_loop::{
+    FractionLoop, FractionLoopConfig, LatencyFractionLoop, FRACTION_PERIOD_DEFAULT, LATENCY_X_GAIN_DEFAULT,
+};
+use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
+use crate::quantile::QuantileWindow;
+use crate::rate_loop::{RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
+use crate::time::Nanos;
+
+/// Which loop is inner (fast) and which is outer (slow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopOrder {
+    /// R inner, X outer: Algorithm II (`kayak`).
+    RateThenFraction,
+    /// X inner, R outer: Algorithm I (`kayak-xr`).
+    FractionThenRate,
+}
+
+/// Everything a Kayak policy needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KayakConfig {
+    /// Which ordering of the two loops.
+    pub order: LoopOrder,
+    /// The R loop (target, period, tuning). Inner in R-X, outer in X-R.
+    pub rate: RateLoopConfig,
+    /// The X loop (period, start, steps). Outer in R-X, inner in X-R.
+    pub fraction: FractionLoopConfig,
+    /// Seed of the arbiter's Bernoulli draws.
+    pub seed: u64,
+}
+
+impl KayakConfig {
+    /// Algorithm II with the paper's frequencies: R at 200 Hz inside X at 20 Hz.
+    pub fn rate_then_fraction(slo_latency_ns: f64, seed: u64) -> Self {
+        KayakConfig {
+            order: LoopOrder::RateThenFraction,
+            rate: RateLoopConfig::new(slo_latency_ns),
+            fraction: FractionLoopConfig::default(),
+            seed,
+        }
+    }
+
+    /// Algorithm I with the frequencies swapped: X at 200 Hz inside R at 20 Hz.
+    pub fn fraction_then_rate(slo_latency_ns: f64, seed: u64) -> Self {
+        let mut rate = RateLoopConfig::new(slo_latency_ns);
+        rate.period = FRACTION_PERIOD_DEFAULT;
+        rate.window = FRACTION_PERIOD_DEFAULT;
+        KayakConfig {
+            order: LoopOrder::FractionThenRate,
+            rate,
+            fraction: FractionLoopConfig {
+                period: RATE_PERIOD_DEFAULT,
+                gain: LATENCY_X_GAIN_DEFAULT,
+                ..FractionLoopConfig::default()
+            },
+            seed,
+        }
+    }
+
+    /// Rejects inconsistent configurations, including an inner loop that is not faster.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.rate.validate()?;
+        self.fraction.validate()?;
+        let (inner, outer, inner_p, outer_p) = match self.order {
+            LoopOrder::RateThenFraction => ("R loop", "X loop", self.rate.period, self.fraction.period),
+            LoopOrder::FractionThenRate => ("X loop", "R loop", self.fraction.period, self.rate.period),
+        };
+        if inner_p >= outer_p {
+            return Err(ConfigError::InnerNotFaster {
+                inner,
+                outer,
+                inner_period_ns: inner_p.0,
+                outer_period_ns: outer_p.0,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The loops of one ordering.
+enum Loops {
+    /// Algorithm II.
+    RateThenFraction {
+        /// Inner: Newton rate control.
+        rate: RateLoop,
+        /// Outer: gradient ascent on R(X).
+        fraction: FractionLoop,
+    },
+    /// Algorithm I.
+    FractionThenRate {
+        /// Outer: the same Newton rate control, at the slow frequency.
+        rate: RateLoop,
+        /// Inner: gradient descent on T(X).
+        fraction: LatencyFractionLoop,
+        /// Latencies over the inner period, for the inner loop's T.
+        window: QuantileWindow,
+        /// The SLO quantile.
+        quantile: f64,
+    },
+}
+
+/// Kayak: one RPC fraction X for all requests, found by a dual control loop.
+pub struct Kayak {
+    /// Report name.
+    name: &'static str,
+    /// Bernoulli(X) per request.
+    arbiter: Arbiter,
+    /// The two loops.
+    loops: Loops,
+}
+
+impl Kayak {
+    /// Builds the policy; `now` is when its clock starts.
+    pub fn new(cfg: KayakConfig, now: Nanos) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let arbiter = Arbiter::new(cfg.fraction.x_init, cfg.seed)?;
+        let (name, loops) = match cfg.order {
+            LoopOrder::RateThenFraction => (
+                "kayak",
+                Loops::RateThenFraction {
+                    rate: RateLoop::new(cfg.rate.clone(), now)?,
+                    fraction: FractionLoop::new(cfg.fraction.clone(), now)?,
+                },
+            ),
+            LoopOrder::FractionThenRate => (
+                "kayak-xr",
+                Loops::FractionThenRate {
+                    rate: RateLoop::new(cfg.rate.clone(), now)?,
+                    fraction: LatencyFractionLoop::new(cfg.fraction.clone(), now)?,
+                    window: QuantileWindow::new(cfg.fraction.period, 1)?,
+                    quantile: cfg.rate.quantile,
+                },
+            ),
+        };
+        Ok(Kayak { name, arbiter, loops })
+    }
+}
+
+impl Policy for Kayak {
+    fn name(&self) -> String {
+        self.name.to_string()
+    }
+
+    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
+        self.arbiter.place()
+    }
+
+    fn on_completion(&mut self, now: Nanos, completion: &Completion) {
+        match &mut self.loops {
+            Loops::RateThenFraction { rate, .. } => rate.on_completion(now, completion.latency_ns),
+            Loops::FractionThenRate { rate, window, .. } => {
+                rate.on_completion(now, completion.latency_ns);
+                window.record(now, completion.latency_ns as f64);
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Nanos) {
+        match &mut self.loops {
+            Loops::RateThenFraction { rate, fraction } => {
+                // Inner first: the outer loop reads the rate the inner loop just set.
+                if now >= rate.next_tick() {
+                    let r = rate.tick(now);
+                    fraction.observe_rate(now, r);
+                }
+                if now >= fraction.next_tick() && !rate.has_reached_slo() {
+                    // R is still ramping up: hold X (the paper's reason for nesting the
+                    // loops is that X may only climb a converged R).
+                    fraction.hold(now);
+                } else if now >= fraction.next_tick() {
+                    let x = fraction.tick(now);
+                    if x != self.arbiter.x() {
+                        self.arbiter.set_x(x);
+                        // The latency curve just changed: no secant across it.
+                        rate.forget_secant();
+                    }
+                }
+            }
+            Loops::FractionThenRate {
+                rate,
+                fraction,
+                window,
+                quantile,
+            } => {
+                if now >= fraction.next_tick() {
+                    let t = window.quantile(now, window.span(), *quantile);
+                    let x = fraction.tick(now, t);
+                    self.arbiter.set_x(x);
+                }
+                if now >= rate.next_tick() {
+                    rate.tick(now);
+                }
+            }
+        }
+    }
+
+    fn next_tick(&self) -> Nanos {
+        match &self.loops {
+            Loops::RateThenFraction { rate, fraction } => rate.next_tick().min(fraction.next_tick()),
+            Loops::FractionThenRate { rate, fraction, .. } => rate.next_tick().min(fraction.next_tick()),
+        }
+    }
+
+    fn rate_ops(&self) -> f64 {
+        match &self.loops {
+            Loops::RateThenFraction { rate, .. } => rate.rate_ops(),
+            Loops::FractionThenRate { rate, .. } => rate.rate_ops(),
+        }
+    }
+
+    fn state(&self) -> PolicyState {
+        let latency_ns_estimate = match &self.loops {
+            Loops::RateThenFraction { rate, .. } => rate.latency_ns_estimate(),
+            Loops::FractionThenRate { rate, .. } => rate.latency_ns_estimate(),
+        };
+        PolicyState {
+            rate_ops: self.rate_ops(),
+            rpc_fraction: self.arbiter.x(),
+            latency_ns_estimate,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inner_loop_must_be_faster() {
+        let mut cfg = KayakConfig::rate_then_fraction(200e3, 1);
+        cfg.fraction.period = cfg.rate.period;
+        let err = Kayak::new(cfg, Nanos::ZERO).err().unwrap();
+        assert!(matches!(err, ConfigError::InnerNotFaster { .. }), "{err}");
+        assert!(err.to_string().contains("must run faster"));
+
+        let mut cfg = KayakConfig::fraction_then_rate(200e3, 1);
+        cfg.rate.period = Nanos::from_ms(1);
+        assert!(matches!(
+            Kayak::new(cfg, Nanos::ZERO),
+            Err(ConfigError::InnerNotFaster { .. })
+        ));
+
+        assert!(Kayak::new(KayakConfig::rate_then_fraction(200e3, 1), Nanos::ZERO).is_ok());
+        assert!(Kayak::new(KayakConfig::fraction_then_rate(200e3, 1), Nanos::ZERO).is_ok());
+    }
+
+    #[test]
+    fn next_tick_is_the_earlier_loop() {
+        let k = Kayak::new(KayakConfig::rate_then_fraction(200e3, 1), Nanos::ZERO).unwrap();
+        assert_eq!(k.next_tick(), RATE_PERIOD_DEFAULT);
+        let k = Kayak::new(KayakConfig::fraction_then_rate(200e3, 1), Nanos::ZERO).unwrap();
+        assert_eq!(k.next_tick(), RATE_PERIOD_DEFAULT);
+    }
+}

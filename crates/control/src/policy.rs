@@ -1,0 +1,191 @@
+//! The one interface every placement policy implements, and the static policies.
+//!
+//! A policy is driven by three calls with the time passed in — `place` per request,
+//! `on_completion` per finished request, `tick` when `next_tick` says so — and exposes the
+//! rate its limiter should run at. Kayak's dual loop, ASFP pushback, Pyxis' turning point
+//! and Kayak+ all fit this shape: they differ only in what state they keep per function
+//! and what they learn from completions.
+
+use crate::arbiter::Arbiter;
+use crate::error::{check_range, ConfigError};
+use crate::rate_loop::{RateLoop, RateLoopConfig};
+use crate::time::Nanos;
+
+/// Identifies a storage function (the index the driver assigns to each function it runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FnId(pub u32);
+
+/// Where one request runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// On the app node, fetching data with get/put round trips ("KV", ship data).
+    Local,
+    /// On the storage node, one invoke round trip ("RPC", ship compute).
+    Remote,
+}
+
+/// What one request cost, as measured by the data plane (Pyxis' c_i and s_i inputs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Costs {
+    /// App-node CPU time spent on the request.
+    pub app_cpu_ns: u64,
+    /// Storage-node CPU time spent on the request (reported back in the response).
+    pub storage_cpu_ns: u64,
+    /// Payload bytes that crossed the network for the request, both directions.
+    pub bytes_moved: u64,
+}
+
+/// One finished request, as reported to the policy.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Completion {
+    /// The function that ran.
+    pub fn_id: FnId,
+    /// Where the policy placed it.
+    pub placement: Placement,
+    /// End-to-end latency from the *intended* send time (so client queueing is not hidden).
+    pub latency_ns: u64,
+    /// What it cost each side.
+    pub costs: Costs,
+    /// The storage node pushed the invocation back to run locally (ASFP); false otherwise.
+    pub pushed_back: bool,
+}
+
+/// A read-only view of a policy's control state, for timelines and reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PolicyState {
+    /// The rate the limiter should admit requests at.
+    pub rate_ops: f64,
+    /// The fraction of requests the policy currently sends remote (X).
+    pub rpc_fraction: f64,
+    /// The policy's latest tail-latency estimate, if it keeps one.
+    pub latency_ns_estimate: Option<f64>,
+}
+
+/// A placement policy with its rate control: a pure state machine fed with time.
+///
+/// Contract for drivers: call `place` for every admitted request, `on_completion` for every
+/// finished one, and `tick(now)` once `now >= next_tick()`; admit requests at `rate_ops()`
+/// (re-read it after every tick). Times passed in never decrease.
+pub trait Policy: Send {
+    /// Short name for reports (`kayak`, `rpc`, `fixed:0.40`, ...).
+    fn name(&self) -> String;
+
+    /// Decides where the request for `fn_id` admitted at `now` runs.
+    fn place(&mut self, now: Nanos, fn_id: FnId) -> Placement;
+
+    /// Learns from a request that finished at `now`.
+    fn on_completion(&mut self, now: Nanos, completion: &Completion);
+
+    /// Runs the control work due at `now` (rate and fraction updates).
+    fn tick(&mut self, now: Nanos);
+
+    /// When the policy next wants `tick` called; `Nanos::MAX` if never.
+    fn next_tick(&self) -> Nanos;
+
+    /// The rate the limiter should admit requests at, in requests per second.
+    fn rate_ops(&self) -> f64;
+
+    /// The current control state, for timelines.
+    fn state(&self) -> PolicyState;
+}
+
+/// A fixed RPC fraction X with the R loop setting the rate: `kv` (X = 0), `rpc` (X = 1),
+/// `fixed:X`. With X fixed this is Kayak's "fast loop only" configuration (§6.1).
+pub struct FixedFraction {
+    /// Name shown in reports.
+    name: String,
+    /// Picks local or remote per request with probability X.
+    arbiter: Arbiter,
+    /// The rate loop that meets the SLO at this X.
+    rate: RateLoop,
+}
+
+impl FixedFraction {
+    /// A policy that sends fraction `x` remote and lets `rate` find the rate at the SLO.
+    pub fn new(
+        name: impl Into<String>,
+        x: f64,
+        rate: RateLoopConfig,
+        now: Nanos,
+        seed: u64,
+    ) -> Result<Self, ConfigError> {
+        Ok(FixedFraction {
+            name: name.into(),
+            arbiter: Arbiter::new(x, seed)?,
+            rate: RateLoop::new(rate, now)?,
+        })
+    }
+}
+
+impl Policy for FixedFraction {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
+        self.arbiter.place()
+    }
+    fn on_completion(&mut self, now: Nanos, completion: &Completion) {
+        self.rate.on_completion(now, completion.latency_ns);
+    }
+    fn tick(&mut self, now: Nanos) {
+        if now >= self.rate.next_tick() {
+            self.rate.tick(now);
+        }
+    }
+    fn next_tick(&self) -> Nanos {
+        self.rate.next_tick()
+    }
+    fn rate_ops(&self) -> f64 {
+        self.rate.rate_ops()
+    }
+    fn state(&self) -> PolicyState {
+        PolicyState {
+            rate_ops: self.rate.rate_ops(),
+            rpc_fraction: self.arbiter.x(),
+            latency_ns_estimate: self.rate.latency_ns_estimate(),
+        }
+    }
+}
+
+/// A fixed X at a fixed rate, no feedback at all: what a parameter sweep measures.
+pub struct FixedRate {
+    /// Picks local or remote per request with probability X.
+    arbiter: Arbiter,
+    /// The constant admission rate.
+    rate_ops: f64,
+}
+
+impl FixedRate {
+    /// Sends fraction `x` remote at a constant `rate_ops`.
+    pub fn new(x: f64, rate_ops: f64, seed: u64) -> Result<Self, ConfigError> {
+        check_range("rate", "(0, 1e9] ops/s", rate_ops, f64::MIN_POSITIVE, 1e9)?;
+        Ok(FixedRate {
+            arbiter: Arbiter::new(x, seed)?,
+            rate_ops,
+        })
+    }
+}
+
+impl Policy for FixedRate {
+    fn name(&self) -> String {
+        format!("fixed-rate:{:.2}@{:.0}", self.arbiter.x(), self.rate_ops)
+    }
+    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
+        self.arbiter.place()
+    }
+    fn on_completion(&mut self, _now: Nanos, _completion: &Completion) {}
+    fn tick(&mut self, _now: Nanos) {}
+    fn next_tick(&self) -> Nanos {
+        Nanos::MAX
+    }
+    fn rate_ops(&self) -> f64 {
+        self.rate_ops
+    }
+    fn state(&self) -> PolicyState {
+        PolicyState {
+            rate_ops: self.rate_ops,
+            rpc_fraction: self.arbiter.x(),
+            latency_ns_estimate: None,
+        }
+    }
+}

@@ -1,0 +1,668 @@
+//! Parsers for the scenario flag values shared by `ferry sim`, `ferry sim-sweep` and (next)
+//! `ferry bench`: durations, workloads and policies. Every malformed input yields a typed
+//! [`SpecError`] whose message says what was expected.
+//!
+//! Grammar:
+//! - duration: `NUMBER UNIT`, UNIT one of `ns`, `us` (or `µs`), `ms`, `s`; e.g. `10us`, `1.5ms`.
+//! - workload: `ELEMENT ('+' ELEMENT)*` or `bimodal:a=PRESET,b=PRESET,period=DURATION`.
+//!   ELEMENT is `BASE ('@' WEIGHT)?`; BASE is a preset (`light`, `medium`, `heavy`: depth 2
+//!   with 100 ns, 1 µs, 10 µs of compute per access) or
+//!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]`.
+//! - policy: `kv`, `rpc`, `fixed:X`, `kayak[:PARAMS]`, `kayak-xr[:PARAMS]` with PARAMS among
+//!   `x0=F` (start X), `r-hz=F`, `x-hz=F` (loop frequencies).
+
+use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, RateLoopConfig};
+use thiserror::Error;
+
+use crate::model::{FunctionSpec, PhaseMix, Workload, OBJECT_BYTES_DEFAULT};
+
+/// Largest accepted duration: 10⁶ s, far beyond any simulated or benchmark run.
+pub const DURATION_MAX: Nanos = Nanos::from_secs(1_000_000);
+
+/// Largest accepted loop frequency: 1 MHz, a period of 1 µs (the R loop's minimum period).
+pub const LOOP_HZ_MAX: f64 = 1e6;
+
+/// Most elements a `+`-mix may have.
+pub const MIX_ELEMENTS_MAX: usize = 256;
+
+/// Compute per access of the `light` preset (Kayak §2).
+pub const LIGHT_COMPUTE: Nanos = Nanos(100);
+/// Compute per access of the `medium` preset.
+pub const MEDIUM_COMPUTE: Nanos = Nanos::from_us(1);
+/// Compute per access of the `heavy` preset.
+pub const HEAVY_COMPUTE: Nanos = Nanos::from_us(10);
+/// Traversal depth of every preset (the paper's default).
+pub const PRESET_DEPTH: u32 = 2;
+
+/// The workload presets, for messages.
+const PRESETS: &str = "light, medium, heavy";
+/// The policies, for messages.
+const POLICIES: &str = "kv, rpc, fixed:X, kayak, kayak-xr";
+
+/// Why a flag value could not be parsed.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum SpecError {
+    /// Nothing was given.
+    #[error("empty {what}")]
+    Empty {
+        /// What was expected.
+        what: &'static str,
+    },
+    /// A number did not parse.
+    #[error("cannot parse {what} '{input}': not a number")]
+    BadNumber {
+        /// What was expected.
+        what: &'static str,
+        /// The offending text.
+        input: String,
+    },
+    /// A negative value where only non-negative ones make sense.
+    #[error("{what} '{input}' is negative")]
+    Negative {
+        /// What was expected.
+        what: &'static str,
+        /// The offending text.
+        input: String,
+    },
+    /// A duration without unit.
+    #[error("duration '{input}' has no unit (use ns, us, ms or s, e.g. '10us')")]
+    MissingUnit {
+        /// The offending text.
+        input: String,
+    },
+    /// A duration with a unit we do not know.
+    #[error("duration '{input}' has unknown unit '{unit}' (use ns, us, ms or s)")]
+    UnknownUnit {
+        /// The offending text.
+        input: String,
+        /// The unit found.
+        unit: String,
+    },
+    /// A value outside its allowed range.
+    #[error("{what} {value} is out of range {range}")]
+    OutOfRange {
+        /// What was expected.
+        what: &'static str,
+        /// The offending value, as text.
+        value: String,
+        /// The allowed range.
+        range: &'static str,
+    },
+    /// An unknown workload name.
+    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., or bimodal:...)")]
+    UnknownWorkload {
+        /// The name found.
+        name: String,
+    },
+    /// An unknown policy name.
+    #[error("unknown policy '{name}' (expected one of {POLICIES})")]
+    UnknownPolicy {
+        /// The name found.
+        name: String,
+    },
+    /// A `key=value` parameter that the form does not take.
+    #[error("unknown parameter '{key}' for {what} (allowed: {allowed})")]
+    UnknownParam {
+        /// The form (e.g. `traverse`).
+        what: &'static str,
+        /// The key found.
+        key: String,
+        /// The keys allowed.
+        allowed: &'static str,
+    },
+    /// A required parameter is missing.
+    #[error("{what} needs parameter '{key}'")]
+    MissingParam {
+        /// The form.
+        what: &'static str,
+        /// The missing key.
+        key: &'static str,
+    },
+    /// A parameter given twice.
+    #[error("parameter '{key}' given twice")]
+    DuplicateParam {
+        /// The key.
+        key: String,
+    },
+    /// A parameter without `=`.
+    #[error("parameter '{input}' is not of the form key=value")]
+    NotKeyValue {
+        /// The offending text.
+        input: String,
+    },
+    /// Something valid in isolation but not in this position.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Parses a duration such as `10us`, `1.5ms`, `5s`, `200ns`.
+pub fn parse_duration(input: &str) -> Result<Nanos, SpecError> {
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(SpecError::Empty { what: "duration" });
+    }
+    if s.starts_with('-') {
+        return Err(SpecError::Negative {
+            what: "duration",
+            input: input.to_string(),
+        });
+    }
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let unit = unit.trim();
+    if num.is_empty() {
+        return Err(SpecError::BadNumber {
+            what: "duration",
+            input: input.to_string(),
+        });
+    }
+    let value: f64 = num.parse().map_err(|_| SpecError::BadNumber {
+        what: "duration",
+        input: input.to_string(),
+    })?;
+    let scale = match unit {
+        "" => {
+            return Err(SpecError::MissingUnit {
+                input: input.to_string(),
+            })
+        }
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => {
+            return Err(SpecError::UnknownUnit {
+                input: input.to_string(),
+                unit: other.to_string(),
+            })
+        }
+    };
+    let ns = (value * scale).round();
+    if !ns.is_finite() || ns > DURATION_MAX.0 as f64 {
+        return Err(SpecError::OutOfRange {
+            what: "duration",
+            value: input.to_string(),
+            range: "[0, 1000000s]",
+        });
+    }
+    Ok(Nanos(ns as u64))
+}
+
+/// Parses a number in `[lo, hi]`.
+fn parse_f64_in(what: &'static str, input: &str, lo: f64, hi: f64, range: &'static str) -> Result<f64, SpecError> {
+    let v: f64 = input.trim().parse().map_err(|_| SpecError::BadNumber {
+        what,
+        input: input.to_string(),
+    })?;
+    if !v.is_finite() || v < lo || v > hi {
+        return Err(SpecError::OutOfRange {
+            what,
+            value: input.to_string(),
+            range,
+        });
+    }
+    Ok(v)
+}
+
+/// Parses a non-negative integer no larger than `max`.
+fn parse_u64_max(what: &'static str, input: &str, max: u64, range: &'static str) -> Result<u64, SpecError> {
+    let t = input.trim();
+    if t.starts_with('-') {
+        return Err(SpecError::Negative {
+            what,
+            input: input.to_string(),
+        });
+    }
+    let v: u64 = t.parse().map_err(|_| SpecError::BadNumber {
+        what,
+        input: input.to_string(),
+    })?;
+    if v > max {
+        return Err(SpecError::OutOfRange {
+            what,
+            value: input.to_string(),
+            range,
+        });
+    }
+    Ok(v)
+}
+
+/// Splits `k=v,k=v` into pairs, rejecting duplicates and keys outside `allowed`.
+fn parse_params<'a>(
+    what: &'static str,
+    input: &'a str,
+    allowed: &'static str,
+) -> Result<Vec<(&'a str, &'a str)>, SpecError> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for part in input.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let Some((k, v)) = part.split_once('=') else {
+            return Err(SpecError::NotKeyValue {
+                input: part.to_string(),
+            });
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if !allowed.split(", ").any(|a| a == k) {
+            return Err(SpecError::UnknownParam {
+                what,
+                key: k.to_string(),
+                allowed,
+            });
+        }
+        if out.iter().any(|(x, _)| *x == k) {
+            return Err(SpecError::DuplicateParam { key: k.to_string() });
+        }
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// The function of a preset name, if it is one.
+pub fn preset(name: &str) -> Option<FunctionSpec> {
+    let compute = match name {
+        "light" => LIGHT_COMPUTE,
+        "medium" => MEDIUM_COMPUTE,
+        "heavy" => HEAVY_COMPUTE,
+        _ => return None,
+    };
+    Some(FunctionSpec::traverse(name, PRESET_DEPTH, compute))
+}
+
+fn parse_traverse(params: &str) -> Result<FunctionSpec, SpecError> {
+    const WHAT: &str = "traverse";
+    let kv = parse_params(WHAT, params, "depth, compute, size, dist")?;
+    let get = |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| *v);
+    let depth = get("depth").ok_or(SpecError::MissingParam {
+        what: WHAT,
+        key: "depth",
+    })?;
+    let depth = parse_u64_max("depth", depth, 1024, "[1, 1024]")?;
+    if depth == 0 {
+        return Err(SpecError::OutOfRange {
+            what: "depth",
+            value: "0".into(),
+            range: "[1, 1024]",
+        });
+    }
+    let compute = get("compute").ok_or(SpecError::MissingParam {
+        what: WHAT,
+        key: "compute",
+    })?;
+    let compute = parse_duration(compute)?;
+    let object_bytes = match get("size") {
+        Some(v) => parse_u64_max("size", v, 64 << 20, "[0, 67108864] bytes")?,
+        None => OBJECT_BYTES_DEFAULT,
+    };
+    let dist = match get("dist") {
+        None | Some("fixed") => crate::model::ComputeDist::Fixed,
+        Some("exp") => crate::model::ComputeDist::Exp,
+        Some(other) => return Err(SpecError::Invalid(format!("dist '{other}' is not one of fixed, exp"))),
+    };
+    Ok(FunctionSpec {
+        name: "traverse".into(),
+        accesses: depth as u32,
+        object_bytes,
+        compute,
+        dist,
+    })
+}
+
+fn parse_element(input: &str) -> Result<(FunctionSpec, f64), SpecError> {
+    let (base, weight) = match input.split_once('@') {
+        Some((b, w)) => (
+            b.trim(),
+            parse_f64_in("mix weight", w, f64::MIN_POSITIVE, 1e12, "(0, 1e12]")?,
+        ),
+        None => (input.trim(), 1.0),
+    };
+    if base.is_empty() {
+        return Err(SpecError::Empty { what: "workload" });
+    }
+    if let Some(f) = preset(base) {
+        return Ok((f, weight));
+    }
+    match base.split_once(':') {
+        Some(("traverse", params)) => Ok((parse_traverse(params)?, weight)),
+        None if base == "traverse" => Err(SpecError::MissingParam {
+            what: "traverse",
+            key: "depth",
+        }),
+        _ => Err(SpecError::UnknownWorkload {
+            name: base.split(':').next().unwrap_or(base).to_string(),
+        }),
+    }
+}
+
+fn parse_bimodal(params: &str) -> Result<Workload, SpecError> {
+    const WHAT: &str = "bimodal";
+    let kv = parse_params(WHAT, params, "a, b, period")?;
+    let get = |k: &'static str| {
+        kv.iter()
+            .find(|(x, _)| *x == k)
+            .map(|(_, v)| *v)
+            .ok_or(SpecError::MissingParam { what: WHAT, key: k })
+    };
+    let mut fns = Vec::new();
+    for k in ["a", "b"] {
+        let name = get(k)?;
+        fns.push(
+            preset(name)
+                .ok_or_else(|| SpecError::Invalid(format!("bimodal {k}='{name}' must be a preset ({PRESETS})")))?,
+        );
+    }
+    let period = parse_duration(get("period")?)?;
+    if period == Nanos::ZERO {
+        return Err(SpecError::OutOfRange {
+            what: "bimodal period",
+            value: "0".into(),
+            range: "(0, 1000000s]",
+        });
+    }
+    Ok(Workload {
+        label: format!("bimodal:{params}"),
+        functions: fns,
+        phases: vec![
+            PhaseMix {
+                entries: vec![(0, 1.0)],
+            },
+            PhaseMix {
+                entries: vec![(1, 1.0)],
+            },
+        ],
+        phase_period: period,
+    })
+}
+
+/// Parses a workload spec (see the module docs for the grammar).
+pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(SpecError::Empty { what: "workload" });
+    }
+    if let Some(params) = s.strip_prefix("bimodal:") {
+        return parse_bimodal(params);
+    }
+    if s == "bimodal" {
+        return Err(SpecError::MissingParam {
+            what: "bimodal",
+            key: "a",
+        });
+    }
+    let parts: Vec<&str> = s.split('+').collect();
+    if parts.len() > MIX_ELEMENTS_MAX {
+        return Err(SpecError::OutOfRange {
+            what: "mix elements",
+            value: parts.len().to_string(),
+            range: "[1, 256]",
+        });
+    }
+    let mut functions = Vec::new();
+    let mut weights = Vec::new();
+    for p in parts {
+        let (f, w) = parse_element(p)?;
+        functions.push(f);
+        weights.push(w);
+    }
+    let total: f64 = weights.iter().sum();
+    Ok(Workload {
+        label: s.to_string(),
+        phases: vec![PhaseMix {
+            entries: weights.iter().enumerate().map(|(i, w)| (i, w / total)).collect(),
+        }],
+        functions,
+        phase_period: Nanos::MAX,
+    })
+}
+
+/// Tuning knobs a Kayak policy spec may carry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KayakParams {
+    /// Starting X (default 1).
+    pub x0: Option<f64>,
+    /// R-loop frequency in Hz.
+    pub r_hz: Option<f64>,
+    /// X-loop frequency in Hz.
+    pub x_hz: Option<f64>,
+}
+
+/// A parsed policy spec.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PolicySpec {
+    /// All local (X = 0) with the R loop.
+    Kv,
+    /// All remote (X = 1) with the R loop.
+    Rpc,
+    /// Fixed X with the R loop.
+    Fixed(f64),
+    /// Kayak, R-X ordering (Algorithm II).
+    Kayak(KayakParams),
+    /// Kayak, X-R ordering (Algorithm I).
+    KayakXr(KayakParams),
+}
+
+fn parse_kayak_params(params: &str) -> Result<KayakParams, SpecError> {
+    let kv = parse_params("kayak", params, "x0, r-hz, x-hz")?;
+    let mut p = KayakParams::default();
+    for (k, v) in kv {
+        match k {
+            "x0" => p.x0 = Some(parse_f64_in("x0", v, 0.0, 1.0, "[0, 1]")?),
+            "r-hz" => p.r_hz = Some(parse_f64_in("r-hz", v, 1e-3, LOOP_HZ_MAX, "[0.001, 1e6]")?),
+            "x-hz" => p.x_hz = Some(parse_f64_in("x-hz", v, 1e-3, LOOP_HZ_MAX, "[0.001, 1e6]")?),
+            _ => unreachable!("parse_params only returns allowed keys"),
+        }
+    }
+    Ok(p)
+}
+
+/// Parses a policy spec (see the module docs for the grammar).
+pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(SpecError::Empty { what: "policy" });
+    }
+    let (name, params) = match s.split_once(':') {
+        Some((n, p)) => (n.trim(), Some(p)),
+        None => (s, None),
+    };
+    match (name, params) {
+        ("kv", None) => Ok(PolicySpec::Kv),
+        ("rpc", None) => Ok(PolicySpec::Rpc),
+        ("fixed", Some(x)) => Ok(PolicySpec::Fixed(parse_f64_in("rpc fraction", x, 0.0, 1.0, "[0, 1]")?)),
+        ("fixed", None) => Err(SpecError::Invalid(
+            "fixed needs an RPC fraction, e.g. 'fixed:0.4'".into(),
+        )),
+        ("kayak", p) => Ok(PolicySpec::Kayak(parse_kayak_params(p.unwrap_or(""))?)),
+        ("kayak-xr", p) => Ok(PolicySpec::KayakXr(parse_kayak_params(p.unwrap_or(""))?)),
+        ("kv" | "rpc", Some(_)) => Err(SpecError::Invalid(format!("policy '{name}' takes no parameters"))),
+        _ => Err(SpecError::UnknownPolicy { name: name.to_string() }),
+    }
+}
+
+impl PolicySpec {
+    /// Short name (`kayak`, `fixed:0.40`, ...).
+    pub fn name(&self) -> String {
+        match self {
+            PolicySpec::Kv => "kv".into(),
+            PolicySpec::Rpc => "rpc".into(),
+            PolicySpec::Fixed(x) => format!("fixed:{x}"),
+            PolicySpec::Kayak(_) => "kayak".into(),
+            PolicySpec::KayakXr(_) => "kayak-xr".into(),
+        }
+    }
+
+    /// The X values this policy may use: its fixed X, or the whole range.
+    pub fn fixed_x(&self) -> Option<f64> {
+        match self {
+            PolicySpec::Kv => Some(0.0),
+            PolicySpec::Rpc => Some(1.0),
+            PolicySpec::Fixed(x) => Some(*x),
+            PolicySpec::Kayak(_) | PolicySpec::KayakXr(_) => None,
+        }
+    }
+
+    /// Builds the policy for an SLO on the `quantile` latency of `slo`, starting at time 0.
+    pub fn build(&self, slo: Nanos, quantile: f64, seed: u64) -> Result<Box<dyn Policy>, ConfigError> {
+        let mut rate = RateLoopConfig::new(slo.0 as f64);
+        rate.quantile = quantile;
+        let now = Nanos::ZERO;
+        Ok(match self {
+            PolicySpec::Kv => Box::new(FixedFraction::new("kv", 0.0, rate, now, seed)?),
+            PolicySpec::Rpc => Box::new(FixedFraction::new("rpc", 1.0, rate, now, seed)?),
+            PolicySpec::Fixed(x) => Box::new(FixedFraction::new(format!("fixed:{x}"), *x, rate, now, seed)?),
+            PolicySpec::Kayak(p) | PolicySpec::KayakXr(p) => {
+                let mut cfg = if matches!(self, PolicySpec::Kayak(_)) {
+                    KayakConfig::rate_then_fraction(slo.0 as f64, seed)
+                } else {
+                    KayakConfig::fraction_then_rate(slo.0 as f64, seed)
+                };
+                cfg.rate.quantile = quantile;
+                if let Some(x0) = p.x0 {
+                    cfg.fraction.x_init = x0;
+                }
+                if let Some(hz) = p.r_hz {
+                    cfg.rate.period = Nanos::from_hz(hz);
+                    cfg.rate.window = cfg.rate.period;
+                }
+                if let Some(hz) = p.x_hz {
+                    cfg.fraction.period = Nanos::from_hz(hz);
+                }
+                Box::new(Kayak::new(cfg, now)?)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ComputeDist;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10us").unwrap(), Nanos::from_us(10));
+        assert_eq!(parse_duration("10µs").unwrap(), Nanos::from_us(10));
+        assert_eq!(parse_duration("5s").unwrap(), Nanos::from_secs(5));
+        assert_eq!(parse_duration("1.5ms").unwrap(), Nanos(1_500_000));
+        assert_eq!(parse_duration(" 200ns ").unwrap(), Nanos(200));
+        assert_eq!(parse_duration("0s").unwrap(), Nanos::ZERO);
+        assert!(matches!(parse_duration("10"), Err(SpecError::MissingUnit { .. })));
+        assert!(matches!(parse_duration("10x"), Err(SpecError::UnknownUnit { .. })));
+        assert!(matches!(parse_duration("-5s"), Err(SpecError::Negative { .. })));
+        assert!(matches!(parse_duration("us"), Err(SpecError::BadNumber { .. })));
+        assert!(matches!(parse_duration("1.2.3s"), Err(SpecError::BadNumber { .. })));
+        assert!(matches!(parse_duration(""), Err(SpecError::Empty { .. })));
+        assert!(parse_duration("1e30s").is_err());
+        assert!(matches!(
+            parse_duration("99999999999s"),
+            Err(SpecError::OutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn workloads() {
+        let w = parse_workload("traverse:depth=2,compute=1us").unwrap();
+        assert_eq!(w.functions.len(), 1);
+        assert_eq!(w.functions[0].accesses, 2);
+        assert_eq!(w.functions[0].compute, Nanos::from_us(1));
+        let w = parse_workload("heavy").unwrap();
+        assert_eq!(w.functions[0].compute, Nanos::from_us(10));
+        let w = parse_workload("traverse:depth=1,compute=5us,size=4096,dist=exp@1+light@3").unwrap();
+        assert_eq!(w.functions[0].object_bytes, 4096);
+        assert_eq!(w.functions[0].dist, ComputeDist::Exp);
+        assert_eq!(w.phases[0].entries, vec![(0, 0.25), (1, 0.75)]);
+        let w = parse_workload("bimodal:a=medium,b=light,period=5s").unwrap();
+        assert_eq!(w.phases.len(), 2);
+        assert_eq!(w.phase_period, Nanos::from_secs(5));
+        assert_eq!(w.phase_at(Nanos::from_secs(6)), 1);
+        assert_eq!(w.phase_at(Nanos::from_secs(11)), 0);
+        assert!(w.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_workloads_say_why() {
+        let cases = [
+            ("nope", "unknown workload 'nope'"),
+            ("traverse:depth=2", "needs parameter 'compute'"),
+            ("traverse:depth=0,compute=1us", "out of range"),
+            ("traverse:depth=-1,compute=1us", "negative"),
+            ("traverse:depth=2,compute=1", "no unit"),
+            ("traverse:depth=2,compute=1us,colour=red", "unknown parameter 'colour'"),
+            ("traverse:depth=2,depth=3,compute=1us", "given twice"),
+            ("traverse:depth", "key=value"),
+            ("bimodal:a=medium,b=nope,period=5s", "must be a preset"),
+            ("bimodal:a=medium,b=light", "needs parameter 'period'"),
+            ("light@0", "out of range"),
+            ("", "empty workload"),
+        ];
+        for (input, want) in cases {
+            let err = parse_workload(input).unwrap_err().to_string();
+            assert!(err.contains(want), "{input}: {err}");
+        }
+    }
+
+    #[test]
+    fn policies() {
+        assert_eq!(parse_policy("kv").unwrap(), PolicySpec::Kv);
+        assert_eq!(parse_policy("rpc").unwrap(), PolicySpec::Rpc);
+        assert_eq!(parse_policy("fixed:0.4").unwrap(), PolicySpec::Fixed(0.4));
+        assert_eq!(
+            parse_policy("kayak").unwrap(),
+            PolicySpec::Kayak(KayakParams::default())
+        );
+        let p = parse_policy("kayak:x0=0.25,x-hz=10").unwrap();
+        assert_eq!(
+            p,
+            PolicySpec::Kayak(KayakParams {
+                x0: Some(0.25),
+                r_hz: None,
+                x_hz: Some(10.0)
+            })
+        );
+        assert!(matches!(parse_policy("kayak-xr").unwrap(), PolicySpec::KayakXr(_)));
+        for (input, want) in [
+            ("fixed:1.5", "out of range"),
+            ("fixed", "needs an RPC fraction"),
+            ("fixed:abc", "not a number"),
+            ("asfp", "unknown policy 'asfp'"),
+            ("kayak:speed=3", "unknown parameter"),
+            ("rpc:1", "takes no parameters"),
+        ] {
+            let err = parse_policy(input).unwrap_err().to_string();
+            assert!(err.contains(want), "{input}: {err}");
+        }
+    }
+
+    #[test]
+    fn policy_build_rejects_inverted_loops() {
+        // The R loop at 20 Hz cannot be the inner loop of an X loop at 200 Hz.
+        let p = parse_policy("kayak:r-hz=20,x-hz=200").unwrap();
+        let err = p.build(Nanos::from_us(200), 0.99, 1).err().unwrap();
+        assert!(matches!(err, ConfigError::InnerNotFaster { .. }), "{err}");
+        assert!(parse_policy("kayak")
+            .unwrap()
+            .build(Nanos::from_us(200), 0.99, 1)
+            .is_ok());
+    }
+
+    /// Malformed input never panics: every byte string yields Ok or a typed error.
+    #[test]
+    fn parsers_never_panic_on_garbage() {
+        use rand::{Rng, SeedableRng};
+        let alphabet: Vec<char> = "0123456789.-+@:=,abcdefghijklmnopqrstuvwxyzµ ".chars().collect();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..24);
+            let s: String = (0..len).map(|_| alphabet[rng.gen_range(0..alphabet.len())]).collect();
+            let _ = parse_duration(&s);
+            let _ = parse_workload(&s);
+            let _ = parse_policy(&s);
+            for prefix in ["traverse:", "bimodal:", "kayak:", "fixed:"] {
+                let _ = parse_workload(&format!("{prefix}{s}"));
+                let _ = parse_policy(&format!("{prefix}{s}"));
+            }
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The upper bound: for each fixed X, the largest rate whose p99 meets the SLO, found by
+//! bisection over fixed-rate runs (Kayak §2.2's parameter sweep).
+//!
+//! Every run of a sweep uses the same seed (common random numbers): the arrival gaps are
+//! the same exponentials scaled by 1/R, so p99(R) is a near-monotone function of R and the
+//! bisection converges to a well-defined root rather than chasing noise. A run stops early
+//! once it has seen more SLO violations than the quantile allows, or a runaway backlog.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use ferry_control::{FixedRate, Nanos};
+use serde::Serialize;
+
+use crate::engine::{self, Abort, Arrivals, EngineConfig};
+use crate::error::SimError;
+use crate::model::{ClusterConfig, Workload};
+use crate::scenario::Slo;
+
+/// Default warm-up before measuring: 10 ms is ≥ 50× the SLO-bound latencies of the paper's
+/// workloads, so the queues have forgotten the empty start.
+pub const WARMUP_DEFAULT: Nanos = Nanos::from_ms(10);
+
+/// Default measurement span: 50 ms gives ≥ 25 000 completions at 0.5 Mops, i.e. ≥ 250
+/// samples beyond the p99.
+pub const MEASURE_DEFAULT: Nanos = Nanos::from_ms(50);
+
+/// Default bisection steps: 10 halvings of [0, capacity] pin the rate to 0.1 % of capacity.
+pub const BISECTION_STEPS_DEFAULT: u32 = 10;
+
+/// Most bisection steps accepted (2⁻³⁰ is below any meaningful rate difference).
+pub const BISECTION_STEPS_MAX: u32 = 30;
+
+/// Default X step of a sweep (the issue's 0.02).
+pub const X_STEP_DEFAULT: f64 = 0.02;
+
+/// Relative slack on the violation count before a run is cut short: a run stops only once
+/// the violations exceed what the quantile allows by 10 %, so borderline rates are measured
+/// in full.
+const ABORT_VIOLATION_SLACK: f64 = 1.1;
+
+/// A run whose backlog exceeds this many multiples of `R × SLO` (Little's law bound on the
+/// in-flight count of a run that meets the SLO) is overloaded beyond doubt.
+const ABORT_BACKLOG_FACTOR: f64 = 10.0;
+
+/// Fixed extra allowance of in-flight requests and violations, so tiny rates never abort
+/// on a handful of requests.
+const ABORT_FLOOR: u64 = 1_000;
+
+/// What a sweep measures with.
+#[derive(Clone, Debug)]
+pub struct SweepConfig {
+    /// Nodes, network, costs.
+    pub cluster: ClusterConfig,
+    /// A single-phase workload.
+    pub workload: Workload,
+    /// The objective.
+    pub slo: Slo,
+    /// Seed shared by every run.
+    pub seed: u64,
+    /// Arrival process.
+    pub arrivals: Arrivals,
+    /// Warm-up per run.
+    pub warmup: Nanos,
+    /// Measurement span per run.
+    pub measure: Nanos,
+    /// Bisection steps per X.
+    pub bisection_steps: u32,
+    /// Worker threads (results do not depend on it).
+    pub threads: usize,
+}
+
+impl SweepConfig {
+    /// Defaults for everything but the scenario.
+    pub fn new(cluster: ClusterConfig, workload: Workload, slo: Slo, seed: u64) -> Self {
+        SweepConfig {
+            cluster,
+            workload,
+            slo,
+            seed,
+            arrivals: Arrivals::Poisson,
+            warmup: WARMUP_DEFAULT,
+            measure: MEASURE_DEFAULT,
+            bisection_steps: BISECTION_STEPS_DEFAULT,
+            threads: 1,
+        }
+    }
+
+    /// Rejects configurations a sweep cannot run.
+    pub fn validate(&self) -> Result<(), SimError> {
+        self.cluster.validate()?;
+        self.workload.validate()?;
+        if self.workload.phases.len() != 1 {
+            return Err(SimError::Unsupported(
+                "a sweep needs a single-phase workload: sweep each phase of a bimodal workload \
+                 separately (e.g. --workload medium, then --workload light)"
+                    .into(),
+            ));
+        }
+        if self.measure == Nanos::ZERO {
+            return Err(SimError::OutOfRange {
+                name: "measure".into(),
+                range: "(0, ∞)",
+                value: self.measure.to_string(),
+            });
+        }
+        if self.bisection_steps == 0 || self.bisection_steps > BISECTION_STEPS_MAX {
+            return Err(SimError::OutOfRange {
+                name: "bisection steps".into(),
+                range: "[1, 30]",
+                value: self.bisection_steps.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One fixed-(X, R) run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Measurement {
+    /// RPC fraction.
+    pub rpc_fraction: f64,
+    /// Offered rate.
+    pub rate_ops: f64,
+    /// Completions per second in the measurement span.
+    pub throughput_ops: f64,
+    /// p99 (the SLO quantile) of those completions, µs.
+    pub p99_us: Option<f64>,
+    /// Mean latency, µs.
+    pub latency_us_mean: Option<f64>,
+    /// Mean queueing delay at the storage node, µs.
+    pub storage_wait_us_mean: Option<f64>,
+    /// App CPU utilisation.
+    pub app_utilization: f64,
+    /// Storage CPU utilisation.
+    pub storage_utilization: f64,
+    /// The run was cut short (overloaded).
+    pub aborted: bool,
+    /// p99 ≤ SLO and not aborted.
+    pub feasible: bool,
+}
+
+/// Runs the workload at fixed X and rate, measuring after the warm-up.
+pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, SimError> {
+    let mut policy = FixedRate::new(x, rate_ops, cfg.seed ^ 0x5eed)?;
+    let start = cfg.warmup;
+    let end = cfg.warmup + cfg.measure;
+    let expected = rate_ops * cfg.measure.as_secs_f64();
+    let abort = Abort {
+        latency_ns: cfg.slo.latency.0,
+        violations_max: ((1.0 - cfg.slo.quantile) * expected * ABORT_VIOLATION_SLACK) as u64 + ABORT_FLOOR,
+        in_flight_max: (ABORT_BACKLOG_FACTOR * rate_ops * cfg.slo.latency.as_secs_f64()) as usize
+            + ABORT_FLOOR as usize,
+    };
+    let ecfg = EngineConfig {
+        cluster: &cfg.cluster,
+        workload: &cfg.workload,
+        seed: cfg.seed,
+        duration: end,
+        arrivals: cfg.arrivals,
+        timeline_interval: None,
+        windows: vec![(start, end)],
+        abort: Some(abort),
+    };
+    let out = engine::run(&ecfg, &mut policy);
+    let w = &out.windows[0];
+    let win_s = cfg.measure.as_secs_f64();
+    let p99 = w.latency.quantile(cfg.slo.quantile);
+    let feasible = !out.aborted && p99.is_some_and(|p| p <= cfg.slo.latency.0 as f64);
+    Ok(Measurement {
+        rpc_fraction: x,
+        rate_ops,
+        throughput_ops: w.latency.count() as f64 / win_s,
+        p99_us: p99.map(|v| v / 1e3),
+        latency_us_mean: w.latency.mean().map(|v| v / 1e3),
+        storage_wait_us_mean: (w.storage_jobs > 0).then(|| w.storage_wait_ns as f64 / w.storage_jobs as f64 / 1e3),
+        app_utilization: w.app_busy_ns as f64 / (cfg.cluster.app_cores as f64 * win_s * 1e9),
+        storage_utilization: w.storage_busy_ns as f64 / (cfg.cluster.storage_cores as f64 * win_s * 1e9),
+        aborted: out.aborted,
+        feasible,
+    })
+}
+
+/// The result for one X: the largest feasible rate found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepRow {
+    /// RPC fraction.
+    pub rpc_fraction: f64,
+    /// Largest rate found meeting the SLO (0 if none).
+    pub rate_ops: f64,
+    /// Measured throughput at that rate.
+    pub throughput_ops: f64,
+    /// p99 at that rate, µs.
+    pub p99_us: Option<f64>,
+    /// Mean latency at that rate, µs.
+    pub latency_us_mean: Option<f64>,
+    /// The analytic CPU capacity at this X (upper end of the bisection).
+    pub capacity_ops: f64,
+}
+
+/// Bisection of the rate in [0, capacity(X)] to the SLO.
+pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, SimError> {
+    let capacity = cfg.workload.capacity_ops(&cfg.cluster, 0, x);
+    let (mut lo, mut hi) = (0.0, capacity);
+    let mut best: Option<Measurement> = None;
+    for _ in 0..cfg.bisection_steps {
+        let mid = 0.5 * (lo + hi);
+        if mid <= 0.0 {
+            break;
+        }
+        let m = measure(cfg, x, mid)?;
+        if m.feasible {
+            lo = mid;
+            best = Some(m);
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(match best {
+        Some(m) => SweepRow {
+            rpc_fraction: x,
+            rate_ops: lo,
+            throughput_ops: m.throughput_ops,
+            p99_us: m.p99_us,
+            latency_us_mean: m.latency_us_mean,
+            capacity_ops: capacity,
+        },
+        None => SweepRow {
+            rpc_fraction: x,
+            rate_ops: 0.0,
+            throughput_ops: 0.0,
+            p99_us: None,
+            latency_us_mean: None,
+            capacity_ops: capacity,
+        },
+    })
+}
+
+/// A whole sweep: one row per X and the best of them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepReport {
+    /// Workload spec.
+    pub workload: String,
+    /// App-node cores.
+    pub app_cores: u32,
+    /// Storage-node cores.
+    pub storage_cores: u32,
+    /// Network RTT.
+    pub rtt_us: f64,
+    /// SLO latency.
+    pub slo_p99_us: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Highest throughput over all X.
+    pub best_throughput_ops: f64,
+    /// The X achieving it.
+    pub best_rpc_fraction: f64,
+    /// The rate at that X.
+    pub best_rate_ops: f64,
+    /// One row per X, in increasing X.
+    pub rows: Vec<SweepRow>,
+}
+
+/// `0, step, 2·step, …, 1` (1 always included).
+pub fn x_grid(step: f64) -> Vec<f64> {
+    let n = (1.0 / step).round().max(1.0) as usize;
+    (0..=n).map(|i| (i as f64 / n as f64 * 1e6).round() / 1e6).collect()
+}
+
+/// Sweeps the given X values (in parallel over `cfg.threads`; the result does not depend
+/// on the thread count).
+pub fn sweep(cfg: &SweepConfig, xs: &[f64]) -> Result<SweepReport, SimError> {
+    cfg.validate()?;
+    for &x in xs {
+        if !(0.0..=1.0).contains(&x) {
+            return Err(SimError::OutOfRange {
+                name: "rpc fraction".into(),
+                range: "[0, 1]",
+                value: x.to_string(),
+            });
+        }
+    }
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<SweepRow, SimError>>>> = Mutex::new(vec![None; xs.len()]);
+    let threads = cfg.threads.clamp(1, xs.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= xs.len() {
+                    break;
+                }
+                let row = max_rate(cfg, xs[i]);
+                // Invariant: a worker panicking would poison the lock; workers do not panic.
+                results.lock().expect("sweep results lock")[i] = Some(row);
+            });
+        }
+    });
+    let rows = results
+        .into_inner()
+        .expect("sweep results lock")
+        .into_iter()
+        .map(|r| r.expect("every index was processed"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let best = rows.iter().enumerate().fold(0, |b, (i, r)| {
+        if r.throughput_ops > rows[b].throughput_ops {
+            i
+        } else {
+            b
+        }
+    });
+    Ok(SweepReport {
+        workload: cfg.workload.label.clone(),
+        app_cores: cfg.cluster.app_cores,
+        storage_cores: cfg.cluster.storage_cores,
+        rtt_us: cfg.cluster.rtt.as_us_f64(),
+        slo_p99_us: cfg.slo.latency.as_us_f64(),
+        seed: cfg.seed,
+        best_throughput_ops: rows.get(best).map_or(0.0, |r| r.throughput_ops),
+        best_rpc_fraction: rows.get(best).map_or(0.0, |r| r.rpc_fraction),
+        best_rate_ops: rows.get(best).map_or(0.0, |r| r.rate_ops),
+        rows,
+    })
+}
+
+impl SweepReport {
+    /// The table `ferry sim-sweep` prints.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:>6} {:>14} {:>14} {:>10} {:>10}\n",
+            "X", "rate_ops", "throughput_ops", "p99_us", "mean_us"
+        );
+        for r in &self.rows {
+            let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+            out.push_str(&format!(
+                "{:>6.2} {:>14.0} {:>14.0} {:>10} {:>10}\n",
+                r.rpc_fraction,
+                r.rate_ops,
+                r.throughput_ops,
+                opt(r.p99_us),
+                opt(r.latency_us_mean)
+            ));
+        }
+        out.push_str(&format!(
+            "best: X = {:.2}, throughput {:.0} ops/s at p99 <= {} us\n",
+            self.best_rpc_fraction, self.best_throughput_ops, self.slo_p99_us
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_includes_both_ends() {
+        let g = x_grid(0.02);
+        assert_eq!(g.len(), 51);
+        assert_eq!(g[0], 0.0);
+        assert_eq!(g[50], 1.0);
+        assert_eq!(g[20], 0.4);
+        assert_eq!(x_grid(0.25), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    }
+}
