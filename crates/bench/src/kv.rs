@@ -49,6 +49,9 @@ pub struct KvBenchConfig {
     pub value_bytes: usize,
     /// Further flags for the child node.
     pub server_flags: Vec<String>,
+    /// Offered load of the open-loop phases as a fraction of the measured saturation
+    /// throughput (0.5 = "half load").
+    pub load_fraction: f64,
 }
 
 /// One phase of one run.
@@ -213,54 +216,44 @@ async fn one_run(
         }
     };
     let mut phases = Vec::new();
-    closed_loop(config.concurrency, config.warmup, get.clone()).await;
-    let saturated = measured(
-        "get",
-        None,
-        server_pid,
-        closed_loop(config.concurrency, config.duration, get.clone()),
-    )
-    .await;
-    let half = saturated.result.throughput_ops / 2.0;
-    progress(&format!(
-        "  get saturated: {:.0} ops/s",
-        saturated.result.throughput_ops
-    ));
-    phases.push(saturated);
-    phases.push(
-        measured(
-            "get@half",
-            Some(half),
-            server_pid,
-            open_loop(half, config.duration, get),
-        )
-        .await,
-    );
-
-    closed_loop(config.concurrency, config.warmup, invoke.clone()).await;
-    let saturated = measured(
-        "invoke-noop",
-        None,
-        server_pid,
-        closed_loop(config.concurrency, config.duration, invoke.clone()),
-    )
-    .await;
-    let half = saturated.result.throughput_ops / 2.0;
-    progress(&format!(
-        "  invoke(noop) saturated: {:.0} ops/s",
-        saturated.result.throughput_ops
-    ));
-    phases.push(saturated);
-    phases.push(
-        measured(
-            "invoke-noop@half",
-            Some(half),
-            server_pid,
-            open_loop(half, config.duration, invoke),
-        )
-        .await,
-    );
+    phases.extend(saturate_then_load(config, "get", server_pid, get, progress).await);
+    phases.extend(saturate_then_load(config, "invoke-noop", server_pid, invoke, progress).await);
     phases
+}
+
+/// Measures `op` at saturation, then open-loop at `load_fraction` of that throughput.
+async fn saturate_then_load<F, Fut>(
+    config: &KvBenchConfig,
+    name: &str,
+    server_pid: Option<u32>,
+    op: F,
+    progress: &mut impl FnMut(&str),
+) -> [Phase; 2]
+where
+    F: Fn(u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), ferry_client::ClientError>> + Send + 'static,
+{
+    closed_loop(config.concurrency, config.warmup, op.clone()).await;
+    let saturated = measured(
+        name,
+        None,
+        server_pid,
+        closed_loop(config.concurrency, config.duration, op.clone()),
+    )
+    .await;
+    let offered = saturated.result.throughput_ops * config.load_fraction;
+    progress(&format!(
+        "  {name} saturated: {:.0} ops/s",
+        saturated.result.throughput_ops
+    ));
+    let loaded = measured(
+        &format!("{name}@load"),
+        Some(offered),
+        server_pid,
+        open_loop(offered, config.duration, op),
+    )
+    .await;
+    [saturated, loaded]
 }
 
 fn summarize(runs: &[Vec<Phase>]) -> Vec<PhaseMedian> {

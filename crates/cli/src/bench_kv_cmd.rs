@@ -41,10 +41,10 @@ pub struct BenchKvArgs {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Requests in flight at saturation (pipelining depth).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 128)]
     concurrency: usize,
-    /// Connections to spread them over.
-    #[arg(long, default_value_t = 4)]
+    /// Connections to spread them over (fewer, deeper pipelines batch better).
+    #[arg(long, default_value_t = 1)]
     connections: usize,
     /// Objects in the table.
     #[arg(long, default_value_t = 100_000)]
@@ -56,6 +56,9 @@ pub struct BenchKvArgs {
     /// (repeatable).
     #[arg(long = "server-flag", allow_hyphen_values = true)]
     server_flags: Vec<String>,
+    /// Offered load of the open-loop phases, as a fraction of the saturation throughput.
+    #[arg(long, default_value_t = 0.5)]
+    load_fraction: f64,
     /// Write the full report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -67,6 +70,9 @@ pub fn run(args: BenchKvArgs) -> CmdResult {
     }
     if args.concurrency == 0 || args.concurrency > MAX_CONCURRENCY {
         return Err(format!("--concurrency must be 1..={MAX_CONCURRENCY}").into());
+    }
+    if !(args.load_fraction > 0.0 && args.load_fraction <= 1.0) {
+        return Err("--load-fraction must be in (0, 1]".into());
     }
     if args.keys == 0 || args.duration.is_zero() {
         return Err("--keys and --duration must be positive".into());
@@ -86,6 +92,7 @@ pub fn run(args: BenchKvArgs) -> CmdResult {
         keys: args.keys,
         value_bytes: args.value_size,
         server_flags: args.server_flags.clone(),
+        load_fraction: args.load_fraction,
     };
     if config.server.is_none() && config.server_cpus.iter().any(|cpu| config.client_cpus.contains(cpu)) {
         return Err("--server-cpus and --client-cpus overlap: the two sides must not share a CPU".into());

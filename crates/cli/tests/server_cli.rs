@@ -208,7 +208,7 @@ fn bench_kv_runs_end_to_end_in_its_short_form() {
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let table = stdout(&output);
-    for phase in ["get ", "get@half", "invoke-noop ", "invoke-noop@half"] {
+    for phase in ["get ", "get@load", "invoke-noop ", "invoke-noop@load"] {
         assert!(table.contains(phase), "{phase} missing from {table}");
     }
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
