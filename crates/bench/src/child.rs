@@ -121,7 +121,16 @@ impl Drop for ChildServer {
 
 /// CPU time (user + system) a process has used so far, from /proc; `None` if unreadable.
 pub fn process_cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_time(&format!("/proc/{pid}/stat"))
+}
+
+/// CPU time (user + system) one thread of a process has used so far.
+pub fn thread_cpu_time(pid: u32, tid: u32) -> Option<Duration> {
+    stat_cpu_time(&format!("/proc/{pid}/task/{tid}/stat"))
+}
+
+fn stat_cpu_time(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let after = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = after.split_whitespace().collect();

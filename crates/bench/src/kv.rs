@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::Serialize;
 
-use ferry_client::{Client, ClientConfig};
+use ferry_client::Client;
 use ferry_func::args::mix64;
 
-use crate::child::{process_cpu_time, ChildServer, ChildSpec};
 use crate::latency::median;
 use crate::loadgen::{closed_loop, open_loop, RunResult};
+use crate::testbed::{Testbed, TestbedConfig};
 use crate::BenchError;
 
 /// Table the benchmark's objects live in.
@@ -105,37 +105,20 @@ fn key_of(i: u64, keys: u64) -> Bytes {
 
 /// Runs the benchmark; `progress` receives one line per step for the person watching.
 pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvBenchReport, BenchError> {
-    crate::affinity::pin_current_thread(&config.client_cpus)?;
-    let spin = ferry_client::calibrate_spin();
-    let child = match &config.server {
-        Some(_) => None,
-        None => Some(ChildServer::spawn(&ChildSpec {
-            exe: config.exe.clone(),
-            cpus: config.server_cpus.clone(),
-            cores: 1,
-            tenants: vec![format!("{}:{}", config.tenant, config.token)],
-            spin_iters_per_ms: spin,
-            extra_args: config.server_flags.clone(),
-        })?),
-    };
-    let addr = match (&config.server, &child) {
-        (Some(addr), _) => addr.clone(),
-        (None, Some(child)) => child.addr().to_string(),
-        (None, None) => unreachable!("a child is started when no server is given"),
-    };
-    let server_pid = child.as_ref().map(ChildServer::pid);
-    progress(&format!("storage node at {addr}"));
-
-    // One thread: the load generator has one CPU, and cross-thread wake-ups would only
-    // add latency to what is measured.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|err| BenchError::Io(err.to_string()))?;
-    runtime.block_on(async {
-        let mut client_config = ClientConfig::new(addr.clone(), config.tenant, config.token.clone());
-        client_config.connections = config.connections;
-        let client = Client::connect(client_config).await?;
+    let testbed = Testbed::start(&TestbedConfig {
+        exe: config.exe.clone(),
+        server: config.server.clone(),
+        tenant: config.tenant,
+        token: config.token.clone(),
+        server_cpus: config.server_cpus.clone(),
+        client_cpus: config.client_cpus.clone(),
+        server_cores: 1,
+        server_flags: config.server_flags.clone(),
+        connections: config.connections,
+    })?;
+    progress(&format!("storage node at {}", testbed.addr));
+    testbed.runtime.block_on(async {
+        let client = testbed.connect().await?;
         let value = Bytes::from(vec![0xAB; config.value_bytes]);
         let objects = (0..config.keys)
             .map(|id| (Bytes::copy_from_slice(&id.to_le_bytes()), value.clone()))
@@ -148,7 +131,7 @@ pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvB
         let mut runs = Vec::new();
         for run in 0..config.runs {
             progress(&format!("run {}/{}", run + 1, config.runs));
-            runs.push(one_run(&client, config, server_pid, &mut progress).await);
+            runs.push(one_run(&client, config, &testbed, &mut progress).await);
         }
         let medians = summarize(&runs);
         Ok(KvBenchReport {
@@ -156,11 +139,7 @@ pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvB
             medians,
             concurrency: config.concurrency,
             connections: config.connections,
-            server_cpus: if child.is_some() {
-                config.server_cpus.clone()
-            } else {
-                Vec::new()
-            },
+            server_cpus: testbed.server_cpus(),
             client_cpus: config.client_cpus.clone(),
         })
     })
@@ -169,14 +148,14 @@ pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvB
 async fn measured<Fut: std::future::Future<Output = RunResult>>(
     name: &str,
     offered_ops: Option<f64>,
-    server_pid: Option<u32>,
+    testbed: &Testbed,
     phase: Fut,
 ) -> Phase {
-    let cpu_before = server_pid.and_then(process_cpu_time);
+    let cpu_before = testbed.server_cpu_time();
     let started = Instant::now();
     let result = phase.await;
     let wall = started.elapsed().as_secs_f64();
-    let cpu_after = server_pid.and_then(process_cpu_time);
+    let cpu_after = testbed.server_cpu_time();
     let server_cpus_used = match (cpu_before, cpu_after) {
         (Some(before), Some(after)) if wall > 0.0 => Some((after - before).as_secs_f64() / wall),
         _ => None,
@@ -192,7 +171,7 @@ async fn measured<Fut: std::future::Future<Output = RunResult>>(
 async fn one_run(
     client: &Client,
     config: &KvBenchConfig,
-    server_pid: Option<u32>,
+    testbed: &Testbed,
     progress: &mut impl FnMut(&str),
 ) -> Vec<Phase> {
     let keys = config.keys;
@@ -216,8 +195,8 @@ async fn one_run(
         }
     };
     let mut phases = Vec::new();
-    phases.extend(saturate_then_load(config, "get", server_pid, get, progress).await);
-    phases.extend(saturate_then_load(config, "invoke-noop", server_pid, invoke, progress).await);
+    phases.extend(saturate_then_load(config, "get", testbed, get, progress).await);
+    phases.extend(saturate_then_load(config, "invoke-noop", testbed, invoke, progress).await);
     phases
 }
 
@@ -225,7 +204,7 @@ async fn one_run(
 async fn saturate_then_load<F, Fut>(
     config: &KvBenchConfig,
     name: &str,
-    server_pid: Option<u32>,
+    testbed: &Testbed,
     op: F,
     progress: &mut impl FnMut(&str),
 ) -> [Phase; 2]
@@ -237,7 +216,7 @@ where
     let saturated = measured(
         name,
         None,
-        server_pid,
+        testbed,
         closed_loop(config.concurrency, config.duration, op.clone()),
     )
     .await;
@@ -249,7 +228,7 @@ where
     let loaded = measured(
         &format!("{name}@load"),
         Some(offered),
-        server_pid,
+        testbed,
         open_loop(offered, config.duration, op),
     )
     .await;

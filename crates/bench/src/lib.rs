@@ -8,14 +8,28 @@
 //! - [`load`]: loading data sets with pipelined puts.
 //! - [`loadgen`]: closed-loop (saturation) and open-loop (fixed rate, no coordinated
 //!   omission) load generation over any async operation.
+//! - [`testbed`]: the shared set-up — pinning, calibration, child node, app runtime.
+//! - [`placement`]: `ferry bench` — a policy placing and admitting a workload on real
+//!   processes, with a timeline and the simulator's report fields.
+//! - [`redis`]: the Redis peer — a RESP client and `traverse` as a Redis Function (FCALL)
+//!   and as client logic over pipelined GETs, both as a `Backend` for the same generator.
+//! - [`report`]: timelines as CSV, HTML pages with SVG charts.
+//! - [`sweep`]: `ferry sweep` — the measured upper bound over fixed X.
+//! - [`demo`]: `ferry demo` — an embedded node and every policy on one box.
 //! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
 
 pub mod affinity;
 pub mod child;
+pub mod demo;
 pub mod kv;
 pub mod latency;
 pub mod load;
 pub mod loadgen;
+pub mod placement;
+pub mod redis;
+pub mod report;
+pub mod sweep;
+pub mod testbed;
 
 use thiserror::Error;
 

@@ -52,6 +52,7 @@ pub fn error_kind(err: &ClientError) -> String {
         ClientError::Timeout(_) => "timeout".into(),
         ClientError::CommitOutcomeUnknown(_) => "commit_outcome_unknown".into(),
         ClientError::Protocol(_) => "protocol".into(),
+        ClientError::Throttled { .. } => "throttled".into(),
         ClientError::Encode(_) | ClientError::Invalid(_) => "invalid".into(),
     }
 }

@@ -94,9 +94,6 @@ pub fn run(args: BenchKvArgs) -> CmdResult {
         server_flags: args.server_flags.clone(),
         load_fraction: args.load_fraction,
     };
-    if config.server.is_none() && config.server_cpus.iter().any(|cpu| config.client_cpus.contains(cpu)) {
-        return Err("--server-cpus and --client-cpus overlap: the two sides must not share a CPU".into());
-    }
     let report = ferry_bench::kv::run(&config, |line| eprintln!("{line}"))?;
     print_report(&report);
     if let Some(path) = &args.json {

@@ -10,12 +10,15 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod bench_cmd;
 mod bench_kv_cmd;
 mod connect;
+mod demo_cmd;
 mod kv_cmd;
 mod load_cmd;
 mod server_cmd;
 mod sim_cmd;
+mod sweep_cmd;
 
 /// What every subcommand returns: a human-readable error ends the process with exit code 1.
 pub type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -40,12 +43,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: an embedded node, and kv, rpc and kayak compared on this machine.
+    Demo(demo_cmd::DemoArgs),
     /// Run a storage node (prints `listening on HOST:PORT` first).
     Server(server_cmd::ServerArgs),
     /// Talk to a storage node by hand: put, get, delete, multiget, invoke, stats.
     Kv(kv_cmd::KvArgs),
     /// Load a built-in function's data set into a storage node.
     Load(load_cmd::LoadArgs),
+    /// Run a placement policy on real processes: node on CPU 0, app side on CPU 1.
+    Bench(bench_cmd::BenchArgs),
+    /// Measure the upper bound: the best goodput within the SLO for each fixed X.
+    Sweep(sweep_cmd::SweepArgs),
     /// Benchmark raw gets and no-op invocations against a pinned storage node.
     BenchKv(bench_kv_cmd::BenchKvArgs),
     /// Run the discrete-event simulator for one policy.
@@ -57,9 +66,12 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => demo_cmd::run(args),
         Command::Server(args) => server_cmd::run(args),
         Command::Kv(args) => kv_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
+        Command::Sweep(args) => sweep_cmd::run(args),
         Command::BenchKv(args) => bench_kv_cmd::run(args),
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),

@@ -42,6 +42,12 @@ pub enum ClientError {
     /// The request cannot be encoded (a field too long for the wire format).
     #[error("request cannot be encoded: {0}")]
     Encode(#[from] EncodeError),
+    /// The rate limiter refused the request: the policy's rate is fully used.
+    #[error("throttled: the admitted rate is {rate_ops} requests/s")]
+    Throttled {
+        /// The rate in force, requests per second.
+        rate_ops: u64,
+    },
     /// The request was refused by the client itself before sending (e.g. a limit).
     #[error("invalid request: {0}")]
     Invalid(String),

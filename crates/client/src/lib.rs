@@ -2,6 +2,8 @@
 //! either remotely (ship compute) or locally (ship data).
 //!
 //! Layout:
+//! - [`adaptive`]: [`Adaptive`] — placement by a control-plane policy, admission at its
+//!   rate, loops ticked on a timer.
 //! - [`client`]: [`Client`] and [`ClientConfig`] — a pool of multiplexed, pipelined
 //!   connections and the operations get/put/delete/multiget/commit/stats/invoke.
 //! - `conn`: one connection: request ids, the outbox its writer task flushes, the reader
@@ -9,6 +11,7 @@
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
 //! - [`error`]: the client's error type, [`ClientError`].
 
+pub mod adaptive;
 pub mod client;
 mod conn;
 pub mod error;
@@ -18,19 +21,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+pub use adaptive::{Adaptive, Backend, BackendFuture};
 pub use client::{Client, ClientConfig, Versioned};
 pub use conn::MAX_PENDING_PER_CONNECTION;
 pub use error::ClientError;
 pub use local::MAX_LOCAL_ATTEMPTS;
 
-/// Where an invocation ran.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Placement {
-    /// On the app node, fetching data (ship data, "KV").
-    Local,
-    /// On the storage node (ship compute, "RPC").
-    Remote,
-}
+/// Where an invocation runs: the control plane's decision, shared by every layer.
+pub use ferry_control::Placement;
 
 /// What an invocation cost, as measured by the client and reported by the node.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,0 +1,192 @@
+//! `ferry demo`: everything on one box. An embedded storage node pinned to CPU 0, the app
+//! side on CPU 1, the same workload under each policy in turn, a comparison table and an
+//! HTML report.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ferry_server::{ServerConfig, TenantConfig};
+use ferry_sim::model::Workload;
+use ferry_sim::spec::PolicySpec;
+
+use crate::placement::{run_on, PlacementBenchConfig, PlacementReport};
+use crate::report::{bench_facts, html_page, timeline_figure, write_into};
+use crate::testbed::{Testbed, TestbedConfig};
+use crate::BenchError;
+
+/// Tenant the demo acts as.
+const DEMO_TENANT: u32 = 1;
+/// Its token (the node is bound to loopback only).
+const DEMO_TOKEN: &str = "ferry";
+
+/// Settings of a demo.
+#[derive(Clone, Debug)]
+pub struct DemoConfig {
+    /// Workload run under every policy.
+    pub workload: Workload,
+    /// Policies, in order.
+    pub policies: Vec<PolicySpec>,
+    /// Latency objective.
+    pub slo: Duration,
+    /// Length of each policy's run.
+    pub duration_each: Duration,
+    /// Seed.
+    pub seed: u64,
+    /// Graph nodes loaded.
+    pub graph_nodes: u64,
+    /// Directory the report goes to.
+    pub out_dir: PathBuf,
+    /// Pin the node to CPU 0 and the app side to CPU 1 (when the machine has two CPUs).
+    pub pin: bool,
+    /// Draw progress lines.
+    pub progress: bool,
+}
+
+/// What the demo measured.
+pub struct DemoReport {
+    /// One report per policy, in order.
+    pub runs: Vec<PlacementReport>,
+    /// Where the HTML report is.
+    pub report_path: PathBuf,
+    /// Whether the two sides were pinned apart.
+    pub pinned: bool,
+}
+
+/// Starts the embedded node from a thread pinned to `cpus`, so every thread the node
+/// creates inherits that mask while this thread stays free to be pinned elsewhere.
+fn start_node(cpus: Vec<usize>, spin_iters_per_ms: u64) -> Result<ferry_server::ServerHandle, BenchError> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("ferry-demo-start".into())
+        .spawn(move || {
+            let result = (|| {
+                if !cpus.is_empty() {
+                    crate::affinity::pin_current_thread(&cpus)?;
+                }
+                let tenant = TenantConfig {
+                    id: DEMO_TENANT,
+                    token: DEMO_TOKEN.into(),
+                    quota_bytes: ferry_store::limits::DEFAULT_TENANT_QUOTA_BYTES,
+                    home_core: None,
+                };
+                let mut config =
+                    ServerConfig::new("127.0.0.1:0".parse().expect("a valid literal address"), 1, vec![tenant]);
+                config.spin_iters_per_ms = Some(spin_iters_per_ms);
+                ferry_server::start(config, ferry_func::Registry::with_builtins())
+                    .map_err(|err| BenchError::Server(err.to_string()))
+            })();
+            let _ = sender.send(result);
+        })
+        .map_err(|err| BenchError::Io(err.to_string()))?;
+    receiver
+        .recv()
+        .map_err(|_| BenchError::Server("the node's start-up thread died".into()))?
+}
+
+/// Runs the demo.
+pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoReport, BenchError> {
+    let pinned = config.pin && crate::affinity::online_cpus() >= 2;
+    let spin = ferry_client::calibrate_spin();
+    let node = start_node(if pinned { vec![0] } else { Vec::new() }, spin)?;
+    let testbed_config = TestbedConfig {
+        exe: PathBuf::new(),
+        server: Some(node.local_addr().to_string()),
+        tenant: DEMO_TENANT,
+        token: DEMO_TOKEN.into(),
+        server_cpus: Vec::new(),
+        client_cpus: if pinned { vec![1] } else { Vec::new() },
+        server_cores: 1,
+        server_flags: Vec::new(),
+        connections: 1,
+    };
+    let testbed = Testbed::start(&testbed_config)?;
+    progress(&format!(
+        "embedded storage node at {}{}",
+        node.local_addr(),
+        if pinned {
+            " (node on CPU 0, app side on CPU 1)"
+        } else {
+            " (not pinned: fewer than 2 CPUs)"
+        }
+    ));
+    let mut runs = Vec::new();
+    for (index, policy) in config.policies.iter().enumerate() {
+        progress(&format!(
+            "[{}/{}] {} on {} for {:?}",
+            index + 1,
+            config.policies.len(),
+            policy.name(),
+            config.workload.label,
+            config.duration_each
+        ));
+        let bench = PlacementBenchConfig {
+            testbed: testbed_config.clone(),
+            workload: config.workload.clone(),
+            policy: policy.clone(),
+            slo: config.slo,
+            quantile: 0.99,
+            duration: config.duration_each,
+            seed: config.seed,
+            graph_nodes: config.graph_nodes,
+            timeline_interval: Duration::from_millis(50),
+            progress: config.progress,
+        };
+        crate::placement::validate(&bench)?;
+        // The graph is loaded once, by the first run.
+        let report = testbed.runtime.block_on(run_on(&testbed, &bench, index == 0))?;
+        runs.push(report);
+    }
+    drop(testbed);
+    node.shutdown();
+    let report_path = write_report(&config.out_dir, config, &runs, pinned)?;
+    Ok(DemoReport {
+        runs,
+        report_path,
+        pinned,
+    })
+}
+
+fn write_report(
+    dir: &Path,
+    config: &DemoConfig,
+    runs: &[PlacementReport],
+    pinned: bool,
+) -> Result<PathBuf, BenchError> {
+    let mut facts = vec![
+        ("workload".to_string(), config.workload.label.clone()),
+        (
+            "SLO".to_string(),
+            format!("p99 ≤ {:.0} µs", config.slo.as_secs_f64() * 1e6),
+        ),
+        (
+            "pinning".to_string(),
+            if pinned {
+                "node on CPU 0, app side on CPU 1".into()
+            } else {
+                "none".to_string()
+            },
+        ),
+    ];
+    for run in runs {
+        facts.push((
+            run.policy.clone(),
+            format!(
+                "{:.0} ops/s, p99 {} µs, X {:.2}",
+                run.throughput_ops,
+                run.p99_us.map_or("-".into(), |p| format!("{p:.0}")),
+                run.rpc_fraction_mean
+            ),
+        ));
+    }
+    let mut figures = Vec::new();
+    for run in runs {
+        let details: Vec<String> = bench_facts(run).iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        figures.push((
+            format!("{} — {}", run.policy, details.join("; ")),
+            timeline_figure(&run.policy, &run.timeline, run.slo_p99_us).to_svg(),
+        ));
+    }
+    let page = html_page("ferry demo: ship compute or ship data?", &facts, &figures);
+    write_into(dir, "report.html", &page)
+}

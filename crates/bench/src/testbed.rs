@@ -1,0 +1,139 @@
+//! The measurement set-up every real-system benchmark shares: this process pinned to the
+//! app CPUs, emulated work calibrated once, a storage node started as a child pinned to its
+//! own CPUs (or an external one), and a single-threaded runtime for the app side.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ferry_client::{Client, ClientConfig};
+
+use crate::child::{process_cpu_time, ChildServer, ChildSpec};
+use crate::BenchError;
+
+/// Name prefixes of the storage node's threads (workers, I/O, watchdog).
+const NODE_THREAD_PREFIXES: [&str; 2] = ["ferry-worker", "ferry-io"];
+
+/// CPU time of this process's storage-node threads, if it embeds a node.
+fn embedded_node_cpu_time() -> Option<Duration> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut total = Duration::ZERO;
+    let mut found = false;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if NODE_THREAD_PREFIXES.iter().any(|prefix| comm.starts_with(prefix)) {
+            let tid: u32 = task.file_name().to_string_lossy().parse().ok()?;
+            total += crate::child::thread_cpu_time(std::process::id(), tid)?;
+            found = true;
+        }
+    }
+    found.then_some(total)
+}
+
+/// Where the two sides run and how to reach the node.
+#[derive(Clone, Debug)]
+pub struct TestbedConfig {
+    /// The `ferry` executable to start the node from.
+    pub exe: PathBuf,
+    /// An already running node to use instead of starting one.
+    pub server: Option<String>,
+    /// Tenant to act as.
+    pub tenant: u32,
+    /// Its token.
+    pub token: String,
+    /// CPUs of the node (child only).
+    pub server_cpus: Vec<usize>,
+    /// CPUs of this process (load generator and local execution); empty: not pinned.
+    pub client_cpus: Vec<usize>,
+    /// Worker threads of the child node.
+    pub server_cores: usize,
+    /// Further flags for the child node.
+    pub server_flags: Vec<String>,
+    /// Pipelined connections the client opens.
+    pub connections: usize,
+}
+
+/// A running set-up. Dropping it stops the child node.
+pub struct Testbed {
+    child: Option<ChildServer>,
+    /// `host:port` of the node.
+    pub addr: String,
+    /// Emulated-work calibration shared by both sides (iterations per ms).
+    pub spin_iters_per_ms: u64,
+    /// The app side's runtime: one thread, because the app side has one CPU and cross-
+    /// thread wake-ups would only add latency to what is measured.
+    pub runtime: tokio::runtime::Runtime,
+    config: TestbedConfig,
+}
+
+impl Testbed {
+    /// Pins this process, calibrates, starts the node.
+    pub fn start(config: &TestbedConfig) -> Result<Testbed, BenchError> {
+        // An empty CPU list means "do not pin" (e.g. a one-CPU machine).
+        if !config.client_cpus.is_empty() {
+            crate::affinity::pin_current_thread(&config.client_cpus)?;
+        }
+        if config.server.is_none() && config.server_cpus.iter().any(|cpu| config.client_cpus.contains(cpu)) {
+            return Err(BenchError::Invalid(
+                "server and client CPUs overlap: the two sides must not share a CPU".into(),
+            ));
+        }
+        let spin_iters_per_ms = ferry_client::calibrate_spin();
+        let child = match &config.server {
+            Some(_) => None,
+            None => Some(ChildServer::spawn(&ChildSpec {
+                exe: config.exe.clone(),
+                cpus: config.server_cpus.clone(),
+                cores: config.server_cores,
+                tenants: vec![format!("{}:{}", config.tenant, config.token)],
+                spin_iters_per_ms,
+                extra_args: config.server_flags.clone(),
+            })?),
+        };
+        let addr = match (&config.server, &child) {
+            (Some(addr), _) => addr.clone(),
+            (None, Some(child)) => child.addr().to_string(),
+            (None, None) => unreachable!("a child is started when no server is given"),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| BenchError::Io(err.to_string()))?;
+        Ok(Testbed {
+            child,
+            addr,
+            spin_iters_per_ms,
+            runtime,
+            config: config.clone(),
+        })
+    }
+
+    /// A client of the node (call inside [`Testbed::runtime`]).
+    pub async fn connect(&self) -> Result<Client, BenchError> {
+        let mut client_config = ClientConfig::new(self.addr.clone(), self.config.tenant, self.config.token.clone());
+        client_config.connections = self.config.connections;
+        Ok(Client::connect(client_config).await?)
+    }
+
+    /// CPU time the node has used so far: the child's, or for a node embedded in this
+    /// process the sum of its threads; `None` for a node elsewhere.
+    pub fn server_cpu_time(&self) -> Option<Duration> {
+        match &self.child {
+            Some(child) => process_cpu_time(child.pid()),
+            None => embedded_node_cpu_time(),
+        }
+    }
+
+    /// CPU time this process has used so far.
+    pub fn client_cpu_time(&self) -> Option<Duration> {
+        process_cpu_time(std::process::id())
+    }
+
+    /// CPUs the node runs on (empty for an external node).
+    pub fn server_cpus(&self) -> Vec<usize> {
+        if self.child.is_some() {
+            self.config.server_cpus.clone()
+        } else {
+            Vec::new()
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `ferry demo`: the main job — an embedded node and every policy, on this machine.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ferry_bench::demo::{DemoConfig, DemoReport};
+use ferry_bench::placement::DEFAULT_GRAPH_NODES;
+use ferry_sim::spec::{parse_policy, parse_workload};
+
+use crate::bench_cmd::{duration_flag, slo_flag};
+use crate::CmdResult;
+
+/// Length of each policy's run with `--quick` (for tests and a first look).
+const QUICK_DURATION: Duration = Duration::from_secs(1);
+
+/// Graph nodes with `--quick`.
+const QUICK_GRAPH_NODES: u64 = 10_000;
+
+/// Flags of `ferry demo`. With none it runs kv, rpc and kayak on medium traverse.
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// Workload (as for `ferry bench`).
+    #[arg(long, default_value = "medium")]
+    workload: String,
+    /// Policies to compare, comma-separated.
+    #[arg(long, default_value = "kv,rpc,kayak")]
+    policies: String,
+    /// p99 latency objective.
+    #[arg(long, default_value = "1ms")]
+    slo_p99: String,
+    /// Length of each policy's run.
+    #[arg(long, default_value = "8s")]
+    duration: String,
+    /// One second per policy on a small graph.
+    #[arg(long)]
+    quick: bool,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Directory for report.html.
+    #[arg(long, default_value = "ferry-demo")]
+    out: PathBuf,
+    /// Do not pin the node and the app side to separate CPUs.
+    #[arg(long)]
+    no_pin: bool,
+}
+
+pub fn run(args: DemoArgs) -> CmdResult {
+    let workload = parse_workload(&args.workload).map_err(|err| format!("--workload: {err}"))?;
+    let policies = args
+        .policies
+        .split(',')
+        .map(|p| parse_policy(p.trim()).map_err(|err| format!("--policies: {err}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if policies.is_empty() {
+        return Err("--policies names no policy".into());
+    }
+    let config = DemoConfig {
+        workload,
+        policies,
+        slo: slo_flag(&args.slo_p99)?,
+        duration_each: if args.quick {
+            QUICK_DURATION
+        } else {
+            duration_flag("--duration", &args.duration)?
+        },
+        seed: args.seed,
+        graph_nodes: if args.quick {
+            QUICK_GRAPH_NODES
+        } else {
+            DEFAULT_GRAPH_NODES
+        },
+        out_dir: args.out.clone(),
+        pin: !args.no_pin,
+        progress: true,
+    };
+    let report = ferry_bench::demo::run(&config, |line| eprintln!("{line}"))?;
+    print_table(&report, &config);
+    Ok(())
+}
+
+fn print_table(report: &DemoReport, config: &DemoConfig) {
+    println!();
+    println!(
+        "{} at p99 ≤ {:.0} µs, {:?} per policy{}",
+        config.workload.label,
+        config.slo.as_secs_f64() * 1e6,
+        config.duration_each,
+        if report.pinned {
+            ", node on CPU 0 / app side on CPU 1"
+        } else {
+            ", not pinned"
+        }
+    );
+    println!(
+        "{:<10} {:>14} {:>10} {:>10} {:>8} {:>12} {:>10}",
+        "policy", "goodput/s", "p50 µs", "p99 µs", "X", "converge ms", "node CPUs"
+    );
+    let best_static = report
+        .runs
+        .iter()
+        .filter(|run| run.policy == "kv" || run.policy == "rpc")
+        .map(|run| run.throughput_ops)
+        .fold(0.0f64, f64::max);
+    for run in &report.runs {
+        let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        println!(
+            "{:<10} {:>14.0} {:>10} {:>10} {:>8.2} {:>12} {:>10}",
+            run.policy,
+            run.throughput_ops,
+            opt(run.latency_us_p50, 0),
+            opt(run.p99_us, 0),
+            run.rpc_fraction_mean,
+            opt(run.converge_ms, 0),
+            opt(run.storage_cpus_used, 2)
+        );
+    }
+    if best_static > 0.0 {
+        for run in report
+            .runs
+            .iter()
+            .filter(|run| run.policy != "kv" && run.policy != "rpc")
+        {
+            println!(
+                "{} reaches {:.2}× the better of kv and rpc",
+                run.policy,
+                run.throughput_ops / best_static
+            );
+        }
+    }
+    println!("report: {}", report.report_path.display());
+}

@@ -1,0 +1,114 @@
+//! `ferry sweep`: the measured upper bound over fixed RPC fractions.
+
+use std::path::PathBuf;
+
+use ferry_bench::sweep::{SweepConfig, SweepReport};
+use ferry_sim::spec::parse_workload;
+
+use crate::bench_cmd::{duration_flag, slo_flag, TestbedArgs};
+use crate::CmdResult;
+
+/// Most bisection steps accepted.
+const MAX_BISECTION_STEPS: u32 = 20;
+
+/// Flags of `ferry sweep`.
+#[derive(clap::Args)]
+pub struct SweepArgs {
+    /// Workload (as for `ferry bench`).
+    #[arg(long, default_value = "medium")]
+    workload: String,
+    /// p99 latency objective.
+    #[arg(long, default_value = "1ms")]
+    slo_p99: String,
+    /// X step from 0 to 1.
+    #[arg(long, default_value_t = 0.1)]
+    step: f64,
+    /// Measured length of each probe.
+    #[arg(long, default_value = "1s")]
+    probe: String,
+    /// Unmeasured start of each probe.
+    #[arg(long, default_value = "300ms")]
+    warmup: String,
+    /// Bisection steps per X after bracketing.
+    #[arg(long, default_value_t = 5)]
+    bisection_steps: u32,
+    /// First rate tried (requests/s).
+    #[arg(long, default_value_t = 10_000.0)]
+    start_rate: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write sweep.html (goodput against X) into this directory.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// A `ferry bench --json` file whose operating point to mark on the report (repeatable).
+    #[arg(long = "mark")]
+    marks: Vec<PathBuf>,
+    #[command(flatten)]
+    testbed: TestbedArgs,
+}
+
+fn mark(path: &PathBuf) -> Result<(String, f64, f64), String> {
+    let text = std::fs::read_to_string(path).map_err(|err| format!("--mark {}: {err}", path.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|err| format!("--mark {}: not JSON: {err}", path.display()))?;
+    let field = |name: &str| {
+        json[name]
+            .as_f64()
+            .ok_or_else(|| format!("--mark {}: no {name}", path.display()))
+    };
+    let policy = json["policy"].as_str().unwrap_or("policy").to_string();
+    Ok((policy, field("rpc_fraction_mean")?, field("throughput_ops")?))
+}
+
+pub fn run(args: SweepArgs) -> CmdResult {
+    let workload = parse_workload(&args.workload).map_err(|err| format!("--workload: {err}"))?;
+    let slo = slo_flag(&args.slo_p99)?;
+    if args.bisection_steps > MAX_BISECTION_STEPS {
+        return Err(format!("--bisection-steps must be at most {MAX_BISECTION_STEPS}").into());
+    }
+    let marks: Vec<(String, f64, f64)> = args.marks.iter().map(mark).collect::<Result<_, _>>()?;
+    let config = SweepConfig {
+        testbed: args.testbed.testbed()?,
+        workload,
+        slo,
+        quantile: 0.99,
+        step: args.step,
+        warmup: duration_flag("--warmup", &args.warmup)?,
+        probe: duration_flag("--probe", &args.probe)?,
+        bisection_steps: args.bisection_steps,
+        start_rate_ops: args.start_rate,
+        seed: args.seed,
+        graph_nodes: args.testbed.nodes,
+    };
+    let report = ferry_bench::sweep::run(&config, |line| eprintln!("{line}"))?;
+    print_table(&report);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    }
+    if let Some(dir) = &args.report {
+        let path = ferry_bench::report::write_sweep_report(dir, &report, &marks)?;
+        println!("report: {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_table(report: &SweepReport) {
+    println!("sweep: {} at p99 ≤ {:.0} µs", report.workload, report.slo_p99_us);
+    println!("{:>6} {:>14} {:>14} {:>10}", "X", "rate/s", "goodput/s", "p99 µs");
+    for row in &report.rows {
+        let p99 = row.p99_us.map_or("-".to_string(), |p| format!("{p:.0}"));
+        println!(
+            "{:>6.2} {:>14.0} {:>14.0} {:>10}",
+            row.rpc_fraction, row.rate_ops, row.throughput_ops, p99
+        );
+    }
+    println!(
+        "best: {:.0} ops/s at X = {:.2}",
+        report.best_throughput_ops, report.best_rpc_fraction
+    );
+}

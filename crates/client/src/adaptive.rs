@@ -1,0 +1,240 @@
+//! Placement in the client runtime: a control-plane [`Policy`] decides where each
+//! invocation runs, a token bucket admits requests at the policy's rate, and the policy's
+//! loops tick on their own timer.
+//!
+//! The policy is the very state machine the simulator drives; this module only supplies
+//! time (nanoseconds since the runtime started), completions and ticks. Latency is measured
+//! from the *intended* start of a request — for a load generator, the moment the limiter
+//! admitted it — so time spent queueing in the client is never hidden from the loops.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+
+use ferry_control::{Completion, Costs, FnId, Nanos, Placement, Policy, PolicyState, TokenBucket};
+
+use crate::client::Client;
+use crate::error::ClientError;
+use crate::Invocation;
+
+/// Future of one invocation on a backend.
+pub type BackendFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Invocation, ClientError>> + Send + 'a>>;
+
+/// What a policy places requests on: a store that can run a function remotely (ship
+/// compute) or have it run here over its data (ship data). ferry's [`Client`] is one;
+/// benchmarks implement it for other stores so the same generator and policy drive them.
+pub trait Backend: Send + Sync + 'static {
+    /// Runs `function` on the store, one round trip.
+    fn invoke_remote<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a>;
+    /// Runs `function` here, fetching what it reads from the store.
+    fn invoke_local<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a>;
+}
+
+impl Backend for Client {
+    fn invoke_remote<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(Client::invoke_remote(self, function, args))
+    }
+    fn invoke_local<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(Client::invoke_local(self, function, args))
+    }
+}
+
+/// Tokens the admission bucket may accumulate: a small burst absorbs timer jitter of the
+/// generator without letting an idle period turn into a flood.
+pub const ADMISSION_BURST: f64 = 4.0;
+
+/// How long the ticker sleeps when the policy wants no tick at all (static policies).
+const IDLE_TICK: Duration = Duration::from_millis(100);
+
+/// Most distinct function names one runtime tracks (each gets a `FnId`).
+pub const MAX_FUNCTIONS: usize = 4096;
+
+struct Shared<B> {
+    backend: B,
+    policy: Mutex<Box<dyn Policy>>,
+    limiter: Mutex<TokenBucket>,
+    /// Time zero of the policy's clock.
+    epoch: Instant,
+    /// Function names to the ids the policy knows them by.
+    functions: Mutex<HashMap<String, FnId>>,
+}
+
+impl<B> Shared<B> {
+    fn now(&self) -> Nanos {
+        Nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+}
+
+/// A backend (by default ferry's [`Client`]) whose invocations are placed by a policy and
+/// admitted at its rate.
+pub struct Adaptive<B: Backend = Client> {
+    shared: Arc<Shared<B>>,
+    ticker: JoinHandle<()>,
+}
+
+impl<B: Backend> Drop for Adaptive<B> {
+    fn drop(&mut self) {
+        self.ticker.abort();
+    }
+}
+
+impl<B: Backend> Adaptive<B> {
+    /// Wraps `backend` with `policy`. Must be called inside a tokio runtime: it starts the
+    /// task that ticks the policy's loops (200 Hz / 20 Hz for Kayak by default).
+    pub fn new(backend: B, policy: Box<dyn Policy>) -> Result<Adaptive<B>, ClientError> {
+        let limiter = TokenBucket::new(Nanos::ZERO, policy.rate_ops(), ADMISSION_BURST)
+            .map_err(|err| ClientError::Invalid(format!("rate limiter: {err}")))?;
+        let shared = Arc::new(Shared {
+            backend,
+            policy: Mutex::new(policy),
+            limiter: Mutex::new(limiter),
+            epoch: Instant::now(),
+            functions: Mutex::new(HashMap::new()),
+        });
+        let ticker = tokio::spawn(tick_loop(Arc::clone(&shared)));
+        Ok(Adaptive { shared, ticker })
+    }
+
+    /// The wrapped backend.
+    pub fn backend(&self) -> &B {
+        &self.shared.backend
+    }
+
+    /// Nanoseconds on the policy's clock.
+    pub fn now(&self) -> Nanos {
+        self.shared.now()
+    }
+
+    /// The instant a policy time corresponds to.
+    pub fn instant_at(&self, t: Nanos) -> Instant {
+        self.shared.epoch + Duration::from_nanos(t.as_nanos())
+    }
+
+    /// The policy's state: rate, X and latency estimate.
+    pub fn state(&self) -> PolicyState {
+        self.shared.policy.lock().state()
+    }
+
+    /// The policy's name.
+    pub fn policy_name(&self) -> String {
+        self.shared.policy.lock().name()
+    }
+
+    /// The id the policy knows `function` by (assigned on first use).
+    pub fn fn_id(&self, function: &str) -> Result<FnId, ClientError> {
+        let mut functions = self.shared.functions.lock();
+        if let Some(id) = functions.get(function) {
+            return Ok(*id);
+        }
+        if functions.len() >= MAX_FUNCTIONS {
+            return Err(ClientError::Invalid(format!(
+                "more than {MAX_FUNCTIONS} distinct functions"
+            )));
+        }
+        let id = FnId(functions.len() as u32);
+        functions.insert(function.to_string(), id);
+        Ok(id)
+    }
+
+    /// Admits one request now if the rate allows.
+    pub fn try_admit(&self) -> bool {
+        let now = self.now();
+        self.shared.limiter.lock().try_admit(now)
+    }
+
+    /// When the limiter will next admit a request (now, if it would already).
+    pub fn next_admit_at(&self) -> Instant {
+        let now = self.now();
+        let at = self.shared.limiter.lock().next_admit_at(now);
+        self.instant_at(at)
+    }
+
+    /// Runs `function` where the policy says, if the rate limiter admits it now; above
+    /// the rate it fails fast with [`ClientError::Throttled`].
+    pub async fn invoke(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
+        if !self.try_admit() {
+            let rate = self.shared.limiter.lock().rate_ops();
+            return Err(ClientError::Throttled { rate_ops: rate as u64 });
+        }
+        self.invoke_admitted(Instant::now(), function, args).await
+    }
+
+    /// Runs an already admitted request, measuring latency from `intended` (when it was
+    /// admitted or due), and reports the completion to the policy.
+    pub async fn invoke_admitted(
+        &self,
+        intended: Instant,
+        function: &str,
+        args: Bytes,
+    ) -> Result<Invocation, ClientError> {
+        let fn_id = self.fn_id(function)?;
+        self.invoke_admitted_as(intended, fn_id, function, args).await
+    }
+
+    /// Like [`Adaptive::invoke_admitted`], with the caller naming the class the policy
+    /// tracks the request under (e.g. one per workload function, even when several run the
+    /// same storage function with different arguments).
+    pub async fn invoke_admitted_as(
+        &self,
+        intended: Instant,
+        fn_id: FnId,
+        function: &str,
+        args: Bytes,
+    ) -> Result<Invocation, ClientError> {
+        let now = self.now();
+        let placement = self.shared.policy.lock().place(now, fn_id);
+        let args_len = args.len() as u64;
+        let outcome = match placement {
+            Placement::Remote => self.shared.backend.invoke_remote(function, args).await,
+            Placement::Local => self.shared.backend.invoke_local(function, args).await,
+        };
+        let latency = intended.elapsed();
+        let costs = match &outcome {
+            Ok(invocation) => Costs {
+                app_cpu_ns: invocation.cost.app_cpu_ns,
+                storage_cpu_ns: invocation.cost.storage_cpu_ns,
+                bytes_moved: invocation.cost.bytes_returned + args_len,
+            },
+            Err(_) => Costs::default(),
+        };
+        // Failures are reported too: a timeout or an overloaded node is exactly the
+        // latency the rate loop must see.
+        let completion = Completion {
+            fn_id,
+            placement,
+            latency_ns: latency.as_nanos() as u64,
+            costs,
+            pushed_back: false,
+        };
+        let done = self.now();
+        self.shared.policy.lock().on_completion(done, &completion);
+        outcome.map(|mut invocation| {
+            invocation.latency = latency;
+            invocation
+        })
+    }
+}
+
+async fn tick_loop<B>(shared: Arc<Shared<B>>) {
+    loop {
+        let next = shared.policy.lock().next_tick();
+        if next == Nanos::MAX {
+            tokio::time::sleep(IDLE_TICK).await;
+            continue;
+        }
+        let at = shared.epoch + Duration::from_nanos(next.as_nanos());
+        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        let now = shared.now();
+        let rate = {
+            let mut policy = shared.policy.lock();
+            policy.tick(now);
+            policy.rate_ops()
+        };
+        shared.limiter.lock().set_rate(now, rate);
+    }
+}
