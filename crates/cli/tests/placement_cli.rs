@@ -1,0 +1,102 @@
+//! `ferry demo`, `ferry bench` and `ferry sweep` as users run them.
+
+use std::process::{Command, Output};
+
+fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferry-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn demo_quick_compares_the_three_policies_and_writes_a_report() {
+    let out = scratch_dir("demo");
+    let output = ferry().args(["demo", "--quick", "--out"]).arg(&out).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    for policy in ["kv ", "rpc ", "kayak "] {
+        let line = table
+            .lines()
+            .find(|line| line.starts_with(policy))
+            .unwrap_or_else(|| panic!("no row for {policy} in {table}"));
+        let goodput: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(goodput > 0.0, "{line}");
+    }
+    assert!(table.contains("better of kv and rpc"), "{table}");
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(report.contains("<svg") && report.contains("kayak"), "the report holds the charts");
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn bench_writes_the_simulators_fields() {
+    let dir = scratch_dir("bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("bench.json");
+    let csv = dir.join("timeline.csv");
+    let output = ferry()
+        .args(["bench", "--workload", "light", "--policy", "rpc", "--duration", "800ms", "--nodes", "2000"])
+        .args(["--timeline-interval", "100ms", "--json"])
+        .arg(&json)
+        .arg("--timeline-csv")
+        .arg(&csv)
+        .arg("--report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for field in ["throughput_ops", "p99_us", "rpc_fraction", "converge_ms", "timeline"] {
+        assert!(report.get(field).is_some(), "JSON lacks {field}");
+    }
+    assert!(report["throughput_ops"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["rpc_fraction"].as_f64(), Some(1.0));
+    let timeline = report["timeline"].as_array().unwrap();
+    assert_eq!(timeline.len(), 8);
+    for field in ["t_ms", "throughput_ops", "p99_us", "rpc_fraction", "rate_ops"] {
+        assert!(timeline[0].get(field).is_some(), "timeline rows lack {field}");
+    }
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv.starts_with("t_ms,throughput_ops,p99_us"));
+    assert_eq!(csv.lines().count(), 9);
+    assert!(std::fs::read_to_string(dir.join("report.html")).unwrap().contains("<svg"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_placement_flags_fail_with_a_message() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["bench", "--workload", "nonsense"], "--workload"),
+        (vec!["bench", "--policy", "magic"], "--policy"),
+        (vec!["bench", "--slo-p99", "0ms"], "--slo-p99 must be positive"),
+        (vec!["bench", "--slo-p99", "fast"], "--slo-p99"),
+        (vec!["bench", "--server", "127.0.0.1:1", "--duration", "1s"], "cannot connect"),
+        (vec!["bench", "--client-cpus", "4000", "--duration", "1s"], "does not exist"),
+        (vec!["bench", "--server-cpus", "1", "--client-cpus", "1"], "overlap"),
+        (vec!["bench", "--target", "http://example.com"], "redis://"),
+        (vec!["bench", "--target", "redis://127.0.0.1:1", "--duration", "1s"], "cannot connect"),
+        (vec!["sweep", "--step", "0"], "step"),
+        (vec!["sweep", "--workload", "bimodal:a=nothing"], "--workload"),
+        (vec!["demo", "--policies", "kv,??"], "--policies"),
+        (vec!["demo", "--slo-p99", "0s"], "--slo-p99"),
+    ];
+    for (args, expected) in cases {
+        let output = ferry().args(&args).output().unwrap();
+        assert!(!output.status.success(), "{args:?} should fail");
+        let message = stderr(&output);
+        assert!(message.contains(expected), "{args:?}: expected {expected:?} in {message:?}");
+        assert!(!message.contains("panicked"), "{args:?} panicked: {message}");
+    }
+}
