@@ -395,6 +395,7 @@ impl RedisBackend {
         Ok(Invocation {
             result: traverse_result(node, bytes),
             placement: Placement::Remote,
+            pushed_back: false,
             latency: started.elapsed(),
             cost: InvokeCost {
                 round_trips: 1,
@@ -433,6 +434,7 @@ impl RedisBackend {
         Ok(Invocation {
             result: traverse_result(node, bytes),
             placement: Placement::Local,
+            pushed_back: false,
             latency: started.elapsed(),
             cost,
         })

@@ -33,6 +33,11 @@ pub trait Backend: Send + Sync + 'static {
     fn invoke_remote<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a>;
     /// Runs `function` here, fetching what it reads from the store.
     fn invoke_local<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a>;
+    /// Runs `function` on the store but accepts a pushback (ASFP); stores without the
+    /// mechanism just run it remotely.
+    fn invoke_pushable<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        self.invoke_remote(function, args)
+    }
 }
 
 impl Backend for Client {
@@ -41,6 +46,9 @@ impl Backend for Client {
     }
     fn invoke_local<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
         Box::pin(Client::invoke_local(self, function, args))
+    }
+    fn invoke_pushable<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(Client::invoke_pushable(self, function, args))
     }
 }
 
@@ -60,6 +68,8 @@ struct Shared<B> {
     limiter: Mutex<TokenBucket>,
     /// Time zero of the policy's clock.
     epoch: Instant,
+    /// Remote invocations accept pushback (the ASFP policy).
+    pushback: bool,
     /// Function names to the ids the policy knows them by.
     functions: Mutex<HashMap<String, FnId>>,
 }
@@ -87,6 +97,12 @@ impl<B: Backend> Adaptive<B> {
     /// Wraps `backend` with `policy`. Must be called inside a tokio runtime: it starts the
     /// task that ticks the policy's loops (200 Hz / 20 Hz for Kayak by default).
     pub fn new(backend: B, policy: Box<dyn Policy>) -> Result<Adaptive<B>, ClientError> {
+        Adaptive::with_pushback(backend, policy, false)
+    }
+
+    /// Like [`Adaptive::new`]; with `pushback`, remote invocations accept being handed back
+    /// by an overloaded node (ASFP) and are then finished locally.
+    pub fn with_pushback(backend: B, policy: Box<dyn Policy>, pushback: bool) -> Result<Adaptive<B>, ClientError> {
         let limiter = TokenBucket::new(Nanos::ZERO, policy.rate_ops(), ADMISSION_BURST)
             .map_err(|err| ClientError::Invalid(format!("rate limiter: {err}")))?;
         let shared = Arc::new(Shared {
@@ -94,6 +110,7 @@ impl<B: Backend> Adaptive<B> {
             policy: Mutex::new(policy),
             limiter: Mutex::new(limiter),
             epoch: Instant::now(),
+            pushback,
             functions: Mutex::new(HashMap::new()),
         });
         let ticker = tokio::spawn(tick_loop(Arc::clone(&shared)));
@@ -190,6 +207,7 @@ impl<B: Backend> Adaptive<B> {
         let placement = self.shared.policy.lock().place(now, fn_id);
         let args_len = args.len() as u64;
         let outcome = match placement {
+            Placement::Remote if self.shared.pushback => self.shared.backend.invoke_pushable(function, args).await,
             Placement::Remote => self.shared.backend.invoke_remote(function, args).await,
             Placement::Local => self.shared.backend.invoke_local(function, args).await,
         };
@@ -209,7 +227,7 @@ impl<B: Backend> Adaptive<B> {
             placement,
             latency_ns: latency.as_nanos() as u64,
             costs,
-            pushed_back: false,
+            pushed_back: outcome.as_ref().is_ok_and(|invocation| invocation.pushed_back),
         };
         let done = self.now();
         self.shared.policy.lock().on_completion(done, &completion);

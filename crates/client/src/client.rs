@@ -258,12 +258,29 @@ impl Client {
 
     /// Runs `function` on the storage node (ship compute): one round trip.
     pub async fn invoke_remote(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
+        self.invoke_on_node(function, args, false).await
+    }
+
+    /// Runs `function` on the storage node, but lets an overloaded node hand it back
+    /// (ASFP pushback): then it is finished here, starting from the reads the node already
+    /// made, and committed with OCC. The result says whether that happened.
+    pub async fn invoke_pushable(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
+        self.invoke_on_node(function, args, true).await
+    }
+
+    async fn invoke_on_node(
+        &self,
+        function: &str,
+        args: Bytes,
+        allow_pushback: bool,
+    ) -> Result<crate::Invocation, ClientError> {
         let started = Instant::now();
         let request = Request::Invoke {
             function: function.to_string(),
-            args,
+            args: args.clone(),
+            allow_pushback,
         };
-        let response = self.call_ok(&request).await?;
+        let response = self.call(&request).await?;
         let cost = crate::InvokeCost {
             storage_cpu_ns: response.cpu_ns,
             bytes_returned: u64::from(response.bytes_returned),
@@ -271,12 +288,24 @@ impl Client {
             attempts: 1,
             app_cpu_ns: 0,
         };
-        match response.body {
+        if response.status == Status::Pushback {
+            let ResponseBody::Pushback(state) = response.body else {
+                return Err(ClientError::Protocol("pushback without its read and write sets".into()));
+            };
+            if !allow_pushback {
+                return Err(ClientError::Protocol(
+                    "the node pushed back an invocation that did not allow it".into(),
+                ));
+            }
+            return crate::local::finish_pushed_back(self, function, args, &state.reads, started, cost).await;
+        }
+        match check_status(response)?.body {
             ResponseBody::Invoke { result } => Ok(crate::Invocation {
                 result,
                 placement: crate::Placement::Remote,
                 latency: started.elapsed(),
                 cost,
+                pushed_back: false,
             }),
             other => Err(ClientError::Protocol(format!("unexpected invoke answer {other:?}"))),
         }

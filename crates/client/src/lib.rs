@@ -65,6 +65,8 @@ pub struct Invocation {
     pub latency: Duration,
     /// What it cost.
     pub cost: InvokeCost,
+    /// The storage node started it and handed it back (ASFP pushback); it finished here.
+    pub pushed_back: bool,
 }
 
 /// Calibrates emulated compute for this process with the real clock (see

@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use ferry_func::registry::panic_text;
 use ferry_func::{Ctx, CtxError, CtxFuture, FnError, FnFuture, TxState};
-use ferry_proto::{Request, Response, ResponseBody, Status};
+use ferry_proto::{PushbackRead, Request, Response, ResponseBody, Status};
 
 use crate::client::{check_status, Client};
 use crate::error::ClientError;
@@ -183,19 +183,58 @@ fn backoff(attempt: u32, state: &mut u64) -> Duration {
 }
 
 pub(crate) async fn invoke_local(client: &Client, function_name: &str, args: Bytes) -> Result<Invocation, ClientError> {
-    let started = Instant::now();
+    run_local(
+        client,
+        function_name,
+        args,
+        TxState::new(),
+        Instant::now(),
+        InvokeCost::default(),
+        false,
+    )
+    .await
+}
+
+/// Finishes an invocation the storage node pushed back: runs it here from the start, with
+/// the node's reads preloaded (served without fetching them again, validated again by the
+/// next read or the commit), and commits with OCC. `cost` holds what the node attempt cost.
+pub(crate) async fn finish_pushed_back(
+    client: &Client,
+    function_name: &str,
+    args: Bytes,
+    reads: &[PushbackRead],
+    started: Instant,
+    cost: InvokeCost,
+) -> Result<Invocation, ClientError> {
+    let preloaded =
+        TxState::preloaded(reads).map_err(|err| ClientError::Protocol(format!("pushed-back read set: {err}")))?;
+    run_local(client, function_name, args, preloaded, started, cost, true).await
+}
+
+async fn run_local(
+    client: &Client,
+    function_name: &str,
+    args: Bytes,
+    first_tx: TxState,
+    started: Instant,
+    mut cost: InvokeCost,
+    pushed_back: bool,
+) -> Result<Invocation, ClientError> {
     let function =
         client.config().registry.get(function_name).ok_or_else(|| {
             ClientError::server(Status::UnknownFunction, format!("no function named {function_name:?}"))
         })?;
-    let mut cost = InvokeCost::default();
     let mut rng = ferry_func::args::mix64(JITTER_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) | 1;
+    // Only the first attempt may start from preloaded reads: after a conflict they are stale.
+    let mut next_tx = Some(first_tx);
+    let mut local_attempts = 0;
     loop {
+        local_attempts += 1;
         cost.attempts += 1;
         let mut ctx = RemoteCtx {
             client,
             args: args.clone(),
-            tx: TxState::new(),
+            tx: next_tx.take().unwrap_or_default(),
             cost: InvokeCost::default(),
         };
         let (result, app_cpu_ns) = TimedAttempt {
@@ -213,6 +252,7 @@ pub(crate) async fn invoke_local(client: &Client, function_name: &str, args: Byt
                         placement: Placement::Local,
                         latency: started.elapsed(),
                         cost,
+                        pushed_back,
                     })
                 }
                 Err(ClientError::Server {
@@ -225,13 +265,13 @@ pub(crate) async fn invoke_local(client: &Client, function_name: &str, args: Byt
             Err(FnError::Ctx(CtxError::Unavailable(message))) => return Err(ClientError::Disconnected(message)),
             Err(err) => return Err(ClientError::server(Status::FunctionFailed, err.to_string())),
         };
-        if cost.attempts >= MAX_LOCAL_ATTEMPTS {
+        if local_attempts >= MAX_LOCAL_ATTEMPTS {
             return Err(ClientError::server(
                 Status::TxAbort,
                 format!("invocation conflicted {MAX_LOCAL_ATTEMPTS} times in a row; last: {conflict}"),
             ));
         }
-        tokio::time::sleep(backoff(cost.attempts, &mut rng)).await;
+        tokio::time::sleep(backoff(local_attempts, &mut rng)).await;
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use ferry_proto::{CommitWrite, ReadVersion};
+use ferry_proto::{CommitWrite, PushbackRead, ReadVersion};
 
 use crate::ctx::CtxError;
 
@@ -193,6 +193,36 @@ impl TxState {
                 version: read.version,
             })
             .collect()
+    }
+
+    /// The read set with the values read, as a pushback hands it to the client.
+    pub fn reads_with_values(&self) -> Vec<PushbackRead> {
+        self.reads
+            .iter()
+            .map(|read| PushbackRead {
+                read: ReadVersion {
+                    table: read.table.clone(),
+                    key: read.key.clone(),
+                    version: read.version,
+                },
+                value: read.value.clone(),
+            })
+            .collect()
+    }
+
+    /// A transaction that starts from reads another runtime already made (a pushback):
+    /// later reads of those objects are served from them, not fetched again.
+    pub fn preloaded(reads: &[PushbackRead]) -> Result<TxState, CtxError> {
+        let mut tx = TxState::new();
+        for read in reads {
+            tx.record_read(
+                &read.read.table,
+                read.read.key.clone(),
+                read.read.version,
+                read.value.clone(),
+            )?;
+        }
+        Ok(tx)
     }
 
     /// The write set in protocol form, for a commit.

@@ -13,6 +13,9 @@ pub const MAX_MULTIGET_KEYS: usize = 1024;
 /// memory one transaction can pin on the storage node.
 pub const MAX_TX_ITEMS: usize = 4096;
 
+/// Invoke flag: the client accepts a `pushback` answer.
+const INVOKE_FLAG_PUSHBACK: u8 = 1;
+
 /// Most entries in a stats response.
 pub const MAX_STAT_ENTRIES: usize = 4096;
 
@@ -129,6 +132,9 @@ pub enum Request {
         function: String,
         /// Opaque arguments, passed to the function unchanged.
         args: Bytes,
+        /// The client accepts a `pushback` answer (ASFP): an overloaded node may suspend
+        /// the invocation and hand back its read and write sets for the client to finish.
+        allow_pushback: bool,
     },
     /// Validate `reads` and install `writes` atomically (OCC commit).
     Commit {
@@ -187,9 +193,15 @@ impl Request {
                 }
                 put_read_set(out, validate)
             }
-            Request::Invoke { function, args } => {
+            Request::Invoke {
+                function,
+                args,
+                allow_pushback,
+            } => {
                 put_bytes16(out, function.as_bytes(), "function name")?;
-                put_bytes32(out, args, "args")
+                put_bytes32(out, args, "args")?;
+                out.put_u8(if *allow_pushback { INVOKE_FLAG_PUSHBACK } else { 0 });
+                Ok(())
             }
             Request::Commit { reads, writes } => {
                 put_read_set(out, reads)?;
@@ -233,10 +245,22 @@ impl Request {
                     validate: read_read_set(&mut r)?,
                 }
             }
-            Opcode::Invoke => Request::Invoke {
-                function: r.string16("function name")?,
-                args: r.bytes32("args")?,
-            },
+            Opcode::Invoke => {
+                let function = r.string16("function name")?;
+                let args = r.bytes32("args")?;
+                let flags = r.u8("invoke flags")?;
+                if flags & !INVOKE_FLAG_PUSHBACK != 0 {
+                    return Err(DecodeError::BadTag {
+                        what: "invoke flags",
+                        tag: flags,
+                    });
+                }
+                Request::Invoke {
+                    function,
+                    args,
+                    allow_pushback: flags & INVOKE_FLAG_PUSHBACK != 0,
+                }
+            }
             Opcode::Commit => Request::Commit {
                 reads: read_read_set(&mut r)?,
                 writes: read_write_set(&mut r)?,

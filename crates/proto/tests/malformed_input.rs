@@ -99,7 +99,13 @@ fn request_strategy() -> impl Strategy<Value = Request> {
             proptest::collection::vec(read_version(), 0..4)
         )
             .prop_map(|(table, keys, validate)| Request::MultiGet { table, keys, validate }),
-        ("[a-z_]{0,12}", bytes_strategy(64)).prop_map(|(function, args)| Request::Invoke { function, args }),
+        ("[a-z_]{0,12}", bytes_strategy(64), any::<bool>()).prop_map(|(function, args, allow_pushback)| {
+            Request::Invoke {
+                function,
+                args,
+                allow_pushback,
+            }
+        }),
         (
             proptest::collection::vec(read_version(), 0..4),
             proptest::collection::vec(

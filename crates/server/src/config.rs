@@ -47,6 +47,50 @@ pub const DEFAULT_IO_THREADS: usize = 1;
 /// Most I/O threads.
 pub const MAX_IO_THREADS: usize = 64;
 
+/// ASFP pushback thresholds. An invocation whose client accepts pushback is handed back at
+/// a data access when its worker is overloaded — it already holds at least
+/// `old_invocations_min` suspended invocations, at least `new_invocations_min` more wait in
+/// its queue, and at least `keep_min` would remain — and the invocation is compute-bound:
+/// its compute so far exceeds `credit_per_access` times its accesses (the slides' c > n·D).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushbackConfig {
+    /// "Some old tasks": a worker holding fewer suspended invocations is not overloaded.
+    pub old_invocations_min: usize,
+    /// "Even more tasks arrive": invocations waiting in the worker's queue.
+    pub new_invocations_min: usize,
+    /// Invocations (suspended + queued) the worker keeps after pushing one back, so it
+    /// never runs dry and idles while clients re-execute.
+    pub keep_min: usize,
+    /// D: compute credit per data access. Pushing back only pays when an invocation's
+    /// compute exceeds what shipping its data would cost the node.
+    pub credit_per_access: Duration,
+}
+
+/// Default D: about what one unbatched remote get costs this node (≈ 5 µs of CPU measured
+/// on the project's machines, docs/BENCHMARKS.md): compute beyond that per access is work
+/// the node would rather ship out.
+pub const DEFAULT_PUSHBACK_CREDIT_PER_ACCESS: Duration = Duration::from_micros(5);
+
+/// Default "old tasks": one suspended invocation means the worker is already juggling work.
+pub const DEFAULT_PUSHBACK_OLD_MIN: usize = 1;
+
+/// Default "more arriving": one waiting invocation.
+pub const DEFAULT_PUSHBACK_NEW_MIN: usize = 1;
+
+/// Default tasks kept: two, so the worker has the next one ready while clients re-execute.
+pub const DEFAULT_PUSHBACK_KEEP_MIN: usize = 2;
+
+impl Default for PushbackConfig {
+    fn default() -> PushbackConfig {
+        PushbackConfig {
+            old_invocations_min: DEFAULT_PUSHBACK_OLD_MIN,
+            new_invocations_min: DEFAULT_PUSHBACK_NEW_MIN,
+            keep_min: DEFAULT_PUSHBACK_KEEP_MIN,
+            credit_per_access: DEFAULT_PUSHBACK_CREDIT_PER_ACCESS,
+        }
+    }
+}
+
 /// One tenant the node serves.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,6 +134,8 @@ pub struct ServerConfig {
     /// Let an I/O thread run a data operation itself when the tenant's home worker sleeps
     /// with an empty queue, saving the hand-off (wake-up and two context switches).
     pub inline_data_ops: bool,
+    /// When invocations are handed back to clients that accept it (ASFP).
+    pub pushback: PushbackConfig,
 }
 
 impl ServerConfig {
@@ -105,6 +151,7 @@ impl ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             spin_iters_per_ms: None,
             inline_data_ops: true,
+            pushback: PushbackConfig::default(),
         }
     }
 
@@ -193,6 +240,14 @@ pub struct ConfigFile {
     pub invoke_budget_ms: Option<u64>,
     /// Most simultaneous connections.
     pub max_connections: Option<usize>,
+    /// Pushback credit D per data access, in nanoseconds.
+    pub pushback_credit_ns: Option<u64>,
+    /// Pushback: suspended invocations needed before pushing back.
+    pub pushback_old_min: Option<usize>,
+    /// Pushback: queued invocations needed before pushing back.
+    pub pushback_new_min: Option<usize>,
+    /// Pushback: invocations kept after a pushback.
+    pub pushback_keep_min: Option<usize>,
     /// Tenants.
     #[serde(default, rename = "tenant")]
     pub tenants: Vec<TenantConfig>,

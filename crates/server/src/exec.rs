@@ -10,13 +10,15 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use ferry_func::{CtxError, FnError, StorageFn};
-use ferry_proto::{MultiGetEntry, Opcode, ReadVersion, Request, Response, ResponseBody, Status, MAX_BODY_BYTES};
+use ferry_proto::{
+    MultiGetEntry, Opcode, PushbackState, ReadVersion, Request, Response, ResponseBody, Status, MAX_BODY_BYTES,
+};
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
 use crate::conn::Outbox;
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
-use crate::store_ctx::{object_refs, write_refs, StoreCtx};
+use crate::store_ctx::{object_refs, write_refs, SharedAttempt, StoreCtx};
 use crate::worker::{CurrentPoll, Task};
 
 /// Attempts of one server-side invocation before it is answered `tx_abort`: conflicts are
@@ -43,6 +45,10 @@ pub(crate) struct Invocation {
     args: Bytes,
     /// The current attempt: the function running against a fresh `StoreCtx`.
     attempt: AttemptFuture,
+    /// The current attempt's transaction state and profile, shared with its `StoreCtx`.
+    state: SharedAttempt,
+    /// The client accepts a pushback answer (ASFP).
+    allow_pushback: bool,
     /// Attempts started so far.
     attempts: u32,
     /// Worker time spent on all attempts, ns.
@@ -61,12 +67,15 @@ pub(crate) enum Stepped {
     Abandoned,
 }
 
-fn start_attempt(tenant: Arc<TenantState>, function: StorageFn, args: Bytes) -> AttemptFuture {
-    Box::pin(async move {
-        let mut ctx = StoreCtx::new(tenant, args);
+fn start_attempt(tenant: Arc<TenantState>, function: StorageFn, args: Bytes) -> (AttemptFuture, SharedAttempt) {
+    let state = SharedAttempt::default();
+    let ctx_state = Arc::clone(&state);
+    let future = Box::pin(async move {
+        let mut ctx = StoreCtx::new(tenant, args, ctx_state);
         let result = function(&mut ctx).await;
         (ctx, result)
-    })
+    });
+    (future, state)
 }
 
 /// Protocol status of a store refusal.
@@ -123,7 +132,12 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         request_id,
         request,
     } = task;
-    if let Request::Invoke { function, args } = request {
+    if let Request::Invoke {
+        function,
+        args,
+        allow_pushback,
+    } = request
+    {
         let Some(function) = node.registry.get(&function) else {
             // Checked by the reader already; kept for safety against a registry mismatch.
             answer(
@@ -135,8 +149,11 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
             );
             return None;
         };
+        let (attempt, state) = start_attempt(Arc::clone(&tenant), function, args.clone());
         let invocation = Invocation {
-            attempt: start_attempt(Arc::clone(&tenant), function, args.clone()),
+            attempt,
+            state,
+            allow_pushback,
             outbox,
             tenant,
             request_id,
@@ -291,12 +308,71 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
                     invocation,
                     "function did not finish before its wall-clock deadline".to_string(),
                 )
+            } else if invocation.allow_pushback && should_push_back(node, worker, &invocation) {
+                push_back(invocation)
             } else {
                 Stepped::Suspended(invocation)
             }
         }
         Ok(Poll::Ready((ctx, result))) => complete(node, worker, invocation, ctx, result),
     }
+}
+
+/// Largest pushback answer, in bytes of values: a bigger read set is not handed back (the
+/// node finishes the invocation instead), so a pushback always fits in one frame.
+const MAX_PUSHBACK_VALUE_BYTES: usize = MAX_BODY_BYTES as usize / 2;
+
+/// ASFP's decision at a yield point: the worker is overloaded and this invocation is
+/// compute-bound (see `PushbackConfig`).
+fn should_push_back(node: &Node, worker: usize, invocation: &Invocation) -> bool {
+    let config = &node.pushback;
+    // The invocation being stepped is out of the running list, so this counts the others.
+    let old = node.pool.slots[worker].running.lock().len();
+    let new = node.pool.queued_invokes(worker);
+    let overloaded =
+        old >= config.old_invocations_min && new >= config.new_invocations_min && old + new >= config.keep_min;
+    if !overloaded {
+        return false;
+    }
+    let state = invocation.state.lock();
+    let compute_ns = invocation.cpu_ns.saturating_sub(state.access_ns);
+    let credit_ns = state
+        .accesses
+        .saturating_mul(config.credit_per_access.as_nanos() as u64);
+    let value_bytes: usize = state
+        .tx
+        .reads()
+        .iter()
+        .filter_map(|read| read.value.as_ref())
+        .map(|v| v.len())
+        .sum();
+    compute_ns > credit_ns && value_bytes <= MAX_PUSHBACK_VALUE_BYTES
+}
+
+/// Suspends the invocation for good and hands its read set (with values, so the client
+/// need not fetch them again) and write set back to the client.
+fn push_back(invocation: Invocation) -> Stepped {
+    let (reads, writes) = {
+        let state = invocation.state.lock();
+        (state.tx.reads_with_values(), state.tx.commit_writes())
+    };
+    let counters = &invocation.tenant.counters;
+    TenantCounters::bump(&counters.pushbacks);
+    counters
+        .pushback_wasted_cpu_ns
+        .fetch_add(invocation.cpu_ns, std::sync::atomic::Ordering::Relaxed);
+    let bytes_returned: usize = reads
+        .iter()
+        .filter_map(|read| read.value.as_ref())
+        .map(|v| v.len())
+        .sum();
+    let response = Response {
+        status: Status::Pushback,
+        cpu_ns: 0,
+        bytes_returned: u32::try_from(bytes_returned).unwrap_or(u32::MAX),
+        body: ResponseBody::Pushback(PushbackState { reads, writes }),
+    };
+    invocation.finish(response)
 }
 
 impl Invocation {
@@ -327,10 +403,12 @@ fn complete(
     };
     // Reads were validated together at the last read, so a read-only invocation is
     // already serialized there; one that wrote must validate again and install.
-    if !ctx.tx.writes().is_empty() {
+    let wrote = !ctx.state.lock().tx.writes().is_empty();
+    if wrote {
         let started = Instant::now();
-        let reads = object_refs(ctx.tx.reads());
-        let writes = write_refs(ctx.tx.writes());
+        let state = ctx.state.lock();
+        let reads = object_refs(state.tx.reads());
+        let writes = write_refs(state.tx.writes());
         let committed = invocation.tenant.store.commit(&reads, &writes);
         let elapsed = started.elapsed().as_nanos() as u64;
         invocation.cpu_ns += elapsed;
@@ -360,7 +438,7 @@ fn retry(mut invocation: Invocation) -> Stepped {
     }
     TenantCounters::bump(&invocation.tenant.counters.invocation_retries);
     invocation.attempts += 1;
-    invocation.attempt = start_attempt(
+    (invocation.attempt, invocation.state) = start_attempt(
         Arc::clone(&invocation.tenant),
         invocation.function,
         invocation.args.clone(),

@@ -51,6 +51,8 @@ pub(crate) struct Node {
     pub(crate) invoke_budget_ns: u64,
     /// Most simultaneous connections.
     pub(crate) max_connections: usize,
+    /// ASFP pushback thresholds.
+    pub(crate) pushback: crate::config::PushbackConfig,
     /// Whether I/O threads may run data operations in a sleeping worker's seat.
     pub(crate) inline_data_ops: bool,
     /// Start time; worker timestamps are nanoseconds since it.
@@ -82,6 +84,7 @@ impl Node {
             invoke_budget_ns: config.invoke_budget.as_nanos() as u64,
             max_connections: config.max_connections,
             inline_data_ops: config.inline_data_ops,
+            pushback: config.pushback.clone(),
             epoch: Instant::now(),
         }
     }

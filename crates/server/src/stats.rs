@@ -24,6 +24,10 @@ pub struct TenantCounters {
     pub overloaded: AtomicU64,
     /// Requests answered `tx_abort`.
     pub tx_aborts: AtomicU64,
+    /// Invocations handed back to their clients (ASFP pushback).
+    pub pushbacks: AtomicU64,
+    /// Node CPU spent on invocations before they were pushed back: work the client redoes.
+    pub pushback_wasted_cpu_ns: AtomicU64,
 }
 
 impl TenantCounters {
@@ -34,7 +38,7 @@ impl TenantCounters {
 
     /// Appends this tenant's counters, named `tenant.<id>.<counter>`.
     pub fn report(&self, tenant: u32, out: &mut Vec<StatEntry>) {
-        let fields: [(&str, &AtomicU64); 8] = [
+        let fields: [(&str, &AtomicU64); 10] = [
             ("requests", &self.requests),
             ("cpu_ns", &self.cpu_ns),
             ("bytes_returned", &self.bytes_returned),
@@ -43,6 +47,8 @@ impl TenantCounters {
             ("invocation_retries", &self.invocation_retries),
             ("overloaded", &self.overloaded),
             ("tx_aborts", &self.tx_aborts),
+            ("pushbacks", &self.pushbacks),
+            ("pushback_wasted_cpu_ns", &self.pushback_wasted_cpu_ns),
         ];
         for (name, counter) in fields {
             out.push(StatEntry {

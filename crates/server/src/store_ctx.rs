@@ -10,6 +10,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use bytes::Bytes;
 
@@ -51,49 +54,85 @@ pub(crate) fn ctx_error(err: StoreError) -> CtxError {
     }
 }
 
+/// What the worker sees of an attempt from outside its future: the transaction state (to
+/// commit it, or to hand it back on pushback) and the profile that classifies the
+/// invocation as compute- or data-bound.
+#[derive(Debug, Default)]
+pub(crate) struct AttemptState {
+    /// Read set and write buffer.
+    pub(crate) tx: TxState,
+    /// Data accesses made so far, counting the one an invocation is yielding at.
+    pub(crate) accesses: u64,
+    /// Time spent inside data accesses; the rest of the poll time is the function's own
+    /// compute.
+    pub(crate) access_ns: u64,
+}
+
+/// An attempt's state, shared by its `StoreCtx` (inside the future) and the worker.
+pub(crate) type SharedAttempt = Arc<Mutex<AttemptState>>;
+
 /// The storage-node side of one invocation attempt.
 pub(crate) struct StoreCtx {
     args: Bytes,
     tenant: Arc<TenantState>,
-    /// Read set and write buffer, committed by the worker when the function returns.
-    pub(crate) tx: TxState,
-    /// Data accesses made (for profiling and pushback decisions).
-    pub(crate) accesses: u64,
+    /// Shared with the worker, which commits it when the function returns.
+    pub(crate) state: SharedAttempt,
 }
 
 impl StoreCtx {
-    pub(crate) fn new(tenant: Arc<TenantState>, args: Bytes) -> StoreCtx {
-        StoreCtx {
-            args,
-            tenant,
-            tx: TxState::new(),
-            accesses: 0,
-        }
+    pub(crate) fn new(tenant: Arc<TenantState>, args: Bytes, state: SharedAttempt) -> StoreCtx {
+        StoreCtx { args, tenant, state }
+    }
+
+    /// Counts an access before its yield point, so a worker deciding at that point knows
+    /// how many accesses the invocation has made.
+    fn begin_access(&self) {
+        self.state.lock().accesses += 1;
     }
 
     /// Reads `keys` of `table` (those not already known to the transaction), validating
     /// the read set atomically with the read.
     fn read(&mut self, table: &str, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, CtxError> {
-        self.accesses += 1;
-        let missing = self.tx.missing(table, keys);
-        if !missing.is_empty() {
-            let validate = object_refs(self.tx.reads());
-            let values = self
-                .tenant
-                .store
-                .read_validated(table, &missing, &validate)
-                .map_err(ctx_error)?;
-            for (key, value) in missing.iter().zip(values) {
-                let (version, value) = match value {
-                    Some((version, value)) => (version, Some(value)),
-                    None => (ferry_store::VERSION_ABSENT, None),
-                };
-                self.tx
-                    .record_read(table, Bytes::copy_from_slice(key), version, value)?;
-            }
-        }
-        self.tx.known(table, keys)
+        let started = Instant::now();
+        let mut state = self.state.lock();
+        let result = read_into(&self.tenant, &mut state.tx, table, keys);
+        state.access_ns += started.elapsed().as_nanos() as u64;
+        result
     }
+
+    fn write(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
+        let started = Instant::now();
+        let mut state = self.state.lock();
+        let result = ferry_store::tenant::check_write(table, key, value.as_deref())
+            .map_err(ctx_error)
+            .and_then(|()| state.tx.buffer_write(table, key, value));
+        state.access_ns += started.elapsed().as_nanos() as u64;
+        result
+    }
+}
+
+fn read_into(
+    tenant: &TenantState,
+    tx: &mut TxState,
+    table: &str,
+    keys: &[&[u8]],
+) -> Result<Vec<Option<Bytes>>, CtxError> {
+    let missing = tx.missing(table, keys);
+    if !missing.is_empty() {
+        let validate = object_refs(tx.reads());
+        let values = tenant
+            .store
+            .read_validated(table, &missing, &validate)
+            .map_err(ctx_error)?;
+        for (key, value) in missing.iter().zip(values) {
+            let (version, value) = match value {
+                Some((version, value)) => (version, Some(value)),
+                None => (ferry_store::VERSION_ABSENT, None),
+            };
+            tx.record_read(table, Bytes::copy_from_slice(key), version, value)?;
+        }
+    }
+    tx.known(table, keys)
 }
 
 /// A transaction's read set as the store takes it.
@@ -127,6 +166,7 @@ impl Ctx for StoreCtx {
 
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
         Box::pin(async move {
+            self.begin_access();
             yield_once().await;
             Ok(self.read(table, &[key])?.pop().flatten())
         })
@@ -134,6 +174,7 @@ impl Ctx for StoreCtx {
 
     fn multiget<'a>(&'a mut self, table: &'a str, keys: &'a [Bytes]) -> CtxFuture<'a, Vec<Option<Bytes>>> {
         Box::pin(async move {
+            self.begin_access();
             yield_once().await;
             let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
             self.read(table, &keys)
@@ -142,19 +183,17 @@ impl Ctx for StoreCtx {
 
     fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> CtxFuture<'a, ()> {
         Box::pin(async move {
+            self.begin_access();
             yield_once().await;
-            self.accesses += 1;
-            ferry_store::tenant::check_write(table, key, Some(&value)).map_err(ctx_error)?;
-            self.tx.buffer_write(table, key, Some(value))
+            self.write(table, key, Some(value))
         })
     }
 
     fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()> {
         Box::pin(async move {
+            self.begin_access();
             yield_once().await;
-            self.accesses += 1;
-            ferry_store::tenant::check_write(table, key, None).map_err(ctx_error)?;
-            self.tx.buffer_write(table, key, None)
+            self.write(table, key, None)
         })
     }
 }

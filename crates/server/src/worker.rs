@@ -76,6 +76,12 @@ struct Queue {
     tasks: Mutex<VecDeque<Task>>,
     /// Mirror of `tasks.len()` readable without the lock (stealing, sleeping checks).
     len: AtomicUsize,
+    /// How many of the queued tasks are invocations (ASFP's "new tasks arriving").
+    invokes: AtomicUsize,
+}
+
+fn is_invoke(task: &Task) -> bool {
+    matches!(task.request, Request::Invoke { .. })
 }
 
 /// Per-worker state other threads need to see.
@@ -115,6 +121,7 @@ impl Pool {
                 .map(|_| Queue {
                     tasks: Mutex::new(VecDeque::new()),
                     len: AtomicUsize::new(0),
+                    invokes: AtomicUsize::new(0),
                 })
                 .collect(),
             slots: (0..workers)
@@ -144,6 +151,11 @@ impl Pool {
         self.queues[index].len.load(Ordering::SeqCst)
     }
 
+    /// Invocations waiting in worker `index`'s queue.
+    pub(crate) fn queued_invokes(&self, index: usize) -> usize {
+        self.queues[index].invokes.load(Ordering::SeqCst)
+    }
+
     /// Queues `task` on worker `home`; gives it back when that queue is full.
     pub(crate) fn submit(&self, home: usize, task: Task) -> Result<(), Task> {
         let queue = &self.queues[home];
@@ -151,6 +163,9 @@ impl Pool {
             let mut tasks = queue.tasks.lock();
             if tasks.len() >= self.capacity {
                 return Err(task);
+            }
+            if is_invoke(&task) {
+                queue.invokes.fetch_add(1, Ordering::SeqCst);
             }
             tasks.push_back(task);
             queue.len.fetch_add(1, Ordering::SeqCst);
@@ -200,8 +215,11 @@ impl Pool {
         }
         let mut tasks = queue.tasks.lock();
         let task = tasks.pop_front();
-        if task.is_some() {
+        if let Some(task) = &task {
             queue.len.fetch_sub(1, Ordering::SeqCst);
+            if is_invoke(task) {
+                queue.invokes.fetch_sub(1, Ordering::SeqCst);
+            }
         }
         task
     }

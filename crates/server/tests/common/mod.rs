@@ -59,6 +59,19 @@ fn writes(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     })
 }
 
+/// Reads `pushback.a`, burns its args' u64 of nanoseconds, reads `pushback.b`, and returns
+/// both values joined: compute-bound between its two accesses, so a node with a small
+/// pushback credit hands it back at the second one.
+fn reads_two(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    let spin = u64::from_le_bytes(ctx.args()[..8].try_into().unwrap_or([0; 8]));
+    Box::pin(async move {
+        let a = ctx.get("pushback", b"a").await?.unwrap_or_default();
+        ferry_func::work::spin_ns(spin);
+        let b = ctx.get("pushback", b"b").await?.unwrap_or_default();
+        Ok(Bytes::from([&a[..], b"|", &b[..]].concat()))
+    })
+}
+
 pub fn registry() -> Registry {
     let mut registry = Registry::with_builtins();
     registry.register("test.panic", panics).unwrap();
@@ -66,6 +79,7 @@ pub fn registry() -> Registry {
     registry.register("test.spin", spins).unwrap();
     registry.register("test.loop", loops).unwrap();
     registry.register("test.write", writes).unwrap();
+    registry.register("test.reads_two", reads_two).unwrap();
     registry
 }
 

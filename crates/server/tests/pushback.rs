@@ -1,0 +1,154 @@
+//! ASFP pushback end to end: a pushed-back invocation finishes on the client with the same
+//! result, without the node re-sending what it already read, and every path stays
+//! serializable when remote, local and pushed-back invocations race.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use ferry_client::{Client, ClientError, Placement};
+use ferry_func::builtins::ycsbt;
+use ferry_server::config::PushbackConfig;
+
+/// A node that considers itself always overloaded, with credit `credit` per access.
+fn eager_pushback_node(credit: Duration) -> ferry_server::ServerHandle {
+    let mut config = config(1);
+    config.pushback = PushbackConfig {
+        old_invocations_min: 0,
+        new_invocations_min: 0,
+        keep_min: 0,
+        credit_per_access: credit,
+    };
+    start_with(config)
+}
+
+#[tokio::test]
+async fn a_pushed_back_invocation_finishes_locally_with_the_same_result_and_no_refetch() {
+    // Credit 100 µs: nothing is spent before the first access, so the node keeps it then;
+    // after reading `a` and burning 20 ms it is far over 2 × 100 µs at the second access.
+    let server = eager_pushback_node(Duration::from_micros(100));
+    let client = client_a(&server).await;
+    let a = vec![b'A'; 3000];
+    let b = vec![b'B'; 500];
+    client.put("pushback", b"a", &a).await.unwrap();
+    client.put("pushback", b"b", &b).await.unwrap();
+    let args = Bytes::copy_from_slice(&20_000_000u64.to_le_bytes());
+
+    let remote = client.invoke_remote("test.reads_two", args.clone()).await.unwrap();
+    assert!(
+        !remote.pushed_back,
+        "invocations that do not allow pushback are never pushed back"
+    );
+    assert_eq!(remote.placement, Placement::Remote);
+
+    let pushed = client.invoke_pushable("test.reads_two", args).await.unwrap();
+    assert!(pushed.pushed_back, "the node must hand this invocation back");
+    assert_eq!(pushed.placement, Placement::Local);
+    assert_eq!(pushed.result, remote.result, "same result wherever it finished");
+    // The node read `a` and sent it with the pushback; the client fetched only `b`.
+    assert_eq!(pushed.cost.round_trips, 2, "the invoke and one get: {:?}", pushed.cost);
+    assert_eq!(
+        pushed.cost.bytes_returned,
+        (a.len() + b.len()) as u64,
+        "{:?}",
+        pushed.cost
+    );
+    assert!(pushed.cost.storage_cpu_ns > 0, "the wasted node attempt is accounted");
+
+    let stats = client.stats().await.unwrap();
+    let stat = |name: &str| stats.iter().find(|s| s.name == name).unwrap().value;
+    assert_eq!(stat("tenant.1.pushbacks"), 1);
+    assert!(stat("tenant.1.pushback_wasted_cpu_ns") > 0);
+    server.shutdown();
+}
+
+const ACCOUNTS: u64 = 6;
+
+/// Transfers through every path at once — remote, local, and pushable (pushed back by a
+/// node with a tiny credit) — must each be applied exactly once if acknowledged.
+#[tokio::test]
+async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
+    let server = eager_pushback_node(Duration::from_nanos(1));
+    let setup = client_a(&server).await;
+    for (key, value) in ycsbt::dataset(ACCOUNTS, 16, 3) {
+        setup.put(ycsbt::TABLE, &key, &value).await.unwrap();
+    }
+    let tasks: Vec<_> = (0..6u64)
+        .map(|task| {
+            let addr = server.local_addr().to_string();
+            tokio::spawn(async move {
+                let mut config = ferry_client::ClientConfig::new(addr, TENANT_A, TOKEN_A);
+                config.registry = registry();
+                let client = Client::connect(config).await.unwrap();
+                let mut applied = Vec::new();
+                let mut pushed_back = 0;
+                for i in 0..40u64 {
+                    let from = (task + i) % ACCOUNTS;
+                    let to = (task * 5 + i * 7 + 1) % ACCOUNTS;
+                    let args = ycsbt::YcsbtArgs::Transfer {
+                        from,
+                        to,
+                        amount: 1,
+                        compute_ns: 50_000,
+                    }
+                    .encode();
+                    let outcome = match (task + i) % 3 {
+                        0 => client.invoke_remote(ycsbt::NAME, args).await,
+                        1 => client.invoke_local(ycsbt::NAME, args).await,
+                        _ => client.invoke_pushable(ycsbt::NAME, args).await,
+                    };
+                    match outcome {
+                        Ok(invocation) => {
+                            pushed_back += u32::from(invocation.pushed_back);
+                            assert_eq!(invocation.result[0], ycsbt::TRANSFER_APPLIED);
+                            if from != to {
+                                applied.push((from, to));
+                            }
+                        }
+                        Err(ClientError::Server {
+                            status: ferry_proto::Status::TxAbort,
+                            ..
+                        }) => {}
+                        Err(err) => panic!("unexpected {err}"),
+                    }
+                }
+                (applied, pushed_back)
+            })
+        })
+        .collect();
+    let mut expected = vec![ycsbt::INITIAL_BALANCE; ACCOUNTS as usize];
+    let mut pushed_back_total = 0;
+    let mut applied_total = 0;
+    for task in tasks {
+        let (applied, pushed_back) = task.await.unwrap();
+        pushed_back_total += pushed_back;
+        applied_total += applied.len();
+        for (from, to) in applied {
+            expected[from as usize] -= 1;
+            expected[to as usize] += 1;
+        }
+    }
+    assert!(
+        pushed_back_total > 0,
+        "some transfers must have taken the pushback path"
+    );
+    assert!(
+        applied_total > 100,
+        "most transfers should get through: {applied_total}"
+    );
+    let mut actual = Vec::new();
+    for account in 0..ACCOUNTS {
+        let value = setup
+            .get(ycsbt::TABLE, &account.to_le_bytes())
+            .await
+            .unwrap()
+            .unwrap()
+            .value;
+        actual.push(u64::from_le_bytes(value[..8].try_into().unwrap()));
+    }
+    assert_eq!(actual, expected, "every acknowledged transfer applied exactly once");
+    assert_eq!(actual.iter().sum::<u64>(), ACCOUNTS * ycsbt::INITIAL_BALANCE);
+    server.shutdown();
+}
