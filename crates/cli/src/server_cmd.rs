@@ -46,6 +46,19 @@ pub struct ServerArgs {
     /// Emulated-work calibration to use instead of measuring (iterations per ms).
     #[arg(long)]
     spin_iters_per_ms: Option<u64>,
+    /// ASFP pushback: compute credit D per data access (e.g. 5us); an invocation that
+    /// allows pushback is handed back when its compute so far exceeds accesses × D.
+    #[arg(long, value_parser = crate::parse_std_duration)]
+    pushback_credit: Option<Duration>,
+    /// ASFP pushback: suspended invocations a worker must hold before pushing back.
+    #[arg(long)]
+    pushback_old_min: Option<usize>,
+    /// ASFP pushback: invocations that must be waiting in the worker's queue.
+    #[arg(long)]
+    pushback_new_min: Option<usize>,
+    /// ASFP pushback: invocations a worker keeps after pushing one back.
+    #[arg(long)]
+    pushback_keep_min: Option<usize>,
     /// Always hand data operations to the worker threads, even when the home worker sleeps
     /// (by default an I/O thread runs them in the sleeping worker's seat; for measurements).
     #[arg(long)]
@@ -93,6 +106,19 @@ pub fn run(args: ServerArgs) -> CmdResult {
         config.max_connections = max;
     }
     config.spin_iters_per_ms = args.spin_iters_per_ms;
+    let pushback = &mut config.pushback;
+    if let Some(credit) = args.pushback_credit.or(file.pushback_credit_ns.map(Duration::from_nanos)) {
+        pushback.credit_per_access = credit;
+    }
+    if let Some(min) = args.pushback_old_min.or(file.pushback_old_min) {
+        pushback.old_invocations_min = min;
+    }
+    if let Some(min) = args.pushback_new_min.or(file.pushback_new_min) {
+        pushback.new_invocations_min = min;
+    }
+    if let Some(min) = args.pushback_keep_min.or(file.pushback_keep_min) {
+        pushback.keep_min = min;
+    }
     config.inline_data_ops = !args.no_inline_data_ops;
     let handle = ferry_server::start(config.clone(), ferry_func::Registry::with_builtins())?;
     // The first stdout line is a contract: tools and tests read the port from it.
