@@ -16,11 +16,14 @@
 //! - [`report`]: timelines as CSV, HTML pages with SVG charts.
 //! - [`sweep`]: `ferry sweep` — the measured upper bound over fixed X.
 //! - [`demo`]: `ferry demo` — an embedded node and every policy on one box.
+//! - [`fairness`]: `ferry fairness` — tenants' CPU shares on a multi-core node, Jain's
+//!   index, and work conservation when one tenant stops.
 //! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
 
 pub mod affinity;
 pub mod child;
 pub mod demo;
+pub mod fairness;
 pub mod kv;
 pub mod latency;
 pub mod load;

@@ -14,6 +14,7 @@ mod bench_cmd;
 mod bench_kv_cmd;
 mod connect;
 mod demo_cmd;
+mod fairness_cmd;
 mod kv_cmd;
 mod load_cmd;
 mod server_cmd;
@@ -55,6 +56,8 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Measure the upper bound: the best goodput within the SLO for each fixed X.
     Sweep(sweep_cmd::SweepArgs),
+    /// Tenants' shares of a multi-core node (Jain's index) and work conservation.
+    Fairness(fairness_cmd::FairnessArgs),
     /// Benchmark raw gets and no-op invocations against a pinned storage node.
     BenchKv(bench_kv_cmd::BenchKvArgs),
     /// Run the discrete-event simulator for one policy.
@@ -72,6 +75,7 @@ fn main() {
         Command::Load(args) => load_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Sweep(args) => sweep_cmd::run(args),
+        Command::Fairness(args) => fairness_cmd::run(args),
         Command::BenchKv(args) => bench_kv_cmd::run(args),
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),

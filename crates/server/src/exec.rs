@@ -120,6 +120,8 @@ fn charge_cpu(node: &Node, worker: usize, tenant: &TenantState, ns: u64) {
     use std::sync::atomic::Ordering::Relaxed;
     tenant.counters.cpu_ns.fetch_add(ns, Relaxed);
     node.pool.slots[worker].counters.busy_ns.fetch_add(ns, Relaxed);
+    // Every task of a tenant waits in its home queue, so that is where its share is kept.
+    node.pool.charge(tenant.home, tenant.id, ns);
 }
 
 /// Runs one task. Data operations are answered here; an invocation takes its first step

@@ -7,6 +7,7 @@
 //!   batches responses into few writes.
 //! - `worker`: the worker threads, their bounded per-core queues, work stealing and the
 //!   watchdog that replaces a worker stuck in a runaway function.
+//! - `fair`: start-time fair queueing of a worker's tasks by tenant CPU time.
 //! - `exec`: executing a task on a worker — data operations directly, storage functions
 //!   step by step with a CPU budget, OCC commit and bounded retries.
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx`.
@@ -16,6 +17,7 @@
 pub mod config;
 mod conn;
 mod exec;
+mod fair;
 mod node;
 pub mod server;
 pub mod stats;

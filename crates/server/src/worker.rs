@@ -23,6 +23,7 @@ use ferry_proto::{Opcode, Request, Response, Status};
 
 use crate::conn::Outbox;
 use crate::exec::{self, Invocation};
+use crate::fair::FairQueue;
 use crate::node::{Node, TenantState};
 use crate::stats::{TenantCounters, WorkerCounters};
 
@@ -73,7 +74,8 @@ pub(crate) struct CurrentPoll {
 }
 
 struct Queue {
-    tasks: Mutex<VecDeque<Task>>,
+    /// Waiting tasks, handed out fairly between the tenants homed here.
+    tasks: Mutex<FairQueue<Task>>,
     /// Mirror of `tasks.len()` readable without the lock (stealing, sleeping checks).
     len: AtomicUsize,
     /// How many of the queued tasks are invocations (ASFP's "new tasks arriving").
@@ -119,7 +121,7 @@ impl Pool {
         Pool {
             queues: (0..workers)
                 .map(|_| Queue {
-                    tasks: Mutex::new(VecDeque::new()),
+                    tasks: Mutex::new(FairQueue::new()),
                     len: AtomicUsize::new(0),
                     invokes: AtomicUsize::new(0),
                 })
@@ -151,6 +153,11 @@ impl Pool {
         self.queues[index].len.load(Ordering::SeqCst)
     }
 
+    /// Charges `ns` of CPU to `tenant` in the fair queue of its home worker `home`.
+    pub(crate) fn charge(&self, home: usize, tenant: u32, ns: u64) {
+        self.queues[home].tasks.lock().charge(tenant, ns);
+    }
+
     /// Invocations waiting in worker `index`'s queue.
     pub(crate) fn queued_invokes(&self, index: usize) -> usize {
         self.queues[index].invokes.load(Ordering::SeqCst)
@@ -167,7 +174,7 @@ impl Pool {
             if is_invoke(&task) {
                 queue.invokes.fetch_add(1, Ordering::SeqCst);
             }
-            tasks.push_back(task);
+            tasks.push(task.tenant.id, task);
             queue.len.fetch_add(1, Ordering::SeqCst);
         }
         // `swap` so that of many submitters only the first pays for the wake-up system call;
@@ -214,7 +221,7 @@ impl Pool {
             return None;
         }
         let mut tasks = queue.tasks.lock();
-        let task = tasks.pop_front();
+        let task = tasks.pop();
         if let Some(task) = &task {
             queue.len.fetch_sub(1, Ordering::SeqCst);
             if is_invoke(task) {
