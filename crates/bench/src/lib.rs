@@ -18,6 +18,7 @@
 //! - [`demo`]: `ferry demo` — an embedded node and every policy on one box.
 //! - [`fairness`]: `ferry fairness` — tenants' CPU shares on a multi-core node, Jain's
 //!   index, and work conservation when one tenant stops.
+//! - [`zipf`]: YCSB's Zipfian key generator.
 //! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
 
 pub mod affinity;
@@ -33,6 +34,7 @@ pub mod redis;
 pub mod report;
 pub mod sweep;
 pub mod testbed;
+pub mod zipf;
 
 use thiserror::Error;
 

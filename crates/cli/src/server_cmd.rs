@@ -107,7 +107,10 @@ pub fn run(args: ServerArgs) -> CmdResult {
     }
     config.spin_iters_per_ms = args.spin_iters_per_ms;
     let pushback = &mut config.pushback;
-    if let Some(credit) = args.pushback_credit.or(file.pushback_credit_ns.map(Duration::from_nanos)) {
+    if let Some(credit) = args
+        .pushback_credit
+        .or(file.pushback_credit_ns.map(Duration::from_nanos))
+    {
         pushback.credit_per_access = credit;
     }
     if let Some(min) = args.pushback_old_min.or(file.pushback_old_min) {

@@ -104,6 +104,12 @@ pub struct SimSweepArgs {
     /// Measured span of each fixed-rate run.
     #[arg(long, default_value = "50ms", allow_hyphen_values = true)]
     measure: String,
+    /// Start of the measured span (default: right after the warm-up). Give a policy run's
+    /// steady window (e.g. `--measure-from 1.5s --measure 500ms` for `ferry sim --duration
+    /// 2s`, same seed) to judge the bound by the same p99 as the run: over the same span,
+    /// with the same node stalls.
+    #[arg(long, allow_hyphen_values = true)]
+    measure_from: Option<String>,
     /// Bisection steps of the rate per X.
     #[arg(long, default_value_t = sweep::BISECTION_STEPS_DEFAULT)]
     bisection_steps: u32,
@@ -285,6 +291,11 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
     cfg.arrivals = s.arrivals()?;
     cfg.warmup = duration("--warmup", &args.warmup)?;
     cfg.measure = duration("--measure", &args.measure)?;
+    cfg.measure_from = args
+        .measure_from
+        .as_deref()
+        .map(|v| duration("--measure-from", v))
+        .transpose()?;
     cfg.bisection_steps = args.bisection_steps;
     cfg.threads = if args.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())

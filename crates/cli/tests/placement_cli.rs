@@ -36,7 +36,10 @@ fn demo_quick_compares_the_three_policies_and_writes_a_report() {
     }
     assert!(table.contains("better of kv and rpc"), "{table}");
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(report.contains("<svg") && report.contains("kayak"), "the report holds the charts");
+    assert!(
+        report.contains("<svg") && report.contains("kayak"),
+        "the report holds the charts"
+    );
     let _ = std::fs::remove_dir_all(out);
 }
 
@@ -47,7 +50,17 @@ fn bench_writes_the_simulators_fields() {
     let json = dir.join("bench.json");
     let csv = dir.join("timeline.csv");
     let output = ferry()
-        .args(["bench", "--workload", "light", "--policy", "rpc", "--duration", "800ms", "--nodes", "2000"])
+        .args([
+            "bench",
+            "--workload",
+            "light",
+            "--policy",
+            "rpc",
+            "--duration",
+            "800ms",
+            "--nodes",
+            "2000",
+        ])
         .args(["--timeline-interval", "100ms", "--json"])
         .arg(&json)
         .arg("--timeline-csv")
@@ -71,7 +84,9 @@ fn bench_writes_the_simulators_fields() {
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert!(csv.starts_with("t_ms,throughput_ops,p99_us"));
     assert_eq!(csv.lines().count(), 9);
-    assert!(std::fs::read_to_string(dir.join("report.html")).unwrap().contains("<svg"));
+    assert!(std::fs::read_to_string(dir.join("report.html"))
+        .unwrap()
+        .contains("<svg"));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -82,11 +97,20 @@ fn bad_placement_flags_fail_with_a_message() {
         (vec!["bench", "--policy", "magic"], "--policy"),
         (vec!["bench", "--slo-p99", "0ms"], "--slo-p99 must be positive"),
         (vec!["bench", "--slo-p99", "fast"], "--slo-p99"),
-        (vec!["bench", "--server", "127.0.0.1:1", "--duration", "1s"], "cannot connect"),
-        (vec!["bench", "--client-cpus", "4000", "--duration", "1s"], "does not exist"),
+        (
+            vec!["bench", "--server", "127.0.0.1:1", "--duration", "1s"],
+            "cannot connect",
+        ),
+        (
+            vec!["bench", "--client-cpus", "4000", "--duration", "1s"],
+            "does not exist",
+        ),
         (vec!["bench", "--server-cpus", "1", "--client-cpus", "1"], "overlap"),
         (vec!["bench", "--target", "http://example.com"], "redis://"),
-        (vec!["bench", "--target", "redis://127.0.0.1:1", "--duration", "1s"], "cannot connect"),
+        (
+            vec!["bench", "--target", "redis://127.0.0.1:1", "--duration", "1s"],
+            "cannot connect",
+        ),
         (vec!["sweep", "--step", "0"], "step"),
         (vec!["sweep", "--workload", "bimodal:a=nothing"], "--workload"),
         (vec!["demo", "--policies", "kv,??"], "--policies"),
@@ -96,7 +120,10 @@ fn bad_placement_flags_fail_with_a_message() {
         let output = ferry().args(&args).output().unwrap();
         assert!(!output.status.success(), "{args:?} should fail");
         let message = stderr(&output);
-        assert!(message.contains(expected), "{args:?}: expected {expected:?} in {message:?}");
+        assert!(
+            message.contains(expected),
+            "{args:?}: expected {expected:?} in {message:?}"
+        );
         assert!(!message.contains("panicked"), "{args:?} panicked: {message}");
     }
 }

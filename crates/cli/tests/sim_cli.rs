@@ -164,3 +164,26 @@ fn sweep_writes_best_and_rows() {
     assert_eq!(v["rows"].as_array().unwrap().len(), 3);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn sweep_measures_a_given_window() {
+    // The bound on a policy run's steady window: same span, same seed.
+    let out = ferry(&[
+        "sim-sweep",
+        "--workload",
+        "heavy",
+        "--x-step",
+        "1",
+        "--bisection-steps",
+        "3",
+        "--measure-from",
+        "100ms",
+        "--measure",
+        "20ms",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("best: X ="));
+    let out = ferry(&["sim-sweep", "--measure-from", "soon"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--measure-from"));
+}

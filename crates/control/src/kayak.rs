@@ -2,7 +2,13 @@
 //!
 //! Two orderings, as in the paper:
 //! - [`LoopOrder::RateThenFraction`] (Algorithm II, the one Kayak ships): the fast inner R
-//!   loop holds the p99 at the SLO, the slow outer X loop climbs the rate it achieves.
+//!   loop holds the pooled p99 at the SLO, the slow outer X loop climbs the rate it
+//!   achieves. X holds while R is not settled (ramping, or re-approaching after a collapse):
+//!   the paper's reason for nesting the loops is that X may only climb a converged R. The
+//!   two loops are coupled through hooks (`outer_x_tick`): the X loop reads the R loop's
+//!   rate-equivalent, feeds the moves of its centre forward into R, re-opens the R loop's
+//!   gain while travelling, and scans a coarse grid when the R loop reports a workload
+//!   change, moving R to each grid point's rate.
 //! - [`LoopOrder::FractionThenRate`] (Algorithm I, the strawman): the fast inner X loop
 //!   minimises the sampled p99 at the current rate, the slow outer loop moves R toward the
 //!   SLO. Under sampled p99s this one oscillates (§4.2, Fig. 7). The outer R step is the
@@ -17,11 +23,40 @@ use crate::arbiter::Arbiter;
 use crate::error::ConfigError;
 use crate::fraction_loop::{
     FractionLoop, FractionLoopConfig, LatencyFractionLoop, FRACTION_PERIOD_DEFAULT, LATENCY_X_GAIN_DEFAULT,
+    LATENCY_X_STEP_MIN,
 };
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
 use crate::quantile::QuantileWindow;
 use crate::rate_loop::{RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
 use crate::time::Nanos;
+
+/// Largest |d ln R / dX| the feed-forward applies: relative slopes of R(X) on the paper's
+/// workloads are ~0.2–1.5; beyond 1 the estimate is more likely noise, and a feed-forward
+/// that overshoots the achievable rate builds a backlog, while one that falls short only
+/// leaves the R loop some climbing.
+pub const FEED_FORWARD_GRADIENT_MAX: f64 = 1.0;
+
+/// Share of a predicted *increase* of the achievable rate the feed-forward applies.
+pub const FEED_FORWARD_UP_SHARE: f64 = 0.5;
+
+/// Largest |Δ ln R| one feed-forward applies: ~10 %, the R loop's own largest step up.
+pub const FEED_FORWARD_STEP_MAX: f64 = 0.1;
+
+/// A move of the X loop's centre at least this large re-opens the R loop's gain: 0.03 of X
+/// moves the achievable rate by 1.5–4 % on the paper's workloads.
+pub const CENTRE_MOVE_REOPEN: f64 = 0.03;
+
+/// The R-loop gain a travelling centre re-opens to: a fifth of the Newton step per period
+/// follows a 5–10 % drift of the achievable rate per X period.
+pub const REOPEN_GAIN: f64 = 0.2;
+
+/// Largest factor a scan's retarget moves R by: the rate-equivalent extrapolated from far
+/// below a knee is only good to a few tens of percent.
+pub const SCAN_RETARGET_MAX: f64 = 1.3;
+
+/// After a scan, R resumes at this share of the best point's rate-equivalent: it was
+/// extrapolated from the scan's lower load, where the proxy says less about the knee.
+pub const SCAN_RESUME_SHARE: f64 = 0.95;
 
 /// Which loop is inner (fast) and which is outer (slow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,12 +96,18 @@ impl KayakConfig {
         let mut rate = RateLoopConfig::new(slo_latency_ns);
         rate.period = FRACTION_PERIOD_DEFAULT;
         rate.window = FRACTION_PERIOD_DEFAULT;
+        // The same R loop, run ten times slower: with ten times the gain per period, so its
+        // time constant (not its per-period step) matches the R-X ordering's, and the
+        // comparison of the two orderings isolates the ordering.
+        let slowdown = FRACTION_PERIOD_DEFAULT.0 as f64 / RATE_PERIOD_DEFAULT.0 as f64;
+        rate.gain = (rate.gain * slowdown).min(1.0);
         KayakConfig {
             order: LoopOrder::FractionThenRate,
             rate,
             fraction: FractionLoopConfig {
                 period: RATE_PERIOD_DEFAULT,
                 gain: LATENCY_X_GAIN_DEFAULT,
+                step_min: LATENCY_X_STEP_MIN,
                 ..FractionLoopConfig::default()
             },
             seed,
@@ -93,14 +134,68 @@ impl KayakConfig {
     }
 }
 
+/// One update of R-X's outer loop at `now`, with its hooks into the inner loop: a workload
+/// change starts a scan; a scan's first period at a grid point moves R to that point's
+/// rate, its end resumes R at the best point's; a travelling centre re-opens the R loop's
+/// gain; every move of the centre is fed forward into R along the averaged slope.
+fn outer_x_tick(rate: &mut RateLoop, fraction: &mut FractionLoop, arbiter: &mut Arbiter, now: Nanos) {
+    if rate.take_regime_change() {
+        // The workload changed: bracket the new optimum before searching.
+        fraction.rescan();
+    }
+    let before = arbiter.x();
+    let centre_before = fraction.centre();
+    let was_scanning = fraction.is_scanning();
+    let x = fraction.tick(now);
+    let scanning = was_scanning || fraction.is_scanning();
+    // A scan disturbs the system on purpose: its violations are not charged to the budget.
+    rate.set_budget_paused(fraction.is_scanning());
+    if let Some(r) = fraction.take_scan_retarget() {
+        rate.rescale((r / rate.rate_ops()).clamp(1.0 / SCAN_RETARGET_MAX, SCAN_RETARGET_MAX));
+    }
+    if let Some((_, r)) = fraction.take_scan_result() {
+        // Resume R where the scan measured the best point, with a margin.
+        rate.rescale(SCAN_RESUME_SHARE * r / rate.rate_ops());
+        rate.reopen(REOPEN_GAIN);
+    }
+    if (fraction.centre() - centre_before).abs() >= CENTRE_MOVE_REOPEN {
+        // The centre is travelling: the achievable rate moves with it faster than the R
+        // loop's averaging gain follows.
+        rate.reopen(REOPEN_GAIN);
+    }
+    if x == before {
+        return;
+    }
+    arbiter.set_x(x);
+    // Feed-forward: move R with the centre along the X loop's slope, so the R loop does not
+    // have to find every move by feedback. (Not with the probes around the centre: a rate
+    // held across a probe pair costs only the tail's convexity, a wrong feed-forward a
+    // backlog.)
+    if let (Some(g), false) = (fraction.slope(), scanning) {
+        let g = g.clamp(-FEED_FORWARD_GRADIENT_MAX, FEED_FORWARD_GRADIENT_MAX);
+        let change = g * (fraction.centre() - centre_before);
+        // Asymmetric: a decrease is applied in full (a rate left above the new knee builds a
+        // backlog), an increase only in part (one left below costs a little throughput while
+        // the R loop climbs).
+        let change = if change > 0.0 {
+            FEED_FORWARD_UP_SHARE * change
+        } else {
+            change
+        };
+        rate.rescale(change.clamp(-FEED_FORWARD_STEP_MAX, FEED_FORWARD_STEP_MAX).exp());
+    }
+    // The latency curve just changed: no secant across it.
+    rate.forget_secant();
+}
+
 /// The loops of one ordering.
 enum Loops {
     /// Algorithm II.
     RateThenFraction {
         /// Inner: Newton rate control.
         rate: RateLoop,
-        /// Outer: gradient ascent on R(X).
-        fraction: FractionLoop,
+        /// Outer: gradient ascent on R(X) (boxed: it is most of the policy's size).
+        fraction: Box<FractionLoop>,
     },
     /// Algorithm I.
     FractionThenRate {
@@ -135,7 +230,7 @@ impl Kayak {
                 "kayak",
                 Loops::RateThenFraction {
                     rate: RateLoop::new(cfg.rate.clone(), now)?,
-                    fraction: FractionLoop::new(cfg.fraction.clone(), now)?,
+                    fraction: Box::new(FractionLoop::new(cfg.fraction.clone(), now)?),
                 },
             ),
             LoopOrder::FractionThenRate => (
@@ -174,22 +269,20 @@ impl Policy for Kayak {
     fn tick(&mut self, now: Nanos) {
         match &mut self.loops {
             Loops::RateThenFraction { rate, fraction } => {
-                // Inner first: the outer loop reads the rate the inner loop just set.
+                // Inner first: the outer loop reads what the inner loop just measured.
                 if now >= rate.next_tick() {
-                    let r = rate.tick(now);
-                    fraction.observe_rate(now, r);
+                    rate.tick(now);
+                    if let Some(r) = rate.equivalent_rate_ops() {
+                        fraction.observe(now, rate.rate_ops(), r);
+                    }
                 }
-                if now >= fraction.next_tick() && !rate.has_reached_slo() {
-                    // R is still ramping up: hold X (the paper's reason for nesting the
-                    // loops is that X may only climb a converged R).
+                if now >= fraction.next_tick() && !rate.is_settled() {
+                    // R is still ramping up, or re-approaching after a collapse (a workload
+                    // change): hold X — the paper's reason for nesting the loops is that X
+                    // may only climb a converged R.
                     fraction.hold(now);
                 } else if now >= fraction.next_tick() {
-                    let x = fraction.tick(now);
-                    if x != self.arbiter.x() {
-                        self.arbiter.set_x(x);
-                        // The latency curve just changed: no secant across it.
-                        rate.forget_secant();
-                    }
+                    outer_x_tick(rate, fraction, &mut self.arbiter, now);
                 }
             }
             Loops::FractionThenRate {

@@ -10,8 +10,10 @@
 //! - [`quantile`]: DDSketch-based latency sketch and sliding time window of sketches.
 //! - [`limiter`]: the token-bucket rate limiter driven by the R loop's rate.
 //! - [`arbiter`]: Bernoulli(X) choice of local or remote per request.
-//! - [`rate_loop`]: the R loop (safeguarded Newton/secant step toward the SLO).
-//! - [`fraction_loop`]: the X loop (gradient ascent on R(X)) and Algorithm I's X step.
+//! - [`rate_loop`]: the R loop (safeguarded Newton step on a p90 proxy, whose setpoint a
+//!   tail-budget integrator calibrates so the pooled p99 meets the SLO).
+//! - [`fraction_loop`]: the X loop (coarse scan, then antithetic-probe gradient ascent on
+//!   R(X)) and Algorithm I's X step.
 //! - [`policy`]: the [`Policy`] trait every policy implements, and the static policies.
 //! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`.
 //! - [`error`]: typed configuration errors.

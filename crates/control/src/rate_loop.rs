@@ -1,37 +1,71 @@
 //! The R loop: find the largest admission rate R whose tail latency meets the SLO
 //! (Kayak §4.3, Pseudocode 1).
 //!
-//! Every period the loop reads the p99 T of the completions of the last window and takes a
-//! Newton (secant) step toward T = SLO: `ΔR = (t0 − T) / s`, where Pseudocode 1 takes the
-//! slope s from the last two points, `s = (T − T_prev) / (R − R_prev)`; when `R + ΔR ≤ 0`
-//! it halves R instead (the paper's safeguard, M = 2). Sampled p99s are noisy, a secant
-//! through two noisy points is noisier still, and above capacity T measures a growing
-//! backlog rather than R. So on top of the paper the step is made robust:
-//! 1. **Slow start.** Until T first reaches [`SLOW_START_EXIT`] × SLO, R doubles every
-//!    period: down there T(R) is flat, its secants are noise, and Newton would crawl.
-//! 2. **Distinguishable points.** The secant is taken against the last *anchor* point, which
-//!    only moves once R has changed by [`SECANT_MIN_REL_DR`]; closer points differ by noise
-//!    more than by R. A secant counts only if T rose with R (Observation 1) and neither
-//!    point was saturated (T > [`SLOPE_SATURATION_FACTOR`] × SLO).
-//! 3. **Slope in elasticity form, smoothed and bounded.** A secant is recorded as an
-//!    elasticity e = Δln T / Δln R (dimensionless, so it stays meaningful as R moves by
-//!    orders of magnitude), averaged over secants ([`ELASTICITY_EWMA_WEIGHT`]) and bounded
-//!    to [[`ELASTICITY_MIN`], [`ELASTICITY_MAX`]]; the step uses the slope s = e·T/R.
-//!    Before the first secant e = [`ELASTICITY_PRIOR`].
-//! 4. **Under-relaxation over a window.** The quantile is taken over a window of several
-//!    periods (pooling enough completions that its p99 is the SLO's p99, not the median of
-//!    short-window p99s), and each period takes [`RATE_GAIN_DEFAULT`] of the Newton step, so
-//!    a latency spike, which stays in the window for several periods, moves R about once.
-//!    In a saturated window (T > [`SLOPE_SATURATION_FACTOR`] × SLO) R is halved outright,
-//!    once per window length (the window shows the same backlog for several periods).
-//! 5. **Trust region.** R grows by at most [`RATE_STEP_UP_NEAR`] per period once T is
-//!    within reach of the SLO (doubling below), and never drops by more than half (the
-//!    paper's safeguard applied to every step).
-//! 6. **Decaying bracket.** The loop remembers the lowest rate seen violating the SLO and
-//!    the highest seen meeting it, and a step goes at most [`BRACKET_STEP_FRACTION`] of the
-//!    way to the bracket's edge (safeguarded Newton: bisection when Newton overshoots). The
-//!    bracket widens by [`BRACKET_DECAY`] per period, so a stale or noise-made bracket
-//!    dissolves within a few hundred milliseconds.
+//! Pseudocode 1 is a safeguarded Newton iteration on the root of T(R) = t0: every period it
+//! reads the p99 T, steps `ΔR = (t0 − T) / s` with the secant slope s of the last two
+//! points, and halves R (M = 2) when the step would make it non-positive. ferry keeps the
+//! Newton step and the safeguard, but two facts about a *sampled* p99 shape what it is
+//! applied to:
+//! - **The SLO is judged on the p99 of all completions over a long span**, and what pools
+//!   additively is the *share of completions slower than t0*: the pooled p99 is ≤ t0
+//!   exactly when the pooled share is ≤ 1 − q. Holding the p99 of each short window at t0
+//!   instead holds their *median* at t0, and the pooled p99 of windows whose rate and luck
+//!   vary is higher (1.1–2× t0 in the simulator).
+//! - **The p99 of a short window is a poor signal.** Slow completions come in bursts (a
+//!   queue excursion makes dozens slow at once), so over 5 ms the share of slow completions
+//!   is zero most of the time and 20–60 % now and then; over 50 ms the window p99 still
+//!   wanders by ±13 %, i.e. ±7 % of R. A loop fast enough to follow X moves would follow
+//!   that noise.
+//!
+//! So the loop is a cascade — a fast inner loop on a low-noise *proxy* of the tail, whose
+//! setpoint a slow outer loop calibrates against the SLO itself:
+//! - **Inner (every period): Newton on the proxy.** The proxy is the p90
+//!   ([`PROXY_QUANTILE_DEFAULT`]) of the last window: it rises with load about as steeply as
+//!   the p99 but wanders half as much (±3.5 % of R over 50 ms). The step is Pseudocode 1's
+//!   Newton step in log space, `Δln R = g · ln(s / T₉₀) / e`, with the proxy's elasticity
+//!   e = d ln T₉₀ / d ln R learned from secants, the setpoint s, and a gain g that follows a
+//!   stochastic-approximation schedule: [`HOLD_GAIN_MAX`] right after the approach, falling
+//!   as 1/k to [`RATE_GAIN_DEFAULT`], so the last steps average dozens of windows.
+//! - **Outer (every period, small gain): integral control of the tail budget.** With f the
+//!   share of the period's completions slower than t0 and b = [`TAIL_BUDGET_DEFAULT`] ×
+//!   (1 − q) the budget, `ln s −= κ (f − b) / b`. The update is *linear* in f, so its only
+//!   fixed point is E[f] = b: whatever the proxy's relation to the p99 (it differs between
+//!   workloads and placements), the pooled share of slow completions — hence the pooled
+//!   p99 — settles at the budget. A burst of slow completions is paid back in full by a
+//!   lower setpoint afterwards, spread over the following periods ([`DEBT_PAY_MAX`]).
+//!
+//! Getting there from a cold start, and back after a collapse:
+//! 1. **Ramp** (multiplicative increase): R doubles every period until the last period's
+//!    proxy reaches [`RAMP_EXIT`] × s; far below the knee T(R) is flat and Newton would
+//!    crawl. A doubling that jumped past the knee (light work's latency curve is a cliff:
+//!    flat, then vertical) is taken back, and R holds while the backlog drains
+//!    ([`DRAIN_PERIODS_MAX`]).
+//! 2. **Approach**: the full Newton step, bounded by [`APPROACH_STEP_MAX`] per period (or
+//!    doubling, while the proxy is still far below and no collapse was seen), until the
+//!    proxy first reaches s; the last step is then taken back (on a cliff the first period
+//!    past the knee can still look fine) and the loop holds.
+//!
+//! Safeguards in every phase:
+//! - a period whose p99 exceeds [`SLOPE_SATURATION_FACTOR`] × t0 is saturated — it measures
+//!   a backlog, not R, so the Newton step is negative whatever the slope — and R is halved
+//!   (the paper's M = 2), once per window so the backlog can drain, and then approached
+//!   again;
+//! - a collapse (a saturated period, or one with more than [`COLLAPSE_SHARE`] slow
+//!   completions) leaves a *ceiling* at [`CEILING_SHARE`] × the rate that collapsed, which
+//!   increases approach only halfway at a time (bisection) and which relaxes by
+//!   [`CEILING_RELAX`] per period.
+//!
+//! Hooks for an outer X loop: `equivalent_rate_ops` (where R should be at this X, without
+//! waiting for R to get there), `rescale` (feed-forward), `reopen` (re-open the gain
+//! schedule after a deliberate move), `set_budget_paused` (a deliberate transient is not
+//! charged to the budget), `take_regime_change` (the workload changed).
+//!
+//! Elasticity: secants are taken during the approach, between points whose rates differ by
+//! at least [`SECANT_MIN_REL_DR`] (closer points differ by noise more than by R), only while
+//! the proxy rose with R, neither point was saturated and one of them was near the setpoint
+//! (far below the knee the slope says nothing about the knee); they are stored as
+//! e = Δln T / Δln R, averaged in log space and bounded to
+//! [[`ELASTICITY_MIN`], [`ELASTICITY_MAX`]].
 
 use std::collections::VecDeque;
 
@@ -54,39 +88,116 @@ pub const RATE_MIN_OPS_DEFAULT: f64 = 100.0;
 /// Ceiling on R: one request per nanosecond, far above anything a node can serve.
 pub const RATE_MAX_OPS_DEFAULT: f64 = 1e9;
 
-/// Default fraction of the Newton step taken per period (under-relaxation). A deviation of
-/// T stays in the default window for [`RATE_WINDOW_PERIODS_DEFAULT`] periods, so R moves by
-/// about half a Newton step on it in total: in the simulator this halves R's wander (its
-/// coefficient of variation at a mixed X drops from ~4 % at 0.25 to ~2 %) and R still
-/// settles within ~0.15 s from a cold start.
-pub const RATE_GAIN_DEFAULT: f64 = 0.125;
+/// Default steady-state fraction of the inner Newton step taken per period (the floor of the
+/// gain schedule): the proxy of one window is uncertain by ~±25 %, i.e. ±12 % of R, so R's
+/// wander falls to ~1–2 % only when each step averages ~50 windows (a time constant of
+/// ~0.25 s). Deliberate moves (X) are followed by feed-forward and a re-opened gain, not by
+/// this gain.
+pub const RATE_GAIN_DEFAULT: f64 = 0.02;
 
-/// Default quantile window, in R-loop periods: 4 × 5 ms = 20 ms pools ~10⁴ completions at
-/// 0.5 Mops, so the window's p99 rests on ~100 tail samples and stall bursts average out.
-pub const RATE_WINDOW_PERIODS_DEFAULT: u64 = 4;
+/// Largest gain of the Hold phase, where its schedule starts (after the approach, and when it
+/// re-opens): half the Newton step per period closes what the approach left within a few
+/// periods.
+pub const HOLD_GAIN_MAX: f64 = 0.5;
 
-/// Largest relative increase of R in one period while T < SLO·[`RATE_NEAR_FRACTION`]:
-/// doubling reaches any rate from the initial one in a few dozen milliseconds.
-pub const RATE_STEP_UP_FAR: f64 = 1.0;
+/// Weight of a new period's error in the moving average that watches for a moved knee:
+/// ~6 periods, long enough that one burst does not trip it.
+pub const ERR_EWMA_WEIGHT: f64 = 0.15;
 
-/// Largest relative increase of R in one period once T ≥ SLO·[`RATE_NEAR_FRACTION`]: near
-/// capacity T(R) is so steep that 10 % more load can multiply the p99, so the loop
-/// approaches the knee in small steps instead of overshooting into a backlog.
-pub const RATE_STEP_UP_NEAR: f64 = 0.1;
+/// The gain schedule re-opens (and a regime change is reported) when the averaged error
+/// exceeds this: the proxy a factor of 1.6 off its setpoint for several periods means the
+/// achievable rate moved (the workload changed: medium → light moves light's p90 to ~0.45 of
+/// the setpoint); light work's noisy proxy, averaged, stays within it.
+pub const GAIN_BOOST_ERR: f64 = 0.5;
 
-/// Where "near the SLO" starts for the trust region, as a fraction of the SLO.
-pub const RATE_NEAR_FRACTION: f64 = 0.5;
+/// The Hold gain halves after this many periods of Hold and keeps falling as 1/k: the
+/// first steps close what the approach left, later ones average the proxy's noise.
+pub const GAIN_HALF_PERIODS: f64 = 8.0;
 
-/// Slow start ends the first time T reaches this fraction of the SLO: above the unloaded
-/// p99 of the paper's workloads (≤ 0.6 × 200 µs with stalls) so noise cannot end it early,
-/// low enough that the last doubling overshoots capacity by at most 2×.
-pub const SLOW_START_EXIT: f64 = 0.75;
+/// Default inner-loop window, in R-loop periods: the proxy quantile is taken over the
+/// completions of the last 2 × 5 ms (~2500 at 0.25 Mops, ~35 000 at 3.5 Mops).
+pub const RATE_WINDOW_PERIODS_DEFAULT: u64 = 2;
+
+/// Default share of the quantile's allowance (1 − q) the loop aims to spend: 0.8 % of
+/// completions slower than the SLO under a p99 SLO. The outer loop holds the pooled share at
+/// its target in the long run; over a 0.5 s window the share still varies with the luck of
+/// that window (bursts), and the 20 % margin keeps such a window's p99 within the SLO.
+pub const TAIL_BUDGET_DEFAULT: f64 = 0.8;
+
+/// Default quantile of the inner loop's proxy: the p90 has ten times more samples above it
+/// than the p99, so over the same window it wanders half as much, and it climbs with load
+/// as steeply (elasticity ~2 at the knee of the paper's workloads).
+pub const PROXY_QUANTILE_DEFAULT: f64 = 0.9;
+
+/// Default starting setpoint of the proxy, as a fraction of the SLO: where the pooled p99
+/// meets the budget, the outer loop settles at 0.42 (light), 0.48 (medium) and 0.53–0.55
+/// (heavy) × the SLO on the paper's workloads; 0.5 is within ±15 % of each, i.e. within a
+/// few percent of the final rate.
+pub const PROXY_SETPOINT_INIT_DEFAULT: f64 = 0.5;
+
+/// Default gain κ of the outer loop (the tail-budget integrator), per period: a period
+/// spending exactly the budget leaves the setpoint alone; one with twice the budget lowers
+/// it by 0.1 %. With the proxy's elasticity the outer loop's time constant is ~1 s: slow
+/// enough that the bursts of slow completions (up to ~50 budget-periods each) move R by a
+/// percent or two, fast enough to correct the setpoint's prior within the first second.
+pub const BUDGET_GAIN_DEFAULT: f64 = 0.001;
+
+/// Most of the tail-budget debt (in budget-periods) paid into the setpoint per period: a
+/// quiet period (no slow completion) is a credit of one, so two lets a burst's debt clear
+/// while quiet periods follow, at half the peak setpoint dip of paying it at once.
+pub const DEBT_PAY_MAX: f64 = 2.0;
+
+/// Lowest setpoint the outer loop may choose, as a fraction of the SLO: a setpoint this
+/// low means the proxy does not track the tail at all, and a floor keeps R from starving.
+pub const PROXY_SETPOINT_MIN: f64 = 0.2;
+
+/// Highest setpoint, as a fraction of the SLO: the p90 cannot exceed the p99.
+pub const PROXY_SETPOINT_MAX: f64 = 1.0;
+
+/// The ramp doubles R while the last period's proxy is below this fraction of the
+/// setpoint: above the unloaded p90 of the paper's workloads (heavy: ~0.55), so the ramp
+/// does not stop at the first noisy period; on a cliff-like curve the doubling still jumps
+/// past the knee, which the ramp then takes back.
+pub const RAMP_EXIT: f64 = 0.75;
+
+/// Most periods R holds after taking back an overshoot while the backlog drains: a step
+/// past the knee leaves up to one period of work queued, which the lowered rate drains
+/// within ~2 periods; if the SLO is still missed then, the saturation safeguard and the
+/// Newton step resume.
+pub const DRAIN_PERIODS_MAX: u32 = 2;
+
+/// Relative upward relaxation of the collapse ceiling per period: 0.05 % per 5 ms (10 % per
+/// second), so a ceiling left by a transient (the ramp's overshoot, a burst, a workload that
+/// got lighter) stops binding within a second, while right after a collapse it keeps R's
+/// increases below the rate that collapsed.
+pub const CEILING_RELAX: f64 = 0.0005;
+
+/// The ceiling a collapse leaves is this share of the rate that collapsed: the knee lies
+/// below that rate (on a cliff-like curve, a few percent below), and increases approach the
+/// ceiling only halfway at a time, so it must sit under the collapse, not on it.
+pub const CEILING_SHARE: f64 = 0.95;
+
+/// A period with more than this share of completions slower than the SLO collapsed (a
+/// backlog built up): its rate becomes the ceiling.
+pub const COLLAPSE_SHARE: f64 = 0.2;
+
+/// Largest part of the distance to the ceiling one increase may cover: one half is
+/// bisection, the step that cannot overshoot a known collapse.
+pub const BRACKET_STEP_FRACTION: f64 = 0.5;
+
+/// Largest relative increase of R per period after the ramp: near capacity T(R) is so steep
+/// that 10 % more load can multiply the p99, so the approach takes bounded steps.
+pub const APPROACH_STEP_MAX: f64 = 0.1;
+
+/// Largest relative decrease of R per period outside saturation: one bad window must not
+/// throw R far below the knee.
+pub const STEP_DOWN_MAX: f64 = 0.2;
 
 /// Largest relative decrease of R in one period: halving is the paper's safeguard (M = 2).
 pub const RATE_STEP_DOWN_MAX: f64 = 0.5;
 
 /// Smallest relative change of R between two points for their secant to be trusted: a
-/// window's p99 is uncertain by ~10–20 %, so only over a ≥ 5 % change of R does the
+/// window's proxy is uncertain by ~10–20 %, so only over a ≥ 5 % change of R does the
 /// resulting elasticity estimate carry more signal than noise.
 pub const SECANT_MIN_REL_DR: f64 = 0.05;
 
@@ -96,28 +207,20 @@ pub const ELASTICITY_EWMA_WEIGHT: f64 = 0.5;
 /// Elasticity assumed before any secant: a moderately loaded queue (T roughly ∝ R²).
 pub const ELASTICITY_PRIOR: f64 = 2.0;
 
-/// A point with T above this multiple of the SLO is saturated: its latency measures the
-/// backlog built while overloaded, not the rate, so no slope is learned from it.
+/// A period with p99 above this multiple of the SLO is saturated: its latency measures the
+/// backlog built while overloaded, not the rate, so no slope is learned from it and R is
+/// halved.
 pub const SLOPE_SATURATION_FACTOR: f64 = 3.0;
 
-/// Smallest elasticity d ln T / d ln R assumed. Below the knee the true elasticity is
-/// lower, but there the trust region, not the slope, limits the step.
+/// Smallest elasticity assumed. Below the knee the true elasticity is lower, but there the
+/// step bound, not the slope, limits the step.
 pub const ELASTICITY_MIN: f64 = 1.0;
 
-/// Largest elasticity assumed: at a p99 SLO 3–20× the unloaded latency, queueing curves
-/// have elasticities of ~2–20; a larger estimate is a noise artefact and would freeze R
-/// (overestimating it only slows the approach, which the bracket then finishes).
+/// Largest elasticity assumed: at the knee, queueing curves have elasticities of ~2–10; a
+/// larger estimate is a noise artefact and would freeze R.
 pub const ELASTICITY_MAX: f64 = 20.0;
 
-/// Relative widening of the remembered bracket per period: 2 % per 5 ms lets a stale edge
-/// fade by 2.7× in 250 ms.
-pub const BRACKET_DECAY: f64 = 0.02;
-
-/// Largest part of the distance to the bracket edge covered by one step: one half is
-/// bisection, the step that cannot overshoot a known violating rate.
-pub const BRACKET_STEP_FRACTION: f64 = 0.5;
-
-/// Fewest completions a window needs before its quantile is trusted; with fewer, R holds.
+/// Fewest completions a period needs before its latencies are trusted; with fewer, R holds.
 pub const SAMPLES_MIN_DEFAULT: u64 = 20;
 
 /// What the R loop aims for and how it runs.
@@ -129,7 +232,8 @@ pub struct RateLoopConfig {
     pub quantile: f64,
     /// Time between two updates of R.
     pub period: Nanos,
-    /// Span of completions the quantile is estimated over (rounded up to whole periods).
+    /// Span of completions the inner loop's proxy is taken over (rounded up to whole
+    /// periods).
     pub window: Nanos,
     /// R before the first update.
     pub rate_init_ops: f64,
@@ -137,14 +241,25 @@ pub struct RateLoopConfig {
     pub rate_min_ops: f64,
     /// Ceiling on R.
     pub rate_max_ops: f64,
-    /// Fraction of each Newton step taken, in (0, 1].
+    /// Fraction of the inner Newton step taken per period once the SLO was reached, in
+    /// (0, 1].
     pub gain: f64,
-    /// Completions a window needs before R is updated from it.
+    /// Share of the quantile's allowance (1 − quantile) of completions slower than the SLO
+    /// the loop aims to spend, in (0, 1].
+    pub tail_budget: f64,
+    /// Quantile of the inner loop's proxy, in (0, quantile].
+    pub proxy_quantile: f64,
+    /// Starting setpoint of the proxy, as a fraction of the SLO latency.
+    pub proxy_setpoint_init: f64,
+    /// Gain κ of the outer (tail-budget) loop per period, in [0, 1]; 0 freezes the setpoint.
+    pub budget_gain: f64,
+    /// Completions a period needs before R is updated from it.
     pub samples_min: u64,
 }
 
 impl RateLoopConfig {
-    /// Defaults (200 Hz, four-period window, p99) for a latency target in nanoseconds.
+    /// Defaults (200 Hz, two-period window, p99 SLO, p90 proxy) for a latency target in
+    /// nanoseconds.
     pub fn new(slo_latency_ns: f64) -> Self {
         RateLoopConfig {
             slo_latency_ns,
@@ -155,6 +270,10 @@ impl RateLoopConfig {
             rate_min_ops: RATE_MIN_OPS_DEFAULT,
             rate_max_ops: RATE_MAX_OPS_DEFAULT,
             gain: RATE_GAIN_DEFAULT,
+            tail_budget: TAIL_BUDGET_DEFAULT,
+            proxy_quantile: PROXY_QUANTILE_DEFAULT,
+            proxy_setpoint_init: PROXY_SETPOINT_INIT_DEFAULT,
+            budget_gain: BUDGET_GAIN_DEFAULT,
             samples_min: SAMPLES_MIN_DEFAULT,
         }
     }
@@ -181,12 +300,44 @@ impl RateLoopConfig {
             self.rate_max_ops,
         )?;
         check_range("R-loop gain", "(0, 1]", self.gain, 1e-6, 1.0)?;
+        check_range("tail budget", "(0, 1]", self.tail_budget, 1e-6, 1.0)?;
+        check_range(
+            "proxy quantile",
+            "(0, SLO quantile]",
+            self.proxy_quantile,
+            1e-9,
+            self.quantile,
+        )?;
+        check_range(
+            "proxy setpoint",
+            "[0.2, 1] × SLO",
+            self.proxy_setpoint_init,
+            PROXY_SETPOINT_MIN,
+            PROXY_SETPOINT_MAX,
+        )?;
+        check_range("tail-budget gain", "[0, 1]", self.budget_gain, 0.0, 1.0)?;
         Ok(())
     }
 
     fn window_slots(&self) -> usize {
         (self.window.0.div_ceil(self.period.0).max(1)) as usize
     }
+
+    /// The share of completions slower than the SLO the loop aims for.
+    fn budget_share(&self) -> f64 {
+        self.tail_budget * (1.0 - self.quantile)
+    }
+}
+
+/// Where the loop is in its search (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Doubling R from the initial rate.
+    Ramp,
+    /// Full, bounded Newton steps toward the setpoint.
+    Approach,
+    /// Damped Newton steps; the outer loop calibrates the setpoint.
+    Hold,
 }
 
 /// Kayak's R loop (Pseudocode 1) with the robustness described in the module docs.
@@ -199,24 +350,52 @@ pub struct RateLoop {
     /// The rate currently applied.
     rate_ops: f64,
     /// Rates applied during the most recent periods (newest last), to pair a window's
-    /// quantile with the rate that produced it.
+    /// proxy with the rate that produced it.
     applied: VecDeque<f64>,
+    /// Completions since the last update.
+    period_count: u64,
+    /// Of those, slower than the SLO.
+    period_slow: u64,
+    /// The proxy's setpoint, ns (calibrated by the outer loop).
+    setpoint_ns: f64,
     /// The anchor (R, T) point the next secant is taken against.
     anchor: Option<(f64, f64)>,
-    /// Lowest rate recently seen violating the SLO (upper edge of the bracket).
-    rate_hi_ops: f64,
-    /// Highest rate recently seen meeting the SLO (lower edge of the bracket).
-    rate_lo_ops: f64,
-    /// Smoothed elasticity d ln T / d ln R, once a valid secant was seen.
+    /// Smoothed elasticity d ln T / d ln R of the proxy, once a valid secant was seen.
     elasticity: Option<f64>,
     /// When the next update is due.
     next_tick: Nanos,
-    /// The latest quantile estimate, for reports.
+    /// The latest SLO-quantile estimate (over the window), for reports.
     estimate_ns: Option<f64>,
-    /// Periods since R was last halved on a saturated window.
+    /// Periods since R was last halved on a saturated period.
     since_halving: u32,
-    /// Whether T has ever come within reach of the SLO (≥ [`RATE_NEAR_FRACTION`] × SLO).
+    /// The current phase.
+    phase: Phase,
+    /// Whether the loop has reached the setpoint at least once (entered Hold).
     reached: bool,
+    /// Periods left during which the backlog of an overshoot drains and R holds.
+    drain: u32,
+    /// The rate of the last approach period within budget: where an approach step that
+    /// went past the knee returns to.
+    approach_base: Option<f64>,
+    /// Lowest rate recently seen to collapse (a period far over budget), relaxed upward by
+    /// CEILING_RELAX per period: increases go at most halfway to it.
+    ceiling_ops: f64,
+    /// Whether the last period collapsed.
+    collapsed: bool,
+    /// Tail-budget overspend not yet paid into the setpoint, in budget-periods.
+    debt: f64,
+    /// The rate-equivalent of the last update (see `equivalent_rate_ops`).
+    equivalent_ops: Option<f64>,
+    /// Set when the gain schedule re-opened on a large sustained error.
+    regime_changed: bool,
+    /// Whether the outer loop's accounting is suspended (see `set_budget_paused`).
+    budget_paused: bool,
+    /// The Hold phase's current gain, in [cfg.gain, HOLD_GAIN_MAX].
+    hold_gain: f64,
+    /// Moving average of the Hold error ln(setpoint / proxy).
+    err_mean: f64,
+    /// Hold periods since the gain schedule (re)started.
+    hold_periods: u32,
 }
 
 impl RateLoop {
@@ -229,13 +408,26 @@ impl RateLoop {
             next_tick: now.saturating_add(cfg.period),
             applied: VecDeque::with_capacity(cfg.window_slots() + 1),
             latencies,
+            period_count: 0,
+            period_slow: 0,
+            setpoint_ns: cfg.proxy_setpoint_init * cfg.slo_latency_ns,
             anchor: None,
-            rate_hi_ops: f64::INFINITY,
-            rate_lo_ops: 0.0,
             elasticity: None,
             estimate_ns: None,
-            reached: false,
             since_halving: u32::MAX,
+            phase: Phase::Ramp,
+            reached: false,
+            drain: 0,
+            approach_base: None,
+            ceiling_ops: f64::INFINITY,
+            collapsed: false,
+            debt: 0.0,
+            equivalent_ops: None,
+            regime_changed: false,
+            budget_paused: false,
+            hold_gain: HOLD_GAIN_MAX,
+            err_mean: 0.0,
+            hold_periods: 0,
             cfg,
         })
     }
@@ -255,33 +447,105 @@ impl RateLoop {
         self.next_tick
     }
 
-    /// The latest tail-latency estimate.
+    /// The latest estimate of the SLO quantile over the window.
     pub fn latency_ns_estimate(&self) -> Option<f64> {
         self.estimate_ns
     }
 
-    /// Whether the loop has climbed to the SLO's neighbourhood: before that R is still
-    /// ramping, and an outer loop reading R would mistake the ramp for a gradient.
+    /// The inner loop's current setpoint for its proxy quantile, ns.
+    pub fn proxy_setpoint_ns(&self) -> f64 {
+        self.setpoint_ns
+    }
+
+    /// Whether the loop has reached the SLO's neighbourhood (its setpoint) at least once:
+    /// before that R is still ramping, and an outer loop reading R would mistake the ramp
+    /// for a gradient.
     pub fn has_reached_slo(&self) -> bool {
         self.reached
+    }
+
+    /// Whether the loop is holding the SLO right now — not ramping, approaching after a
+    /// collapse, or waiting for a backlog to drain — so that its rate (and rate-equivalent)
+    /// describe the system as it is.
+    pub fn is_settled(&self) -> bool {
+        self.phase == Phase::Hold && self.drain == 0
+    }
+
+    /// The smoothed elasticity d ln T / d ln R of the proxy (the prior before any secant).
+    pub fn elasticity(&self) -> f64 {
+        self.elasticity
+            .unwrap_or(ELASTICITY_PRIOR)
+            .clamp(ELASTICITY_MIN, ELASTICITY_MAX)
+    }
+
+    /// The rate at which the inner loop's proxy would sit on its setpoint, as measured by
+    /// the last update: `R̄ · (s / T)^(1/e)` over the window. It says where R is heading
+    /// without waiting for R to get there; None until the loop holds the SLO, and while a
+    /// backlog drains.
+    pub fn equivalent_rate_ops(&self) -> Option<f64> {
+        self.equivalent_ops
+    }
+
+    /// Multiplies R by `factor` (bounded to [1/2, 2]): a feed-forward from a caller that
+    /// knows how the achievable rate moves (the X loop, when it moves X). Ignored before the
+    /// loop holds the SLO.
+    pub fn rescale(&mut self, factor: f64) {
+        if self.phase == Phase::Hold && factor.is_finite() {
+            let f = factor.clamp(1.0 - RATE_STEP_DOWN_MAX, 2.0);
+            self.rate_ops = (self.rate_ops * f).clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+            // The knee moved by the same factor, and with it the rate that collapsed.
+            self.ceiling_ops *= f;
+        }
+    }
+
+    /// Raises the Hold gain to at least `gain` (the schedule then decays from there) and
+    /// forgets the collapse ceiling: for a caller that moved the latency curve on purpose
+    /// by more than the R loop should find by slow averaging (the X loop moving its centre).
+    pub fn reopen(&mut self, gain: f64) {
+        if self.phase == Phase::Hold && gain > 0.0 && gain < HOLD_GAIN_MAX {
+            let periods = (GAIN_HALF_PERIODS * (HOLD_GAIN_MAX / gain - 1.0)) as u32;
+            self.hold_periods = self.hold_periods.min(periods);
+            // The curve moved: a collapse seen on the old one says nothing here.
+            self.ceiling_ops = f64::INFINITY;
+        }
+    }
+
+    /// Suspends (or resumes) the outer loop's accounting of the tail budget: for a caller
+    /// that disturbs the system on purpose for a short while (the X loop's coarse scan),
+    /// whose violations must not depress the setpoint for the next second.
+    pub fn set_budget_paused(&mut self, paused: bool) {
+        if paused != self.budget_paused {
+            // The caller moves the curve around: collapses seen before or during that say
+            // nothing about the curve after.
+            self.ceiling_ops = f64::INFINITY;
+        }
+        self.budget_paused = paused;
+    }
+
+    /// Whether the loop saw the achievable rate jump since the last call (its proxy sat far
+    /// from the setpoint for several periods: the workload changed), and clears the flag.
+    pub fn take_regime_change(&mut self) -> bool {
+        std::mem::take(&mut self.regime_changed)
     }
 
     /// Feeds one completion's latency.
     pub fn on_completion(&mut self, now: Nanos, latency_ns: u64) {
         self.latencies.record(now, latency_ns as f64);
+        self.period_count += 1;
+        if latency_ns as f64 > self.cfg.slo_latency_ns {
+            self.period_slow += 1;
+        }
     }
 
-    /// Forgets the anchor point and the bracket: call when something other than R changed
-    /// the latency curve (X moved, the workload changed), so no secant or bracket spans the
-    /// change. The smoothed elasticity is kept: the curve's shape changes less than its
+    /// Forgets the anchor point: call when something other than R changed the latency curve
+    /// (X moved, the workload changed), so no secant spans the change. The smoothed
+    /// elasticity and the setpoint are kept: the curve's shape changes less than its
     /// position.
     pub fn forget_secant(&mut self) {
         self.anchor = None;
-        self.rate_hi_ops = f64::INFINITY;
-        self.rate_lo_ops = 0.0;
     }
 
-    /// Updates R from the latencies of the last window. Returns the new rate.
+    /// Updates R from the completions of the last period and window. Returns the new rate.
     pub fn tick(&mut self, now: Nanos) -> f64 {
         while self.next_tick <= now {
             self.next_tick = self.next_tick.saturating_add(self.cfg.period);
@@ -290,85 +554,191 @@ impl RateLoop {
         while self.applied.len() > self.cfg.window_slots() {
             self.applied.pop_front();
         }
-        let window = self.latencies.merged(now, self.latencies.span());
-        if window.count() < self.cfg.samples_min {
+        let (count, slow) = (self.period_count, self.period_slow);
+        self.period_count = 0;
+        self.period_slow = 0;
+        if count < self.cfg.samples_min {
             return self.rate_ops;
         }
-        let Some(t) = window.quantile(self.cfg.quantile) else {
+        let window = self.latencies.merged(now, self.latencies.span());
+        let last = self.latencies.merged(now, self.cfg.period);
+        let (Some(proxy), Some(proxy_last), Some(tail_last)) = (
+            window.quantile(self.cfg.proxy_quantile),
+            last.quantile(self.cfg.proxy_quantile),
+            last.quantile(self.cfg.quantile),
+        ) else {
             return self.rate_ops;
         };
-        self.estimate_ns = Some(t);
-        if !self.reached {
-            if t < SLOW_START_EXIT * self.cfg.slo_latency_ns {
-                // Slow start: far below the SLO the latency curve is flat and its secants
-                // are noise, so double R until the SLO comes within reach.
-                self.rate_ops =
-                    (self.rate_ops * (1.0 + RATE_STEP_UP_FAR)).clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
-                return self.rate_ops;
-            }
-            self.reached = true;
-        }
+        self.estimate_ns = window.quantile(self.cfg.quantile);
+        let t0 = self.cfg.slo_latency_ns;
+        let share_slow = slow as f64 / count as f64;
+        self.since_halving = self.since_halving.saturating_add(1);
         let r = self.applied.iter().sum::<f64>() / self.applied.len() as f64;
-        let r_max = self.applied.iter().copied().fold(r, f64::max);
-        self.rate_ops = self.newton_step(r, r_max, t);
+        let saturated = tail_last > SLOPE_SATURATION_FACTOR * t0 && self.phase != Phase::Ramp;
+        self.ceiling_ops *= 1.0 + CEILING_RELAX;
+        let collapsed = saturated || share_slow > COLLAPSE_SHARE || (self.phase == Phase::Ramp && tail_last > t0);
+        if collapsed && !self.collapsed {
+            // A collapse begins: blame the highest rate of the window (the periods after it
+            // still carry its backlog at whatever lower rate, and must not be blamed).
+            let r_max = self.applied.iter().copied().fold(0.0, f64::max);
+            self.ceiling_ops = self.ceiling_ops.min(CEILING_SHARE * r_max);
+        }
+        self.collapsed = collapsed;
+        let next = if self.drain > 0 && !(saturated && self.drain == 1) {
+            // An overshoot was just taken back: R holds while the backlog it built drains —
+            // until a period meets the SLO, for at most DRAIN_PERIODS_MAX (then, if still
+            // saturated, the safeguard below halves) — and nothing is learned from
+            // latencies that measure the backlog, not the rate.
+            self.anchor = None;
+            self.drain = if tail_last <= t0 { 0 } else { self.drain - 1 };
+            self.rate_ops
+        } else if saturated {
+            self.drain = 0;
+            // Saturated: the period measured a backlog, not R, and the full Newton step is
+            // negative whatever the slope, so the safeguard applies — once per window,
+            // which gives the backlog time to drain before R is judged again.
+            if self.phase == Phase::Hold {
+                self.calibrate(share_slow);
+            }
+            if self.since_halving as usize >= self.cfg.window_slots() {
+                self.since_halving = 0;
+                // After a collapse the knee is far above the halved rate: approach it again
+                // (bounded Newton steps) rather than creep up with the Hold gain.
+                if self.phase == Phase::Hold {
+                    self.phase = Phase::Approach;
+                    self.approach_base = None;
+                }
+                self.rate_ops * (1.0 - RATE_STEP_DOWN_MAX)
+            } else {
+                self.rate_ops
+            }
+        } else {
+            match self.phase {
+                Phase::Ramp => self.ramp(proxy_last, tail_last),
+                Phase::Approach => {
+                    let over = tail_last > t0 || share_slow > self.cfg.budget_share();
+                    if !over {
+                        self.learn_elasticity(r, proxy);
+                        self.approach_base = self.applied.back().copied();
+                    }
+                    if over || proxy.min(proxy_last) >= self.setpoint_ns {
+                        // Arrived. The last approach step may have gone past the knee —
+                        // on a cliff-like curve the first period past it can still look
+                        // fine — so it is taken back (to the rate of the last period within
+                        // budget), and after a violation R holds while the backlog drains.
+                        self.phase = Phase::Hold;
+                        self.reached = true;
+                        if over {
+                            self.drain = DRAIN_PERIODS_MAX;
+                        }
+                        match self.approach_base {
+                            // Past a cliff-like knee even the last clean rate can be too high
+                            // (the backlog builds slowly), so a violation goes one step
+                            // further back.
+                            Some(b) if over => b.min(self.rate_ops) / (1.0 + APPROACH_STEP_MAX),
+                            Some(b) => b.min(self.rate_ops),
+                            None => self.rate_ops,
+                        }
+                    } else {
+                        // Still far below (the ramp may have stopped on one noisy period):
+                        // Newton may double R, as the ramp did; near the setpoint it is
+                        // bounded to APPROACH_STEP_MAX.
+                        let up = if proxy < RAMP_EXIT * self.setpoint_ns && self.ceiling_ops.is_infinite() {
+                            1.0
+                        } else {
+                            APPROACH_STEP_MAX
+                        };
+                        self.newton(r, proxy, up)
+                    }
+                }
+                Phase::Hold => {
+                    self.calibrate(share_slow);
+                    self.hold(proxy)
+                }
+            }
+        };
+        let next = if next > self.rate_ops && self.rate_ops < self.ceiling_ops {
+            // Safeguarded step: at most halfway to the rate that last collapsed (bisection
+            // between the last good rate and the collapse).
+            next.min(self.rate_ops + BRACKET_STEP_FRACTION * (self.ceiling_ops - self.rate_ops))
+        } else if next > self.rate_ops {
+            self.rate_ops
+        } else {
+            next
+        };
+        self.rate_ops = next.clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+        self.equivalent_ops = (self.phase == Phase::Hold && self.drain == 0 && !saturated)
+            .then(|| r * ((self.setpoint_ns / proxy).ln() / self.elasticity()).exp());
         self.rate_ops
     }
 
-    /// One safeguarded, damped secant step from the point (r, t); `r_max` is the highest
-    /// rate applied during the window.
-    fn newton_step(&mut self, r: f64, r_max: f64, t: f64) -> f64 {
+    /// Ramp: double until the last period's proxy comes within reach of the setpoint.
+    fn ramp(&mut self, proxy_last: f64, tail_last: f64) -> f64 {
         let t0 = self.cfg.slo_latency_ns;
-        // Age the bracket, then tighten it with this observation (the latest one wins).
-        self.rate_hi_ops *= 1.0 + BRACKET_DECAY;
-        self.rate_lo_ops *= 1.0 - BRACKET_DECAY;
-        if t > t0 {
-            // A saturated window still holds the backlog of the highest rate it saw: blame
-            // that rate, not the (already lowered) mean, or the bracket would cap R below
-            // rates that are perfectly feasible once the backlog drains.
-            let culprit = if t > SLOPE_SATURATION_FACTOR * t0 { r_max } else { r };
-            self.rate_hi_ops = culprit;
-            self.rate_lo_ops = self.rate_lo_ops.min(culprit);
-        } else {
-            self.rate_lo_ops = r;
-            self.rate_hi_ops = self.rate_hi_ops.max(r);
+        if proxy_last < RAMP_EXIT * self.setpoint_ns && tail_last <= t0 {
+            return self.rate_ops * 2.0;
         }
-        self.learn_elasticity(r, t);
+        self.phase = Phase::Approach;
+        if tail_last > t0 {
+            // The last doubling jumped past the knee: the rate before it met the SLO with
+            // room to spare; hold it while the backlog built meanwhile drains.
+            self.drain = DRAIN_PERIODS_MAX;
+            return self.rate_ops / 2.0;
+        }
+        self.rate_ops
+    }
 
-        // Newton with the slope s = e·T/R of the smoothed, bounded elasticity.
-        let e = self
-            .elasticity
-            .unwrap_or(ELASTICITY_PRIOR)
-            .clamp(ELASTICITY_MIN, ELASTICITY_MAX);
-        let slope = e * t / r;
-        let mut next = r + self.cfg.gain * (t0 - t) / slope;
-        self.since_halving = self.since_halving.saturating_add(1);
-        if t > SLOPE_SATURATION_FACTOR * t0 {
-            // A saturated window: the full Newton step is negative whatever the slope (only
-            // the under-relaxation hides it), so the safeguard applies — once per window,
-            // since the window keeps showing the same backlog for several periods.
-            if self.since_halving as usize >= self.cfg.window_slots() {
-                self.since_halving = 0;
-                return (self.rate_ops / 2.0).clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+    /// The outer loop: moves the setpoint so the pooled share of slow completions settles
+    /// at the budget.
+    fn calibrate(&mut self, share_slow: f64) {
+        if self.budget_paused {
+            return;
+        }
+        let budget = self.cfg.budget_share();
+        let t0 = self.cfg.slo_latency_ns;
+        // The overspend, in budget-periods, goes into a debt that is paid into the setpoint
+        // at a bounded pace: a burst of slow completions (tens of budget-periods in one
+        // period) then lowers the setpoint over the following periods instead of in one
+        // jump, while every overspend is still paid in full — the integral, and with it
+        // the fixed point E[f] = b, is unchanged.
+        self.debt += (share_slow - budget) / budget;
+        let pay = self.debt.clamp(-DEBT_PAY_MAX, DEBT_PAY_MAX);
+        self.debt -= pay;
+        let step = -self.cfg.budget_gain * pay;
+        self.setpoint_ns = (self.setpoint_ns * step.exp()).clamp(PROXY_SETPOINT_MIN * t0, PROXY_SETPOINT_MAX * t0);
+    }
+
+    /// A full Newton step in log space from the window's mean rate `r` and proxy `proxy`
+    /// toward the setpoint, increasing R by at most the fraction `up`.
+    fn newton(&self, r: f64, proxy: f64, up: f64) -> f64 {
+        let step = (self.setpoint_ns / proxy).ln() / self.elasticity();
+        let step = step.clamp((1.0 - STEP_DOWN_MAX).ln(), (1.0 + up).ln());
+        // Step from the rate the window measured, but never jump more than the bounds from
+        // the rate applied now.
+        (r * step.exp()).clamp(self.rate_ops * (1.0 - STEP_DOWN_MAX), self.rate_ops * (1.0 + up))
+    }
+
+    /// Hold: a damped Newton step from the current rate, with a gain that adapts to how
+    /// consistently the proxy errs to one side (Kesten's rule).
+    fn hold(&mut self, proxy: f64) -> f64 {
+        let err = (self.setpoint_ns / proxy).ln();
+        self.err_mean = (1.0 - ERR_EWMA_WEIGHT) * self.err_mean + ERR_EWMA_WEIGHT * err;
+        if self.err_mean.abs() > GAIN_BOOST_ERR {
+            // The proxy has sat far off its setpoint for several periods: the achievable
+            // rate moved (the workload changed); re-open the gain schedule.
+            if self.hold_periods > 0 {
+                self.regime_changed = true;
             }
-            return self.rate_ops.min(r);
+            self.hold_periods = 0;
         }
-        if next <= 0.0 {
-            // Pseudocode 1's safeguard: discard the step and halve R.
-            next = r / 2.0;
-        }
-        let up = if t < RATE_NEAR_FRACTION * t0 {
-            RATE_STEP_UP_FAR
-        } else {
-            RATE_STEP_UP_NEAR
-        };
-        next = next.clamp(r * (1.0 - RATE_STEP_DOWN_MAX), r * (1.0 + up));
-        // Stay inside the bracket: go at most halfway to an edge (bisection) per step.
-        if next > r && r < self.rate_hi_ops {
-            next = next.min(r + BRACKET_STEP_FRACTION * (self.rate_hi_ops - r));
-        } else if next < r && r > self.rate_lo_ops {
-            next = next.max(r - BRACKET_STEP_FRACTION * (r - self.rate_lo_ops));
-        }
-        next.clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops)
+        // Stochastic-approximation schedule: large steps right after the approach, then
+        // ever smaller ones (each period's proxy averaged with the ones before), down to
+        // the configured gain that keeps R's wander small.
+        self.hold_gain = (HOLD_GAIN_MAX / (1.0 + self.hold_periods as f64 / GAIN_HALF_PERIODS)).max(self.cfg.gain);
+        self.hold_periods = self.hold_periods.saturating_add(1);
+        let step = (self.hold_gain * err / self.elasticity())
+            .clamp((1.0 - STEP_DOWN_MAX).ln(), (1.0 + APPROACH_STEP_MAX).ln());
+        self.rate_ops * step.exp()
     }
 
     /// Updates the smoothed elasticity from the secant between the anchor and (r, t).
@@ -383,7 +753,8 @@ impl RateLoop {
         }
         let dlt = (t / ta).ln();
         let saturated = SLOPE_SATURATION_FACTOR * self.cfg.slo_latency_ns;
-        if dlt / dlr > 0.0 && t <= saturated && ta <= saturated {
+        let near = RAMP_EXIT * self.setpoint_ns;
+        if dlt / dlr > 0.0 && t <= saturated && ta <= saturated && t.max(ta) >= near {
             let e = (dlt / dlr).clamp(ELASTICITY_MIN, ELASTICITY_MAX);
             self.elasticity = Some(match self.elasticity {
                 None => e,
@@ -398,20 +769,22 @@ impl RateLoop {
 mod tests {
     use super::*;
 
-    /// Drives a loop against a synthetic system whose p99 is `curve(R)`, completing
-    /// `R · period` requests per period, all at that latency.
+    /// Drives a loop against a synthetic system whose latencies at rate R are spread
+    /// log-uniformly over [0.5, 2] × `curve(R)`, completing `R · period` requests per
+    /// period.
     fn drive(cfg: RateLoopConfig, curve: impl Fn(f64) -> f64, periods: usize) -> Vec<f64> {
         let mut rl = RateLoop::new(cfg.clone(), Nanos::ZERO).unwrap();
         let mut rates = Vec::new();
         for k in 1..=periods {
             let now = Nanos(cfg.period.0 * k as u64);
             let r = rl.rate_ops();
-            let n = (r * cfg.period.as_secs_f64()).max(1.0) as u64;
-            let lat = curve(r);
-            for i in 0..n.min(5_000) {
-                // Spread completions over the period just ended.
-                let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n.min(5_000));
-                rl.on_completion(at, lat as u64);
+            let n = ((r * cfg.period.as_secs_f64()).max(1.0) as u64).min(5_000);
+            let mid = curve(r);
+            for i in 0..n {
+                // Spread completions over the period just ended, latencies over a range.
+                let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n);
+                let u = (i * 7919 % n) as f64 / n as f64;
+                rl.on_completion(at, (mid * 0.5 * 4f64.powf(u)).min(1e15) as u64);
             }
             rl.tick(now);
             rates.push(rl.rate_ops());
@@ -430,26 +803,75 @@ mod tests {
         }
     }
 
+    /// The rate at which the share of completions above `t0` is `share` under `drive`'s
+    /// latency spread around an M/M/1 curve.
+    fn rate_at_share(base_ns: f64, cap_ops: f64, t0: f64, share: f64) -> f64 {
+        // Latencies are mid · 0.5 · 4^u, u uniform: P(lat > t0) = 1 − log4(2 t0 / mid).
+        let mid = 2.0 * t0 / 4f64.powf(1.0 - share);
+        cap_ops * (1.0 - base_ns / mid)
+    }
+
     #[test]
-    fn converges_to_the_rate_at_the_slo_from_below() {
-        // Root: 10 µs / (1 − R/1M) = 200 µs → R* = 950 kops.
+    fn settles_where_the_slow_share_meets_the_budget() {
         let cfg = RateLoopConfig::new(200_000.0);
-        let rates = drive(cfg, mm1(10_000.0, 1e6), 80);
-        let last = *rates.last().unwrap();
-        assert!((last - 950_000.0).abs() / 950_000.0 < 0.01, "{last}");
-        // Within 40 periods (0.2 s at 200 Hz) it is already there.
-        assert!((rates[40] - 950_000.0).abs() / 950_000.0 < 0.02, "{}", rates[40]);
+        let target = rate_at_share(10_000.0, 1e6, 200_000.0, cfg.budget_share());
+        let rates = drive(cfg, mm1(10_000.0, 1e6), 1600);
+        let tail = &rates[1200..];
+        let mean = tail.iter().sum::<f64>() / tail.len() as f64;
+        assert!((mean - target).abs() / target < 0.01, "{mean} vs {target}");
+        // The inner loop gets close fast — within 40 periods (0.2 s at 200 Hz) R is within
+        // 10 % — and the outer loop calibrates the rest over ~3 s (its setpoint starts from
+        // a prior made for the simulator's latency distributions, not this synthetic one).
+        assert!((rates[40] - target).abs() / target < 0.1, "{} vs {target}", rates[40]);
+    }
+
+    // Regression: the loop used to hold the p99 of each short window at the SLO, i.e. their
+    // median; with windows whose luck varies, the pooled p99 — what the SLO is judged on —
+    // sat at 1.1–2× the SLO. The tail-budget loop must hold the *pooled* share of slow
+    // completions at the budget.
+    #[test]
+    fn holds_the_pooled_tail_when_windows_vary() {
+        use rand::{Rng, SeedableRng};
+        let cfg = RateLoopConfig::new(200_000.0);
+        let mut rl = RateLoop::new(cfg.clone(), Nanos::ZERO).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let curve = mm1(10_000.0, 1e6);
+        let (mut slow, mut total) = (0u64, 0u64);
+        for k in 1..=2_000u64 {
+            let now = Nanos(cfg.period.0 * k);
+            let r = rl.rate_ops();
+            let n = ((r * cfg.period.as_secs_f64()) as u64).clamp(1, 5_000);
+            // Each period has its own luck: its latency scale varies by ±30 %.
+            let luck: f64 = (rng.gen::<f64>() * 0.6 - 0.3).exp();
+            let mid = curve(r) * luck;
+            for i in 0..n {
+                let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n);
+                let u = (i * 7919 % n) as f64 / n as f64;
+                let lat = (mid * 0.5 * 4f64.powf(u)).min(1e15);
+                rl.on_completion(at, lat as u64);
+                if k > 1_000 {
+                    total += 1;
+                    slow += u64::from(lat > cfg.slo_latency_ns);
+                }
+            }
+            rl.tick(now);
+        }
+        let share = slow as f64 / total as f64;
+        // At or below the allowance (1 %), near the budget the loop aims for (0.8 %).
+        assert!(share <= 1.0 - cfg.quantile, "pooled slow share {share}");
+        assert!(share >= 0.5 * cfg.budget_share(), "too conservative: {share}");
     }
 
     #[test]
     fn converges_from_far_above_using_the_halving_safeguard() {
         let mut cfg = RateLoopConfig::new(200_000.0);
         cfg.rate_init_ops = 5e6;
-        let rates = drive(cfg, mm1(10_000.0, 1e6), 80);
-        // First step from saturation (almost exactly) halves.
+        let target = rate_at_share(10_000.0, 1e6, 200_000.0, cfg.budget_share());
+        let rates = drive(cfg, mm1(10_000.0, 1e6), 1600);
+        // First step from saturation halves.
         assert!((rates[0] - 2.5e6).abs() / 2.5e6 < 0.01, "{}", rates[0]);
         let last = *rates.last().unwrap();
-        assert!((last - 950_000.0).abs() / 950_000.0 < 0.01, "{last}");
+        assert!((last - target).abs() / target < 0.02, "{last} vs {target}");
     }
 
     #[test]
@@ -471,6 +893,12 @@ mod tests {
         assert!(RateLoop::new(cfg, Nanos::ZERO).is_err());
         let mut cfg = RateLoopConfig::new(1000.0);
         cfg.rate_init_ops = 1.0;
+        assert!(RateLoop::new(cfg, Nanos::ZERO).is_err());
+        let mut cfg = RateLoopConfig::new(1000.0);
+        cfg.tail_budget = 0.0;
+        assert!(RateLoop::new(cfg, Nanos::ZERO).is_err());
+        let mut cfg = RateLoopConfig::new(1000.0);
+        cfg.proxy_quantile = 0.999;
         assert!(RateLoop::new(cfg, Nanos::ZERO).is_err());
     }
 }

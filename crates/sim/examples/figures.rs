@@ -4,7 +4,9 @@
 //! cargo run --release -p ferry-sim --example figures -- docs/sim
 //! ```
 //!
-//! Everything is seeded, so the SVGs and `figures.json` come out byte-identical on every run.
+//! Everything is seeded, so the SVGs and `figures.json` come out byte-identical on every run
+//! (the bounds are computed on worker threads, each row by itself, so the thread count does
+//! not change them).
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +20,16 @@ use serde_json::json;
 const SEED: u64 = 1;
 /// X step of the figure sweeps (the CLI's default is 0.02; 0.05 keeps this under a minute).
 const X_STEP: f64 = 0.05;
+/// Steady window of the 2 s runs of (b) and (e): the last quarter, [1.5 s, 2 s].
+const STEADY: (Nanos, Nanos) = (Nanos::from_ms(1_500), Nanos::from_ms(500));
+/// X spacing of the same-window bound around the coarse optimum.
+const BOUND_X_STEP: f64 = 0.05;
+/// Grid steps either side of the coarse optimum the bound measures.
+const BOUND_X_REACH: i32 = 2;
+/// The bound bisects between these shares of the coarse rate at the same X...
+const BOUND_BRACKET: (f64, f64) = (0.85, 1.1);
+/// ...in this many steps (to 0.4 % of it).
+const BOUND_BISECTION_STEPS: u32 = 6;
 /// SLOs of the throughput-vs-SLO panels.
 const SLOS_US: [u64; 4] = [100, 200, 400, 800];
 const WORKLOADS: [&str; 3] = ["light", "medium", "heavy"];
@@ -31,6 +43,65 @@ fn sweep_at(workload: &str, slo_us: u64, threads: usize) -> SweepReport {
     );
     cfg.threads = threads;
     sweep::sweep(&cfg, &sweep::x_grid(X_STEP)).expect("valid sweep")
+}
+
+/// The upper bound judged by the same p99 as a policy run: for each X, the largest rate whose
+/// p99 over the run's steady window `(from, span)` — same seed, hence the same node stalls —
+/// meets the SLO, bisected around the coarse sweep's rate at that X.
+fn window_bound(
+    workload: &str,
+    coarse: &SweepReport,
+    xs: &[f64],
+    window: (Nanos, Nanos),
+    threads: usize,
+) -> Vec<sweep::SweepRow> {
+    let mut cfg = SweepConfig::new(
+        ClusterConfig::default(),
+        parse_workload(workload).expect("preset"),
+        Slo::p99(Nanos::from_us(200)),
+        SEED,
+    );
+    cfg.measure_from = Some(window.0);
+    cfg.measure = window.1;
+    cfg.bisection_steps = BOUND_BISECTION_STEPS;
+    let row_at = |x: f64| {
+        let near = coarse
+            .rows
+            .iter()
+            .min_by(|a, b| (a.rpc_fraction - x).abs().total_cmp(&(b.rpc_fraction - x).abs()))
+            .expect("coarse rows");
+        let (lo, hi) = BOUND_BRACKET;
+        sweep::max_rate_between(&cfg, x, lo * near.rate_ops, hi * near.rate_ops).expect("valid sweep")
+    };
+    let chunks: Vec<Vec<f64>> = xs
+        .chunks(xs.len().div_ceil(threads.max(1)))
+        .map(|c| c.to_vec())
+        .collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|c| s.spawn(|| c.iter().map(|&x| row_at(x)).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("bound thread"))
+            .collect()
+    })
+}
+
+/// The X grid of a bound: ±BOUND_X_REACH steps around `best`, inside [0, 1].
+fn grid_around(best: f64) -> Vec<f64> {
+    (-BOUND_X_REACH..=BOUND_X_REACH)
+        .map(|k| ((best + k as f64 * BOUND_X_STEP) * 100.0).round() / 100.0)
+        .filter(|x| (0.0..=1.0).contains(x))
+        .collect()
+}
+
+/// The best row of a bound.
+fn best_row(rows: &[sweep::SweepRow]) -> &sweep::SweepRow {
+    rows.iter()
+        .max_by(|a, b| a.throughput_ops.total_cmp(&b.throughput_ops))
+        .expect("bound rows")
 }
 
 fn run(workload: &str, policy: &str, duration: Nanos) -> SimReport {
@@ -78,6 +149,7 @@ fn main() {
     let mut rx = Vec::new();
     let mut by_slo = Vec::new();
     let mut best_x = Vec::new();
+    let mut coarse = std::collections::BTreeMap::new();
     for w in WORKLOADS {
         let mut kv = Vec::new();
         let mut rpc = Vec::new();
@@ -101,6 +173,7 @@ fn main() {
                        "kv_ops": at(0.0) * 1e6, "rpc_ops": at(1.0) * 1e6}),
             );
             if slo == 200 {
+                coarse.insert(w, s.clone());
                 rx.push(Series::new(
                     w,
                     s.rows
@@ -135,24 +208,49 @@ fn main() {
     panels.extend(by_slo);
     save(&dir, "a_sweep.svg", Figure::new(panels));
 
-    // (b) Fast loop alone (X = 1) and the dual loop, per workload.
+    // (b) Fast loop alone (X = 1) and the dual loop, per workload, against the bound on the
+    // runs' steady window.
     let mut thr_panels = Vec::new();
     let mut x_series = Vec::new();
+    let mut bounds = std::collections::BTreeMap::new();
     for w in WORKLOADS {
-        let best = numbers[&format!("sweep_{w}_200us")]["best_throughput_ops"]
-            .as_f64()
-            .unwrap_or(1.0);
+        let c = &coarse[w];
+        let mut xs = grid_around(c.best_rpc_fraction);
+        let near_optimum = xs.clone();
+        if !xs.contains(&1.0) {
+            xs.push(1.0);
+        }
+        let rows = window_bound(w, c, &xs, STEADY, threads);
+        let best = best_row(
+            &rows
+                .iter()
+                .filter(|r| near_optimum.contains(&r.rpc_fraction))
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .clone();
+        let at_one = rows
+            .iter()
+            .find(|r| r.rpc_fraction == 1.0)
+            .map_or(0.0, |r| r.throughput_ops);
+        numbers.insert(
+            format!("bound_{w}"),
+            json!({"best_throughput_ops": best.throughput_ops, "best_rpc_fraction": best.rpc_fraction,
+                   "x1_throughput_ops": at_one,
+                   "rows": rows.iter().map(|r| json!([r.rpc_fraction, r.throughput_ops])).collect::<Vec<_>>()}),
+        );
         let fast = run(w, "rpc", Nanos::from_secs(2));
         let dual = run(w, "kayak", Nanos::from_secs(2));
         numbers.insert(
             format!("fast_{w}"),
-            json!({"throughput_ops": fast.throughput_ops, "converge_ms": fast.converge_ms, "p99_us": fast.p99_us}),
+            json!({"throughput_ops": fast.throughput_ops, "converge_ms": fast.converge_ms, "p99_us": fast.p99_us,
+                   "gap_to_bound": fast.throughput_ops / at_one - 1.0}),
         );
         numbers.insert(
             format!("dual_{w}"),
             json!({"throughput_ops": dual.throughput_ops, "converge_ms": dual.converge_ms,
                    "rpc_fraction_mean": dual.rpc_fraction_mean, "p99_us": dual.p99_us,
-                   "gap_to_sweep": dual.throughput_ops / best - 1.0}),
+                   "gap_to_bound": dual.throughput_ops / best.throughput_ops - 1.0}),
         );
         let mut c = chart(
             &format!("{w}: throughput (fast loop at X=1, and dual loop)"),
@@ -163,9 +261,13 @@ fn main() {
                 series("kayak (R-X)", &dual, |t| t.throughput_ops / 1e6),
             ],
         );
-        c.hlines = vec![(best / 1e6, "sweep optimum".into())];
+        c.hlines = vec![
+            (best.throughput_ops / 1e6, "bound (best X, same window)".into()),
+            (at_one / 1e6, "bound at X = 1".into()),
+        ];
         thr_panels.push(c);
         x_series.push(series(&format!("{w}: X"), &dual, |t| t.rpc_fraction));
+        bounds.insert(w, best);
     }
     let mut xc = chart("Dual loop: RPC fraction X", "time (ms)", "X", x_series);
     xc.y_range = Some((0.0, 1.05));
@@ -180,7 +282,8 @@ fn main() {
             .phases
             .iter()
             .map(|p| json!({"phase": p.functions, "start_ms": p.start_ms,
-            "throughput_ops": p.throughput_ops, "rpc_fraction": p.rpc_fraction, "converge_ms": p.converge_ms}))
+            "throughput_ops": p.throughput_ops, "rpc_fraction": p.rpc_fraction, "converge_ms": p.converge_ms,
+            "p99_us": p.p99_us}))
             .collect::<Vec<_>>()),
     );
     let switches: Vec<(f64, String)> = [5_000.0, 10_000.0].iter().map(|&t| (t, "switch".to_string())).collect();
@@ -191,6 +294,16 @@ fn main() {
         vec![series("kayak", &bi, |t| t.throughput_ops / 1e6)],
     );
     c1.vlines = switches.clone();
+    c1.hlines = vec![
+        (
+            bounds["light"].throughput_ops / 1e6,
+            "light bound (2 s runs' window)".into(),
+        ),
+        (
+            bounds["medium"].throughput_ops / 1e6,
+            "medium bound (2 s runs' window)".into(),
+        ),
+    ];
     let mut c2 = chart(
         "Bimodal: X",
         "time (ms)",
@@ -204,9 +317,24 @@ fn main() {
     // (d) X-R vs R-X ordering on heavy.
     let rx_run = run("heavy", "kayak", Nanos::from_secs(3));
     let xr_run = run("heavy", "kayak-xr", Nanos::from_secs(3));
+    let late = |r: &SimReport| {
+        let rows: Vec<&ferry_sim::scenario::TimelineRow> = r.timeline.iter().filter(|t| t.t_ms > 1000.0).collect();
+        let xs: Vec<f64> = rows.iter().map(|t| t.rpc_fraction).collect();
+        let thr: Vec<f64> = rows.iter().map(|t| t.throughput_ops).collect();
+        let sd = |v: &[f64]| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            (
+                (v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / v.len() as f64).sqrt(),
+                m,
+            )
+        };
+        let (x_sd, _) = sd(&xs);
+        let (thr_sd, thr_mean) = sd(&thr);
+        json!({"x_sd": x_sd, "throughput_cv": thr_sd / thr_mean, "throughput_ops": thr_mean})
+    };
     numbers.insert(
         "ordering".into(),
-        json!({"rx_throughput_ops": rx_run.throughput_ops, "xr_throughput_ops": xr_run.throughput_ops}),
+        json!({"rx": late(&rx_run), "xr": late(&xr_run), "rx_p99_us": rx_run.p99_us, "xr_p99_us": xr_run.p99_us}),
     );
     let mut d2 = chart(
         "heavy: X",
@@ -241,18 +369,21 @@ fn main() {
     let mut starts = Vec::new();
     for x0 in [0.0, 0.25, 0.75, 1.0] {
         let r = run("heavy", &format!("kayak:x0={x0}"), Nanos::from_secs(2));
-        starts.push(json!({"x0": x0, "throughput_ops": r.throughput_ops, "rpc_fraction_mean": r.rpc_fraction_mean, "converge_ms": r.converge_ms}));
+        starts.push(
+            json!({"x0": x0, "throughput_ops": r.throughput_ops, "rpc_fraction_mean": r.rpc_fraction_mean,
+                           "converge_ms": r.converge_ms, "p99_us": r.p99_us,
+                           "gap_to_bound": r.throughput_ops / bounds["heavy"].throughput_ops - 1.0}),
+        );
         ex.push(series(&format!("x0 = {x0}"), &r, |t| t.rpc_fraction));
         et.push(series(&format!("x0 = {x0}"), &r, |t| t.throughput_ops / 1e6));
     }
     numbers.insert("starts".into(), json!(starts));
     let mut e1 = chart("heavy: X from four starting points", "time (ms)", "X", ex);
     e1.y_range = Some((0.0, 1.05));
-    save(
-        &dir,
-        "e_starts.svg",
-        Figure::new(vec![e1, chart("heavy: throughput", "time (ms)", "Mops", et)]),
-    );
+    e1.hlines = vec![(bounds["heavy"].rpc_fraction, "bound's best X".into())];
+    let mut e2 = chart("heavy: throughput", "time (ms)", "Mops", et);
+    e2.hlines = vec![(bounds["heavy"].throughput_ops / 1e6, "bound (same window)".into())];
+    save(&dir, "e_starts.svg", Figure::new(vec![e1, e2]));
 
     let path = dir.join("figures.json");
     std::fs::write(

@@ -81,6 +81,9 @@ pub struct EngineConfig<'a> {
     pub windows: Vec<(Nanos, Nanos)>,
     /// Early stop condition.
     pub abort: Option<Abort>,
+    /// No request is released before this time (the nodes' stall processes run from 0
+    /// regardless, so a run released late sees the very stalls a run from 0 sees then).
+    pub arrivals_from: Nanos,
 }
 
 /// Statistics over one measurement window.
@@ -481,7 +484,9 @@ impl Engine<'_, '_> {
     }
 
     fn main_loop(&mut self) {
-        self.push(0, Kind::Arrival, 0);
+        if self.cfg.arrivals_from < self.cfg.duration {
+            self.push(self.cfg.arrivals_from.0, Kind::Arrival, 0);
+        }
         self.schedule_tick(0);
         if let Some(iv) = self.cfg.timeline_interval {
             self.push(iv.0.max(1), Kind::Sample, 0);

@@ -9,7 +9,8 @@
 //!   `ferry bench`), with typed errors.
 //! - [`engine`]: the event loop (event heap, FCFS multi-core nodes, seeded random streams).
 //! - [`scenario`]: one policy run end to end, and its report (timeline, summary, JSON, CSV).
-//! - [`sweep`]: fixed-X runs and the bisection of the rate to the SLO: the upper bound.
+//! - [`sweep`]: fixed-X runs and the bisection of the rate to the SLO: the upper bound,
+//!   measurable on any span of a run (a policy run's steady window).
 //! - [`queueing`]: closed-form M/M/1, M/D/1 and M/M/c results for validation.
 //! - [`plot`]: a dependency-free SVG line/scatter chart writer.
 //! - [`error`]: typed scenario errors.

@@ -314,6 +314,7 @@ impl Scenario {
             timeline_interval: Some(self.timeline_interval),
             windows,
             abort: None,
+            arrivals_from: Nanos::ZERO,
         };
         let out = engine::run(&cfg, policy.as_mut());
         Ok(self.report(policy.name(), &spans, out))

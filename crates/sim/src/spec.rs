@@ -523,8 +523,10 @@ impl PolicySpec {
                     cfg.fraction.x_init = x0;
                 }
                 if let Some(hz) = p.r_hz {
+                    // The window keeps its length in periods.
+                    let periods = cfg.rate.window.0.div_ceil(cfg.rate.period.0.max(1)).max(1);
                     cfg.rate.period = Nanos::from_hz(hz);
-                    cfg.rate.window = cfg.rate.period;
+                    cfg.rate.window = Nanos(cfg.rate.period.0 * periods);
                 }
                 if let Some(hz) = p.x_hz {
                     cfg.fraction.period = Nanos::from_hz(hz);

@@ -64,6 +64,11 @@ pub struct SweepConfig {
     pub warmup: Nanos,
     /// Measurement span per run.
     pub measure: Nanos,
+    /// Start of the measured span; None: right after the warm-up from time 0. Set it to a
+    /// policy run's steady window (with the run's seed) to judge the bound on the very span
+    /// the policy is judged on: the nodes' stalls are the same there, so the two p99s differ
+    /// only by what the policy did. Requests are released from `measure_from − warmup`.
+    pub measure_from: Option<Nanos>,
     /// Bisection steps per X.
     pub bisection_steps: u32,
     /// Worker threads (results do not depend on it).
@@ -81,6 +86,7 @@ impl SweepConfig {
             arrivals: Arrivals::Poisson,
             warmup: WARMUP_DEFAULT,
             measure: MEASURE_DEFAULT,
+            measure_from: None,
             bisection_steps: BISECTION_STEPS_DEFAULT,
             threads: 1,
         }
@@ -143,8 +149,8 @@ pub struct Measurement {
 /// Runs the workload at fixed X and rate, measuring after the warm-up.
 pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, SimError> {
     let mut policy = FixedRate::new(x, rate_ops, cfg.seed ^ 0x5eed)?;
-    let start = cfg.warmup;
-    let end = cfg.warmup + cfg.measure;
+    let start = cfg.measure_from.unwrap_or(cfg.warmup);
+    let end = start + cfg.measure;
     let expected = rate_ops * cfg.measure.as_secs_f64();
     let abort = Abort {
         latency_ns: cfg.slo.latency.0,
@@ -161,6 +167,7 @@ pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, 
         timeline_interval: None,
         windows: vec![(start, end)],
         abort: Some(abort),
+        arrivals_from: start.saturating_sub(cfg.warmup),
     };
     let out = engine::run(&ecfg, &mut policy);
     let w = &out.windows[0];
@@ -201,7 +208,16 @@ pub struct SweepRow {
 /// Bisection of the rate in [0, capacity(X)] to the SLO.
 pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, SimError> {
     let capacity = cfg.workload.capacity_ops(&cfg.cluster, 0, x);
-    let (mut lo, mut hi) = (0.0, capacity);
+    max_rate_between(cfg, x, 0.0, capacity)
+}
+
+/// Bisection of the rate in [`lo_ops`, `hi_ops`] to the SLO, taking `lo_ops` as feasible
+/// and `hi_ops` as not. A narrow bracket around a known estimate (a coarser sweep's rate)
+/// reaches the same precision in fewer runs; if no rate inside it is feasible, `lo_ops`
+/// itself is measured (and the row has rate 0 if it fails too).
+pub fn max_rate_between(cfg: &SweepConfig, x: f64, lo_ops: f64, hi_ops: f64) -> Result<SweepRow, SimError> {
+    let capacity = cfg.workload.capacity_ops(&cfg.cluster, 0, x);
+    let (mut lo, mut hi) = (lo_ops.max(0.0), hi_ops.max(0.0));
     let mut best: Option<Measurement> = None;
     for _ in 0..cfg.bisection_steps {
         let mid = 0.5 * (lo + hi);
@@ -216,10 +232,16 @@ pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, SimError> {
             hi = mid;
         }
     }
+    if best.is_none() && lo > 0.0 {
+        let m = measure(cfg, x, lo)?;
+        if m.feasible {
+            best = Some(m);
+        }
+    }
     Ok(match best {
         Some(m) => SweepRow {
             rpc_fraction: x,
-            rate_ops: lo,
+            rate_ops: m.rate_ops,
             throughput_ops: m.throughput_ops,
             p99_us: m.p99_us,
             latency_us_mean: m.latency_us_mean,

