@@ -44,7 +44,7 @@ fn main() {
             quantile: 0.99,
             progress: false,
         };
-        let drive = drive(&adaptive, &spec).await;
+        let drive = drive(&adaptive, &spec).await.unwrap();
         let latency = drive.steady_latency();
         println!(
             "X {x} rate {rate}: completed {} p50 {:.0} p99 {:.0} p99.9 {:.0} max {:.0} µs, errors {}, dropped {}",

@@ -22,13 +22,15 @@ use serde::Serialize;
 use ferry_client::{Adaptive, Backend, ClientError, Invocation, Placement};
 use ferry_control::{FnId, LatencySketch, Nanos, PolicyState};
 use ferry_func::builtins::traverse;
-use ferry_sim::model::{ComputeDist, Workload};
+use ferry_func::builtins::ycsbt;
+use ferry_sim::model::{ComputeDist, FunctionKind, Workload};
 use ferry_sim::scenario::{converge_ms, TimelineRow, CONVERGE_TOLERANCE, STEADY_FRACTION};
 use ferry_sim::spec::PolicySpec;
 
 use crate::latency::{LatencySummary, Recorder};
 use crate::loadgen::error_kind;
 use crate::testbed::{Testbed, TestbedConfig};
+use crate::zipf::{Zipf, YCSB_THETA};
 use crate::BenchError;
 
 /// Requests in flight at most. A policy's limiter keeps far fewer outstanding when it
@@ -129,6 +131,15 @@ pub struct PlacementReport {
     pub client_cpus: Vec<usize>,
     /// Emulated-work calibration shared by both sides (iterations per ms).
     pub spin_iters_per_ms: u64,
+    /// Invocations the node handed back (ASFP), per second over the run.
+    pub pushbacks_per_s: Option<f64>,
+    /// Share of the run's requests that were pushed back.
+    pub pushback_share: Option<f64>,
+    /// Node CPU spent on attempts it then pushed back, in CPUs (wasted work).
+    pub pushback_wasted_storage_cpus: Option<f64>,
+    /// YCSB-T only: whether the total of all balances was unchanged at the end (every
+    /// acknowledged transfer applied exactly once, nothing else changed a balance).
+    pub invariant_ok: Option<bool>,
     /// Per-interval timeline.
     pub timeline: Vec<TimelineRow>,
 }
@@ -280,17 +291,131 @@ pub fn validate(config: &PlacementBenchConfig) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// Loads the graph `traverse` walks: `nodes` nodes with values as large as the largest
-/// object of the workload.
+/// Loads what the workload's functions read: the graph `traverse` walks (`nodes` nodes,
+/// values as large as the largest object) and, for YCSB-T, the accounts.
 pub async fn load_graph(
     client: &ferry_client::Client,
     workload: &Workload,
     nodes: u64,
     seed: u64,
 ) -> Result<(), BenchError> {
-    let graph: Vec<(Bytes, Bytes)> = traverse::dataset(nodes, object_bytes(workload), seed).collect();
-    crate::load::load_dataset(client, traverse::TABLE, graph).await?;
+    let bytes = object_bytes(workload);
+    if workload.functions.iter().any(|f| f.kind == FunctionKind::Traverse) {
+        let graph: Vec<(Bytes, Bytes)> = traverse::dataset(nodes, bytes, seed).collect();
+        crate::load::load_dataset(client, traverse::TABLE, graph).await?;
+    }
+    if let Some(accounts) = ycsbt_accounts(workload) {
+        let data: Vec<(Bytes, Bytes)> = ycsbt::dataset(accounts, bytes, seed).collect();
+        crate::load::load_dataset(client, ycsbt::TABLE, data).await?;
+    }
     Ok(())
+}
+
+/// This tenant's counter `tenant.<id>.<name>` on the node, if it reports it.
+async fn node_counter(client: &ferry_client::Client, name: &str) -> Option<u64> {
+    let suffix = format!(".{name}");
+    let stats = client.stats().await.ok()?;
+    stats
+        .iter()
+        .find(|stat| stat.name.starts_with("tenant.") && stat.name.ends_with(&suffix))
+        .map(|stat| stat.value)
+}
+
+/// The YCSB-T account count of a workload, if it has YCSB-T functions.
+pub fn ycsbt_accounts(workload: &Workload) -> Option<u64> {
+    workload.functions.iter().find_map(|f| match f.kind {
+        FunctionKind::YcsbtRead { accounts } | FunctionKind::YcsbtTransfer { accounts } => Some(accounts),
+        FunctionKind::Traverse => None,
+    })
+}
+
+/// Balances summed per multiget when checking the closed economy.
+const BALANCE_CHUNK: u64 = ferry_proto::MAX_MULTIGET_KEYS as u64;
+
+/// YCSB-T's invariant: transfers move units, never create or destroy them, so the total of
+/// all balances is what the data set started with.
+pub async fn ycsbt_total_is_conserved(client: &ferry_client::Client, accounts: u64) -> Result<bool, BenchError> {
+    let mut total = 0u64;
+    let mut first = 0;
+    while first < accounts {
+        let last = (first + BALANCE_CHUNK).min(accounts);
+        let keys: Vec<Bytes> = (first..last)
+            .map(|a| Bytes::copy_from_slice(&a.to_le_bytes()))
+            .collect();
+        for object in client.multiget(ycsbt::TABLE, &keys).await? {
+            let value = object
+                .ok_or_else(|| BenchError::Server("an account vanished".into()))?
+                .value;
+            let balance = value
+                .get(..8)
+                .map(|head| u64::from_le_bytes(head.try_into().expect("8 bytes")))
+                .ok_or_else(|| BenchError::Server("an account value is shorter than 8 bytes".into()))?;
+            total += balance;
+        }
+        first = last;
+    }
+    Ok(total == accounts * ycsbt::INITIAL_BALANCE)
+}
+
+/// Builds the request for workload function `index`: its storage function and arguments.
+struct Requests {
+    /// Per function: the Zipfian key chooser of YCSB-T functions.
+    zipf: Vec<Option<Zipf>>,
+}
+
+impl Requests {
+    fn new(workload: &Workload) -> Result<Requests, BenchError> {
+        let zipf = workload
+            .functions
+            .iter()
+            .map(|f| match f.kind {
+                FunctionKind::YcsbtRead { accounts } | FunctionKind::YcsbtTransfer { accounts } => {
+                    Zipf::new(accounts, YCSB_THETA).map(Some).map_err(BenchError::Invalid)
+                }
+                FunctionKind::Traverse => Ok(None),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Requests { zipf })
+    }
+
+    fn make(&self, spec: &DriveSpec<'_>, index: usize, rng: &mut ChaCha8Rng) -> (&'static str, Bytes) {
+        let function = &spec.workload.functions[index];
+        let compute_ns = compute_ns(function.compute, function.dist, rng);
+        let zipf = self.zipf[index].as_ref();
+        match (function.kind, zipf) {
+            (FunctionKind::YcsbtRead { .. }, Some(zipf)) => (
+                ycsbt::NAME,
+                ycsbt::YcsbtArgs::Read {
+                    account: zipf.key(rng),
+                    compute_ns,
+                }
+                .encode(),
+            ),
+            (FunctionKind::YcsbtTransfer { accounts }, Some(zipf)) => {
+                let from = zipf.key(rng);
+                let mut to = zipf.key(rng);
+                if to == from {
+                    to = (from + 1) % accounts;
+                }
+                let args = ycsbt::YcsbtArgs::Transfer {
+                    from,
+                    to,
+                    amount: 1,
+                    compute_ns,
+                };
+                (ycsbt::NAME, args.encode())
+            }
+            _ => (
+                traverse::NAME,
+                traverse::TraverseArgs {
+                    start: rng.gen_range(0..spec.graph_nodes),
+                    depth: function.accesses,
+                    compute_ns,
+                }
+                .encode(),
+            ),
+        }
+    }
 }
 
 /// One stretch of load through a policy, as recorded.
@@ -344,7 +469,8 @@ pub struct DriveSpec<'a> {
 
 /// Releases a saturating backlog of `spec.workload` through `adaptive`'s limiter for
 /// `spec.duration`, then waits for the stragglers.
-pub async fn drive<B: Backend>(adaptive: &Arc<Adaptive<B>>, spec: &DriveSpec<'_>) -> Drive {
+pub async fn drive<B: Backend>(adaptive: &Arc<Adaptive<B>>, spec: &DriveSpec<'_>) -> Result<Drive, BenchError> {
+    let requests = Requests::new(spec.workload)?;
     let recording = Arc::new(Mutex::new(Recording::new(spec.interval, spec.steady_start)));
     let start = Instant::now();
     let sampler = tokio::spawn(sample_states(
@@ -380,20 +506,14 @@ pub async fn drive<B: Backend>(adaptive: &Arc<Adaptive<B>>, spec: &DriveSpec<'_>
         }
         let t = Nanos((due - start).as_nanos() as u64);
         let index = choose(spec.workload, t, &mut rng);
-        let function = &spec.workload.functions[index];
-        let args = traverse::TraverseArgs {
-            start: rng.gen_range(0..spec.graph_nodes),
-            depth: function.accesses,
-            compute_ns: compute_ns(function.compute, function.dist, &mut rng),
-        }
-        .encode();
+        let (function, args) = requests.make(spec, index, &mut rng);
         outstanding.fetch_add(1, Ordering::Relaxed);
         let adaptive = Arc::clone(adaptive);
         let recording = Arc::clone(&recording);
         let outstanding = Arc::clone(&outstanding);
         tokio::spawn(async move {
             let outcome = adaptive
-                .invoke_admitted_as(due, FnId(index as u32), traverse::NAME, args)
+                .invoke_admitted_as(due, FnId(index as u32), function, args)
                 .await;
             let done_at = start.elapsed();
             recording.lock().note(done_at, &outcome);
@@ -414,12 +534,12 @@ pub async fn drive<B: Backend>(adaptive: &Arc<Adaptive<B>>, spec: &DriveSpec<'_>
     // The spawned requests are finished (or abandoned after the drain timeout); take what
     // they recorded.
     let recording = std::mem::replace(&mut *recording.lock(), Recording::new(spec.interval, spec.steady_start));
-    Drive {
+    Ok(Drive {
         final_state,
         recording,
         dropped,
         wall,
-    }
+    })
 }
 
 /// Salt of the request stream's generator, so it is independent of the policy's.
@@ -436,13 +556,41 @@ pub async fn run_on(
     if load {
         load_graph(&client, &config.workload, config.graph_nodes, config.seed).await?;
     }
-    run_backend(testbed, config, client, || testbed.server_cpu_time()).await
+    let counters = |name: &'static str| {
+        let client = client.clone();
+        async move { node_counter(&client, name).await }
+    };
+    let (pushbacks_before, wasted_before) = (counters("pushbacks").await, counters("pushback_wasted_cpu_ns").await);
+    let mut report = run_backend(testbed, config, client.clone(), || testbed.server_cpu_time()).await?;
+    if let (Some(before), Some(after)) = (pushbacks_before, counters("pushbacks").await) {
+        let seconds = report.duration_ms / 1e3;
+        let pushbacks = after.saturating_sub(before) as f64;
+        report.pushbacks_per_s = Some(pushbacks / seconds);
+        report.pushback_share = Some(pushbacks / (report.completed as f64).max(1.0));
+        if let (Some(before), Some(after)) = (wasted_before, counters("pushback_wasted_cpu_ns").await) {
+            report.pushback_wasted_storage_cpus = Some(after.saturating_sub(before) as f64 / 1e9 / seconds);
+        }
+    }
+    if let Some(accounts) = ycsbt_accounts(&config.workload) {
+        report.invariant_ok = Some(ycsbt_total_is_conserved(&client, accounts).await?);
+    }
+    Ok(report)
 }
 
 /// Runs the benchmark against Redis at `target` (`redis://HOST:PORT`): the same generator,
 /// policy and pinning of this side, with `traverse` as a Redis Function or as GETs.
 pub fn run_redis(config: &PlacementBenchConfig, target: &str) -> Result<PlacementReport, BenchError> {
     validate(config)?;
+    if config
+        .workload
+        .functions
+        .iter()
+        .any(|f| f.kind != FunctionKind::Traverse)
+    {
+        return Err(BenchError::Invalid(
+            "the Redis peer implements traverse workloads only (light, medium, heavy, traverse:..., bimodal)".into(),
+        ));
+    }
     let addr = crate::redis::parse_target(target)?;
     let testbed = Testbed::start(&TestbedConfig {
         server: Some(addr.clone()),
@@ -502,7 +650,7 @@ async fn run_backend<B: Backend>(
         quantile: config.quantile,
         progress: config.progress,
     };
-    let drive = drive(&adaptive, &spec).await;
+    let drive = drive(&adaptive, &spec).await?;
     let wall = drive.wall.as_secs_f64();
     let cpus = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
         (Some(before), Some(after)) => Some((after - before).as_secs_f64() / wall),
@@ -541,6 +689,10 @@ async fn run_backend<B: Backend>(
         server_cpus: testbed.server_cpus(),
         client_cpus: config.testbed.client_cpus.clone(),
         spin_iters_per_ms: testbed.spin_iters_per_ms,
+        pushbacks_per_s: None,
+        pushback_share: None,
+        pushback_wasted_storage_cpus: None,
+        invariant_ok: None,
         timeline: summary.timeline,
     })
 }

@@ -162,7 +162,7 @@ async fn probe(
         quantile: config.quantile,
         progress: false,
     };
-    let drive = drive(&adaptive, &spec).await;
+    let drive = drive(&adaptive, &spec).await?;
     let latency = drive.steady_latency();
     let throughput_ops = drive.steady_completed() as f64 / config.probe.as_secs_f64();
     let p99_us = (latency.count > 0).then_some(latency.p99_us);

@@ -67,10 +67,11 @@ impl TestbedArgs {
 /// Flags of `ferry bench`.
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Workload: light, medium, heavy, traverse:depth=D,compute=C, bimodal:a=..,b=..,period=..
+    /// Workload: light, medium, heavy, traverse:depth=D,compute=C, bimodal:a=..,b=..,period=..,
+    /// ycsbt:accounts=N,transfer=F,compute=C
     #[arg(long, default_value = "medium")]
     workload: String,
-    /// Policy: kv, rpc, fixed:X, kayak, kayak-xr.
+    /// Policy: kv, rpc, fixed:X, kayak, kayak-xr, asfp.
     #[arg(long, default_value = "kayak")]
     policy: String,
     /// p99 latency objective (real loopback round trips are ~70 µs: think milliseconds).
@@ -187,6 +188,25 @@ fn print_report(report: &PlacementReport) {
         opt(report.app_cpus_used, 2),
         report.app_function_cpus_used
     );
+    if let (Some(rate), Some(share)) = (report.pushbacks_per_s, report.pushback_share) {
+        if rate > 0.0 {
+            println!(
+                "  pushbacks           {rate:.0}/s ({:.1}% of requests), wasted node CPU {}",
+                share * 100.0,
+                opt(report.pushback_wasted_storage_cpus, 3)
+            );
+        }
+    }
+    if let Some(ok) = report.invariant_ok {
+        println!(
+            "  YCSB-T invariant    {}",
+            if ok {
+                "ok: the total of all balances is unchanged"
+            } else {
+                "VIOLATED: balances do not add up"
+            }
+        );
+    }
     let errors: u64 = report.errors.values().sum();
     println!(
         "  requests            {} ok, {} failed {:?}, {} dropped",

@@ -39,7 +39,8 @@ fn bad_cores_are_rejected() {
 fn unknown_workload_and_policy_are_rejected() {
     sim_fails(&["--workload", "gigantic"], "unknown workload 'gigantic'");
     sim_fails(&["--workload", "traverse:depth=2"], "needs parameter 'compute'");
-    sim_fails(&["--policy", "asfp"], "unknown policy 'asfp'");
+    sim_fails(&["--policy", "asfp"], "does not model ASFP");
+    sim_fails(&["--policy", "pyxis"], "unknown policy 'pyxis'");
     sim_fails(&["--policy", "fixed:1.5"], "out of range");
     sim_fails(&["--policy", "kayak:r-hz=20,x-hz=200"], "must run faster");
 }

@@ -96,13 +96,9 @@ impl<B: Backend> Drop for Adaptive<B> {
 impl<B: Backend> Adaptive<B> {
     /// Wraps `backend` with `policy`. Must be called inside a tokio runtime: it starts the
     /// task that ticks the policy's loops (200 Hz / 20 Hz for Kayak by default).
+    /// Remote invocations accept pushback when the policy says so (ASFP).
     pub fn new(backend: B, policy: Box<dyn Policy>) -> Result<Adaptive<B>, ClientError> {
-        Adaptive::with_pushback(backend, policy, false)
-    }
-
-    /// Like [`Adaptive::new`]; with `pushback`, remote invocations accept being handed back
-    /// by an overloaded node (ASFP) and are then finished locally.
-    pub fn with_pushback(backend: B, policy: Box<dyn Policy>, pushback: bool) -> Result<Adaptive<B>, ClientError> {
+        let pushback = policy.allows_pushback();
         let limiter = TokenBucket::new(Nanos::ZERO, policy.rate_ops(), ADMISSION_BURST)
             .map_err(|err| ClientError::Invalid(format!("rate limiter: {err}")))?;
         let shared = Arc::new(Shared {

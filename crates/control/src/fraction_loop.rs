@@ -108,6 +108,10 @@ pub const SCAN_PERIODS_PER_POINT: usize = 2;
 /// starts a new scan.
 pub const LEVEL_JUMP: f64 = 0.15;
 
+/// X periods after a scan before another may start (see `may_rescan`): 10 periods is half a
+/// second at the default 20 Hz, short next to a workload phase, long next to a scan.
+pub const RESCAN_COOLDOWN_PERIODS: u64 = 10;
+
 /// Periods over which a drift of the moving average is judged (0.5 s)...
 pub const LEVEL_LOOKBACK: usize = 10;
 
@@ -334,6 +338,10 @@ pub struct FractionLoop {
     slope: Option<f64>,
     /// The coarse scan in progress, if any.
     scan: Option<Scan>,
+    /// When the last scan ended: scans are at least RESCAN_COOLDOWN_PERIODS apart.
+    scan_ended_at: Option<Nanos>,
+    /// Time of the latest update.
+    last_tick: Nanos,
     /// Moving average of the periods' mean ln rate during the local search (None right
     /// after a scan): a jump away from it means the workload changed.
     level: Option<f64>,
@@ -368,6 +376,8 @@ impl FractionLoop {
             slope: None,
             scan: Some(Scan::new(cfg.x_init)),
             scan_best: None,
+            scan_ended_at: None,
+            last_tick: Nanos::ZERO,
             retarget: None,
             level: None,
             levels: VecDeque::with_capacity(LEVEL_LOOKBACK + 1),
@@ -378,9 +388,19 @@ impl FractionLoop {
     /// Starts a coarse scan of X at the next update (the workload changed: the optimum may
     /// be anywhere, and a local search would walk there slowly).
     pub fn rescan(&mut self) {
-        if self.scan.is_none() {
+        if self.scan.is_none() && self.may_rescan(self.last_tick) {
             self.scan = Some(Scan::new(self.x));
         }
+    }
+
+    /// Whether a new scan may start at `now`: not within RESCAN_COOLDOWN_PERIODS of the
+    /// last one. A scan disturbs the system on purpose; on a noisy system the evidence of a
+    /// workload change (a jump of the achievable rate) recurs by chance, and back-to-back
+    /// scans would keep X at the grid's extremes instead of near the optimum.
+    fn may_rescan(&self, now: Nanos) -> bool {
+        let cooldown = Nanos(self.cfg.period.0.saturating_mul(RESCAN_COOLDOWN_PERIODS));
+        self.scan_ended_at
+            .is_none_or(|ended| now.saturating_sub(ended) >= cooldown)
     }
 
     /// The rate a scan's first period at a grid point measured, once: the policy moves R
@@ -577,16 +597,22 @@ impl FractionLoop {
         while self.next_tick <= now {
             self.next_tick = self.next_tick.saturating_add(self.cfg.period);
         }
+        self.last_tick = now;
         let Some(y) = self.settled_log_rate(now) else {
             return self.x;
         };
         if let Some(x) = self.scan_step(y) {
+            if self.scan.is_none() {
+                self.scan_ended_at = Some(now);
+            }
             self.x = x;
             self.samples.clear();
             self.changed_at = now;
             return self.x;
         }
-        let drifted = self.levels.len() == LEVEL_LOOKBACK
+        let may_rescan = self.may_rescan(now);
+        let drifted = may_rescan
+            && self.levels.len() == LEVEL_LOOKBACK
             && self
                 .level
                 .zip(self.levels.front().copied())
@@ -603,7 +629,7 @@ impl FractionLoop {
             self.changed_at = now;
             return self.x;
         }
-        if let Some(level) = self.level {
+        if let Some(level) = self.level.filter(|_| may_rescan) {
             if (y - level).abs() > LEVEL_JUMP {
                 // The achievable rate jumped far beyond what probes and noise move it by:
                 // the workload changed. Bracket the new optimum again.

@@ -87,13 +87,23 @@ pub trait Policy: Send {
 
     /// The current control state, for timelines.
     fn state(&self) -> PolicyState;
+
+    /// Whether remote invocations accept being handed back by an overloaded storage node
+    /// (ASFP pushback). Only reactive policies built around it say yes.
+    fn allows_pushback(&self) -> bool {
+        false
+    }
 }
 
 /// A fixed RPC fraction X with the R loop setting the rate: `kv` (X = 0), `rpc` (X = 1),
-/// `fixed:X`. With X fixed this is Kayak's "fast loop only" configuration (§6.1).
+/// `fixed:X`. With X fixed this is Kayak's "fast loop only" configuration (§6.1). With
+/// pushback allowed and X = 1 it is ASFP (ATC '20): everything is shipped to the storage
+/// node, which reactively hands compute-bound invocations back when it is overloaded.
 pub struct FixedFraction {
     /// Name shown in reports.
     name: String,
+    /// Remote invocations accept pushback (ASFP).
+    pushback: bool,
     /// Picks local or remote per request with probability X.
     arbiter: Arbiter,
     /// The rate loop that meets the SLO at this X.
@@ -111,15 +121,28 @@ impl FixedFraction {
     ) -> Result<Self, ConfigError> {
         Ok(FixedFraction {
             name: name.into(),
+            pushback: false,
             arbiter: Arbiter::new(x, seed)?,
             rate: RateLoop::new(rate, now)?,
         })
     }
 }
 
+impl FixedFraction {
+    /// ASFP: all remote, with pushback, the R loop setting the rate.
+    pub fn asfp(rate: RateLoopConfig, now: Nanos, seed: u64) -> Result<Self, ConfigError> {
+        let mut policy = FixedFraction::new("asfp", 1.0, rate, now, seed)?;
+        policy.pushback = true;
+        Ok(policy)
+    }
+}
+
 impl Policy for FixedFraction {
     fn name(&self) -> String {
         self.name.clone()
+    }
+    fn allows_pushback(&self) -> bool {
+        self.pushback
     }
     fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
         self.arbiter.place()

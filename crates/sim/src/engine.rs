@@ -624,15 +624,21 @@ impl Engine<'_, '_> {
         let c = &cl.costs;
         let r = self.reqs[id as usize];
         let f = &self.cfg.workload.functions[r.fn_idx as usize];
-        let accesses = f.accesses;
+        let (accesses, round_trips) = (f.accesses, f.local_round_trips());
         // (service time, bytes of the message sent at the end, or None if the request ends)
         let (service, send) = match (r.placement, r.stage) {
             (Placement::Remote, 0) => (c.app_msg_ns, Some(c.header_bytes)),
             (Placement::Remote, _) => (c.app_msg_ns, None),
             (Placement::Local, 0) => (c.app_invoke_ns + c.app_msg_ns, Some(c.header_bytes)),
             (Placement::Local, s) => {
-                let compute = self.compute_ns(r.fn_idx);
-                let more = s / 2 < accesses;
+                // After read k = s / 2 the function computes; after the commit reply
+                // (k = accesses + 1) it only finishes.
+                let compute = if s / 2 <= accesses {
+                    self.compute_ns(r.fn_idx)
+                } else {
+                    0
+                };
+                let more = s / 2 < round_trips;
                 (c.app_msg_ns + compute, more.then_some(c.header_bytes))
             }
         };
@@ -661,7 +667,7 @@ impl Engine<'_, '_> {
         let c = &cl.costs;
         let r = self.reqs[id as usize];
         let f = &self.cfg.workload.functions[r.fn_idx as usize];
-        let (accesses, object_bytes) = (f.accesses, f.object_bytes);
+        let (accesses, writes, object_bytes) = (f.accesses, f.writes, f.object_bytes);
         let (service, reply_bytes) = match r.placement {
             Placement::Remote => {
                 let mut s = c.storage_msg_ns + c.storage_invoke_ns;
@@ -670,9 +676,14 @@ impl Engine<'_, '_> {
                     let compute = (self.compute_ns(r.fn_idx) as f64 * factor).round() as u64;
                     s += c.storage_get_ns + compute;
                 }
-                (s, c.header_bytes)
+                (s + u64::from(writes) * c.storage_get_ns, c.header_bytes)
             }
-            Placement::Local => (c.storage_msg_ns + c.storage_get_ns, c.header_bytes + object_bytes),
+            // The reads of a local execution, then (for a writing function) its commit,
+            // which installs every written object.
+            Placement::Local if r.stage / 2 < accesses => {
+                (c.storage_msg_ns + c.storage_get_ns, c.header_bytes + object_bytes)
+            }
+            Placement::Local => (c.storage_msg_ns + u64::from(writes) * c.storage_get_ns, c.header_bytes),
         };
         let (start, finish) = self.storage.serve(t, service);
         if let Some(w) = self.window_at(t) {

@@ -232,13 +232,36 @@ pub enum ComputeDist {
     Exp,
 }
 
+/// Which real storage function a workload function stands for, so the real-system benchmark
+/// runs what the simulator models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionKind {
+    /// `traverse`: pointer chasing through a graph of nodes.
+    Traverse,
+    /// `ycsbt` read of one of `accounts` accounts (Zipfian).
+    YcsbtRead {
+        /// Accounts in the table.
+        accounts: u64,
+    },
+    /// `ycsbt` transfer between two of `accounts` accounts (Zipfian).
+    YcsbtTransfer {
+        /// Accounts in the table.
+        accounts: u64,
+    },
+}
+
 /// One storage function of the workload (Pyxis' task: accesses, object size, computation).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FunctionSpec {
     /// Name in reports (`light`, `traverse`, ...).
     pub name: String,
-    /// Storage accesses per invocation (traversal depth).
+    /// What it runs on the real system.
+    pub kind: FunctionKind,
+    /// Storage accesses (reads) per invocation (traversal depth).
     pub accesses: u32,
+    /// Objects written per invocation: a local execution that writes pays one more round
+    /// trip (the OCC commit), the storage node one install per object.
+    pub writes: u32,
     /// Bytes of each object read.
     pub object_bytes: u64,
     /// Compute after each access.
@@ -252,17 +275,27 @@ impl FunctionSpec {
     pub fn traverse(name: &str, depth: u32, compute: Nanos) -> Self {
         FunctionSpec {
             name: name.to_string(),
+            kind: FunctionKind::Traverse,
             accesses: depth,
+            writes: 0,
             object_bytes: OBJECT_BYTES_DEFAULT,
             compute,
             dist: ComputeDist::Fixed,
         }
     }
 
+    /// Storage round trips of a local execution: one per read, plus the commit if it writes.
+    pub fn local_round_trips(&self) -> u32 {
+        self.accesses + u32::from(self.writes > 0)
+    }
+
     /// Rejects functions outside the supported ranges.
     pub fn validate(&self) -> Result<(), SimError> {
         if self.accesses == 0 || self.accesses > ACCESSES_MAX {
             return Err(out_of_range("depth", "[1, 1024]", self.accesses));
+        }
+        if self.writes > ACCESSES_MAX {
+            return Err(out_of_range("writes", "[0, 1024]", self.writes));
         }
         if self.object_bytes > OBJECT_BYTES_MAX {
             return Err(out_of_range("size", "[0, 64MiB]", self.object_bytes));
@@ -279,7 +312,10 @@ impl FunctionSpec {
         match p {
             Placement::Remote => 2.0 * c.app_msg_ns as f64,
             Placement::Local => {
-                (c.app_invoke_ns + c.app_msg_ns) as f64 + d * (c.app_msg_ns as f64 + self.compute.0 as f64)
+                let commit = f64::from(u32::from(self.writes > 0));
+                (c.app_invoke_ns + c.app_msg_ns) as f64
+                    + d * (c.app_msg_ns as f64 + self.compute.0 as f64)
+                    + commit * c.app_msg_ns as f64
             }
         }
     }
@@ -291,8 +327,12 @@ impl FunctionSpec {
             Placement::Remote => {
                 (c.storage_msg_ns + c.storage_invoke_ns) as f64
                     + d * (c.storage_get_ns as f64 + c.storage_compute_factor * self.compute.0 as f64)
+                    + self.writes as f64 * c.storage_get_ns as f64
             }
-            Placement::Local => d * (c.storage_msg_ns + c.storage_get_ns) as f64,
+            Placement::Local => {
+                self.local_round_trips() as f64 * (c.storage_msg_ns + c.storage_get_ns) as f64
+                    + self.writes as f64 * c.storage_get_ns as f64
+            }
         }
     }
 
@@ -307,7 +347,7 @@ impl FunctionSpec {
             Placement::Local => {
                 let per_access = (cl.one_way_ns(h) + cl.one_way_ns(h + self.object_bytes)) as f64
                     + (c.storage_msg_ns + c.storage_get_ns) as f64;
-                self.app_cost_ns(c, Placement::Local) + self.accesses as f64 * per_access
+                self.app_cost_ns(c, Placement::Local) + self.local_round_trips() as f64 * per_access
             }
         }
     }

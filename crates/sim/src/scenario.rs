@@ -260,6 +260,12 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), SimError> {
         self.cluster.validate()?;
         self.workload.validate()?;
+        if matches!(self.policy, PolicySpec::Asfp) {
+            return Err(SimError::Unsupported(
+                "the simulator does not model ASFP's pushback; run `ferry bench --policy asfp` on the real system"
+                    .into(),
+            ));
+        }
         if self.duration == Nanos::ZERO || self.duration > DURATION_MAX {
             return Err(SimError::OutOfRange {
                 name: "--duration".into(),

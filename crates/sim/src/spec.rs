@@ -14,7 +14,7 @@
 use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, RateLoopConfig};
 use thiserror::Error;
 
-use crate::model::{FunctionSpec, PhaseMix, Workload, OBJECT_BYTES_DEFAULT};
+use crate::model::{FunctionKind, FunctionSpec, PhaseMix, Workload, OBJECT_BYTES_DEFAULT};
 
 /// Largest accepted duration: 10⁶ s, far beyond any simulated or benchmark run.
 pub const DURATION_MAX: Nanos = Nanos::from_secs(1_000_000);
@@ -303,10 +303,76 @@ fn parse_traverse(params: &str) -> Result<FunctionSpec, SpecError> {
     };
     Ok(FunctionSpec {
         name: "traverse".into(),
+        kind: FunctionKind::Traverse,
         accesses: depth as u32,
+        writes: 0,
         object_bytes,
         compute,
         dist,
+    })
+}
+
+/// Default YCSB-T accounts.
+pub const YCSBT_ACCOUNTS_DEFAULT: u64 = 100_000;
+/// Most YCSB-T accounts (the real benchmark loads them all).
+pub const YCSBT_ACCOUNTS_MAX: u64 = 10_000_000;
+/// Default share of YCSB-T requests that are transfers.
+pub const YCSBT_TRANSFER_DEFAULT: f64 = 0.5;
+/// Default YCSB-T record size (the YCSB default record is 100 bytes here: one field).
+pub const YCSBT_RECORD_BYTES_DEFAULT: u64 = 100;
+
+/// `ycsbt:accounts=N,transfer=F,compute=C[,size=B]`: reads of one account and transfers
+/// between two (Zipfian keys on the real system), `compute` inside each transaction.
+fn parse_ycsbt(params: &str) -> Result<Workload, SpecError> {
+    const WHAT: &str = "ycsbt";
+    let kv = parse_params(WHAT, params, "accounts, transfer, compute, size")?;
+    let get = |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| *v);
+    let accounts = match get("accounts") {
+        Some(v) => parse_u64_max("accounts", v, YCSBT_ACCOUNTS_MAX, "[2, 10000000]")?,
+        None => YCSBT_ACCOUNTS_DEFAULT,
+    };
+    if accounts < 2 {
+        return Err(SpecError::OutOfRange {
+            what: "accounts",
+            value: accounts.to_string(),
+            range: "[2, 10000000]",
+        });
+    }
+    let transfer = match get("transfer") {
+        Some(v) => parse_f64_in("transfer", v, 0.0, 1.0, "[0, 1]")?,
+        None => YCSBT_TRANSFER_DEFAULT,
+    };
+    let compute = match get("compute") {
+        Some(v) => parse_duration(v)?,
+        None => Nanos::ZERO,
+    };
+    let object_bytes = match get("size") {
+        Some(v) => parse_u64_max("size", v, 1 << 20, "[8, 1048576] bytes")?.max(8),
+        None => YCSBT_RECORD_BYTES_DEFAULT,
+    };
+    let function = |name: &str, kind, accesses, writes| FunctionSpec {
+        name: name.to_string(),
+        kind,
+        accesses,
+        writes,
+        object_bytes,
+        compute,
+        dist: crate::model::ComputeDist::Fixed,
+    };
+    Ok(Workload {
+        label: format!("ycsbt:{params}"),
+        functions: vec![
+            function("ycsbt-read", FunctionKind::YcsbtRead { accounts }, 1, 0),
+            function("ycsbt-transfer", FunctionKind::YcsbtTransfer { accounts }, 2, 2),
+        ],
+        phases: vec![PhaseMix {
+            // A phase lists only functions that run (weights must be positive).
+            entries: [(0, 1.0 - transfer), (1, transfer)]
+                .into_iter()
+                .filter(|&(_, w)| w > 0.0)
+                .collect(),
+        }],
+        phase_period: Nanos::MAX,
     })
 }
 
@@ -385,6 +451,12 @@ pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
     if let Some(params) = s.strip_prefix("bimodal:") {
         return parse_bimodal(params);
     }
+    if s == "ycsbt" {
+        return parse_ycsbt("");
+    }
+    if let Some(params) = s.strip_prefix("ycsbt:") {
+        return parse_ycsbt(params);
+    }
     if s == "bimodal" {
         return Err(SpecError::MissingParam {
             what: "bimodal",
@@ -441,6 +513,9 @@ pub enum PolicySpec {
     Kayak(KayakParams),
     /// Kayak, X-R ordering (Algorithm I).
     KayakXr(KayakParams),
+    /// ASFP: every invocation remote, the node pushes compute-bound ones back when it is
+    /// overloaded (real system only: the simulator does not model pushback).
+    Asfp,
 }
 
 fn parse_kayak_params(params: &str) -> Result<KayakParams, SpecError> {
@@ -476,7 +551,8 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
         )),
         ("kayak", p) => Ok(PolicySpec::Kayak(parse_kayak_params(p.unwrap_or(""))?)),
         ("kayak-xr", p) => Ok(PolicySpec::KayakXr(parse_kayak_params(p.unwrap_or(""))?)),
-        ("kv" | "rpc", Some(_)) => Err(SpecError::Invalid(format!("policy '{name}' takes no parameters"))),
+        ("asfp", None) => Ok(PolicySpec::Asfp),
+        ("kv" | "rpc" | "asfp", Some(_)) => Err(SpecError::Invalid(format!("policy '{name}' takes no parameters"))),
         _ => Err(SpecError::UnknownPolicy { name: name.to_string() }),
     }
 }
@@ -490,6 +566,7 @@ impl PolicySpec {
             PolicySpec::Fixed(x) => format!("fixed:{x}"),
             PolicySpec::Kayak(_) => "kayak".into(),
             PolicySpec::KayakXr(_) => "kayak-xr".into(),
+            PolicySpec::Asfp => "asfp".into(),
         }
     }
 
@@ -499,6 +576,7 @@ impl PolicySpec {
             PolicySpec::Kv => Some(0.0),
             PolicySpec::Rpc => Some(1.0),
             PolicySpec::Fixed(x) => Some(*x),
+            PolicySpec::Asfp => Some(1.0),
             PolicySpec::Kayak(_) | PolicySpec::KayakXr(_) => None,
         }
     }
@@ -512,6 +590,7 @@ impl PolicySpec {
             PolicySpec::Kv => Box::new(FixedFraction::new("kv", 0.0, rate, now, seed)?),
             PolicySpec::Rpc => Box::new(FixedFraction::new("rpc", 1.0, rate, now, seed)?),
             PolicySpec::Fixed(x) => Box::new(FixedFraction::new(format!("fixed:{x}"), *x, rate, now, seed)?),
+            PolicySpec::Asfp => Box::new(FixedFraction::asfp(rate, now, seed)?),
             PolicySpec::Kayak(p) | PolicySpec::KayakXr(p) => {
                 let mut cfg = if matches!(self, PolicySpec::Kayak(_)) {
                     KayakConfig::rate_then_fraction(slo.0 as f64, seed)
@@ -541,6 +620,22 @@ impl PolicySpec {
 mod tests {
     use super::*;
     use crate::model::ComputeDist;
+
+    #[test]
+    fn ycsbt_parses_into_reads_and_transfers() {
+        let w = parse_workload("ycsbt:accounts=1000,transfer=0.25,compute=1us").unwrap();
+        assert_eq!(w.functions.len(), 2);
+        assert_eq!(w.functions[1].writes, 2);
+        assert_eq!(w.functions[1].local_round_trips(), 3, "two reads and the commit");
+        assert_eq!(w.phases[0].entries, vec![(0, 0.75), (1, 0.25)]);
+        assert!(w.validate().is_ok());
+        let reads_only = parse_workload("ycsbt:transfer=0").unwrap();
+        assert_eq!(reads_only.phases[0].entries, vec![(0, 1.0)]);
+        assert!(reads_only.validate().is_ok());
+        assert!(parse_workload("ycsbt:accounts=1").is_err());
+        assert!(parse_workload("ycsbt:transfer=2").is_err());
+        assert!(parse_workload("ycsbt:bogus=1").is_err());
+    }
 
     #[test]
     fn durations() {
@@ -628,7 +723,8 @@ mod tests {
             ("fixed:1.5", "out of range"),
             ("fixed", "needs an RPC fraction"),
             ("fixed:abc", "not a number"),
-            ("asfp", "unknown policy 'asfp'"),
+            ("pyxis", "unknown policy 'pyxis'"),
+            ("asfp:1", "takes no parameters"),
             ("kayak:speed=3", "unknown parameter"),
             ("rpc:1", "takes no parameters"),
         ] {
