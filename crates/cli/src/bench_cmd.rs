@@ -74,8 +74,9 @@ pub struct BenchArgs {
     /// Policy: kv, rpc, fixed:X, kayak, kayak-xr, asfp.
     #[arg(long, default_value = "kayak")]
     policy: String,
-    /// p99 latency objective (real loopback round trips are ~70 µs: think milliseconds).
-    #[arg(long, default_value = "1ms")]
+    /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
+    /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.
+    #[arg(long, default_value = "5ms")]
     slo_p99: String,
     /// Length of the run.
     #[arg(long, default_value = "5s")]

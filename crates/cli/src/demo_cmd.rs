@@ -25,8 +25,9 @@ pub struct DemoArgs {
     /// Policies to compare, comma-separated.
     #[arg(long, default_value = "kv,rpc,kayak")]
     policies: String,
-    /// p99 latency objective.
-    #[arg(long, default_value = "1ms")]
+    /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
+    /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.
+    #[arg(long, default_value = "5ms")]
     slo_p99: String,
     /// Length of each policy's run.
     #[arg(long, default_value = "8s")]

@@ -17,8 +17,9 @@ pub struct SweepArgs {
     /// Workload (as for `ferry bench`).
     #[arg(long, default_value = "medium")]
     workload: String,
-    /// p99 latency objective.
-    #[arg(long, default_value = "1ms")]
+    /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
+    /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.
+    #[arg(long, default_value = "5ms")]
     slo_p99: String,
     /// X step from 0 to 1.
     #[arg(long, default_value_t = 0.1)]
