@@ -28,7 +28,13 @@ fn steady_x(workload: &str, x0: &str) -> f64 {
 #[test]
 fn kayak_moves_x_toward_rpc_for_light_work_and_toward_kv_for_heavy_work() {
     let light = steady_x("traverse:depth=8,compute=0ns", "0");
-    assert!(light > 0.2, "light work started all-local must move toward RPC; steady X {light:.2}");
+    assert!(
+        light > 0.2,
+        "light work started all-local must move toward RPC; steady X {light:.2}"
+    );
     let heavy = steady_x("heavy", "1");
-    assert!(heavy < 0.8, "heavy work started all-remote must move toward KV; steady X {heavy:.2}");
+    assert!(
+        heavy < 0.8,
+        "heavy work started all-remote must move toward KV; steady X {heavy:.2}"
+    );
 }
