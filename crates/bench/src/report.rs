@@ -10,25 +10,8 @@ use ferry_sim::scenario::TimelineRow;
 use crate::placement::PlacementReport;
 use crate::BenchError;
 
-/// The timeline as CSV, one row per interval (empty fields for intervals without data).
-pub fn timeline_csv(rows: &[TimelineRow]) -> String {
-    let mut out = String::from("t_ms,throughput_ops,p99_us,latency_us_mean,rpc_fraction,rate_ops,remote_share\n");
-    let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-    for row in rows {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{}",
-            row.t_ms,
-            row.throughput_ops,
-            opt(row.p99_us),
-            opt(row.latency_us_mean),
-            row.rpc_fraction,
-            row.rate_ops,
-            opt(row.remote_share)
-        );
-    }
-    out
-}
+/// The timeline as CSV: the simulator's format.
+pub use ferry_sim::scenario::timeline_csv;
 
 /// Throughput, p99 (against the SLO) and X over time.
 pub fn timeline_figure(title: &str, rows: &[TimelineRow], slo_us: f64) -> Figure {

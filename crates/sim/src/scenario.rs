@@ -181,23 +181,9 @@ pub struct SimReport {
 }
 
 impl SimReport {
-    /// The timeline as CSV (header + one line per row; empty fields for nulls).
+    /// The timeline as CSV (see [`timeline_csv`]).
     pub fn timeline_csv(&self) -> String {
-        let mut out = String::from("t_ms,throughput_ops,p99_us,latency_us_mean,rpc_fraction,rate_ops,remote_share\n");
-        let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-        for r in &self.timeline {
-            out.push_str(&format!(
-                "{},{},{},{},{},{},{}\n",
-                r.t_ms,
-                r.throughput_ops,
-                opt(r.p99_us),
-                opt(r.latency_us_mean),
-                r.rpc_fraction,
-                r.rate_ops,
-                opt(r.remote_share)
-            ));
-        }
-        out
+        timeline_csv(&self.timeline)
     }
 
     /// The report as pretty JSON.
@@ -206,6 +192,28 @@ impl SimReport {
         // serde_json always serialises (non-finite floats become null).
         serde_json::to_string_pretty(self).expect("report serialises")
     }
+}
+
+/// A timeline as CSV: a header and one line per row, empty fields for nulls. The real
+/// benchmarks write their timelines with it too, so both read alike.
+pub fn timeline_csv(rows: &[TimelineRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("t_ms,throughput_ops,p99_us,latency_us_mean,rpc_fraction,rate_ops,remote_share\n");
+    let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{}",
+            r.t_ms,
+            r.throughput_ops,
+            opt(r.p99_us),
+            opt(r.latency_us_mean),
+            r.rpc_fraction,
+            r.rate_ops,
+            opt(r.remote_share)
+        );
+    }
+    out
 }
 
 /// Time from `start_ms` after which the trailing mean of `smooth` rows of throughput stays
