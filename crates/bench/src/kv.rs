@@ -1,7 +1,6 @@
 //! `ferry bench-kv`: the storage node's raw speed — gets and no-op invocations, at
 //! saturation (pipelined closed loops) and at half that load (open loop, for latency).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -21,18 +20,8 @@ pub const TABLE: &str = "kv";
 /// Settings of one `bench-kv` invocation.
 #[derive(Clone, Debug)]
 pub struct KvBenchConfig {
-    /// The `ferry` executable to start the node from.
-    pub exe: PathBuf,
-    /// An already running node to measure instead of starting one.
-    pub server: Option<String>,
-    /// Tenant to act as.
-    pub tenant: u32,
-    /// Its token.
-    pub token: String,
-    /// CPUs of the node (child only).
-    pub server_cpus: Vec<usize>,
-    /// CPUs of this process (load generator).
-    pub client_cpus: Vec<usize>,
+    /// Where the two sides run (the node gets one worker core).
+    pub testbed: TestbedConfig,
     /// Measured time of each phase.
     pub duration: Duration,
     /// Unmeasured warm-up before each run.
@@ -41,14 +30,10 @@ pub struct KvBenchConfig {
     pub runs: usize,
     /// Requests in flight in the saturation phases (the pipelining depth).
     pub concurrency: usize,
-    /// Connections the requests are spread over.
-    pub connections: usize,
     /// Objects in the table.
     pub keys: u64,
     /// Size of each value.
     pub value_bytes: usize,
-    /// Further flags for the child node.
-    pub server_flags: Vec<String>,
     /// Offered load of the open-loop phases as a fraction of the measured saturation
     /// throughput (0.5 = "half load").
     pub load_fraction: f64,
@@ -105,17 +90,7 @@ fn key_of(i: u64, keys: u64) -> Bytes {
 
 /// Runs the benchmark; `progress` receives one line per step for the person watching.
 pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvBenchReport, BenchError> {
-    let testbed = Testbed::start(&TestbedConfig {
-        exe: config.exe.clone(),
-        server: config.server.clone(),
-        tenant: config.tenant,
-        token: config.token.clone(),
-        server_cpus: config.server_cpus.clone(),
-        client_cpus: config.client_cpus.clone(),
-        server_cores: 1,
-        server_flags: config.server_flags.clone(),
-        connections: config.connections,
-    })?;
+    let testbed = Testbed::start(&config.testbed)?;
     progress(&format!("storage node at {}", testbed.addr));
     testbed.runtime.block_on(async {
         let client = testbed.connect().await?;
@@ -138,9 +113,9 @@ pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvB
             runs,
             medians,
             concurrency: config.concurrency,
-            connections: config.connections,
+            connections: config.testbed.connections,
             server_cpus: testbed.server_cpus(),
-            client_cpus: config.client_cpus.clone(),
+            client_cpus: config.testbed.client_cpus.clone(),
         })
     })
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ferry_bench::kv::{KvBenchConfig, KvBenchReport};
+use ferry_bench::testbed::TestbedConfig;
 
 use crate::CmdResult;
 
@@ -78,20 +79,23 @@ pub fn run(args: BenchKvArgs) -> CmdResult {
         return Err("--keys and --duration must be positive".into());
     }
     let config = KvBenchConfig {
-        exe: std::env::current_exe()?,
-        server: args.server.clone(),
-        tenant: args.tenant,
-        token: args.token.clone(),
-        server_cpus: ferry_bench::affinity::parse_cpu_set(&args.server_cpus)?,
-        client_cpus: ferry_bench::affinity::parse_cpu_set(&args.client_cpus)?,
+        testbed: TestbedConfig {
+            exe: std::env::current_exe()?,
+            server: args.server.clone(),
+            tenant: args.tenant,
+            token: args.token.clone(),
+            server_cpus: ferry_bench::affinity::parse_cpu_set(&args.server_cpus)?,
+            client_cpus: ferry_bench::affinity::parse_cpu_set(&args.client_cpus)?,
+            server_cores: 1,
+            server_flags: args.server_flags.clone(),
+            connections: args.connections,
+        },
         duration: args.duration,
         warmup: args.warmup,
         runs: args.runs,
         concurrency: args.concurrency,
-        connections: args.connections,
         keys: args.keys,
         value_bytes: args.value_size,
-        server_flags: args.server_flags.clone(),
         load_fraction: args.load_fraction,
     };
     let report = ferry_bench::kv::run(&config, |line| eprintln!("{line}"))?;
