@@ -235,6 +235,15 @@ pub const ELASTICITY_MAX: f64 = 20.0;
 /// (±5 % at a few hundred completions per decision).
 pub const DELIVERY_SHORTFALL: f64 = 0.8;
 
+/// A feed-forward from the X loop (`rescale`) never puts R above this multiple of the
+/// highest rate delivered over the last few decisions: on real processes a slope estimate
+/// taken across noise fed R up to 5× what the node delivered, then it collapsed. (Only the
+/// feed-forward is capped; the loop's own steps are judged by latency.)
+pub const DELIVERY_HEADROOM: f64 = 2.0;
+
+/// Decisions whose delivered rate the headroom cap looks back over.
+const DELIVERED_HISTORY: usize = 8;
+
 /// On a delivery shortfall R drops to this share of the rate actually delivered, so the
 /// backlog drains instead of growing while latency catches up.
 pub const DELIVERY_BACKOFF: f64 = 0.9;
@@ -420,6 +429,8 @@ pub struct RateLoop {
     budget_paused: bool,
     /// Decisions since the last collapse: a collapse's backlog is not a workload change.
     since_collapse: u32,
+    /// Rates delivered (completions per second) at the last few decisions, newest last.
+    delivered: VecDeque<f64>,
     /// The Hold phase's current gain, in [cfg.gain, HOLD_GAIN_MAX].
     hold_gain: f64,
     /// Moving average of the Hold error ln(setpoint / proxy).
@@ -459,6 +470,7 @@ impl RateLoop {
             regime_changed: false,
             budget_paused: false,
             since_collapse: u32::MAX,
+            delivered: VecDeque::with_capacity(DELIVERED_HISTORY + 1),
             hold_gain: HOLD_GAIN_MAX,
             err_mean: 0.0,
             hold_periods: 0,
@@ -526,7 +538,12 @@ impl RateLoop {
     pub fn rescale(&mut self, factor: f64) {
         if self.phase == Phase::Hold && factor.is_finite() {
             let f = factor.clamp(1.0 - RATE_STEP_DOWN_MAX, 2.0);
-            self.rate_ops = (self.rate_ops * f).clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+            let mut rate = self.rate_ops * f;
+            let delivered_max = self.delivered.iter().copied().fold(0.0, f64::max);
+            if delivered_max > 0.0 {
+                rate = rate.min(DELIVERY_HEADROOM * delivered_max);
+            }
+            self.rate_ops = rate.clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
             // The knee moved by the same factor, and with it the rate that collapsed.
             self.ceiling_ops *= f;
         }
@@ -626,6 +643,10 @@ impl RateLoop {
         // backlog arrives late, and halving from an overshoot several times capacity leaves
         // R far too high).
         let delivered_ops = count as f64 / since.as_secs_f64().max(1e-9);
+        self.delivered.push_back(delivered_ops);
+        while self.delivered.len() > DELIVERED_HISTORY {
+            self.delivered.pop_front();
+        }
         let shortfall = tail_last > t0 && delivered_ops < DELIVERY_SHORTFALL * r;
         let saturated = tail_last > SLOPE_SATURATION_FACTOR * t0 && self.phase != Phase::Ramp;
         self.ceiling_ops *= 1.0 + CEILING_RELAX;
