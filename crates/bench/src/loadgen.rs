@@ -128,6 +128,22 @@ where
     total.finish(started.elapsed(), 0)
 }
 
+/// Returns at `at`: sleeps on the (millisecond) timer while far from it, then yields until
+/// it has passed.
+pub async fn wait_until(at: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= at {
+            return;
+        }
+        if at - now > PACER_SLEEP_ABOVE {
+            tokio::time::sleep(at - now - PACER_SLEEP_ABOVE / 2).await;
+        } else {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
 /// A fixed offered rate: request `i` is due at `start + i / rate_ops` and its latency is
 /// measured from that moment, whenever it was actually sent.
 pub async fn open_loop<F, Fut>(rate_ops: f64, duration: Duration, op: F) -> RunResult
@@ -147,17 +163,7 @@ where
         if due.duration_since(started) >= duration {
             break;
         }
-        loop {
-            let now = Instant::now();
-            if now >= due {
-                break;
-            }
-            if due - now > PACER_SLEEP_ABOVE {
-                tokio::time::sleep(due - now - PACER_SLEEP_ABOVE / 2).await;
-            } else {
-                tokio::task::yield_now().await;
-            }
-        }
+        wait_until(due).await;
         if outstanding.load(Ordering::Relaxed) >= MAX_OUTSTANDING {
             dropped += 1;
         } else {

@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use ferry_client::{Adaptive, Backend, ClientError, Invocation, Placement};
-use ferry_control::{FnId, LatencySketch, Nanos, PolicyState};
+use ferry_control::{FnId, LatencySketch, Nanos, PolicyState, Schedule};
 use ferry_func::builtins::traverse;
 use ferry_func::builtins::ycsbt;
 use ferry_sim::model::{ComputeDist, FunctionKind, Workload};
@@ -28,7 +28,7 @@ use ferry_sim::scenario::{converge_ms, TimelineRow, CONVERGE_TOLERANCE, STEADY_F
 use ferry_sim::spec::PolicySpec;
 
 use crate::latency::{LatencySummary, Recorder};
-use crate::loadgen::error_kind;
+use crate::loadgen::{error_kind, wait_until};
 use crate::testbed::{Testbed, TestbedConfig};
 use crate::zipf::{Zipf, YCSB_THETA};
 use crate::BenchError;
@@ -38,9 +38,15 @@ use crate::BenchError;
 /// (counted) rather than piling up tasks.
 pub const MAX_OUTSTANDING: usize = 16_384;
 
-/// Gap to the next admission above which the generator sleeps on the (millisecond) timer
-/// instead of polling.
-const PACER_SLEEP_ABOVE: Duration = Duration::from_millis(2);
+/// Most a request may fall behind its due time before it is given up and counted as
+/// dropped: 20× the default 5 ms SLO, so every request the R loop could still bring within
+/// the SLO is sent and timed from its due time (no coordinated omission), while a stall
+/// (a collapse, a starved generator) cannot queue unbounded work.
+pub const SCHEDULE_LAG_MAX: Nanos = Nanos::from_ms(100);
+
+/// Longest the generator waits for the next due time before re-reading the rate: one R-loop
+/// period, so a raised rate applies to the pending gap within a period.
+const RATE_RECHECK: Duration = Duration::from_millis(5);
 
 /// Longest wait for outstanding requests after the run.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -214,20 +220,6 @@ impl Recording {
 
 /// Waits until `at`: on the timer when it is far, else by yielding to the runtime (which
 /// keeps serving responses and local executions meanwhile).
-async fn wait_until(at: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= at {
-            return;
-        }
-        if at - now > PACER_SLEEP_ABOVE {
-            tokio::time::sleep(at - now - PACER_SLEEP_ABOVE / 2).await;
-        } else {
-            tokio::task::yield_now().await;
-        }
-    }
-}
-
 /// Picks a function of the phase active at `t` by its weight.
 fn choose(workload: &Workload, t: Nanos, rng: &mut ChaCha8Rng) -> usize {
     let phase = &workload.phases[workload.phase_at(t)];
@@ -491,14 +483,26 @@ pub async fn drive<B: Backend>(adaptive: &Arc<Adaptive<B>>, spec: &DriveSpec<'_>
     let mut dropped = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ REQUEST_STREAM_SALT);
     let deadline = start + spec.duration;
+    // The saturating backlog's send times: one interval at the current R after the previous
+    // one, however late the generator gets to it (when local execution starves this CPU,
+    // that lateness is latency the policy must see).
+    let mut schedule = Schedule::new(adaptive.now(), adaptive.admission_rate_ops(), SCHEDULE_LAG_MAX)
+        .map_err(|err| BenchError::Invalid(format!("send schedule: {err}")))?;
     loop {
-        let due = adaptive.next_admit_at().max(start);
+        schedule.set_rate(adaptive.admission_rate_ops());
+        let now = adaptive.now();
+        let Some(next) = schedule.take(now) else {
+            let at = adaptive.instant_at(schedule.next_due());
+            if at >= deadline {
+                break;
+            }
+            wait_until(at.min(Instant::now() + RATE_RECHECK)).await;
+            continue;
+        };
+        dropped += next.skipped;
+        let due = adaptive.instant_at(next.at).max(start);
         if due >= deadline {
             break;
-        }
-        wait_until(due).await;
-        if !adaptive.try_admit() {
-            continue; // the rate dropped meanwhile
         }
         if outstanding.load(Ordering::Relaxed) >= MAX_OUTSTANDING {
             dropped += 1;

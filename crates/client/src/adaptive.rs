@@ -154,6 +154,11 @@ impl<B: Backend> Adaptive<B> {
         Ok(id)
     }
 
+    /// The rate the limiter admits at now (the policy's R after its last tick).
+    pub fn admission_rate_ops(&self) -> f64 {
+        self.shared.limiter.lock().rate_ops()
+    }
+
     /// Admits one request now if the rate allows.
     pub fn try_admit(&self) -> bool {
         let now = self.now();

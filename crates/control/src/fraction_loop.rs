@@ -123,6 +123,16 @@ pub const LEVEL_DRIFT: f64 = 0.2;
 /// Weight of a new period in that moving average (~5 periods).
 pub const LEVEL_EWMA_WEIGHT: f64 = 0.2;
 
+/// Weight of a new period in the moving average of the squared deviation from the level
+/// (~20 periods): how much a period's rate wanders on this system.
+pub const LEVEL_VAR_EWMA_WEIGHT: f64 = 0.1;
+
+/// A jump (and a drift) must also exceed this many standard deviations of a period's rate
+/// around the level: in the simulator a period's rate wanders by ~5 % and the fixed
+/// thresholds govern; on real processes it wanders by 20–50 % (hiccups, a node whose
+/// capacity moves), and the fixed thresholds started a scan every half second.
+pub const LEVEL_SIGMAS: f64 = 3.0;
+
 /// Largest |ln(rate-equivalent / rate)| the local search takes from one R-loop period: the
 /// R loop holds R within a few percent of the knee, and a larger correction is mostly the
 /// proxy's noise.
@@ -348,6 +358,8 @@ pub struct FractionLoop {
     /// The last LEVEL_LOOKBACK values of that average, oldest first: a steady drift of it
     /// also means the workload changed.
     levels: VecDeque<f64>,
+    /// Moving average of the squared deviation of a period's ln rate from `level`.
+    level_var: f64,
     /// The rate a scan's first period at a grid point measured, until the policy takes it.
     retarget: Option<f64>,
     /// The best point of the scan that just ended, until the policy takes it.
@@ -381,6 +393,7 @@ impl FractionLoop {
             retarget: None,
             level: None,
             levels: VecDeque::with_capacity(LEVEL_LOOKBACK + 1),
+            level_var: 0.0,
             cfg,
         })
     }
@@ -611,12 +624,17 @@ impl FractionLoop {
             return self.x;
         }
         let may_rescan = self.may_rescan(now);
+        // The thresholds grow with this system's noise (see LEVEL_SIGMAS); the drift is of
+        // the averaged level, whose noise is a third of a period's.
+        let sd = self.level_var.sqrt();
+        let jump = LEVEL_JUMP.max(LEVEL_SIGMAS * sd);
+        let drift = LEVEL_DRIFT.max(LEVEL_SIGMAS * sd / 3.0);
         let drifted = may_rescan
             && self.levels.len() == LEVEL_LOOKBACK
             && self
                 .level
                 .zip(self.levels.front().copied())
-                .is_some_and(|(now_level, then)| (now_level - then).abs() > LEVEL_DRIFT);
+                .is_some_and(|(now_level, then)| (now_level - then).abs() > drift);
         if drifted {
             // The rate has kept moving one way for half a second: the R loop is following a
             // changed workload at its slow pace. Bracket the new optimum rather than wait.
@@ -630,7 +648,7 @@ impl FractionLoop {
             return self.x;
         }
         if let Some(level) = self.level.filter(|_| may_rescan) {
-            if (y - level).abs() > LEVEL_JUMP {
+            if (y - level).abs() > jump {
                 // The achievable rate jumped far beyond what probes and noise move it by:
                 // the workload changed. Bracket the new optimum again.
                 self.level = None;
@@ -642,6 +660,10 @@ impl FractionLoop {
                 self.changed_at = now;
                 return self.x;
             }
+        }
+        if let Some(level) = self.level {
+            let d = y - level;
+            self.level_var = (1.0 - LEVEL_VAR_EWMA_WEIGHT) * self.level_var + LEVEL_VAR_EWMA_WEIGHT * d * d;
         }
         self.level = Some(
             self.level

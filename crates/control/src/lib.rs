@@ -32,7 +32,7 @@ pub use arbiter::Arbiter;
 pub use error::ConfigError;
 pub use fraction_loop::{FractionLoop, FractionLoopConfig, LatencyFractionLoop};
 pub use kayak::{Kayak, KayakConfig, LoopOrder};
-pub use limiter::TokenBucket;
+pub use limiter::{Due, Schedule, TokenBucket};
 pub use policy::{Completion, Costs, FixedFraction, FixedRate, FnId, Placement, Policy, PolicyState};
 pub use quantile::{LatencySketch, QuantileWindow};
 pub use rate_loop::{RateLoop, RateLoopConfig};

@@ -115,9 +115,19 @@ pub const ERR_EWMA_WEIGHT: f64 = 0.15;
 /// the setpoint); light work's noisy proxy, averaged, stays within it.
 pub const GAIN_BOOST_ERR: f64 = 0.5;
 
+/// Weight of a new period in the moving average of the squared Hold error (~40 periods),
+/// which measures how much the proxy wanders on this system.
+pub const ERR_VAR_EWMA_WEIGHT: f64 = 0.05;
+
+/// A workload change must move the averaged error by this many of its own standard
+/// deviations (when that exceeds [`GAIN_BOOST_ERR`]): on real processes a window's p90 swings
+/// by a factor of ten between a quiet window and one with a hiccup, and the fixed threshold
+/// alone reported a "workload change" several times a second.
+pub const GAIN_BOOST_SIGMAS: f64 = 4.0;
+
 /// Decisions after a collapse during which a large Hold error is blamed on the collapse's
 /// backlog, not reported as a workload change: four windows of the default 2 periods.
-pub const REGIME_QUIET_DECISIONS: u32 = 8;
+pub const REGIME_QUIET_DECISIONS: u32 = 40;
 
 /// The Hold gain halves after this many periods of Hold and keeps falling as 1/k: the
 /// first steps close what the approach left, later ones average the proxy's noise.
@@ -158,7 +168,14 @@ pub const DEBT_PAY_MAX: f64 = 2.0;
 
 /// Lowest setpoint the outer loop may choose, as a fraction of the SLO: a setpoint this
 /// low means the proxy does not track the tail at all, and a floor keeps R from starving.
-pub const PROXY_SETPOINT_MIN: f64 = 0.2;
+/// (Low because on real processes the p90 near the knee can sit at a tenth of a
+/// millisecond-scale SLO; [`UNLOADED_MARGIN`] keeps it above what no load can reach.)
+pub const PROXY_SETPOINT_MIN: f64 = 0.02;
+
+/// The setpoint never goes below this multiple of the lowest proxy the loop has seen (the
+/// unloaded latency, near enough): a setpoint under it cannot be reached at any rate, and
+/// the inner loop would walk R down to its floor and hold it there.
+pub const UNLOADED_MARGIN: f64 = 1.5;
 
 /// Highest setpoint, as a fraction of the SLO: the p90 cannot exceed the p99.
 pub const PROXY_SETPOINT_MAX: f64 = 1.0;
@@ -435,6 +452,10 @@ pub struct RateLoop {
     hold_gain: f64,
     /// Moving average of the Hold error ln(setpoint / proxy).
     err_mean: f64,
+    /// Moving average of the squared deviation of the Hold error from `err_mean`.
+    err_var: f64,
+    /// Lowest window proxy seen, ns (the setpoint's floor follows it).
+    proxy_min_ns: f64,
     /// Hold periods since the gain schedule (re)started.
     hold_periods: u32,
 }
@@ -473,6 +494,8 @@ impl RateLoop {
             delivered: VecDeque::with_capacity(DELIVERED_HISTORY + 1),
             hold_gain: HOLD_GAIN_MAX,
             err_mean: 0.0,
+            err_var: 0.0,
+            proxy_min_ns: f64::INFINITY,
             hold_periods: 0,
             cfg,
         })
@@ -634,6 +657,7 @@ impl RateLoop {
             return self.rate_ops;
         };
         self.estimate_ns = window.quantile(self.cfg.quantile);
+        self.proxy_min_ns = self.proxy_min_ns.min(proxy);
         let t0 = self.cfg.slo_latency_ns;
         let share_slow = slow as f64 / count as f64;
         self.since_halving = self.since_halving.saturating_add(1);
@@ -657,6 +681,15 @@ impl RateLoop {
             // still carry its backlog at whatever lower rate, and must not be blamed).
             let r_max = self.applied.iter().copied().fold(0.0, f64::max);
             self.ceiling_ops = self.ceiling_ops.min(CEILING_SHARE * r_max);
+            if self.phase == Phase::Hold && self.err_mean > GAIN_BOOST_ERR && !self.budget_paused {
+                // The system collapsed while the proxy sat far below its setpoint: the
+                // setpoint is out of the proxy's reach (on real processes the p90 stays low
+                // right up to a cliff, while hiccups fill the p99). Move it to where the
+                // proxy was before the collapse, so the inner loop stops pushing R at the
+                // cliff; the outer loop calibrates from there.
+                self.setpoint_ns = (self.setpoint_ns * (-self.err_mean).exp()).max(self.setpoint_floor_ns());
+                self.err_mean = 0.0;
+            }
         }
         self.collapsed = collapsed;
         self.since_collapse = if collapsed {
@@ -796,7 +829,16 @@ impl RateLoop {
         let pay = self.debt.clamp(-DEBT_PAY_MAX, DEBT_PAY_MAX);
         self.debt -= pay;
         let step = -self.cfg.budget_gain * pay;
-        self.setpoint_ns = (self.setpoint_ns * step.exp()).clamp(PROXY_SETPOINT_MIN * t0, PROXY_SETPOINT_MAX * t0);
+        self.setpoint_ns = (self.setpoint_ns * step.exp()).clamp(self.setpoint_floor_ns(), PROXY_SETPOINT_MAX * t0);
+    }
+
+    /// The lowest setpoint the proxy can reach: a share of the SLO, and above the unloaded
+    /// latency seen.
+    fn setpoint_floor_ns(&self) -> f64 {
+        let t0 = self.cfg.slo_latency_ns;
+        (PROXY_SETPOINT_MIN * t0)
+            .max(UNLOADED_MARGIN * self.proxy_min_ns)
+            .min(PROXY_SETPOINT_MAX * t0)
     }
 
     /// A full Newton step in log space from the window's mean rate `r` and proxy `proxy`
@@ -813,8 +855,13 @@ impl RateLoop {
     /// consistently the proxy errs to one side (Kesten's rule).
     fn hold(&mut self, proxy: f64) -> f64 {
         let err = (self.setpoint_ns / proxy).ln();
+        let deviation = err - self.err_mean;
+        self.err_var = (1.0 - ERR_VAR_EWMA_WEIGHT) * self.err_var + ERR_VAR_EWMA_WEIGHT * deviation * deviation;
         self.err_mean = (1.0 - ERR_EWMA_WEIGHT) * self.err_mean + ERR_EWMA_WEIGHT * err;
-        if self.err_mean.abs() > GAIN_BOOST_ERR {
+        // The averaged error's own noise: an exponential average of weight w has the
+        // variance w / (2 − w) of its inputs'.
+        let mean_sd = (self.err_var * ERR_EWMA_WEIGHT / (2.0 - ERR_EWMA_WEIGHT)).sqrt();
+        if self.err_mean.abs() > GAIN_BOOST_ERR.max(GAIN_BOOST_SIGMAS * mean_sd) {
             // The proxy has sat far off its setpoint for several periods: the achievable
             // rate moved (the workload changed); re-open the gain schedule.
             if self.hold_periods > 0 && self.since_collapse > REGIME_QUIET_DECISIONS {
