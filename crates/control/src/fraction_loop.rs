@@ -108,9 +108,12 @@ pub const SCAN_PERIODS_PER_POINT: usize = 2;
 /// starts a new scan.
 pub const LEVEL_JUMP: f64 = 0.15;
 
-/// X periods after a scan before another may start (see `may_rescan`): 10 periods is half a
-/// second at the default 20 Hz, short next to a workload phase, long next to a scan.
-pub const RESCAN_COOLDOWN_PERIODS: u64 = 10;
+/// X periods after a scan before another may start (see `may_rescan`): 20 periods is a
+/// second at the default 20 Hz, shorter than the workload phases ferry is tested on (1.5 s
+/// and 5 s) and long next to a scan. On real processes a scan costs a collapse or two (its
+/// grid points move capacity by up to 2×), and with half a second X spent much of a run
+/// scanning.
+pub const RESCAN_COOLDOWN_PERIODS: u64 = 20;
 
 /// Periods over which a drift of the moving average is judged (0.5 s)...
 pub const LEVEL_LOOKBACK: usize = 10;
@@ -896,15 +899,16 @@ mod tests {
         };
         let mut fl = FractionLoop::new(cfg, Nanos::ZERO).unwrap();
         let mut level = 1e6;
-        for k in 1..=400u64 {
-            if k == 200 {
+        // The jump comes at 2 s: after the first scan (0.3 s) and its cooldown (1 s).
+        for k in 1..=600u64 {
+            if k == 400 {
                 level = 1.5e6;
             }
             let now = Nanos::from_ms(5 * k);
             fl.observe_rate(now, level);
             if now >= fl.next_tick() {
                 fl.tick(now);
-                if k > 200 && k <= 220 {
+                if k > 400 && k <= 420 {
                     assert!(fl.is_scanning(), "no scan after the jump at {k}");
                 }
             }

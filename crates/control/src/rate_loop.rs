@@ -203,6 +203,16 @@ pub const CEILING_RELAX: f64 = 0.0005;
 /// ceiling only halfway at a time, so it must sit under the collapse, not on it.
 pub const CEILING_SHARE: f64 = 0.95;
 
+/// Per-decision decay of the sustained rate (see `sustained_ops`): 0.5 %, so a rate the node
+/// delivered cleanly stops vouching for the system after ~140 decisions (0.7 s at 200 Hz).
+pub const SUSTAINED_DECAY: f64 = 0.005;
+
+/// A collapse at a rate below this share of the sustained rate is a hiccup and leaves no
+/// ceiling: near the knee a rate-caused collapse happens within a few percent of the rate
+/// last delivered cleanly, while on real processes a VM stall collapses a rate a fraction
+/// of that (a ceiling left there held R at a third of capacity for seconds).
+pub const HICCUP_SHARE: f64 = 0.7;
+
 /// A period with more than this share of completions slower than the SLO collapsed (a
 /// backlog built up): its rate becomes the ceiling.
 pub const COLLAPSE_SHARE: f64 = 0.2;
@@ -454,6 +464,18 @@ pub struct RateLoop {
     err_mean: f64,
     /// Moving average of the squared deviation of the Hold error from `err_mean`.
     err_var: f64,
+    /// The highest rate recently delivered by a clean decision (no collapse, tail within the
+    /// SLO) on the current curve, decaying by SUSTAINED_DECAY per decision and forgotten
+    /// when the curve moves (X, the workload): a collapse below it is a hiccup (a VM stall),
+    /// not the rate's doing, and leaves no ceiling under it.
+    sustained_ops: f64,
+    /// When a safeguard last cut R: completions of requests sent before then measure the
+    /// backlog that caused the cut, not the rate since.
+    cut_at: Nanos,
+    /// Completions since the last update of requests sent before `cut_at`...
+    period_stale: u64,
+    /// ...and of the others, how many were slower than the SLO.
+    period_fresh_slow: u64,
     /// Lowest window proxy seen, ns (the setpoint's floor follows it).
     proxy_min_ns: f64,
     /// Hold periods since the gain schedule (re)started.
@@ -496,6 +518,10 @@ impl RateLoop {
             err_mean: 0.0,
             err_var: 0.0,
             proxy_min_ns: f64::INFINITY,
+            cut_at: Nanos::ZERO,
+            period_stale: 0,
+            period_fresh_slow: 0,
+            sustained_ops: 0.0,
             hold_periods: 0,
             cfg,
         })
@@ -579,8 +605,10 @@ impl RateLoop {
         if self.phase == Phase::Hold && gain > 0.0 && gain < HOLD_GAIN_MAX {
             let periods = (GAIN_HALF_PERIODS * (HOLD_GAIN_MAX / gain - 1.0)) as u32;
             self.hold_periods = self.hold_periods.min(periods);
-            // The curve moved: a collapse seen on the old one says nothing here.
+            // The curve moved: a collapse seen on the old one says nothing here, nor does a
+            // rate it sustained.
             self.ceiling_ops = f64::INFINITY;
+            self.sustained_ops = 0.0;
         }
     }
 
@@ -592,6 +620,7 @@ impl RateLoop {
             // The caller moves the curve around: collapses seen before or during that say
             // nothing about the curve after.
             self.ceiling_ops = f64::INFINITY;
+            self.sustained_ops = 0.0;
         }
         self.budget_paused = paused;
     }
@@ -606,8 +635,12 @@ impl RateLoop {
     pub fn on_completion(&mut self, now: Nanos, latency_ns: u64) {
         self.latencies.record(now, latency_ns as f64);
         self.period_count += 1;
-        if latency_ns as f64 > self.cfg.slo_latency_ns {
-            self.period_slow += 1;
+        let slow = latency_ns as f64 > self.cfg.slo_latency_ns;
+        self.period_slow += u64::from(slow);
+        if now.saturating_sub(Nanos(latency_ns)) < self.cut_at {
+            self.period_stale += 1;
+        } else {
+            self.period_fresh_slow += u64::from(slow);
         }
     }
 
@@ -629,6 +662,7 @@ impl RateLoop {
             self.applied.pop_front();
         }
         let (count, slow) = (self.period_count, self.period_slow);
+        let (stale, fresh_slow) = (self.period_stale, self.period_fresh_slow);
         let since = now.saturating_sub(self.last_decision).max(self.cfg.period);
         let span_max = Nanos(self.cfg.period.0.saturating_mul(ACCUMULATE_PERIODS_MAX));
         if count < self.cfg.samples_min {
@@ -637,12 +671,16 @@ impl RateLoop {
             if since >= span_max {
                 self.period_count = 0;
                 self.period_slow = 0;
+                self.period_stale = 0;
+                self.period_fresh_slow = 0;
                 self.last_decision = now;
             }
             return self.rate_ops;
         }
         self.period_count = 0;
         self.period_slow = 0;
+        self.period_stale = 0;
+        self.period_fresh_slow = 0;
         self.last_decision = now;
         // With enough completions in every period this is exactly one period and the
         // configured window, as Pseudocode 1 has it.
@@ -671,8 +709,15 @@ impl RateLoop {
         while self.delivered.len() > DELIVERED_HISTORY {
             self.delivered.pop_front();
         }
-        let shortfall = tail_last > t0 && delivered_ops < DELIVERY_SHORTFALL * r;
-        let saturated = tail_last > SLOPE_SATURATION_FACTOR * t0 && self.phase != Phase::Ramp;
+        // While the completions still include requests sent before the last cut, the
+        // safeguards act only on what was sent since: a stall's backlog (on real processes,
+        // a VM pause of ~10 ms) otherwise cut R once on the delivery shortfall and then
+        // halved it twice more while the same backlog drained — 97k to 7.5k for one stall.
+        let fresh = count - stale;
+        let fresh_evidence =
+            stale == 0 || (fresh >= self.cfg.samples_min && fresh_slow as f64 > COLLAPSE_SHARE * fresh as f64);
+        let shortfall = tail_last > t0 && delivered_ops < DELIVERY_SHORTFALL * r && fresh_evidence;
+        let saturated = tail_last > SLOPE_SATURATION_FACTOR * t0 && self.phase != Phase::Ramp && fresh_evidence;
         self.ceiling_ops *= 1.0 + CEILING_RELAX;
         let collapsed =
             saturated || shortfall || share_slow > COLLAPSE_SHARE || (self.phase == Phase::Ramp && tail_last > t0);
@@ -680,7 +725,9 @@ impl RateLoop {
             // A collapse begins: blame the highest rate of the window (the periods after it
             // still carry its backlog at whatever lower rate, and must not be blamed).
             let r_max = self.applied.iter().copied().fold(0.0, f64::max);
-            self.ceiling_ops = self.ceiling_ops.min(CEILING_SHARE * r_max);
+            if r_max >= HICCUP_SHARE * self.sustained_ops {
+                self.ceiling_ops = self.ceiling_ops.min(CEILING_SHARE * r_max);
+            }
             if self.phase == Phase::Hold && self.err_mean > GAIN_BOOST_ERR && !self.budget_paused {
                 // The system collapsed while the proxy sat far below its setpoint: the
                 // setpoint is out of the proxy's reach (on real processes the p90 stays low
@@ -692,6 +739,10 @@ impl RateLoop {
             }
         }
         self.collapsed = collapsed;
+        self.sustained_ops *= 1.0 - SUSTAINED_DECAY;
+        if !collapsed && tail_last <= t0 {
+            self.sustained_ops = self.sustained_ops.max(delivered_ops);
+        }
         self.since_collapse = if collapsed {
             0
         } else {
@@ -790,7 +841,12 @@ impl RateLoop {
         } else {
             next
         };
+        let before = self.rate_ops;
         self.rate_ops = next.clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+        if self.rate_ops < (1.0 - STEP_DOWN_MAX) * before * (1.0 - 1e-9) {
+            // A safeguard cut R (deeper than any Newton step goes).
+            self.cut_at = now;
+        }
         self.equivalent_ops = (self.phase == Phase::Hold && self.drain == 0 && !saturated)
             .then(|| r * ((self.setpoint_ns / proxy).ln() / self.elasticity()).exp());
         self.rate_ops
@@ -866,6 +922,7 @@ impl RateLoop {
             // rate moved (the workload changed); re-open the gain schedule.
             if self.hold_periods > 0 && self.since_collapse > REGIME_QUIET_DECISIONS {
                 self.regime_changed = true;
+                self.sustained_ops = 0.0;
             }
             self.hold_periods = 0;
         }
