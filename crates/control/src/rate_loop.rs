@@ -125,6 +125,12 @@ pub const ERR_VAR_EWMA_WEIGHT: f64 = 0.05;
 /// alone reported a "workload change" several times a second.
 pub const GAIN_BOOST_SIGMAS: f64 = 4.0;
 
+/// A workload change is reported only within this many decisions of the averaged error
+/// having been small (see `hold`): the averaged error needs ~6 decisions to cross the
+/// threshold after a switch, so 20 (100 ms at 200 Hz) catch every switch the simulator
+/// makes.
+pub const REGIME_ONSET_DECISIONS: u32 = 20;
+
 /// Decisions after a collapse during which a large Hold error is blamed on the collapse's
 /// backlog, not reported as a workload change: four windows of the default 2 periods.
 pub const REGIME_QUIET_DECISIONS: u32 = 40;
@@ -476,6 +482,9 @@ pub struct RateLoop {
     period_stale: u64,
     /// ...and of the others, how many were slower than the SLO.
     period_fresh_slow: u64,
+    /// Hold decisions since the averaged error was last small (under half the boost
+    /// threshold).
+    since_small: u32,
     /// Lowest window proxy seen, ns (the setpoint's floor follows it).
     proxy_min_ns: f64,
     /// Hold periods since the gain schedule (re)started.
@@ -518,6 +527,7 @@ impl RateLoop {
             err_mean: 0.0,
             err_var: 0.0,
             proxy_min_ns: f64::INFINITY,
+            since_small: 0,
             cut_at: Nanos::ZERO,
             period_stale: 0,
             period_fresh_slow: 0,
@@ -917,10 +927,22 @@ impl RateLoop {
         // The averaged error's own noise: an exponential average of weight w has the
         // variance w / (2 − w) of its inputs'.
         let mean_sd = (self.err_var * ERR_EWMA_WEIGHT / (2.0 - ERR_EWMA_WEIGHT)).sqrt();
-        if self.err_mean.abs() > GAIN_BOOST_ERR.max(GAIN_BOOST_SIGMAS * mean_sd) {
+        let boost_err = GAIN_BOOST_ERR.max(GAIN_BOOST_SIGMAS * mean_sd);
+        self.since_small = if self.err_mean.abs() < boost_err / 2.0 {
+            0
+        } else {
+            self.since_small.saturating_add(1)
+        };
+        if self.err_mean.abs() > boost_err {
             // The proxy has sat far off its setpoint for several periods: the achievable
             // rate moved (the workload changed); re-open the gain schedule.
-            if self.hold_periods > 0 && self.since_collapse > REGIME_QUIET_DECISIONS {
+            // A workload change is a *change*: the error grew from small within the last
+            // REGIME_ONSET_DECISIONS. A proxy that never came near its setpoint (on real
+            // processes the p90 stays low up to a cliff) re-opens the gain but is no news.
+            if self.hold_periods > 0
+                && self.since_collapse > REGIME_QUIET_DECISIONS
+                && self.since_small <= REGIME_ONSET_DECISIONS
+            {
                 self.regime_changed = true;
                 self.sustained_ops = 0.0;
             }
