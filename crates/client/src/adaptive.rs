@@ -165,13 +165,6 @@ impl<B: Backend> Adaptive<B> {
         self.shared.limiter.lock().try_admit(now)
     }
 
-    /// When the limiter will next admit a request (now, if it would already).
-    pub fn next_admit_at(&self) -> Instant {
-        let now = self.now();
-        let at = self.shared.limiter.lock().next_admit_at(now);
-        self.instant_at(at)
-    }
-
     /// Runs `function` where the policy says, if the rate limiter admits it now; above
     /// the rate it fails fast with [`ClientError::Throttled`].
     pub async fn invoke(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {

@@ -621,10 +621,7 @@ impl FractionLoop {
             if self.scan.is_none() {
                 self.scan_ended_at = Some(now);
             }
-            self.x = x;
-            self.samples.clear();
-            self.changed_at = now;
-            return self.x;
+            return self.apply_x(now, x);
         }
         let may_rescan = self.may_rescan(now);
         // The thresholds grow with this system's noise (see LEVEL_SIGMAS); the drift is of
@@ -638,31 +635,17 @@ impl FractionLoop {
                 .level
                 .zip(self.levels.front().copied())
                 .is_some_and(|(now_level, then)| (now_level - then).abs() > drift);
-        if drifted {
-            // The rate has kept moving one way for half a second: the R loop is following a
-            // changed workload at its slow pace. Bracket the new optimum rather than wait.
+        let jumped = may_rescan && self.level.is_some_and(|level| (y - level).abs() > jump);
+        if drifted || jumped {
+            // The workload changed: the achievable rate jumped far beyond what probes and
+            // noise move it by, or it has kept moving one way for half a second (the R loop
+            // following a changed workload at its slow pace). Bracket the new optimum again
+            // rather than wait.
             self.level = None;
             self.levels.clear();
             self.scan = Some(Scan::new(self.x));
             let x = self.scan_step(y).unwrap_or(self.x);
-            self.x = x;
-            self.samples.clear();
-            self.changed_at = now;
-            return self.x;
-        }
-        if let Some(level) = self.level.filter(|_| may_rescan) {
-            if (y - level).abs() > jump {
-                // The achievable rate jumped far beyond what probes and noise move it by:
-                // the workload changed. Bracket the new optimum again.
-                self.level = None;
-                self.levels.clear();
-                self.scan = Some(Scan::new(self.x));
-                let x = self.scan_step(y).unwrap_or(self.x);
-                self.x = x;
-                self.samples.clear();
-                self.changed_at = now;
-                return self.x;
-            }
+            return self.apply_x(now, x);
         }
         if let Some(level) = self.level {
             let d = y - level;
@@ -686,7 +669,12 @@ impl FractionLoop {
             self.side = -self.side;
             next = probe_x(self.centre, self.side, delta);
         }
-        self.x = next;
+        self.apply_x(now, next)
+    }
+
+    /// Applies `x` from `now`: the rates seen so far belong to the previous X.
+    fn apply_x(&mut self, now: Nanos, x: f64) -> f64 {
+        self.x = x;
         self.samples.clear();
         self.changed_at = now;
         self.x

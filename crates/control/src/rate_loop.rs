@@ -396,6 +396,31 @@ impl RateLoopConfig {
     }
 }
 
+/// Completions since the last decision.
+#[derive(Clone, Copy, Debug, Default)]
+struct PeriodTally {
+    /// All of them.
+    count: u64,
+    /// Those slower than the SLO.
+    slow: u64,
+    /// Those of requests sent before the last safeguard cut (see `RateLoop::cut_at`).
+    stale: u64,
+    /// The others' that were slower than the SLO.
+    fresh_slow: u64,
+}
+
+impl PeriodTally {
+    fn note(&mut self, slow: bool, stale: bool) {
+        self.count += 1;
+        self.slow += u64::from(slow);
+        if stale {
+            self.stale += 1;
+        } else {
+            self.fresh_slow += u64::from(slow);
+        }
+    }
+}
+
 /// Where the loop is in its search (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -423,9 +448,7 @@ pub struct RateLoop {
     /// here; one period when every period has enough completions).
     last_decision: Nanos,
     /// Completions since the last update.
-    period_count: u64,
-    /// Of those, slower than the SLO.
-    period_slow: u64,
+    period: PeriodTally,
     /// The proxy's setpoint, ns (calibrated by the outer loop).
     setpoint_ns: f64,
     /// The anchor (R, T) point the next secant is taken against.
@@ -478,10 +501,6 @@ pub struct RateLoop {
     /// When a safeguard last cut R: completions of requests sent before then measure the
     /// backlog that caused the cut, not the rate since.
     cut_at: Nanos,
-    /// Completions since the last update of requests sent before `cut_at`...
-    period_stale: u64,
-    /// ...and of the others, how many were slower than the SLO.
-    period_fresh_slow: u64,
     /// Hold decisions since the averaged error was last small (under half the boost
     /// threshold).
     since_small: u32,
@@ -504,8 +523,7 @@ impl RateLoop {
             next_tick: now.saturating_add(cfg.period),
             applied: VecDeque::with_capacity(cfg.window_slots() + 1),
             latencies,
-            period_count: 0,
-            period_slow: 0,
+            period: PeriodTally::default(),
             setpoint_ns: cfg.proxy_setpoint_init * cfg.slo_latency_ns,
             anchor: None,
             elasticity: None,
@@ -529,8 +547,6 @@ impl RateLoop {
             proxy_min_ns: f64::INFINITY,
             since_small: 0,
             cut_at: Nanos::ZERO,
-            period_stale: 0,
-            period_fresh_slow: 0,
             sustained_ops: 0.0,
             hold_periods: 0,
             cfg,
@@ -615,10 +631,7 @@ impl RateLoop {
         if self.phase == Phase::Hold && gain > 0.0 && gain < HOLD_GAIN_MAX {
             let periods = (GAIN_HALF_PERIODS * (HOLD_GAIN_MAX / gain - 1.0)) as u32;
             self.hold_periods = self.hold_periods.min(periods);
-            // The curve moved: a collapse seen on the old one says nothing here, nor does a
-            // rate it sustained.
-            self.ceiling_ops = f64::INFINITY;
-            self.sustained_ops = 0.0;
+            self.forget_curve();
         }
     }
 
@@ -627,12 +640,18 @@ impl RateLoop {
     /// whose violations must not depress the setpoint for the next second.
     pub fn set_budget_paused(&mut self, paused: bool) {
         if paused != self.budget_paused {
-            // The caller moves the curve around: collapses seen before or during that say
+            // The caller moves the curve around: what was seen before or during that says
             // nothing about the curve after.
-            self.ceiling_ops = f64::INFINITY;
-            self.sustained_ops = 0.0;
+            self.forget_curve();
         }
         self.budget_paused = paused;
+    }
+
+    /// The latency curve moved: a collapse seen on the old one says nothing about the new
+    /// one, nor does a rate it sustained.
+    fn forget_curve(&mut self) {
+        self.ceiling_ops = f64::INFINITY;
+        self.sustained_ops = 0.0;
     }
 
     /// Whether the loop saw the achievable rate jump since the last call (its proxy sat far
@@ -644,14 +663,9 @@ impl RateLoop {
     /// Feeds one completion's latency.
     pub fn on_completion(&mut self, now: Nanos, latency_ns: u64) {
         self.latencies.record(now, latency_ns as f64);
-        self.period_count += 1;
         let slow = latency_ns as f64 > self.cfg.slo_latency_ns;
-        self.period_slow += u64::from(slow);
-        if now.saturating_sub(Nanos(latency_ns)) < self.cut_at {
-            self.period_stale += 1;
-        } else {
-            self.period_fresh_slow += u64::from(slow);
-        }
+        let stale = now.saturating_sub(Nanos(latency_ns)) < self.cut_at;
+        self.period.note(slow, stale);
     }
 
     /// Forgets the anchor point: call when something other than R changed the latency curve
@@ -671,26 +685,24 @@ impl RateLoop {
         while self.applied.len() > self.cfg.window_slots() {
             self.applied.pop_front();
         }
-        let (count, slow) = (self.period_count, self.period_slow);
-        let (stale, fresh_slow) = (self.period_stale, self.period_fresh_slow);
+        let PeriodTally {
+            count,
+            slow,
+            stale,
+            fresh_slow,
+        } = self.period;
         let since = now.saturating_sub(self.last_decision).max(self.cfg.period);
         let span_max = Nanos(self.cfg.period.0.saturating_mul(ACCUMULATE_PERIODS_MAX));
         if count < self.cfg.samples_min {
             // Too few completions to trust: keep gathering (instead of discarding them) up
             // to ACCUMULATE_PERIODS_MAX periods, so a slow system still gets decisions.
             if since >= span_max {
-                self.period_count = 0;
-                self.period_slow = 0;
-                self.period_stale = 0;
-                self.period_fresh_slow = 0;
+                self.period = PeriodTally::default();
                 self.last_decision = now;
             }
             return self.rate_ops;
         }
-        self.period_count = 0;
-        self.period_slow = 0;
-        self.period_stale = 0;
-        self.period_fresh_slow = 0;
+        self.period = PeriodTally::default();
         self.last_decision = now;
         // With enough completions in every period this is exactly one period and the
         // configured window, as Pseudocode 1 has it.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use ferry_control::Nanos;
 use ferry_sim::plot::{Chart, Figure, Series, Style};
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
-use ferry_sim::{parse_policy, parse_workload, Arrivals, ClusterConfig, Scenario, SimReport, Slo};
+use ferry_sim::{parse_policy, parse_workload, ClusterConfig, Scenario, SimReport, Slo, PAPER_SLO};
 use serde_json::json;
 
 /// Seed of every run.
@@ -58,7 +58,7 @@ fn window_bound(
     let mut cfg = SweepConfig::new(
         ClusterConfig::default(),
         parse_workload(workload).expect("preset"),
-        Slo::p99(Nanos::from_us(200)),
+        Slo::p99(PAPER_SLO),
         SEED,
     );
     cfg.measure_from = Some(window.0);
@@ -105,16 +105,12 @@ fn best_row(rows: &[sweep::SweepRow]) -> &sweep::SweepRow {
 }
 
 fn run(workload: &str, policy: &str, duration: Nanos) -> SimReport {
-    Scenario {
-        cluster: ClusterConfig::default(),
-        workload: parse_workload(workload).expect("valid workload"),
-        policy: parse_policy(policy).expect("valid policy"),
-        slo: Slo::p99(Nanos::from_us(200)),
+    Scenario::paper(
+        parse_workload(workload).expect("valid workload"),
+        parse_policy(policy).expect("valid policy"),
         duration,
-        seed: SEED,
-        arrivals: Arrivals::Poisson,
-        timeline_interval: Nanos::from_ms(10),
-    }
+        SEED,
+    )
     .run()
     .expect("valid scenario")
 }

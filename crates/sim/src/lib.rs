@@ -27,6 +27,6 @@ pub mod sweep;
 pub use engine::Arrivals;
 pub use error::SimError;
 pub use model::{ClusterConfig, CostModel, FunctionSpec, Workload};
-pub use scenario::{Scenario, SimReport, Slo};
+pub use scenario::{Scenario, SimReport, Slo, PAPER_SLO};
 pub use spec::{parse_duration, parse_policy, parse_workload, PolicySpec, SpecError};
 pub use sweep::{SweepConfig, SweepReport};

@@ -255,7 +255,26 @@ fn steady_window(s: Nanos, e: Nanos) -> (Nanos, Nanos) {
     (Nanos(e.0 - (len * STEADY_FRACTION) as u64), e)
 }
 
+/// The SLO of the paper's experiments reproduced in docs/SIMULATION.md: p99 ≤ 200 µs.
+pub const PAPER_SLO: Nanos = Nanos::from_us(200);
+
 impl Scenario {
+    /// The setup of the paper's experiments as docs/SIMULATION.md reproduces them (the
+    /// tests of issue 3 and the figures both run it): the default 8 + 8-core cluster with
+    /// 10 µs RTT, p99 ≤ [`PAPER_SLO`], Poisson arrivals, a 10 ms timeline.
+    pub fn paper(workload: Workload, policy: PolicySpec, duration: Nanos, seed: u64) -> Scenario {
+        Scenario {
+            cluster: ClusterConfig::default(),
+            workload,
+            policy,
+            slo: Slo::p99(PAPER_SLO),
+            duration,
+            seed,
+            arrivals: Arrivals::Poisson,
+            timeline_interval: Nanos::from_ms(10),
+        }
+    }
+
     /// Unloaded latency of the local and remote paths (worst function of the workload).
     pub fn no_load_latencies_ns(&self) -> (f64, f64) {
         (

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ferry_control::Nanos;
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
-use ferry_sim::{parse_policy, parse_workload, Arrivals, ClusterConfig, Scenario, SimReport, Slo};
+use ferry_sim::{parse_policy, parse_workload, ClusterConfig, Scenario, SimReport, Slo, PAPER_SLO};
 
 /// X step of the coarse sweeps.
 const SWEEP_X_STEP: f64 = 0.1;
@@ -88,7 +88,7 @@ fn bound(workload: &str) -> SweepReport {
         let mut cfg = SweepConfig::new(
             ClusterConfig::default(),
             parse_workload(workload).unwrap(),
-            Slo::p99(Nanos::from_us(200)),
+            Slo::p99(PAPER_SLO),
             SEED,
         );
         cfg.measure = RUN - STEADY_FROM;
@@ -155,16 +155,12 @@ fn run(workload: &str, policy: &str, duration: Nanos) -> SimReport {
         .or_default()
         .clone();
     cell.get_or_init(|| {
-        Scenario {
-            cluster: ClusterConfig::default(),
-            workload: parse_workload(workload).unwrap(),
-            policy: parse_policy(policy).unwrap(),
-            slo: Slo::p99(Nanos::from_us(200)),
+        Scenario::paper(
+            parse_workload(workload).unwrap(),
+            parse_policy(policy).unwrap(),
             duration,
-            seed: SEED,
-            arrivals: Arrivals::Poisson,
-            timeline_interval: Nanos::from_ms(10),
-        }
+            SEED,
+        )
         .run()
         .unwrap()
     })
