@@ -64,29 +64,8 @@ fn window_bound(
     cfg.measure_from = Some(window.0);
     cfg.measure = window.1;
     cfg.bisection_steps = BOUND_BISECTION_STEPS;
-    let row_at = |x: f64| {
-        let near = coarse
-            .rows
-            .iter()
-            .min_by(|a, b| (a.rpc_fraction - x).abs().total_cmp(&(b.rpc_fraction - x).abs()))
-            .expect("coarse rows");
-        let (lo, hi) = BOUND_BRACKET;
-        sweep::max_rate_between(&cfg, x, lo * near.rate_ops, hi * near.rate_ops).expect("valid sweep")
-    };
-    let chunks: Vec<Vec<f64>> = xs
-        .chunks(xs.len().div_ceil(threads.max(1)))
-        .map(|c| c.to_vec())
-        .collect();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .map(|c| s.spawn(|| c.iter().map(|&x| row_at(x)).collect::<Vec<_>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("bound thread"))
-            .collect()
-    })
+    cfg.threads = threads;
+    sweep::refine(&cfg, coarse, xs, BOUND_BRACKET).expect("valid sweep")
 }
 
 /// The X grid of a bound: ±BOUND_X_REACH steps around `best`, inside [0, 1].

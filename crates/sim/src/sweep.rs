@@ -292,6 +292,57 @@ pub fn x_grid(step: f64) -> Vec<f64> {
 /// Sweeps the given X values (in parallel over `cfg.threads`; the result does not depend
 /// on the thread count).
 pub fn sweep(cfg: &SweepConfig, xs: &[f64]) -> Result<SweepReport, SimError> {
+    let rows = rows_in_parallel(cfg, xs, |x| max_rate(cfg, x))?;
+    let best = rows.iter().enumerate().fold(0, |b, (i, r)| {
+        if r.throughput_ops > rows[b].throughput_ops {
+            i
+        } else {
+            b
+        }
+    });
+    Ok(SweepReport {
+        workload: cfg.workload.label.clone(),
+        app_cores: cfg.cluster.app_cores,
+        storage_cores: cfg.cluster.storage_cores,
+        rtt_us: cfg.cluster.rtt.as_us_f64(),
+        slo_p99_us: cfg.slo.latency.as_us_f64(),
+        seed: cfg.seed,
+        best_throughput_ops: rows.get(best).map_or(0.0, |r| r.throughput_ops),
+        best_rpc_fraction: rows.get(best).map_or(0.0, |r| r.rpc_fraction),
+        best_rate_ops: rows.get(best).map_or(0.0, |r| r.rate_ops),
+        rows,
+    })
+}
+
+/// Rows at `xs` bisected between `bracket.0` and `bracket.1` × the rate of `coarse`'s row
+/// nearest each X: a finer or differently measured sweep (another window, more bisection
+/// steps) that starts from what a coarse sweep found, at a fraction of its cost. This is how
+/// a policy run's *same-window bound* is taken: `cfg.measure_from` and `cfg.measure` set
+/// to the run's steady window, so the bound is judged by the very p99 the run is (same seed,
+/// hence the same node stalls).
+pub fn refine(
+    cfg: &SweepConfig,
+    coarse: &SweepReport,
+    xs: &[f64],
+    bracket: (f64, f64),
+) -> Result<Vec<SweepRow>, SimError> {
+    rows_in_parallel(cfg, xs, |x| {
+        let near_ops = coarse
+            .rows
+            .iter()
+            .min_by(|a, b| (a.rpc_fraction - x).abs().total_cmp(&(b.rpc_fraction - x).abs()))
+            .map_or(0.0, |r| r.rate_ops);
+        max_rate_between(cfg, x, bracket.0 * near_ops, bracket.1 * near_ops)
+    })
+}
+
+/// `row(x)` for every X (validated to lie in [0, 1]), over `cfg.threads` workers, in the
+/// order of `xs`.
+fn rows_in_parallel(
+    cfg: &SweepConfig,
+    xs: &[f64],
+    row: impl Fn(f64) -> Result<SweepRow, SimError> + Sync,
+) -> Result<Vec<SweepRow>, SimError> {
     cfg.validate()?;
     for &x in xs {
         if !(0.0..=1.0).contains(&x) {
@@ -312,37 +363,18 @@ pub fn sweep(cfg: &SweepConfig, xs: &[f64]) -> Result<SweepReport, SimError> {
                 if i >= xs.len() {
                     break;
                 }
-                let row = max_rate(cfg, xs[i]);
+                let r = row(xs[i]);
                 // Invariant: a worker panicking would poison the lock; workers do not panic.
-                results.lock().expect("sweep results lock")[i] = Some(row);
+                results.lock().expect("sweep results lock")[i] = Some(r);
             });
         }
     });
-    let rows = results
+    results
         .into_inner()
         .expect("sweep results lock")
         .into_iter()
         .map(|r| r.expect("every index was processed"))
-        .collect::<Result<Vec<_>, _>>()?;
-    let best = rows.iter().enumerate().fold(0, |b, (i, r)| {
-        if r.throughput_ops > rows[b].throughput_ops {
-            i
-        } else {
-            b
-        }
-    });
-    Ok(SweepReport {
-        workload: cfg.workload.label.clone(),
-        app_cores: cfg.cluster.app_cores,
-        storage_cores: cfg.cluster.storage_cores,
-        rtt_us: cfg.cluster.rtt.as_us_f64(),
-        slo_p99_us: cfg.slo.latency.as_us_f64(),
-        seed: cfg.seed,
-        best_throughput_ops: rows.get(best).map_or(0.0, |r| r.throughput_ops),
-        best_rpc_fraction: rows.get(best).map_or(0.0, |r| r.rpc_fraction),
-        best_rate_ops: rows.get(best).map_or(0.0, |r| r.rate_ops),
-        rows,
-    })
+        .collect()
 }
 
 impl SweepReport {

@@ -101,27 +101,8 @@ fn bound(workload: &str) -> SweepReport {
         if !xs.contains(&1.0) {
             xs.push(1.0);
         }
-        let row_at = |x: f64| {
-            // The coarse rate at the nearest coarse grid point brackets the bisection.
-            let near = coarse
-                .rows
-                .iter()
-                .min_by(|a, b| (a.rpc_fraction - x).abs().total_cmp(&(b.rpc_fraction - x).abs()))
-                .unwrap();
-            let (lo, hi) = BOUND_BRACKET;
-            sweep::max_rate_between(&cfg, x, lo * near.rate_ops, hi * near.rate_ops).unwrap()
-        };
-        let chunks: Vec<Vec<f64>> = xs
-            .chunks(xs.len().div_ceil(BOUND_THREADS))
-            .map(|c| c.to_vec())
-            .collect();
-        let rows: Vec<sweep::SweepRow> = std::thread::scope(|s| {
-            let handles: Vec<_> = chunks
-                .iter()
-                .map(|c| s.spawn(|| c.iter().map(|&x| row_at(x)).collect::<Vec<_>>()))
-                .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
-        });
+        cfg.threads = BOUND_THREADS;
+        let rows = sweep::refine(&cfg, &coarse, &xs, BOUND_BRACKET).unwrap();
         // The optimum is taken over the refined grid around the coarse optimum, not over the
         // extra X = 1 row (which is there for the fast loop).
         let best = rows
