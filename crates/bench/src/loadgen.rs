@@ -23,7 +23,9 @@ pub const MAX_OUTSTANDING: usize = 65_536;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Gap to the next send above which the pacer sleeps instead of spinning: the tokio timer
-/// has millisecond resolution, so shorter gaps are paced by yielding.
+/// has millisecond resolution, so shorter gaps are paced by yielding, and a sleep ends this
+/// far before the send (waking half of it early, a sleep rounded up to the next tick made
+/// sends at low rates ~1 ms late, and the loop read that lateness as latency).
 const PACER_SLEEP_ABOVE: Duration = Duration::from_millis(2);
 
 /// What one load run measured.
@@ -137,7 +139,7 @@ pub async fn wait_until(at: Instant) {
             return;
         }
         if at - now > PACER_SLEEP_ABOVE {
-            tokio::time::sleep(at - now - PACER_SLEEP_ABOVE / 2).await;
+            tokio::time::sleep(at - now - PACER_SLEEP_ABOVE).await;
         } else {
             tokio::task::yield_now().await;
         }

@@ -60,6 +60,19 @@
 //!   increases approach only halfway at a time (bisection) and which relaxes by
 //!   [`CEILING_RELAX`] per period.
 //!
+//! Where the proxy says nothing (real processes: below the node's capacity the p90 is flat,
+//! varies tenfold between windows, and *rises* as R falls because idle CPUs wake slowly),
+//! three rules keep the loop from following it down:
+//! - **tail evidence**: the inner loop steps R down on its proxy only while the window's
+//!   p99 is at least [`TAIL_EVIDENCE_SHARE`] × t0;
+//! - **under-spend lift**: while the tail the budget allows (pooled over
+//!   [`UNDERSPEND_POOL_PERIODS`]) sits below [`UNDERSPEND_DEADBAND`] × t0, the outer loop
+//!   also lifts the setpoint in proportion to the distance (the count alone credits at most
+//!   κ per decision, however far below the SLO the tail is);
+//! - **recovery**: a clean decision at a rate below [`RECOVERY_SHARE`] × the rate the node
+//!   sustained a moment ago (a stall's delivery cut) doubles R back toward that share.
+//! In the simulator's scenarios none of the three binds (its results are unchanged).
+//!
 //! Hooks for an outer X loop: `equivalent_rate_ops` (where R should be at this X, without
 //! waiting for R to get there), `rescale` (feed-forward), `reopen` (re-open the gain
 //! schedule after a deliberate move), `set_budget_paused` (a deliberate transient is not
@@ -172,6 +185,25 @@ pub const BUDGET_GAIN_DEFAULT: f64 = 0.001;
 /// while quiet periods follow, at half the peak setpoint dip of paying it at once.
 pub const DEBT_PAY_MAX: f64 = 2.0;
 
+/// Decisions whose completions the under-spend lift pools: the whole latency window (320 ms
+/// at 200 Hz), so that one quiet stretch between hiccups does not look like room to spare.
+pub const UNDERSPEND_POOL_PERIODS: u64 = ACCUMULATE_PERIODS_MAX;
+
+/// The setpoint is lifted only while the pooled tail (the quantile the budget allows to be
+/// exceeded) is below this share of the SLO: near the SLO the slow-share count, whose
+/// fixed point is exact, governs alone.
+pub const UNDERSPEND_DEADBAND: f64 = 0.5;
+
+/// Lift of ln(setpoint) per decision per unit of ln(deadband × SLO / pooled tail), as a
+/// multiple of the outer loop's gain κ (so κ = 0 still freezes the setpoint): at the default
+/// κ a tail a tenth of the SLO (a setpoint left far too low, as on real processes after a
+/// collapse) lifts the setpoint by ~1.6 % per decision — sixteen times the most the count
+/// credits — so it recovers within a second, where the count alone took ten.
+pub const UNDERSPEND_GAIN_RATIO: f64 = 10.0;
+
+/// Largest lift per decision (at the default κ, a tail ~300 times below the SLO).
+pub const UNDERSPEND_LIFT_MAX: f64 = 0.05;
+
 /// Lowest setpoint the outer loop may choose, as a fraction of the SLO: a setpoint this
 /// low means the proxy does not track the tail at all, and a floor keeps R from starving.
 /// (Low because on real processes the p90 near the knee can sit at a tenth of a
@@ -218,6 +250,19 @@ pub const SUSTAINED_DECAY: f64 = 0.005;
 /// last delivered cleanly, while on real processes a VM stall collapses a rate a fraction
 /// of that (a ceiling left there held R at a third of capacity for seconds).
 pub const HICCUP_SHARE: f64 = 0.7;
+
+/// The inner loop steps R *down* on its proxy only while the window's tail (its p99) is at
+/// least this share of the SLO. Where the loop holds the proxy near the knee the tail is
+/// there anyway (the p99 exceeds the p90, and the setpoint settles at 0.4–0.55 × the SLO in
+/// the simulator); far below it the SLO is not binding, and on real processes the p90 says
+/// nothing there: it is flat below the cliff, rises as R *falls* (idle CPUs wake slowly),
+/// and its hiccups had walked R from 13k down to its floor with no slow completion at all.
+pub const TAIL_EVIDENCE_SHARE: f64 = 0.4;
+
+/// A clean decision at a rate below this share of the sustained rate climbs back to it at the
+/// ramp's pace (see `tick`): on real processes a VM stall's delivery shortfall cut R from 19k
+/// to 3.7k, and the proxy, no lower at low rates, held it there for a second.
+pub const RECOVERY_SHARE: f64 = 0.5;
 
 /// A period with more than this share of completions slower than the SLO collapsed (a
 /// backlog built up): its rate becomes the ceiling.
@@ -795,7 +840,7 @@ impl RateLoop {
             // negative whatever the slope, so the safeguard applies — once per window,
             // which gives the backlog time to drain before R is judged again.
             if self.phase == Phase::Hold {
-                self.calibrate(share_slow);
+                self.calibrate(now, share_slow);
             }
             if self.since_halving as usize >= self.cfg.window_slots() {
                 self.since_halving = 0;
@@ -809,6 +854,21 @@ impl RateLoop {
             } else {
                 self.rate_ops
             }
+        } else if self.reached
+            && self.rate_ops < RECOVERY_SHARE * self.sustained_ops
+            && tail_last <= t0
+            && share_slow <= self.cfg.budget_share()
+        {
+            // Recovery: a cut took R below half of a rate the node delivered cleanly a
+            // moment ago (a stall's delivery shortfall measures the stall, not the node), and
+            // this decision was clean: climb back to that half at the ramp's pace. Waiting
+            // for the proxy fails on real processes, where latency at low rates is no lower.
+            // (A workload that got twice as heavy is cut by its shortfall to ~0.9 × its new
+            // capacity, above this line.)
+            if self.phase == Phase::Hold {
+                self.calibrate(now, share_slow);
+            }
+            (2.0 * self.rate_ops).min(RECOVERY_SHARE * self.sustained_ops)
         } else {
             match self.phase {
                 Phase::Ramp => self.ramp(proxy_last, tail_last),
@@ -849,7 +909,7 @@ impl RateLoop {
                     }
                 }
                 Phase::Hold => {
-                    self.calibrate(share_slow);
+                    self.calibrate(now, share_slow);
                     self.hold(proxy)
                 }
             }
@@ -892,7 +952,7 @@ impl RateLoop {
 
     /// The outer loop: moves the setpoint so the pooled share of slow completions settles
     /// at the budget.
-    fn calibrate(&mut self, share_slow: f64) {
+    fn calibrate(&mut self, now: Nanos, share_slow: f64) {
         if self.budget_paused {
             return;
         }
@@ -906,7 +966,16 @@ impl RateLoop {
         self.debt += (share_slow - budget) / budget;
         let pay = self.debt.clamp(-DEBT_PAY_MAX, DEBT_PAY_MAX);
         self.debt -= pay;
-        let step = -self.cfg.budget_gain * pay;
+        let mut step = -self.cfg.budget_gain * pay;
+        // Far below the budget the count says only "less": a decision with no slow
+        // completion is a credit of one budget-period, whatever the distance to the SLO. The
+        // pooled tail says how far: lift the setpoint in proportion while the budget's
+        // quantile over the last UNDERSPEND_POOL_PERIODS sits under UNDERSPEND_DEADBAND × t0.
+        let pool = Nanos(self.cfg.period.0.saturating_mul(UNDERSPEND_POOL_PERIODS));
+        if let Some(tail) = self.latencies.merged(now, pool).quantile(1.0 - budget) {
+            let lift = (UNDERSPEND_DEADBAND * t0 / tail.max(1.0)).ln().max(0.0);
+            step += (UNDERSPEND_GAIN_RATIO * self.cfg.budget_gain * lift).min(UNDERSPEND_LIFT_MAX);
+        }
         self.setpoint_ns = (self.setpoint_ns * step.exp()).clamp(self.setpoint_floor_ns(), PROXY_SETPOINT_MAX * t0);
     }
 
@@ -919,14 +988,27 @@ impl RateLoop {
             .min(PROXY_SETPOINT_MAX * t0)
     }
 
+    /// The lowest ln-step the inner loop may take on its proxy: STEP_DOWN_MAX, or none
+    /// while the window's tail is far below the SLO (see [`TAIL_EVIDENCE_SHARE`]).
+    fn step_down_floor(&self) -> f64 {
+        if self
+            .estimate_ns
+            .is_some_and(|tail| tail >= TAIL_EVIDENCE_SHARE * self.cfg.slo_latency_ns)
+        {
+            (1.0 - STEP_DOWN_MAX).ln()
+        } else {
+            0.0
+        }
+    }
+
     /// A full Newton step in log space from the window's mean rate `r` and proxy `proxy`
     /// toward the setpoint, increasing R by at most the fraction `up`.
     fn newton(&self, r: f64, proxy: f64, up: f64) -> f64 {
-        let step = (self.setpoint_ns / proxy).ln() / self.elasticity();
-        let step = step.clamp((1.0 - STEP_DOWN_MAX).ln(), (1.0 + up).ln());
+        let down = self.step_down_floor();
+        let step = ((self.setpoint_ns / proxy).ln() / self.elasticity()).clamp(down, (1.0 + up).ln());
         // Step from the rate the window measured, but never jump more than the bounds from
         // the rate applied now.
-        (r * step.exp()).clamp(self.rate_ops * (1.0 - STEP_DOWN_MAX), self.rate_ops * (1.0 + up))
+        (r * step.exp()).clamp(self.rate_ops * down.exp(), self.rate_ops * (1.0 + up))
     }
 
     /// Hold: a damped Newton step from the current rate, with a gain that adapts to how
@@ -965,8 +1047,8 @@ impl RateLoop {
         // the configured gain that keeps R's wander small.
         self.hold_gain = (HOLD_GAIN_MAX / (1.0 + self.hold_periods as f64 / GAIN_HALF_PERIODS)).max(self.cfg.gain);
         self.hold_periods = self.hold_periods.saturating_add(1);
-        let step = (self.hold_gain * err / self.elasticity())
-            .clamp((1.0 - STEP_DOWN_MAX).ln(), (1.0 + APPROACH_STEP_MAX).ln());
+        let step =
+            (self.hold_gain * err / self.elasticity()).clamp(self.step_down_floor(), (1.0 + APPROACH_STEP_MAX).ln());
         self.rate_ops * step.exp()
     }
 
@@ -1002,13 +1084,21 @@ mod tests {
     /// log-uniformly over [0.5, 2] × `curve(R)`, completing `R · period` requests per
     /// period.
     fn drive(cfg: RateLoopConfig, curve: impl Fn(f64) -> f64, periods: usize) -> Vec<f64> {
+        drive_periods(cfg, periods, |_, r| (((r * 5e-3).max(1.0) as u64).min(5_000), curve(r)))
+    }
+
+    /// Like `drive`, with each period's completion count and latency scale given by
+    /// `period(k, R)` (k from 1), for systems that misbehave on some periods.
+    fn drive_periods(
+        cfg: RateLoopConfig,
+        periods: usize,
+        mut period: impl FnMut(usize, f64) -> (u64, f64),
+    ) -> Vec<f64> {
         let mut rl = RateLoop::new(cfg.clone(), Nanos::ZERO).unwrap();
         let mut rates = Vec::new();
         for k in 1..=periods {
             let now = Nanos(cfg.period.0 * k as u64);
-            let r = rl.rate_ops();
-            let n = ((r * cfg.period.as_secs_f64()).max(1.0) as u64).min(5_000);
-            let mid = curve(r);
+            let (n, mid) = period(k, rl.rate_ops());
             for i in 0..n {
                 // Spread completions over the period just ended, latencies over a range.
                 let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n);
@@ -1113,6 +1203,88 @@ mod tests {
         rl.tick(Nanos::from_ms(5));
         assert_eq!(rl.rate_ops(), RATE_INIT_OPS_DEFAULT);
         assert_eq!(rl.next_tick(), Nanos::from_ms(10));
+    }
+
+    /// A real process pair on a VM, as the R loop sees it: latency flat at `mid_ns` below
+    /// the node's capacity `cap_ops` (no knee, a cliff), with windows of luck — every 10th
+    /// and 11th period run at a fifth of it (the lowest proxy seen, which floors the
+    /// setpoint, comes from those) — and a hiccup (three times) every 20th.
+    fn flat_with_luck(mid_ns: f64, cap_ops: f64) -> impl FnMut(usize, f64) -> (u64, f64) {
+        move |k, r| {
+            let n = ((r * 5e-3).max(1.0) as u64).min(5_000);
+            let luck = match (k % 10, k % 20) {
+                (0 | 1, _) => 0.2,
+                (_, 5) => 3.0,
+                _ => 1.0,
+            };
+            (n, if r >= cap_ops { 1e9 } else { mid_ns * luck })
+        }
+    }
+
+    // Regression (real processes, 5 ms SLO): with the setpoint below the proxy's reach and
+    // every window's tail far below the SLO, Newton steps on the p90 walked R from 13k
+    // down to its floor, with no slow completion at all.
+    #[test]
+    fn no_step_down_without_tail_evidence() {
+        let mut cfg = RateLoopConfig::new(5_000_000.0);
+        // A setpoint that cannot move (κ = 0) and starts at 100 µs: what a collapse's snap
+        // left on the real system.
+        cfg.budget_gain = 0.0;
+        cfg.proxy_setpoint_init = PROXY_SETPOINT_MIN;
+        let rates = drive_periods(cfg, 1_000, flat_with_luck(300_000.0, 30_000.0));
+        let low = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(low >= 0.9 * RATE_INIT_OPS_DEFAULT, "R fell to {low:.0}");
+    }
+
+    // Regression (real processes, 5 ms SLO): a setpoint far below what the SLO allows rose
+    // only by the count's credit (0.1 % per decision), ~10 s to recover a factor of three.
+    #[test]
+    fn lifts_a_setpoint_far_below_the_slo_within_a_second() {
+        let mut cfg = RateLoopConfig::new(5_000_000.0);
+        cfg.proxy_setpoint_init = PROXY_SETPOINT_MIN;
+        let mut rl = RateLoop::new(cfg.clone(), Nanos::ZERO).unwrap();
+        let mut system = flat_with_luck(300_000.0, 30_000.0);
+        let before = rl.setpoint_ns;
+        for k in 1..=200 {
+            let now = Nanos(cfg.period.0 * k as u64);
+            let (n, mid) = system(k, rl.rate_ops());
+            for i in 0..n {
+                let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n);
+                let u = (i * 7919 % n) as f64 / n as f64;
+                rl.on_completion(at, (mid * 0.5 * 4f64.powf(u)).min(1e15) as u64);
+            }
+            rl.tick(now);
+        }
+        // The tail (~0.6 ms) is a ninth of the SLO: within 200 decisions (1 s) the setpoint
+        // must have grown by far more than the count's 200 credits (1.22×) could.
+        assert!(rl.setpoint_ns >= 3.0 * before, "{} -> {}", before, rl.setpoint_ns);
+    }
+
+    // Regression (real processes): a VM stall delivered a tenth of a period's work, the
+    // delivery guard cut R to 0.9 × that (19k to 3.7k), and with a flat proxy nothing
+    // brought it back for the rest of the run.
+    #[test]
+    fn recovers_quickly_from_a_stalls_delivery_cut() {
+        let cfg = RateLoopConfig::new(5_000_000.0);
+        const STALL: usize = 1_000;
+        let mut system = flat_with_luck(300_000.0, 30_000.0);
+        let mut before = 0.0;
+        let rates = drive_periods(cfg.clone(), 1_200, |k, r| {
+            if k == STALL {
+                before = r;
+                (((r * 5e-4) as u64).max(cfg.samples_min), 10_000_000.0)
+            } else {
+                system(k, r)
+            }
+        });
+        let cut = rates[STALL - 1];
+        assert!(
+            cut < 0.5 * before,
+            "the stall should cut R deeply: {before:.0} -> {cut:.0}"
+        );
+        // Back above 45 % of the rate before the stall within 40 periods (0.2 s).
+        let back = rates[STALL + 40];
+        assert!(back >= 0.45 * before, "{before:.0} -> {cut:.0} -> {back:.0}");
     }
 
     #[test]
