@@ -29,7 +29,7 @@
 //! - **Outer (every period, small gain): integral control of the tail budget.** With f the
 //!   share of the period's completions slower than t0 and b = [`TAIL_BUDGET_DEFAULT`] ×
 //!   (1 − q) the budget, `ln s −= κ (f − b) / b`. The update is *linear* in f, so its only
-//!   fixed point is E[f] = b: whatever the proxy's relation to the p99 (it differs between
+//!   fixed point is E\[f\] = b: whatever the proxy's relation to the p99 (it differs between
 //!   workloads and placements), the pooled share of slow completions — hence the pooled
 //!   p99 — settles at the budget. A burst of slow completions is paid back in full by a
 //!   lower setpoint afterwards, spread over the following periods ([`DEBT_PAY_MAX`]).
