@@ -145,8 +145,12 @@ pub const GAIN_BOOST_SIGMAS: f64 = 4.0;
 pub const REGIME_ONSET_DECISIONS: u32 = 20;
 
 /// Decisions after a collapse during which a large Hold error is blamed on the collapse's
-/// backlog, not reported as a workload change: four windows of the default 2 periods.
-pub const REGIME_QUIET_DECISIONS: u32 = 40;
+/// backlog and the climb back, not reported as a workload change: 0.5 s at 200 Hz. On real
+/// processes, with 40, the proxy still sat 2–4× below its setpoint while R recovered from
+/// the cut, and a "workload change" (and with it a coarse X scan) was reported after nearly
+/// every collapse; the simulator's switches are detected without a collapse (to lighter
+/// work) or by the X loop (to heavier).
+pub const REGIME_QUIET_DECISIONS: u32 = 100;
 
 /// The Hold gain halves after this many periods of Hold and keeps falling as 1/k: the
 /// first steps close what the approach left, later ones average the proxy's noise.
@@ -970,9 +974,18 @@ impl RateLoop {
         // Far below the budget the count says only "less": a decision with no slow
         // completion is a credit of one budget-period, whatever the distance to the SLO. The
         // pooled tail says how far: lift the setpoint in proportion while the budget's
-        // quantile over the last UNDERSPEND_POOL_PERIODS sits under UNDERSPEND_DEADBAND × t0.
+        // quantile over the last UNDERSPEND_POOL_PERIODS sits under UNDERSPEND_DEADBAND × t0 —
+        // and only while the proxy is not already far below the setpoint: then the inner
+        // loop has room to raise R, and a setpoint lifted further away would look like a
+        // workload change (on real processes one was reported every 50–100 ms).
         let pool = Nanos(self.cfg.period.0.saturating_mul(UNDERSPEND_POOL_PERIODS));
-        if let Some(tail) = self.latencies.merged(now, pool).quantile(1.0 - budget) {
+        let room = self.err_mean >= GAIN_BOOST_ERR / 2.0;
+        if let Some(tail) = self
+            .latencies
+            .merged(now, pool)
+            .quantile(1.0 - budget)
+            .filter(|_| !room)
+        {
             let lift = (UNDERSPEND_DEADBAND * t0 / tail.max(1.0)).ln().max(0.0);
             step += (UNDERSPEND_GAIN_RATIO * self.cfg.budget_gain * lift).min(UNDERSPEND_LIFT_MAX);
         }
