@@ -71,6 +71,7 @@
 //!   κ per decision, however far below the SLO the tail is);
 //! - **recovery**: a clean decision at a rate below [`RECOVERY_SHARE`] × the rate the node
 //!   sustained a moment ago (a stall's delivery cut) doubles R back toward that share.
+//!
 //! In the simulator's scenarios none of the three binds (its results are unchanged).
 //!
 //! Hooks for an outer X loop: `equivalent_rate_ops` (where R should be at this X, without
