@@ -136,11 +136,6 @@ pub const LEVEL_VAR_EWMA_WEIGHT: f64 = 0.1;
 /// capacity moves), and the fixed thresholds started a scan every half second.
 pub const LEVEL_SIGMAS: f64 = 3.0;
 
-/// The rate noise (standard deviation of a period's ln rate around the level) up to which
-/// the local search takes its full steps: twice the simulator's (~5 %); beyond it the step
-/// shrinks as 1/variance, the weight of a noisy secant.
-pub const NOISE_REF: f64 = 0.1;
-
 /// Largest |ln(rate-equivalent / rate)| the local search takes from one R-loop period: the
 /// R loop holds R within a few percent of the knee, and a larger correction is mostly the
 /// proxy's noise.
@@ -604,11 +599,7 @@ impl FractionLoop {
             // or the loop started far away). Travel again.
             self.flips = 0;
         }
-        // On a system whose periods' rates wander more than NOISE_REF, a secant is mostly
-        // noise: the step shrinks with the noise's variance (the simulator's ~5 % never
-        // binds; on real processes, 20–50 %, X otherwise moved by noise alone).
-        let noise = (NOISE_REF * NOISE_REF / self.level_var.max(f64::MIN_POSITIVE)).min(1.0);
-        let eta = noise * self.cfg.gain / (1.0 + self.flips as f64 / FLIPS_HALF);
+        let eta = self.cfg.gain / (1.0 + self.flips as f64 / FLIPS_HALF);
         let delta = (eta * g).clamp(-self.cfg.step_max, self.cfg.step_max);
         let before = self.centre;
         self.centre = (self.centre + delta).clamp(0.0, 1.0);
