@@ -71,7 +71,7 @@ pub struct BenchArgs {
     /// ycsbt:accounts=N,transfer=F,compute=C
     #[arg(long, default_value = "medium")]
     workload: String,
-    /// Policy: kv, rpc, fixed:X, kayak, kayak-xr, asfp.
+    /// Policy: kv, rpc, fixed:X, kayak[:x0=F,r-hz=F,x-hz=F,budget=F], kayak-xr[:...], asfp.
     #[arg(long, default_value = "kayak")]
     policy: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a

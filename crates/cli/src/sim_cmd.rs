@@ -73,7 +73,7 @@ pub struct ScenarioArgs {
 pub struct SimArgs {
     #[command(flatten)]
     scenario: ScenarioArgs,
-    /// Policy: kv | rpc | fixed:X | kayak[:x0=F,r-hz=F,x-hz=F] | kayak-xr[:...].
+    /// Policy: kv | rpc | fixed:X | kayak[:x0=F,r-hz=F,x-hz=F,budget=F] | kayak-xr[:...].
     #[arg(long, default_value = "kayak", allow_hyphen_values = true)]
     policy: String,
     /// Simulated time (e.g. 5s).

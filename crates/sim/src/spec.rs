@@ -9,7 +9,9 @@
 //!   with 100 ns, 1 µs, 10 µs of compute per access) or
 //!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]`.
 //! - policy: `kv`, `rpc`, `fixed:X`, `kayak[:PARAMS]`, `kayak-xr[:PARAMS]` with PARAMS among
-//!   `x0=F` (start X), `r-hz=F`, `x-hz=F` (loop frequencies).
+//!   `x0=F` (start X), `r-hz=F`, `x-hz=F` (loop frequencies), `budget=F` (the share of the
+//!   quantile's allowance of slow completions the R loop aims to spend, in (0, 1]; default
+//!   0.8).
 
 use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, RateLoopConfig};
 use thiserror::Error;
@@ -498,6 +500,8 @@ pub struct KayakParams {
     pub r_hz: Option<f64>,
     /// X-loop frequency in Hz.
     pub x_hz: Option<f64>,
+    /// The R loop's tail budget (see `RateLoopConfig::tail_budget`).
+    pub budget: Option<f64>,
 }
 
 /// A parsed policy spec.
@@ -519,13 +523,14 @@ pub enum PolicySpec {
 }
 
 fn parse_kayak_params(params: &str) -> Result<KayakParams, SpecError> {
-    let kv = parse_params("kayak", params, "x0, r-hz, x-hz")?;
+    let kv = parse_params("kayak", params, "x0, r-hz, x-hz, budget")?;
     let mut p = KayakParams::default();
     for (k, v) in kv {
         match k {
             "x0" => p.x0 = Some(parse_f64_in("x0", v, 0.0, 1.0, "[0, 1]")?),
             "r-hz" => p.r_hz = Some(parse_f64_in("r-hz", v, 1e-3, LOOP_HZ_MAX, "[0.001, 1e6]")?),
             "x-hz" => p.x_hz = Some(parse_f64_in("x-hz", v, 1e-3, LOOP_HZ_MAX, "[0.001, 1e6]")?),
+            "budget" => p.budget = Some(parse_f64_in("budget", v, 1e-3, 1.0, "[0.001, 1]")?),
             _ => unreachable!("parse_params only returns allowed keys"),
         }
     }
@@ -609,6 +614,9 @@ impl PolicySpec {
                 }
                 if let Some(hz) = p.x_hz {
                     cfg.fraction.period = Nanos::from_hz(hz);
+                }
+                if let Some(b) = p.budget {
+                    cfg.rate.tail_budget = b;
                 }
                 Box::new(Kayak::new(cfg, now)?)
             }
@@ -709,13 +717,14 @@ mod tests {
             parse_policy("kayak").unwrap(),
             PolicySpec::Kayak(KayakParams::default())
         );
-        let p = parse_policy("kayak:x0=0.25,x-hz=10").unwrap();
+        let p = parse_policy("kayak:x0=0.25,x-hz=10,budget=0.5").unwrap();
         assert_eq!(
             p,
             PolicySpec::Kayak(KayakParams {
                 x0: Some(0.25),
                 r_hz: None,
-                x_hz: Some(10.0)
+                x_hz: Some(10.0),
+                budget: Some(0.5),
             })
         );
         assert!(matches!(parse_policy("kayak-xr").unwrap(), PolicySpec::KayakXr(_)));
@@ -726,6 +735,8 @@ mod tests {
             ("pyxis", "unknown policy 'pyxis'"),
             ("asfp:1", "takes no parameters"),
             ("kayak:speed=3", "unknown parameter"),
+            ("kayak:budget=0", "out of range"),
+            ("kayak:budget=1.5", "out of range"),
             ("rpc:1", "takes no parameters"),
         ] {
             let err = parse_policy(input).unwrap_err().to_string();
