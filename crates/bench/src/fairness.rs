@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use ferry_client::{Client, ClientConfig};
+use ferry_control::jain_index;
 use ferry_func::builtins::traverse::{self, TraverseArgs};
 use ferry_sim::model::FunctionSpec;
 
@@ -77,16 +78,6 @@ pub struct FairnessReport {
     pub server_cpus: Vec<usize>,
     /// CPUs of the load generator.
     pub client_cpus: Vec<usize>,
-}
-
-/// Jain's fairness index: 1 for equal shares, 1/n when one takes everything.
-pub fn jain(shares: &[f64]) -> f64 {
-    let sum: f64 = shares.iter().sum();
-    let squares: f64 = shares.iter().map(|x| x * x).sum();
-    if squares == 0.0 {
-        return 1.0;
-    }
-    sum * sum / (shares.len() as f64 * squares)
 }
 
 fn token(tenant: u32) -> String {
@@ -244,24 +235,12 @@ pub fn run(config: &FairnessConfig, mut progress: impl FnMut(&str)) -> Result<Fa
             .collect();
         Ok(FairnessReport {
             tenants,
-            jain_together: jain(&together_shares),
-            jain_after_stop: jain(&after_shares),
+            jain_together: jain_index(&together_shares),
+            jain_after_stop: jain_index(&after_shares),
             node_cpus_together: together_cpu.iter().sum::<u64>() as f64 / 1e9 / config.phase.as_secs_f64(),
             cores: config.cores,
             server_cpus: config.server_cpus.clone(),
             client_cpus: config.client_cpus.clone(),
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jain_bounds() {
-        assert!((jain(&[0.5, 0.5]) - 1.0).abs() < 1e-12);
-        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-        assert_eq!(jain(&[0.0, 0.0]), 1.0);
-    }
 }

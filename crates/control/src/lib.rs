@@ -16,10 +16,12 @@
 //!   R(X)) and Algorithm I's X step.
 //! - [`policy`]: the [`Policy`] trait every policy implements, and the static policies.
 //! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`.
+//! - [`fairness`]: Jain's index of how evenly tenants share a resource.
 //! - [`error`]: typed configuration errors.
 
 pub mod arbiter;
 pub mod error;
+pub mod fairness;
 pub mod fraction_loop;
 pub mod kayak;
 pub mod limiter;
@@ -30,6 +32,7 @@ pub mod time;
 
 pub use arbiter::Arbiter;
 pub use error::ConfigError;
+pub use fairness::jain_index;
 pub use fraction_loop::{FractionLoop, FractionLoopConfig, LatencyFractionLoop};
 pub use kayak::{Kayak, KayakConfig, LoopOrder};
 pub use limiter::{Due, Schedule, TokenBucket};
