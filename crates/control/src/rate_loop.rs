@@ -1103,19 +1103,22 @@ mod tests {
 
     /// Like `drive`, with each period's completion count and latency scale given by
     /// `period(k, R)` (k from 1), for systems that misbehave on some periods.
-    fn drive_periods(
-        cfg: RateLoopConfig,
-        periods: usize,
-        mut period: impl FnMut(usize, f64) -> (u64, f64),
-    ) -> Vec<f64> {
-        let mut rl = RateLoop::new(cfg.clone(), Nanos::ZERO).unwrap();
+    fn drive_periods(cfg: RateLoopConfig, periods: usize, period: impl FnMut(usize, f64) -> (u64, f64)) -> Vec<f64> {
+        let mut rl = RateLoop::new(cfg, Nanos::ZERO).unwrap();
+        run_periods(&mut rl, periods, period)
+    }
+
+    /// Runs `rl` for `periods` periods from time 0 against `period(k, R)` (see
+    /// `drive_periods`); returns R after each.
+    fn run_periods(rl: &mut RateLoop, periods: usize, mut period: impl FnMut(usize, f64) -> (u64, f64)) -> Vec<f64> {
+        let p = rl.config().period.0;
         let mut rates = Vec::new();
         for k in 1..=periods {
-            let now = Nanos(cfg.period.0 * k as u64);
+            let now = Nanos(p * k as u64);
             let (n, mid) = period(k, rl.rate_ops());
             for i in 0..n {
                 // Spread completions over the period just ended, latencies over a range.
-                let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n);
+                let at = Nanos(now.0 - p + 1 + i * p / n);
                 let u = (i * 7919 % n) as f64 / n as f64;
                 rl.on_completion(at, (mid * 0.5 * 4f64.powf(u)).min(1e15) as u64);
             }
@@ -1256,19 +1259,9 @@ mod tests {
     fn lifts_a_setpoint_far_below_the_slo_within_a_second() {
         let mut cfg = RateLoopConfig::new(5_000_000.0);
         cfg.proxy_setpoint_init = PROXY_SETPOINT_MIN;
-        let mut rl = RateLoop::new(cfg.clone(), Nanos::ZERO).unwrap();
-        let mut system = flat_with_luck(300_000.0, 30_000.0);
+        let mut rl = RateLoop::new(cfg, Nanos::ZERO).unwrap();
         let before = rl.setpoint_ns;
-        for k in 1..=200 {
-            let now = Nanos(cfg.period.0 * k as u64);
-            let (n, mid) = system(k, rl.rate_ops());
-            for i in 0..n {
-                let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n);
-                let u = (i * 7919 % n) as f64 / n as f64;
-                rl.on_completion(at, (mid * 0.5 * 4f64.powf(u)).min(1e15) as u64);
-            }
-            rl.tick(now);
-        }
+        run_periods(&mut rl, 200, flat_with_luck(300_000.0, 30_000.0));
         // The tail (~0.6 ms) is a ninth of the SLO: within 200 decisions (1 s) the setpoint
         // must have grown by far more than the count's 200 credits (1.22×) could.
         assert!(rl.setpoint_ns >= 3.0 * before, "{} -> {}", before, rl.setpoint_ns);
