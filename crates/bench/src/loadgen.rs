@@ -22,10 +22,10 @@ pub const MAX_OUTSTANDING: usize = 65_536;
 /// How long the end of a run waits for outstanding requests before giving up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Gap to the next send above which the pacer sleeps instead of spinning: the tokio timer
-/// has millisecond resolution, so shorter gaps are paced by yielding, and a sleep ends this
-/// far before the send (waking half of it early, a sleep rounded up to the next tick made
-/// sends at low rates ~1 ms late, and the loop read that lateness as latency).
+/// Gap to the next send above which the pacer sleeps instead of yielding, and how early
+/// before the send that sleep is set to end: the tokio timer rounds a sleep up to the next
+/// millisecond tick, so ending it only half this early made sends at low rates ~1 ms late,
+/// and the R loop read that lateness as latency.
 const PACER_SLEEP_ABOVE: Duration = Duration::from_millis(2);
 
 /// What one load run measured.
@@ -130,8 +130,8 @@ where
     total.finish(started.elapsed(), 0)
 }
 
-/// Returns at `at`: sleeps on the (millisecond) timer while far from it, then yields until
-/// it has passed.
+/// Returns at `at`: sleeps on the (millisecond) timer while far from it, then yields to the
+/// runtime (which keeps serving responses and local executions) until it has passed.
 pub async fn wait_until(at: Instant) {
     loop {
         let now = Instant::now();

@@ -218,8 +218,6 @@ impl Recording {
     }
 }
 
-/// Waits until `at`: on the timer when it is far, else by yielding to the runtime (which
-/// keeps serving responses and local executions meanwhile).
 /// Picks a function of the phase active at `t` by its weight.
 fn choose(workload: &Workload, t: Nanos, rng: &mut ChaCha8Rng) -> usize {
     let phase = &workload.phases[workload.phase_at(t)];

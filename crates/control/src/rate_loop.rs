@@ -979,16 +979,12 @@ impl RateLoop {
         // and only while the proxy is not already far below the setpoint: then the inner
         // loop has room to raise R, and a setpoint lifted further away would look like a
         // workload change (on real processes one was reported every 50–100 ms).
-        let pool = Nanos(self.cfg.period.0.saturating_mul(UNDERSPEND_POOL_PERIODS));
-        let room = self.err_mean >= GAIN_BOOST_ERR / 2.0;
-        if let Some(tail) = self
-            .latencies
-            .merged(now, pool)
-            .quantile(1.0 - budget)
-            .filter(|_| !room)
-        {
-            let lift = (UNDERSPEND_DEADBAND * t0 / tail.max(1.0)).ln().max(0.0);
-            step += (UNDERSPEND_GAIN_RATIO * self.cfg.budget_gain * lift).min(UNDERSPEND_LIFT_MAX);
+        if self.err_mean < GAIN_BOOST_ERR / 2.0 {
+            let pool = Nanos(self.cfg.period.0.saturating_mul(UNDERSPEND_POOL_PERIODS));
+            if let Some(tail) = self.latencies.merged(now, pool).quantile(1.0 - budget) {
+                let lift = (UNDERSPEND_DEADBAND * t0 / tail.max(1.0)).ln().max(0.0);
+                step += (UNDERSPEND_GAIN_RATIO * self.cfg.budget_gain * lift).min(UNDERSPEND_LIFT_MAX);
+            }
         }
         self.setpoint_ns = (self.setpoint_ns * step.exp()).clamp(self.setpoint_floor_ns(), PROXY_SETPOINT_MAX * t0);
     }
@@ -1098,7 +1094,13 @@ mod tests {
     /// log-uniformly over [0.5, 2] × `curve(R)`, completing `R · period` requests per
     /// period.
     fn drive(cfg: RateLoopConfig, curve: impl Fn(f64) -> f64, periods: usize) -> Vec<f64> {
-        drive_periods(cfg, periods, |_, r| (((r * 5e-3).max(1.0) as u64).min(5_000), curve(r)))
+        let period = cfg.period;
+        drive_periods(cfg, periods, move |_, r| (completions(r, period), curve(r)))
+    }
+
+    /// Completions in one `period` at rate `r`: at least one, at most 5000.
+    fn completions(r: f64, period: Nanos) -> u64 {
+        ((r * period.as_secs_f64()).max(1.0) as u64).min(5_000)
     }
 
     /// Like `drive`, with each period's completion count and latency scale given by
@@ -1228,7 +1230,7 @@ mod tests {
     /// setpoint, comes from those) — and a hiccup (three times) every 20th.
     fn flat_with_luck(mid_ns: f64, cap_ops: f64) -> impl FnMut(usize, f64) -> (u64, f64) {
         move |k, r| {
-            let n = ((r * 5e-3).max(1.0) as u64).min(5_000);
+            let n = completions(r, RATE_PERIOD_DEFAULT);
             let luck = match (k % 10, k % 20) {
                 (0 | 1, _) => 0.2,
                 (_, 5) => 3.0,
