@@ -21,6 +21,7 @@ fn main() {
         server_cores: 1,
         server_flags: vec![],
         connections: 1,
+        keep_warm: false,
     })
     .unwrap();
     testbed.runtime.block_on(async {

@@ -28,6 +28,7 @@ fn main() {
             .map(|f| f.split_whitespace().map(String::from).collect())
             .unwrap_or_default(),
         connections: 1,
+        keep_warm: false,
     })
     .unwrap();
     testbed.runtime.block_on(async {

@@ -27,6 +27,9 @@ pub struct ChildSpec {
     pub tenants: Vec<String>,
     /// Emulated-work calibration to share with the client.
     pub spin_iters_per_ms: u64,
+    /// Whether the node keeps its CPUs from idling (`--keep-warm`; see
+    /// [`crate::affinity::KeepWarm`]).
+    pub keep_warm: bool,
     /// Further `ferry server` flags, passed through unchanged.
     pub extra_args: Vec<String>,
 }
@@ -50,6 +53,9 @@ impl ChildServer {
             .args(["--spin-iters-per-ms", &spec.spin_iters_per_ms.to_string()]);
         for tenant in &spec.tenants {
             command.args(["--tenant", tenant]);
+        }
+        if spec.keep_warm {
+            command.arg("--keep-warm");
         }
         command.args(&spec.extra_args);
         let mut child = command
@@ -122,6 +128,30 @@ impl Drop for ChildServer {
 /// CPU time (user + system) a process has used so far, from /proc; `None` if unreadable.
 pub fn process_cpu_time(pid: u32) -> Option<Duration> {
     stat_cpu_time(&format!("/proc/{pid}/stat"))
+}
+
+/// CPU time a process has spent on its own work: all of it but its keep-warm threads', which
+/// only ever run when the CPU would otherwise idle.
+pub fn busy_cpu_time(pid: u32) -> Option<Duration> {
+    let warm = named_threads_cpu_time(pid, &[crate::affinity::KEEP_WARM_THREAD_PREFIX]).unwrap_or_default();
+    Some(process_cpu_time(pid)?.saturating_sub(warm))
+}
+
+/// CPU time of the threads of a process whose names start with one of `prefixes`; `None` if
+/// there are none (or /proc is unreadable).
+pub fn named_threads_cpu_time(pid: u32, prefixes: &[&str]) -> Option<Duration> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = Duration::ZERO;
+    let mut found = false;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if prefixes.iter().any(|prefix| comm.starts_with(prefix)) {
+            let tid: u32 = task.file_name().to_string_lossy().parse().ok()?;
+            total += thread_cpu_time(pid, tid)?;
+            found = true;
+        }
+    }
+    found.then_some(total)
 }
 
 /// CPU time (user + system) one thread of a process has used so far.

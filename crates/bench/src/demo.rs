@@ -99,6 +99,7 @@ pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoRe
         server_cores: 1,
         server_flags: Vec::new(),
         connections: 1,
+        keep_warm: false,
     };
     let testbed = Testbed::start(&testbed_config)?;
     progress(&format!(

@@ -185,6 +185,8 @@ pub fn run(config: &FairnessConfig, mut progress: impl FnMut(&str)) -> Result<Fa
         cores: config.cores,
         tenants: ids.iter().map(|id| format!("{id}:{}", token(*id))).collect(),
         spin_iters_per_ms: spin,
+        // Closed-loop saturation: the CPUs never idle, so there is nothing to keep warm.
+        keep_warm: false,
         extra_args: Vec::new(),
     })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use ferry_client::{Client, ClientConfig};
 
-use crate::child::{process_cpu_time, ChildServer, ChildSpec};
+use crate::affinity::KeepWarm;
+use crate::child::{busy_cpu_time, named_threads_cpu_time, ChildServer, ChildSpec};
 use crate::BenchError;
 
 /// Name prefixes of the storage node's threads (workers, I/O, watchdog).
@@ -15,18 +16,7 @@ const NODE_THREAD_PREFIXES: [&str; 2] = ["ferry-worker", "ferry-io"];
 
 /// CPU time of this process's storage-node threads, if it embeds a node.
 fn embedded_node_cpu_time() -> Option<Duration> {
-    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-    let mut total = Duration::ZERO;
-    let mut found = false;
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if NODE_THREAD_PREFIXES.iter().any(|prefix| comm.starts_with(prefix)) {
-            let tid: u32 = task.file_name().to_string_lossy().parse().ok()?;
-            total += crate::child::thread_cpu_time(std::process::id(), tid)?;
-            found = true;
-        }
-    }
-    found.then_some(total)
+    named_threads_cpu_time(std::process::id(), &NODE_THREAD_PREFIXES)
 }
 
 /// Where the two sides run and how to reach the node.
@@ -50,11 +40,16 @@ pub struct TestbedConfig {
     pub server_flags: Vec<String>,
     /// Pipelined connections the client opens.
     pub connections: usize,
+    /// Keep the pinned CPUs of both sides from idling ([`KeepWarm`]): the app side's here,
+    /// the child node's with its `--keep-warm`. Only pinned CPUs are kept warm.
+    pub keep_warm: bool,
 }
 
 /// A running set-up. Dropping it stops the child node.
 pub struct Testbed {
     child: Option<ChildServer>,
+    /// Keeps the app side's CPUs awake while the testbed lives.
+    _warm: Option<KeepWarm>,
     /// `host:port` of the node.
     pub addr: String,
     /// Emulated-work calibration shared by both sides (iterations per ms).
@@ -78,6 +73,10 @@ impl Testbed {
             ));
         }
         let spin_iters_per_ms = ferry_client::calibrate_spin();
+        let warm = match config.keep_warm && !config.client_cpus.is_empty() {
+            true => Some(KeepWarm::start(&config.client_cpus)?),
+            false => None,
+        };
         let child = match &config.server {
             Some(_) => None,
             None => Some(ChildServer::spawn(&ChildSpec {
@@ -86,6 +85,7 @@ impl Testbed {
                 cores: config.server_cores,
                 tenants: vec![format!("{}:{}", config.tenant, config.token)],
                 spin_iters_per_ms,
+                keep_warm: config.keep_warm && !config.server_cpus.is_empty(),
                 extra_args: config.server_flags.clone(),
             })?),
         };
@@ -100,6 +100,7 @@ impl Testbed {
             .map_err(|err| BenchError::Io(err.to_string()))?;
         Ok(Testbed {
             child,
+            _warm: warm,
             addr,
             spin_iters_per_ms,
             runtime,
@@ -118,14 +119,14 @@ impl Testbed {
     /// process the sum of its threads; `None` for a node elsewhere.
     pub fn server_cpu_time(&self) -> Option<Duration> {
         match &self.child {
-            Some(child) => process_cpu_time(child.pid()),
+            Some(child) => busy_cpu_time(child.pid()),
             None => embedded_node_cpu_time(),
         }
     }
 
-    /// CPU time this process has used so far.
+    /// CPU time this process has used so far (but for its keep-warm threads).
     pub fn client_cpu_time(&self) -> Option<Duration> {
-        process_cpu_time(std::process::id())
+        busy_cpu_time(std::process::id())
     }
 
     /// CPUs the node runs on (empty for an external node).

@@ -45,6 +45,11 @@ pub struct TestbedArgs {
     /// Graph nodes loaded for `traverse`.
     #[arg(long, default_value_t = DEFAULT_GRAPH_NODES)]
     pub nodes: u64,
+    /// Keep the pinned CPUs of both sides from idling: an idle-priority spinning thread per
+    /// CPU. For VMs whose halted vCPUs take milliseconds to wake (which the rate loop reads as
+    /// overload); where they wake fast it costs wake-up IPIs (see docs/BENCHMARKS.md).
+    #[arg(long)]
+    pub keep_warm: bool,
 }
 
 impl TestbedArgs {
@@ -60,6 +65,7 @@ impl TestbedArgs {
             server_cores: self.server_cores,
             server_flags: self.server_flags.clone(),
             connections: self.connections,
+            keep_warm: self.keep_warm,
         })
     }
 }

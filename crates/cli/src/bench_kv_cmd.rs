@@ -57,6 +57,10 @@ pub struct BenchKvArgs {
     /// (repeatable).
     #[arg(long = "server-flag", allow_hyphen_values = true)]
     server_flags: Vec<String>,
+    /// Keep the pinned CPUs from idling (idle-priority spinning threads, as `ferry bench
+    /// --keep-warm`).
+    #[arg(long)]
+    keep_warm: bool,
     /// Offered load of the open-loop phases, as a fraction of the saturation throughput.
     #[arg(long, default_value_t = 0.5)]
     load_fraction: f64,
@@ -89,6 +93,7 @@ pub fn run(args: BenchKvArgs) -> CmdResult {
             server_cores: 1,
             server_flags: args.server_flags.clone(),
             connections: args.connections,
+            keep_warm: args.keep_warm,
         },
         duration: args.duration,
         warmup: args.warmup,

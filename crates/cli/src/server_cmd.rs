@@ -43,6 +43,10 @@ pub struct ServerArgs {
     /// Pin the whole node to these CPUs (e.g. 0 or 0-1).
     #[arg(long)]
     cpu_set: Option<String>,
+    /// Keep the --cpu-set CPUs from idling: one idle-priority spinning thread per CPU, which
+    /// runs only when the node does not (on VMs a halted vCPU takes milliseconds to wake).
+    #[arg(long, requires = "cpu_set")]
+    keep_warm: bool,
     /// Emulated-work calibration to use instead of measuring (iterations per ms).
     #[arg(long)]
     spin_iters_per_ms: Option<u64>,
@@ -74,10 +78,14 @@ fn resolve(listen: &str) -> Result<SocketAddr, String> {
 }
 
 pub fn run(args: ServerArgs) -> CmdResult {
+    let mut _warm = None;
     if let Some(cpu_set) = &args.cpu_set {
         // Before any thread starts, so every worker and I/O thread inherits the mask.
         let cpus = ferry_bench::affinity::parse_cpu_set(cpu_set)?;
         ferry_bench::affinity::pin_current_thread(&cpus)?;
+        if args.keep_warm {
+            _warm = Some(ferry_bench::affinity::KeepWarm::start(&cpus)?);
+        }
     }
     let file = match &args.config {
         Some(path) => ConfigFile::load(path)?,

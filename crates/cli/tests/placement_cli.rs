@@ -60,6 +60,8 @@ fn bench_writes_the_simulators_fields() {
             "800ms",
             "--nodes",
             "2000",
+            // Both sides' CPUs kept warm: the node child gets `--keep-warm` too.
+            "--keep-warm",
         ])
         .args(["--timeline-interval", "100ms", "--json"])
         .arg(&json)

@@ -154,6 +154,10 @@ fn bad_flags_and_unreachable_servers_fail_with_a_message() {
             ],
             "duration",
         ),
+        (
+            vec!["server", "--listen", "127.0.0.1:0", "--tenant", "1:x", "--keep-warm"],
+            "--cpu-set",
+        ),
         (vec!["server", "--config", "/nonexistent/ferry.toml"], "cannot read"),
         (vec!["kv", "--server", "127.0.0.1:1", "get", "t", "k"], "cannot connect"),
         (
