@@ -62,7 +62,7 @@
 //!
 //! Where the proxy says nothing (real processes: below the node's capacity the p90 is flat,
 //! varies tenfold between windows, and *rises* as R falls because idle CPUs wake slowly),
-//! three rules keep the loop from following it down:
+//! four rules keep the loop from following it down:
 //! - **tail evidence**: the inner loop steps R down on its proxy only while the window's
 //!   p99 is at least [`TAIL_EVIDENCE_SHARE`] × t0;
 //! - **under-spend lift**: while the tail the budget allows (pooled over
@@ -70,9 +70,14 @@
 //!   also lifts the setpoint in proportion to the distance (the count alone credits at most
 //!   κ per decision, however far below the SLO the tail is);
 //! - **recovery**: a clean decision at a rate below [`RECOVERY_SHARE`] × the rate the node
-//!   sustained a moment ago (a stall's delivery cut) doubles R back toward that share.
+//!   sustained a moment ago (a stall's delivery cut) doubles R back toward that share;
+//! - **capacity floor**: once R has sat below [`CAPACITY_FLOOR_SHARE`] × the highest rate
+//!   the node ever delivered cleanly for [`CAPACITY_FLOOR_AFTER`], less load evidently does
+//!   not cure the tail (idle vCPUs that wake slowly), and R stays at or above that share,
+//!   unless a delivery shortfall lasting [`CAPACITY_SHORTFALL_DECISIONS`] shows that the
+//!   node's capacity itself fell.
 //!
-//! In the simulator's scenarios none of the three binds (its results are unchanged).
+//! In the simulator's scenarios none of the four binds (its results are unchanged).
 //!
 //! Hooks for an outer X loop: `equivalent_rate_ops` (where R should be at this X, without
 //! waiting for R to get there), `rescale` (feed-forward), `reopen` (re-open the gain
@@ -268,6 +273,28 @@ pub const TAIL_EVIDENCE_SHARE: f64 = 0.4;
 /// ramp's pace (see `tick`): on real processes a VM stall's delivery shortfall cut R from 19k
 /// to 3.7k, and the proxy, no lower at low rates, held it there for a second.
 pub const RECOVERY_SHARE: f64 = 0.5;
+
+/// Once R has sat below this share of the highest rate the node delivered cleanly (the
+/// *capacity memory*, see `capacity_ops`) for [`CAPACITY_FLOOR_AFTER`], lowering R is
+/// not what cures the tail, and R stays at or above that share from then on. On real
+/// processes a tail over the SLO also comes with *less* load (a halted vCPU takes
+/// milliseconds to wake), and without a floor the loop followed it from 60k down to 100
+/// requests/s for the rest of a 30 s run. The node's capacity moves with X by at most ~3× on
+/// the workloads ferry is tested on.
+pub const CAPACITY_FLOOR_SHARE: f64 = 0.25;
+
+/// Time below [`CAPACITY_FLOOR_SHARE`] of the capacity memory after which the floor engages
+/// (time, not decisions: at such rates a decision gathers up to 64 periods). A rate-caused
+/// collapse climbs back long before: the simulator's deepest, a switch from light to medium
+/// work, spends two decisions (10 ms) there.
+pub const CAPACITY_FLOOR_AFTER: Nanos = Nanos::from_ms(500);
+
+/// Consecutive decisions whose completions fall short of the admitted rate (with the tail
+/// over the SLO) after which the capacity memory drops to what the node now delivers: 20
+/// (0.1 s at 200 Hz) outlasts a VM stall (10–60 ms) and is short next to a real change
+/// (a workload ten times heavier). Below the floor the delivery guard cannot cut, so such a
+/// change shows as a shortfall every decision.
+pub const CAPACITY_SHORTFALL_DECISIONS: u32 = 20;
 
 /// A period with more than this share of completions slower than the SLO collapsed (a
 /// backlog built up): its rate becomes the ceiling.
@@ -551,6 +578,16 @@ pub struct RateLoop {
     /// When a safeguard last cut R: completions of requests sent before then measure the
     /// backlog that caused the cut, not the rate since.
     cut_at: Nanos,
+    /// The highest rate the node delivered on a clean decision (no collapse, tail within
+    /// the SLO), never decaying: the capacity floor is a share of it. Lowered only by a
+    /// sustained delivery shortfall (the node itself slowed down); 0 before any.
+    capacity_ops: f64,
+    /// Consecutive decisions with a delivery shortfall.
+    shortfall_run: u32,
+    /// Since when R has been below CAPACITY_FLOOR_SHARE of the capacity memory.
+    deep_since: Option<Nanos>,
+    /// Whether the capacity floor has engaged (see [`CAPACITY_FLOOR_SHARE`]).
+    floor_engaged: bool,
     /// Hold decisions since the averaged error was last small (under half the boost
     /// threshold).
     since_small: u32,
@@ -598,6 +635,10 @@ impl RateLoop {
             since_small: 0,
             cut_at: Nanos::ZERO,
             sustained_ops: 0.0,
+            capacity_ops: 0.0,
+            shortfall_run: 0,
+            deep_since: None,
+            floor_engaged: false,
             hold_periods: 0,
             cfg,
         })
@@ -668,7 +709,7 @@ impl RateLoop {
             if delivered_max > 0.0 {
                 rate = rate.min(DELIVERY_HEADROOM * delivered_max);
             }
-            self.rate_ops = rate.clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+            self.rate_ops = rate.clamp(self.rate_floor_ops(), self.cfg.rate_max_ops);
             // The knee moved by the same factor, and with it the rate that collapsed.
             self.ceiling_ops *= f;
         }
@@ -814,6 +855,22 @@ impl RateLoop {
         self.sustained_ops *= 1.0 - SUSTAINED_DECAY;
         if !collapsed && tail_last <= t0 {
             self.sustained_ops = self.sustained_ops.max(delivered_ops);
+            // What was both admitted and delivered (a backlog draining delivers above R).
+            self.capacity_ops = self.capacity_ops.max(delivered_ops.min(r));
+        }
+        self.shortfall_run = if tail_last > t0 && delivered_ops < DELIVERY_SHORTFALL * r {
+            self.shortfall_run.saturating_add(1)
+        } else {
+            0
+        };
+        if self.shortfall_run >= CAPACITY_SHORTFALL_DECISIONS {
+            self.capacity_ops = self.capacity_ops.min(delivered_ops);
+        }
+        if self.rate_ops < CAPACITY_FLOOR_SHARE * self.capacity_ops {
+            let since = *self.deep_since.get_or_insert(now);
+            self.floor_engaged |= now.saturating_sub(since) >= CAPACITY_FLOOR_AFTER;
+        } else {
+            self.deep_since = None;
         }
         self.since_collapse = if collapsed {
             0
@@ -929,7 +986,7 @@ impl RateLoop {
             next
         };
         let before = self.rate_ops;
-        self.rate_ops = next.clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+        self.rate_ops = next.clamp(self.rate_floor_ops(), self.cfg.rate_max_ops);
         if self.rate_ops < (1.0 - STEP_DOWN_MAX) * before * (1.0 - 1e-9) {
             // A safeguard cut R (deeper than any Newton step goes).
             self.cut_at = now;
@@ -987,6 +1044,17 @@ impl RateLoop {
             }
         }
         self.setpoint_ns = (self.setpoint_ns * step.exp()).clamp(self.setpoint_floor_ns(), PROXY_SETPOINT_MAX * t0);
+    }
+
+    /// The lowest rate R may take: the configured floor, or once the capacity floor engaged
+    /// CAPACITY_FLOOR_SHARE of the capacity memory (never above the configured ceiling).
+    fn rate_floor_ops(&self) -> f64 {
+        let capacity_floor = if self.floor_engaged {
+            CAPACITY_FLOOR_SHARE * self.capacity_ops
+        } else {
+            0.0
+        };
+        capacity_floor.max(self.cfg.rate_min_ops).min(self.cfg.rate_max_ops)
     }
 
     /// The lowest setpoint the proxy can reach: a share of the SLO, and above the unloaded
@@ -1294,6 +1362,63 @@ mod tests {
         // Back above 45 % of the rate before the stall within 40 periods (0.2 s).
         let back = rates[STALL + 40];
         assert!(back >= 0.45 * before, "{before:.0} -> {cut:.0} -> {back:.0}");
+    }
+
+    // Regression (real processes, 5 ms SLO, a VM whose halted vCPUs wake slowly): after a
+    // stall's cut, every rate below the one the loop held had a tail *over* the SLO (idle
+    // CPUs' wake-ups), and the loop followed it from 60k to its floor of 100/s for the rest
+    // of a 30 s run.
+    #[test]
+    fn a_tail_that_less_load_does_not_cure_keeps_r_above_its_capacity_floor() {
+        let cfg = RateLoopConfig::new(5_000_000.0);
+        const STALL: usize = 1_000;
+        let mut system = flat_with_luck(300_000.0, 30_000.0);
+        let mut before = 0.0;
+        let rates = drive_periods(cfg.clone(), 2_400, |k, r| match k {
+            k if k < STALL => system(k, r),
+            STALL => {
+                before = r;
+                (((r * 5e-4) as u64).max(cfg.samples_min), 10_000_000.0)
+            }
+            // From now on the tail is over the SLO below 80 % of the rate before the stall,
+            // and worse the lower R goes; above it the system is as before.
+            _ if r >= 0.8 * before => system(k, r),
+            _ => (completions(r, RATE_PERIOD_DEFAULT), 3_000_000.0 * 0.8 * before / r),
+        });
+        // The loop may follow the tail down for a while, but not stay there.
+        let end = rates[rates.len() - 1];
+        let low = rates[STALL + 200..].iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            before > 15_000.0,
+            "the loop should have climbed toward 30k before: {before:.0}"
+        );
+        // (A fixed share, not the constant: the test must fail with the floor at 0.)
+        assert!(low >= 0.2 * before, "R stayed at {end:.0} from {before:.0}");
+    }
+
+    // The floor must not hold R above a node that really slowed down: a workload ten times
+    // heavier delivers a tenth, and R must follow it there.
+    #[test]
+    fn a_lasting_capacity_drop_lowers_the_floor() {
+        let cfg = RateLoopConfig::new(5_000_000.0);
+        const SWITCH: usize = 1_000;
+        let mut before = flat_with_luck(300_000.0, 30_000.0);
+        let mut after = flat_with_luck(300_000.0, 3_000.0);
+        let rates = drive_periods(cfg, 2_400, |k, r| {
+            if k < SWITCH {
+                before(k, r)
+            } else {
+                // Completions at most at the new capacity; a backlog's latency above it.
+                let (_, mid) = after(k, r);
+                (completions(r.min(3_000.0), RATE_PERIOD_DEFAULT), mid)
+            }
+        });
+        assert!(rates[SWITCH - 1] > 15_000.0, "{:.0}", rates[SWITCH - 1]);
+        let end = rates[rates.len() - 1];
+        assert!(
+            end <= 3_300.0,
+            "R should follow the capacity down to ~3k, ended at {end:.0}"
+        );
     }
 
     #[test]
