@@ -74,7 +74,7 @@
 //! - **capacity floor**: once R has sat below [`CAPACITY_FLOOR_SHARE`] × the highest rate
 //!   the node ever delivered cleanly for [`CAPACITY_FLOOR_AFTER`], less load evidently does
 //!   not cure the tail (idle vCPUs that wake slowly), and R stays at or above that share,
-//!   unless a delivery shortfall lasting [`CAPACITY_SHORTFALL_DECISIONS`] shows that the
+//!   unless a delivery shortfall lasting [`CAPACITY_SHORTFALL_AFTER`] shows that the
 //!   node's capacity itself fell.
 //!
 //! In the simulator's scenarios none of the four binds (its results are unchanged).
@@ -289,12 +289,13 @@ pub const CAPACITY_FLOOR_SHARE: f64 = 0.25;
 /// work, spends two decisions (10 ms) there.
 pub const CAPACITY_FLOOR_AFTER: Nanos = Nanos::from_ms(500);
 
-/// Consecutive decisions whose completions fall short of the admitted rate (with the tail
-/// over the SLO) after which the capacity memory drops to what the node now delivers: 20
-/// (0.1 s at 200 Hz) outlasts a VM stall (10–60 ms) and is short next to a real change
-/// (a workload ten times heavier). Below the floor the delivery guard cannot cut, so such a
-/// change shows as a shortfall every decision.
-pub const CAPACITY_SHORTFALL_DECISIONS: u32 = 20;
+/// How long completions must fall short of the admitted rate (with the tail over the SLO),
+/// decision after decision, before the capacity memory drops to what the node delivered
+/// meanwhile: a second outlasts the VM stalls seen here (up to ~300 ms, during which a
+/// 100 ms trigger had set the memory to the stall's trickle) and is short next to a real
+/// change (a workload ten times heavier; at the floor the delivery guard cannot cut, so such
+/// a change shows as a shortfall every decision).
+pub const CAPACITY_SHORTFALL_AFTER: Nanos = Nanos::from_secs(1);
 
 /// A period with more than this share of completions slower than the SLO collapsed (a
 /// backlog built up): its rate becomes the ceiling.
@@ -582,8 +583,9 @@ pub struct RateLoop {
     /// the SLO), never decaying: the capacity floor is a share of it. Lowered only by a
     /// sustained delivery shortfall (the node itself slowed down); 0 before any.
     capacity_ops: f64,
-    /// Consecutive decisions with a delivery shortfall.
-    shortfall_run: u32,
+    /// The current run of consecutive decisions with a delivery shortfall: when it began
+    /// and the completions since.
+    shortfall_run: Option<(Nanos, u64)>,
     /// Since when R has been below CAPACITY_FLOOR_SHARE of the capacity memory.
     deep_since: Option<Nanos>,
     /// Whether the capacity floor has engaged (see [`CAPACITY_FLOOR_SHARE`]).
@@ -636,7 +638,7 @@ impl RateLoop {
             cut_at: Nanos::ZERO,
             sustained_ops: 0.0,
             capacity_ops: 0.0,
-            shortfall_run: 0,
+            shortfall_run: None,
             deep_since: None,
             floor_engaged: false,
             hold_periods: 0,
@@ -859,13 +861,16 @@ impl RateLoop {
             self.capacity_ops = self.capacity_ops.max(delivered_ops.min(r));
         }
         self.shortfall_run = if tail_last > t0 && delivered_ops < DELIVERY_SHORTFALL * r {
-            self.shortfall_run.saturating_add(1)
+            let (start, completions) = self.shortfall_run.unwrap_or((now.saturating_sub(since), 0));
+            let completions = completions.saturating_add(count);
+            let span = now.saturating_sub(start);
+            if span >= CAPACITY_SHORTFALL_AFTER {
+                self.capacity_ops = self.capacity_ops.min(completions as f64 / span.as_secs_f64());
+            }
+            Some((start, completions))
         } else {
-            0
+            None
         };
-        if self.shortfall_run >= CAPACITY_SHORTFALL_DECISIONS {
-            self.capacity_ops = self.capacity_ops.min(delivered_ops);
-        }
         if self.rate_ops < CAPACITY_FLOOR_SHARE * self.capacity_ops {
             let since = *self.deep_since.get_or_insert(now);
             self.floor_engaged |= now.saturating_sub(since) >= CAPACITY_FLOOR_AFTER;
@@ -1367,33 +1372,42 @@ mod tests {
     // Regression (real processes, 5 ms SLO, a VM whose halted vCPUs wake slowly): after a
     // stall's cut, every rate below the one the loop held had a tail *over* the SLO (idle
     // CPUs' wake-ups), and the loop followed it from 60k to its floor of 100/s for the rest
-    // of a 30 s run.
+    // of a 30 s run. Then, with R held at the capacity floor, a 300 ms stall (the longest
+    // seen) delivered a trickle, which must not be taken for the node's capacity.
     #[test]
     fn a_tail_that_less_load_does_not_cure_keeps_r_above_its_capacity_floor() {
         let cfg = RateLoopConfig::new(5_000_000.0);
         const STALL: usize = 1_000;
+        const LONG_STALL: std::ops::Range<usize> = 1_400..1_460;
         let mut system = flat_with_luck(300_000.0, 30_000.0);
         let mut before = 0.0;
         let rates = drive_periods(cfg.clone(), 2_400, |k, r| match k {
             k if k < STALL => system(k, r),
-            STALL => {
-                before = r;
-                (((r * 5e-4) as u64).max(cfg.samples_min), 10_000_000.0)
+            k if k == STALL || LONG_STALL.contains(&k) => {
+                if k == STALL {
+                    before = r;
+                }
+                (((r * 5e-4) as u64).max(cfg.samples_min), 100_000_000.0)
             }
-            // From now on the tail is over the SLO below 80 % of the rate before the stall,
-            // and worse the lower R goes; above it the system is as before.
+            // Otherwise the tail is over the SLO below 80 % of the rate before the stall, and
+            // worse the lower R goes; above it the system is as before.
             _ if r >= 0.8 * before => system(k, r),
             _ => (completions(r, RATE_PERIOD_DEFAULT), 3_000_000.0 * 0.8 * before / r),
         });
-        // The loop may follow the tail down for a while, but not stay there.
-        let end = rates[rates.len() - 1];
-        let low = rates[STALL + 200..].iter().copied().fold(f64::INFINITY, f64::min);
         assert!(
             before > 15_000.0,
             "the loop should have climbed toward 30k before: {before:.0}"
         );
-        // (A fixed share, not the constant: the test must fail with the floor at 0.)
-        assert!(low >= 0.2 * before, "R stayed at {end:.0} from {before:.0}");
+        // The loop may follow the tail down for a while, but not stay there (a fixed share,
+        // not the constant: the test must fail with the floor at 0).
+        let floor_held = |from: usize, to: usize| rates[from..to].iter().copied().fold(f64::INFINITY, f64::min);
+        let low = floor_held(STALL + 300, LONG_STALL.start);
+        assert!(low >= 0.2 * before, "R fell to {low:.0} from {before:.0}");
+        let low = floor_held(LONG_STALL.end + 300, rates.len());
+        assert!(
+            low >= 0.2 * before,
+            "after the long stall R fell to {low:.0} from {before:.0}"
+        );
     }
 
     // The floor must not hold R above a node that really slowed down: a workload ten times
