@@ -431,6 +431,12 @@ impl FractionLoop {
         self.retarget.take()
     }
 
+    /// Whether a period's rate wanders by more than [`NOISE_MAX`] around the level: then the
+    /// local search holds its centre, and the rates a scan measures are rough.
+    pub fn is_noisy(&self) -> bool {
+        self.level_var.sqrt() > NOISE_MAX
+    }
+
     /// Whether a coarse scan is in progress.
     pub fn is_scanning(&self) -> bool {
         self.scan.is_some()
@@ -609,7 +615,7 @@ impl FractionLoop {
         // secant is noise (its spread is ~0.7 σ / δ, ten times a real slope), and the
         // hundreds of pairs it would take to average it out are seconds the workload does
         // not stand still for: the centre holds where the scan put it.
-        let eta = if self.level_var.sqrt() > NOISE_MAX {
+        let eta = if self.is_noisy() {
             0.0
         } else {
             self.cfg.gain / (1.0 + self.flips as f64 / FLIPS_HALF)

@@ -150,12 +150,16 @@ fn outer_x_tick(rate: &mut RateLoop, fraction: &mut FractionLoop, arbiter: &mut 
     let scanning = was_scanning || fraction.is_scanning();
     // A scan disturbs the system on purpose: its violations are not charged to the budget.
     rate.set_budget_paused(fraction.is_scanning());
+    // Where a period's rate wanders by more than NOISE_MAX (real processes), the scan's
+    // rates are rough: a resume at the best point's doubled R (20k to 42k), and R collapsed
+    // at once. There the scan moves R only down, and the R loop climbs by itself.
+    let up_max = if fraction.is_noisy() { 1.0 } else { f64::INFINITY };
     if let Some(r) = fraction.take_scan_retarget() {
-        rate.rescale((r / rate.rate_ops()).clamp(1.0 / SCAN_RETARGET_MAX, SCAN_RETARGET_MAX));
+        rate.rescale((r / rate.rate_ops()).clamp(1.0 / SCAN_RETARGET_MAX, SCAN_RETARGET_MAX.min(up_max)));
     }
     if let Some((_, r)) = fraction.take_scan_result() {
         // Resume R where the scan measured the best point, with a margin.
-        rate.rescale(SCAN_RESUME_SHARE * r / rate.rate_ops());
+        rate.rescale((SCAN_RESUME_SHARE * r / rate.rate_ops()).min(up_max));
         rate.reopen(REOPEN_GAIN);
     }
     if (fraction.centre() - centre_before).abs() >= CENTRE_MOVE_REOPEN {
@@ -333,6 +337,72 @@ impl Policy for Kayak {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rate loop holding its initial rate (10k/s) in Hold: completions sit just above its
+    /// proxy setpoint (half the 5 ms SLO).
+    fn held_rate_loop() -> RateLoop {
+        let mut rate = RateLoop::new(RateLoopConfig::new(5e6), Nanos::ZERO).unwrap();
+        for k in 1..=100u64 {
+            let now = Nanos::from_ms(5 * k);
+            for i in 0..100 {
+                rate.on_completion(Nanos(now.0 - 5_000_000 + 1 + i * 50_000), 2_600_000);
+            }
+            rate.tick(now);
+            if rate.is_settled() {
+                return rate;
+            }
+        }
+        panic!("the rate loop never settled");
+    }
+
+    /// R before a rescan at 5 s, and the highest R after it, when the X loop sees rates
+    /// whose luck changes every X period by up to ±40 % (log-uniform; `noisy`) or not at
+    /// all, and the grid point X = 0 looks three times as fast as the rate held.
+    fn r_around_a_scan(noisy: bool) -> (f64, f64) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut luck = 1.0;
+        let mut rate = held_rate_loop();
+        let cfg = FractionLoopConfig {
+            x_init: 0.5,
+            ..FractionLoopConfig::default()
+        };
+        let mut fraction = FractionLoop::new(cfg, Nanos::ZERO).unwrap();
+        let mut arbiter = Arbiter::new(0.5, 1).unwrap();
+        let mut before = None;
+        let mut max_after: f64 = 0.0;
+        for k in 1..=2_000u64 {
+            let now = Nanos::from_ms(5 * k);
+            let point = if arbiter.x() == 0.0 { 3.0 } else { 1.0 };
+            // (On real processes R itself wanders with the luck: the R loop follows it.)
+            fraction.observe(now, rate.rate_ops() * luck, rate.rate_ops() * luck * point);
+            if now >= fraction.next_tick() {
+                if k == 1_000 {
+                    before = Some(rate.rate_ops());
+                    fraction.rescan();
+                }
+                outer_x_tick(&mut rate, &mut fraction, &mut arbiter, now);
+                if noisy {
+                    luck = (rng.gen::<f64>() * 0.8 - 0.4).exp();
+                }
+                if before.is_some() {
+                    max_after = max_after.max(rate.rate_ops());
+                }
+            }
+        }
+        (before.unwrap(), max_after)
+    }
+
+    // Regression (real processes): a scan's best point, measured on rates that wander by
+    // 12–60 %, looked twice as fast as the rate held; R resumed there and collapsed at once.
+    #[test]
+    fn a_scan_on_a_noisy_system_moves_r_only_down() {
+        let (before, max_after) = r_around_a_scan(true);
+        assert!(max_after <= before * (1.0 + 1e-9), "{before:.0} -> {max_after:.0}");
+        // Where rates are steady the scan does move R up to what it measured.
+        let (before, max_after) = r_around_a_scan(false);
+        assert!(max_after >= 1.5 * before, "{before:.0} -> {max_after:.0}");
+    }
 
     #[test]
     fn inner_loop_must_be_faster() {
