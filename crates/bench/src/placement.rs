@@ -596,9 +596,10 @@ pub fn run_redis(config: &PlacementBenchConfig, target: &str) -> Result<Placemen
     let addr = crate::redis::parse_target(target)?;
     // Redis runs where scripts/redis.sh pinned it (the server CPUs): keep those CPUs as warm as
     // a ferry node keeps its own, so both systems are measured alike.
-    let _server_warm = match config.testbed.keep_warm && !config.testbed.server_cpus.is_empty() {
-        true => Some(crate::affinity::KeepWarm::start(&config.testbed.server_cpus)?),
-        false => None,
+    let _server_warm = if config.testbed.keep_warm && !config.testbed.server_cpus.is_empty() {
+        Some(crate::affinity::KeepWarm::start(&config.testbed.server_cpus)?)
+    } else {
+        None
     };
     let testbed = Testbed::start(&TestbedConfig {
         server: Some(addr.clone()),

@@ -73,9 +73,10 @@ impl Testbed {
             ));
         }
         let spin_iters_per_ms = ferry_client::calibrate_spin();
-        let warm = match config.keep_warm && !config.client_cpus.is_empty() {
-            true => Some(KeepWarm::start(&config.client_cpus)?),
-            false => None,
+        let warm = if config.keep_warm && !config.client_cpus.is_empty() {
+            Some(KeepWarm::start(&config.client_cpus)?)
+        } else {
+            None
         };
         let child = match &config.server {
             Some(_) => None,

@@ -769,6 +769,44 @@ impl LatencyFractionLoop {
     }
 }
 
+/// What the X-loop tests here and in `kayak` share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use rand::{Rng, SeedableRng};
+
+    use super::{FractionLoop, FractionLoopConfig};
+    use crate::time::Nanos;
+
+    /// An X loop starting from X = 0.5, mid-range, at time 0.
+    pub(crate) fn centred() -> FractionLoop {
+        let cfg = FractionLoopConfig {
+            x_init: 0.5,
+            ..FractionLoopConfig::default()
+        };
+        FractionLoop::new(cfg, Nanos::ZERO).unwrap()
+    }
+
+    /// A rate's luck, redrawn per X period: up to ±40 %, log-uniform, from a fixed seed.
+    pub(crate) struct Luck {
+        rng: rand_chacha::ChaCha8Rng,
+        /// The current factor (1 until the first draw).
+        pub(crate) now: f64,
+    }
+
+    impl Luck {
+        pub(crate) fn new() -> Self {
+            Luck {
+                rng: rand_chacha::ChaCha8Rng::seed_from_u64(3),
+                now: 1.0,
+            }
+        }
+
+        pub(crate) fn draw(&mut self) {
+            self.now = (self.rng.gen::<f64>() * 0.8 - 0.4).exp();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -859,22 +897,16 @@ mod tests {
     // flat R(X), and each move cost tail latency.
     #[test]
     fn noise_does_not_move_the_centre() {
-        use rand::{Rng, SeedableRng};
-        let cfg = FractionLoopConfig {
-            x_init: 0.5,
-            ..FractionLoopConfig::default()
-        };
-        let mut fl = FractionLoop::new(cfg, Nanos::ZERO).unwrap();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let mut luck = 1.0;
+        let mut fl = test_support::centred();
+        let mut luck = test_support::Luck::new();
         let mut centres = Vec::new();
         for k in 1..=2_000u64 {
             let now = Nanos::from_ms(5 * k);
             // A flat R(X); each X period has its own luck, ±40 % (log-uniform).
-            fl.observe_rate(now, 1e5 * luck);
+            fl.observe_rate(now, 1e5 * luck.now);
             if now >= fl.next_tick() {
                 fl.tick(now);
-                luck = (rng.gen::<f64>() * 0.8 - 0.4).exp();
+                luck.draw();
                 if !fl.is_scanning() {
                     centres.push(fl.centre());
                 }
@@ -899,11 +931,7 @@ mod tests {
     fn a_linear_drift_does_not_move_the_centre() {
         // R(X) flat, but the rate drifts upward by 1 % per period: the antithetic secants
         // see the drift with opposite signs, so the centre stays near where it started.
-        let cfg = FractionLoopConfig {
-            x_init: 0.5,
-            ..FractionLoopConfig::default()
-        };
-        let mut fl = FractionLoop::new(cfg, Nanos::ZERO).unwrap();
+        let mut fl = test_support::centred();
         for k in 1..=400u64 {
             let now = Nanos::from_ms(5 * k);
             fl.observe_rate(now, 1e6 * (0.002 * k as f64).exp());
@@ -933,11 +961,7 @@ mod tests {
 
     #[test]
     fn a_jump_of_the_rate_starts_a_new_scan() {
-        let cfg = FractionLoopConfig {
-            x_init: 0.5,
-            ..FractionLoopConfig::default()
-        };
-        let mut fl = FractionLoop::new(cfg, Nanos::ZERO).unwrap();
+        let mut fl = test_support::centred();
         let mut level = 1e6;
         // The jump comes at 2 s: after the first scan (0.3 s) and its cooldown (1 s).
         for k in 1..=600u64 {

@@ -337,6 +337,7 @@ impl Policy for Kayak {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fraction_loop::test_support::{centred, Luck};
 
     /// A rate loop holding its initial rate (10k/s) in Hold: completions sit just above its
     /// proxy setpoint (half the 5 ms SLO).
@@ -359,15 +360,9 @@ mod tests {
     /// whose luck changes every X period by up to ±40 % (log-uniform; `noisy`) or not at
     /// all, and the grid point X = 0 looks three times as fast as the rate held.
     fn r_around_a_scan(noisy: bool) -> (f64, f64) {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let mut luck = 1.0;
+        let mut luck = Luck::new();
         let mut rate = held_rate_loop();
-        let cfg = FractionLoopConfig {
-            x_init: 0.5,
-            ..FractionLoopConfig::default()
-        };
-        let mut fraction = FractionLoop::new(cfg, Nanos::ZERO).unwrap();
+        let mut fraction = centred();
         let mut arbiter = Arbiter::new(0.5, 1).unwrap();
         let mut before = None;
         let mut max_after: f64 = 0.0;
@@ -375,7 +370,7 @@ mod tests {
             let now = Nanos::from_ms(5 * k);
             let point = if arbiter.x() == 0.0 { 3.0 } else { 1.0 };
             // (On real processes R itself wanders with the luck: the R loop follows it.)
-            fraction.observe(now, rate.rate_ops() * luck, rate.rate_ops() * luck * point);
+            fraction.observe(now, rate.rate_ops() * luck.now, rate.rate_ops() * luck.now * point);
             if now >= fraction.next_tick() {
                 if k == 1_000 {
                     before = Some(rate.rate_ops());
@@ -383,7 +378,7 @@ mod tests {
                 }
                 outer_x_tick(&mut rate, &mut fraction, &mut arbiter, now);
                 if noisy {
-                    luck = (rng.gen::<f64>() * 0.8 - 0.4).exp();
+                    luck.draw();
                 }
                 if before.is_some() {
                     max_after = max_after.max(rate.rate_ops());

@@ -1176,6 +1176,12 @@ mod tests {
         ((r * period.as_secs_f64()).max(1.0) as u64).min(5_000)
     }
 
+    /// A period of a stalled node at rate `r`: a tenth of the period's completions (but
+    /// enough for a decision), all about `latency_ns` late.
+    fn stalled(r: f64, latency_ns: f64) -> (u64, f64) {
+        (((r * 5e-4) as u64).max(SAMPLES_MIN_DEFAULT), latency_ns)
+    }
+
     /// Like `drive`, with each period's completion count and latency scale given by
     /// `period(k, R)` (k from 1), for systems that misbehave on some periods.
     fn drive_periods(cfg: RateLoopConfig, periods: usize, period: impl FnMut(usize, f64) -> (u64, f64)) -> Vec<f64> {
@@ -1351,10 +1357,10 @@ mod tests {
         const STALL: usize = 1_000;
         let mut system = flat_with_luck(300_000.0, 30_000.0);
         let mut before = 0.0;
-        let rates = drive_periods(cfg.clone(), 1_200, |k, r| {
+        let rates = drive_periods(cfg, 1_200, |k, r| {
             if k == STALL {
                 before = r;
-                (((r * 5e-4) as u64).max(cfg.samples_min), 10_000_000.0)
+                stalled(r, 10_000_000.0)
             } else {
                 system(k, r)
             }
@@ -1381,13 +1387,13 @@ mod tests {
         const LONG_STALL: std::ops::Range<usize> = 1_400..1_460;
         let mut system = flat_with_luck(300_000.0, 30_000.0);
         let mut before = 0.0;
-        let rates = drive_periods(cfg.clone(), 2_400, |k, r| match k {
+        let rates = drive_periods(cfg, 2_400, |k, r| match k {
             k if k < STALL => system(k, r),
             k if k == STALL || LONG_STALL.contains(&k) => {
                 if k == STALL {
                     before = r;
                 }
-                (((r * 5e-4) as u64).max(cfg.samples_min), 100_000_000.0)
+                stalled(r, 100_000_000.0)
             }
             // Otherwise the tail is over the SLO below 80 % of the rate before the stall, and
             // worse the lower R goes; above it the system is as before.
