@@ -6,7 +6,9 @@
 Runs `ferry bench` for every (SLO, workload, policy), `ferry sweep` for the upper bound,
 the Redis peer when scripts/redis.sh has started one, and `ferry fairness`; prints
 Markdown. Everything pins the storage node to CPU 0 and the app side to CPU 1 (fairness:
-node on CPUs 0-1). Takes about 25 minutes.
+node on CPUs 0-1). Every bench cell is FERRY_RUNS runs (default 3, seeds 1..N): it shows the
+median goodput, the median steady p99 and how many runs met the SLO; ratios are of medians.
+Sweeps and fairness are single runs. Takes about 40 minutes with 3 runs.
 """
 import json
 import os
@@ -21,6 +23,7 @@ WORKLOADS = ["light", "medium", "heavy", "bimodal:a=medium,b=light,period=4s"]
 POLICIES = ["kv", "rpc", "asfp", "kayak"]
 YCSBT = "ycsbt:accounts=100000,transfer=0.5,compute=20us"
 DURATION = "8s"
+RUNS = int(os.environ.get("FERRY_RUNS", "3"))
 
 
 def run(args):
@@ -35,16 +38,49 @@ def run(args):
     return data
 
 
+def slo_us(slo):
+    """'5ms' -> 5000.0"""
+    for unit, scale in (("ms", 1000.0), ("us", 1.0), ("s", 1e6)):
+        if slo.endswith(unit):
+            return float(slo[: -len(unit)]) * scale
+    raise ValueError(slo)
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return None if n == 0 else (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]))
+
+
 def bench(workload, policy, slo, extra=()):
-    return run(["bench", "--workload", workload, "--policy", policy, "--slo-p99", slo, "--duration", DURATION, *extra])
+    """RUNS runs (seeds 1..RUNS) summarised: medians, runs within the SLO, the raw runs."""
+    runs = []
+    for seed in range(1, RUNS + 1):
+        r = run(["bench", "--workload", workload, "--policy", policy, "--slo-p99", slo, "--duration", DURATION,
+                 "--seed", str(seed), *extra])
+        if r is not None:
+            runs.append(r)
+    if not runs:
+        return None
+    p99s = [r.get("p99_us") or float("inf") for r in runs]
+    never = float("inf")
+    return {
+        "throughput_ops": median([r["throughput_ops"] for r in runs]),
+        "p99_us": median(p99s),
+        "rpc_fraction_mean": median([r["rpc_fraction_mean"] for r in runs]),
+        "converge_ms": median([r["converge_ms"] if r.get("converge_ms") is not None else never for r in runs]),
+        "within": sum(p <= slo_us(slo) for p in p99s),
+        "runs": runs,
+    }
 
 
 def cell(r):
     if r is None:
         return "failed"
-    p99 = r.get("p99_us")
-    p99 = f"{p99 / 1000:.1f}" if p99 else "-"
-    return f"{r['throughput_ops'] / 1000:.1f}k ({p99} ms, X {r['rpc_fraction_mean']:.2f})"
+    p99 = r["p99_us"]
+    p99 = f"{p99 / 1000:.1f}" if p99 != float("inf") else "-"
+    return (f"{r['throughput_ops'] / 1000:.1f}k ({p99} ms, X {r['rpc_fraction_mean']:.2f}, "
+            f"{r['within']}/{len(r['runs'])})")
 
 
 def redis_up(port=6379):
@@ -57,7 +93,8 @@ def redis_up(port=6379):
 
 def main():
     print("### Goodput at p99 ≤ SLO (node CPU 0, app CPU 1)\n")
-    print("Each cell: steady-state goodput (p99 over the steady window, mean X there).\n")
+    print(f"Each cell: median over {RUNS} runs (seeds 1..{RUNS}) of the steady-state goodput, of the steady p99 "
+          "and of the mean X there, and how many runs met the SLO.\n")
     for slo in SLOS:
         print(f"**SLO p99 ≤ {slo}**\n")
         print("| workload | " + " | ".join(POLICIES) + " | sweep best (X) | kayak / sweep | kayak / max(kv, rpc) | kayak converge |")
@@ -73,14 +110,18 @@ def main():
             sweep_cell = f"{sweep['best_throughput_ops'] / 1000:.1f}k ({sweep['best_rpc_fraction']:.2f})" if sweep else "n/a"
             vs_sweep = f"{k['throughput_ops'] / sweep['best_throughput_ops']:.2f}" if (k and sweep and sweep['best_throughput_ops']) else "-"
             vs_static = f"{k['throughput_ops'] / best_static:.2f}" if (k and best_static) else "-"
-            conv = f"{k['converge_ms']:.0f} ms" if (k and k.get("converge_ms") is not None) else "never"
+            conv = f"{k['converge_ms']:.0f} ms" if (k and k["converge_ms"] != float("inf")) else "never"
             extras = ""
             a = results.get("asfp")
-            if a and a.get("pushback_share") is not None:
-                extras = f" pushback {a['pushback_share'] * 100:.1f}%, wasted {a['pushback_wasted_storage_cpus'] or 0:.3f} CPU"
+            shares = [x["pushback_share"] for x in (a["runs"] if a else []) if x.get("pushback_share") is not None]
+            if shares:
+                wasted = median([x.get("pushback_wasted_storage_cpus") or 0 for x in a["runs"]])
+                extras = f" pushback {median(shares) * 100:.1f}%, wasted {wasted:.3f} CPU (medians)"
             inv = ""
             if w.startswith("ycsbt"):
-                inv = " invariant " + ",".join("ok" if (results[p] or {}).get("invariant_ok") else "FAIL" for p in POLICIES)
+                inv = " invariant " + ",".join(
+                    "ok" if results[p] and all(x.get("invariant_ok") for x in results[p]["runs"]) else "FAIL"
+                    for p in POLICIES)
             label = w if not w.startswith("bimodal") else "bimodal (medium/light, 4 s)"
             print(f"| {label} | " + " | ".join(cell(results[p]) for p in POLICIES)
                   + f" | {sweep_cell} | {vs_sweep} | {vs_static} | {conv} |" + (f" <!--{extras}{inv}-->" if extras or inv else ""))
@@ -89,7 +130,8 @@ def main():
                 if r and p == "asfp":
                     sys.stderr.write(f"{w} {slo} asfp:{extras}\n")
                 if r and w.startswith("ycsbt"):
-                    sys.stderr.write(f"{w} {slo} {p}: invariant_ok={r.get('invariant_ok')} errors={r.get('errors')}\n")
+                    for x in r["runs"]:
+                        sys.stderr.write(f"{w} {slo} {p}: invariant_ok={x.get('invariant_ok')} errors={x.get('errors')}\n")
         print()
 
     if redis_up():
