@@ -33,6 +33,14 @@
 //!   workloads and placements), the pooled share of slow completions — hence the pooled
 //!   p99 — settles at the budget. A burst of slow completions is paid back in full by a
 //!   lower setpoint afterwards, spread over the following periods ([`DEBT_PAY_MAX`]).
+//! - **On a cliff, a smaller budget.** Where the SLO sits on a cliff (real processes at a
+//!   millisecond SLO: past capacity a backlog builds that takes tens of ms to drain), nearly
+//!   every slow completion comes in a collapse lasting [`CLIFF_EPISODE_DECISIONS`] or more,
+//!   and a budget near the allowance is spent by collapsing again and again, each collapse
+//!   a burst that can fill a window's allowance alone. The budget aimed for shrinks by the
+//!   part of the slow completions that came in such collapses (moving averages over ~1 s),
+//!   down to [`CLIFF_BUDGET_MIN`] of itself. Near a soft knee (the simulator's paper
+//!   cluster at 200 µs) bursts drain within a period and the budget stands.
 //!
 //! Getting there from a cold start, and back after a collapse:
 //! 1. **Ramp** (multiplicative increase): R doubles every period until the last period's
@@ -213,6 +221,21 @@ pub const UNDERSPEND_GAIN_RATIO: f64 = 10.0;
 
 /// Largest lift per decision (at the default κ, a tail ~300 times below the SLO).
 pub const UNDERSPEND_LIFT_MAX: f64 = 0.05;
+
+/// Weight of a decision in the moving averages that tell a cliff from a knee (see
+/// `budget_target`): ~200 decisions, a second at 200 Hz, so that a few collapses weigh
+/// against the slow completions of the ordinary periods around them.
+pub const CLIFF_EWMA_WEIGHT: f64 = 0.005;
+
+/// A collapse counts toward a cliff only from this many consecutive collapsed decisions on:
+/// a backlog deep enough to keep completions over the SLO for more than one period. Near a
+/// soft knee (a 200 µs SLO over ~20 µs requests) a burst of slow completions drains within
+/// a period; at a millisecond SLO on a cliff, the backlog behind one takes tens of ms.
+pub const CLIFF_EPISODE_DECISIONS: u32 = 2;
+
+/// Least share of the configured budget the outer loop aims for when all slow completions
+/// come in collapses: 0.8 % of completions become 0.1 %.
+pub const CLIFF_BUDGET_MIN: f64 = 0.125;
 
 /// Lowest setpoint the outer loop may choose, as a fraction of the SLO: a setpoint this
 /// low means the proxy does not track the tail at all, and a floor keeps R from starving.
@@ -555,6 +578,10 @@ pub struct RateLoop {
     collapsed: bool,
     /// Tail-budget overspend not yet paid into the setpoint, in budget-periods.
     debt: f64,
+    /// Moving average of the slow share of Hold decisions (weight CLIFF_EWMA_WEIGHT)...
+    slow_share_mean: f64,
+    /// ...and of the part of it that came in collapsed decisions (see `budget_target`).
+    collapse_share_mean: f64,
     /// The rate-equivalent of the last update (see `equivalent_rate_ops`).
     equivalent_ops: Option<f64>,
     /// Set when the gain schedule re-opened on a large sustained error.
@@ -563,6 +590,8 @@ pub struct RateLoop {
     budget_paused: bool,
     /// Decisions since the last collapse: a collapse's backlog is not a workload change.
     since_collapse: u32,
+    /// Consecutive collapsed decisions up to this one.
+    collapse_run: u32,
     /// Rates delivered (completions per second) at the last few decisions, newest last.
     delivered: VecDeque<f64>,
     /// The Hold phase's current gain, in [cfg.gain, HOLD_GAIN_MAX].
@@ -625,10 +654,13 @@ impl RateLoop {
             ceiling_ops: f64::INFINITY,
             collapsed: false,
             debt: 0.0,
+            slow_share_mean: 0.0,
+            collapse_share_mean: 0.0,
             equivalent_ops: None,
             regime_changed: false,
             budget_paused: false,
             since_collapse: u32::MAX,
+            collapse_run: 0,
             delivered: VecDeque::with_capacity(DELIVERED_HISTORY + 1),
             hold_gain: HOLD_GAIN_MAX,
             err_mean: 0.0,
@@ -877,6 +909,11 @@ impl RateLoop {
         } else {
             self.deep_since = None;
         }
+        self.collapse_run = if collapsed {
+            self.collapse_run.saturating_add(1)
+        } else {
+            0
+        };
         self.since_collapse = if collapsed {
             0
         } else {
@@ -1017,13 +1054,38 @@ impl RateLoop {
         self.rate_ops
     }
 
+    /// The share of slow completions the outer loop aims for: the configured budget, less
+    /// the part of the slow completions that came in collapses. Where the SLO sits on a
+    /// cliff (real processes at a millisecond SLO: the p99 goes from ~1 ms to many within a
+    /// few percent of rate), nearly every slow completion comes in a collapse, and the
+    /// integrator reaches its budget only by collapsing again and again — each collapse a
+    /// burst bigger than a window's allowance. There the budget falls to CLIFF_BUDGET_MIN
+    /// of itself, and R sits where collapses are rare. Where the tail rises smoothly with
+    /// load (the simulator's paper cluster), slow completions spread over ordinary periods
+    /// and the budget stands.
+    fn budget_target(&self) -> f64 {
+        let collapse_part = if self.slow_share_mean > 0.0 {
+            (self.collapse_share_mean / self.slow_share_mean).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self.cfg.budget_share() * (1.0 - collapse_part).max(CLIFF_BUDGET_MIN)
+    }
+
     /// The outer loop: moves the setpoint so the pooled share of slow completions settles
     /// at the budget.
     fn calibrate(&mut self, now: Nanos, share_slow: f64) {
         if self.budget_paused {
             return;
         }
-        let budget = self.cfg.budget_share();
+        self.slow_share_mean += CLIFF_EWMA_WEIGHT * (share_slow - self.slow_share_mean);
+        let collapse_share = if self.collapse_run >= CLIFF_EPISODE_DECISIONS {
+            share_slow
+        } else {
+            0.0
+        };
+        self.collapse_share_mean += CLIFF_EWMA_WEIGHT * (collapse_share - self.collapse_share_mean);
+        let budget = self.budget_target();
         let t0 = self.cfg.slo_latency_ns;
         // The overspend, in budget-periods, goes into a debt that is paid into the setpoint
         // at a bounded pace: a burst of slow completions (tens of budget-periods in one
@@ -1439,6 +1501,63 @@ mod tests {
             end <= 3_300.0,
             "R should follow the capacity down to ~3k, ended at {end:.0}"
         );
+    }
+
+    // Regression (real processes at a 5 ms SLO): the tail there is a cliff. Below capacity
+    // the p99 is ~1 ms; a little above it a backlog builds, and it takes tens of ms to
+    // drain. Nearly every slow completion then comes in a collapse, and holding the pooled
+    // share at 0.8 % meant collapsing again and again: one window in two or three was over
+    // the SLO. The loop must see that its slow completions come in collapses and keep R
+    // where they are rare.
+    #[test]
+    fn on_a_cliff_collapses_stay_rare() {
+        use rand::{Rng, SeedableRng};
+        let cfg = RateLoopConfig::new(5e6);
+        let p = cfg.period;
+        let mut rl = RateLoop::new(cfg.clone(), Nanos::ZERO).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        // A node of 50k/s whose capacity wanders by ±10 % per period, with 0.3 ms of
+        // unloaded latency; what is not served waits in a backlog, served first in, first
+        // out, so its latency is the backlog's length in service time.
+        let (cap_ops, base_ns) = (50_000.0, 300_000.0);
+        let mut backlog = 0.0f64;
+        let mut windows = Vec::new();
+        let (mut slow, mut total) = (0u64, 0u64);
+        for k in 1..=10_000u64 {
+            let now = Nanos(p.0 * k);
+            let r = rl.rate_ops();
+            let cap = cap_ops * (1.0 + 0.2 * (rng.gen::<f64>() - 0.5));
+            let arrived = r * p.as_secs_f64();
+            let served = (backlog + arrived).min(cap * p.as_secs_f64());
+            backlog = (backlog + arrived - served).min(1e6);
+            let n = served.max(1.0) as u64;
+            let mid = base_ns + backlog / cap * 1e9;
+            for i in 0..n {
+                let at = Nanos(now.0 - p.0 + 1 + i * p.0 / n);
+                let u = (i * 7919 % n) as f64 / n as f64;
+                let lat = (mid * 0.5 * 4f64.powf(u)).min(1e15);
+                rl.on_completion(at, lat as u64);
+                if k > 4_000 {
+                    total += 1;
+                    slow += u64::from(lat > cfg.slo_latency_ns);
+                }
+            }
+            rl.tick(now);
+            if k > 4_000 && k % 200 == 0 {
+                // One second's share of slow completions.
+                windows.push(slow as f64 / total.max(1) as f64);
+                (slow, total) = (0, 0);
+            }
+        }
+        let over = windows.iter().filter(|&&w| w > 1.0 - cfg.quantile).count();
+        // Without the rule, 9 of these 30 seconds are over (with it, 4).
+        assert!(
+            over * 5 <= windows.len(),
+            "{over} of {} seconds over the SLO: {windows:.4?}",
+            windows.len()
+        );
+        let r = rl.rate_ops();
+        assert!(r >= 0.7 * cap_ops, "R {r} too far below capacity");
     }
 
     #[test]
