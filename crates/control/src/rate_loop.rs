@@ -574,8 +574,6 @@ pub struct RateLoop {
     /// Lowest rate recently seen to collapse (a period far over budget), relaxed upward by
     /// CEILING_RELAX per period: increases go at most halfway to it.
     ceiling_ops: f64,
-    /// Whether the last period collapsed.
-    collapsed: bool,
     /// Tail-budget overspend not yet paid into the setpoint, in budget-periods.
     debt: f64,
     /// Moving average of the slow share of Hold decisions (weight CLIFF_EWMA_WEIGHT)...
@@ -590,7 +588,7 @@ pub struct RateLoop {
     budget_paused: bool,
     /// Decisions since the last collapse: a collapse's backlog is not a workload change.
     since_collapse: u32,
-    /// Consecutive collapsed decisions up to this one.
+    /// Consecutive collapsed decisions up to the last one (0: the last did not collapse).
     collapse_run: u32,
     /// Rates delivered (completions per second) at the last few decisions, newest last.
     delivered: VecDeque<f64>,
@@ -652,7 +650,6 @@ impl RateLoop {
             drain: 0,
             approach_base: None,
             ceiling_ops: f64::INFINITY,
-            collapsed: false,
             debt: 0.0,
             slow_share_mean: 0.0,
             collapse_share_mean: 0.0,
@@ -868,7 +865,7 @@ impl RateLoop {
         self.ceiling_ops *= 1.0 + CEILING_RELAX;
         let collapsed =
             saturated || shortfall || share_slow > COLLAPSE_SHARE || (self.phase == Phase::Ramp && tail_last > t0);
-        if collapsed && !self.collapsed {
+        if collapsed && self.collapse_run == 0 {
             // A collapse begins: blame the highest rate of the window (the periods after it
             // still carry its backlog at whatever lower rate, and must not be blamed).
             let r_max = self.applied.iter().copied().fold(0.0, f64::max);
@@ -885,7 +882,11 @@ impl RateLoop {
                 self.err_mean = 0.0;
             }
         }
-        self.collapsed = collapsed;
+        self.collapse_run = if collapsed {
+            self.collapse_run.saturating_add(1)
+        } else {
+            0
+        };
         self.sustained_ops *= 1.0 - SUSTAINED_DECAY;
         if !collapsed && tail_last <= t0 {
             self.sustained_ops = self.sustained_ops.max(delivered_ops);
@@ -909,11 +910,6 @@ impl RateLoop {
         } else {
             self.deep_since = None;
         }
-        self.collapse_run = if collapsed {
-            self.collapse_run.saturating_add(1)
-        } else {
-            0
-        };
         self.since_collapse = if collapsed {
             0
         } else {
@@ -1259,16 +1255,26 @@ mod tests {
         for k in 1..=periods {
             let now = Nanos(p * k as u64);
             let (n, mid) = period(k, rl.rate_ops());
-            for i in 0..n {
-                // Spread completions over the period just ended, latencies over a range.
-                let at = Nanos(now.0 - p + 1 + i * p / n);
-                let u = (i * 7919 % n) as f64 / n as f64;
-                rl.on_completion(at, (mid * 0.5 * 4f64.powf(u)).min(1e15) as u64);
-            }
+            complete_period(rl, now, n, mid);
             rl.tick(now);
             rates.push(rl.rate_ops());
         }
         rates
+    }
+
+    /// Feeds `rl` `n` completions spread over the period ending at `now`, their latencies
+    /// spread log-uniformly over [0.5, 2] × `mid_ns`; returns the latencies.
+    fn complete_period(rl: &mut RateLoop, now: Nanos, n: u64, mid_ns: f64) -> Vec<f64> {
+        let p = rl.config().period.0;
+        (0..n)
+            .map(|i| {
+                let at = Nanos(now.0 - p + 1 + i * p / n);
+                let u = (i * 7919 % n) as f64 / n as f64;
+                let lat = (mid_ns * 0.5 * 4f64.powf(u)).min(1e15);
+                rl.on_completion(at, lat as u64);
+                lat
+            })
+            .collect()
     }
 
     /// M/M/1-like curve: T = base / (1 − R/cap), steep near capacity.
@@ -1323,11 +1329,7 @@ mod tests {
             // Each period has its own luck: its latency scale varies by ±30 %.
             let luck: f64 = (rng.gen::<f64>() * 0.6 - 0.3).exp();
             let mid = curve(r) * luck;
-            for i in 0..n {
-                let at = Nanos(now.0 - cfg.period.0 + 1 + i * cfg.period.0 / n);
-                let u = (i * 7919 % n) as f64 / n as f64;
-                let lat = (mid * 0.5 * 4f64.powf(u)).min(1e15);
-                rl.on_completion(at, lat as u64);
+            for lat in complete_period(&mut rl, now, n, mid) {
                 if k > 1_000 {
                     total += 1;
                     slow += u64::from(lat > cfg.slo_latency_ns);
@@ -1532,11 +1534,7 @@ mod tests {
             backlog = (backlog + arrived - served).min(1e6);
             let n = served.max(1.0) as u64;
             let mid = base_ns + backlog / cap * 1e9;
-            for i in 0..n {
-                let at = Nanos(now.0 - p.0 + 1 + i * p.0 / n);
-                let u = (i * 7919 % n) as f64 / n as f64;
-                let lat = (mid * 0.5 * 4f64.powf(u)).min(1e15);
-                rl.on_completion(at, lat as u64);
+            for lat in complete_period(&mut rl, now, n, mid) {
                 if k > 4_000 {
                     total += 1;
                     slow += u64::from(lat > cfg.slo_latency_ns);
