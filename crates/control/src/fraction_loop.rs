@@ -29,6 +29,15 @@
 //! - **Boundaries.** The centre is clamped to [0, 1]; at a boundary the probes are 0 and 2δ
 //!   (or 1 and 1 − 2δ), so a boundary optimum (light work: X = 1) is held with one probe
 //!   pair beside it, and a move of the optimum inside shows within two periods.
+//! - **Coarse scans.** At start, and when the workload changes, X visits 0, 0.5 and 1
+//!   ([`SCAN_POINTS`]) and the local search starts near the best. A change shows as a jump of
+//!   the rate away from its moving level ([`LEVEL_JUMP`]), a drift of that level
+//!   ([`LEVEL_DRIFT`]) or the R loop's report. A node stall also collapses the rate, and on
+//!   one app and one storage core a needless scan costs a collapse or two, so: scans are at
+//!   least [`RESCAN_COOLDOWN_PERIODS`] apart, doubled after each scan that found the optimum
+//!   where it was ([`RESCAN_BACKOFF_MAX`]); and where the rate is noisy (real processes), a
+//!   jump or report starts a scan only if the rate is still away
+//!   [`RESCAN_CONFIRM_PERIODS`] later — the R loop's stall recovery brings it back by then.
 //!
 //! The loop exposes a slowly averaged slope, so the policy can move R with the centre
 //! (feed-forward) instead of letting the R loop find every move by feedback.
@@ -114,6 +123,26 @@ pub const LEVEL_JUMP: f64 = 0.15;
 /// grid points move capacity by up to 2×), and with half a second X spent much of a run
 /// scanning.
 pub const RESCAN_COOLDOWN_PERIODS: u64 = 20;
+
+/// Doublings of that cooldown after rescans that found nothing new, at most (8 s at the
+/// default 20 Hz). A rescan whose best grid point is the one nearest the centre it left was a
+/// false alarm: on real processes a node stall collapses R and looks like a workload change,
+/// and on the 1 + 1 loopback cluster each such scan costs a collapse or two (its grid points
+/// move capacity by 2×). Each false alarm doubles the cooldown, a scan that moved the
+/// optimum resets it, so a system whose workload does change keeps rescanning every second.
+pub const RESCAN_BACKOFF_MAX: u32 = 3;
+
+/// X periods after a jump of the rate (or the R loop's report of a workload change) at
+/// which the rate must still be away from the level before it (0.2 s) for a scan to start:
+/// a node stall collapses R too, and the R loop's stall recovery brings the rate back within
+/// a few periods, where a changed workload keeps it away (or, after a switch to lighter
+/// work, climbing). A drift needs no confirmation: it is half a second of evidence already.
+pub const RESCAN_CONFIRM_PERIODS: u64 = 4;
+
+/// "Still away" is more than this share of the jump threshold at the time of the jump: the
+/// R loop climbs to lighter work's knee at its averaging pace, and 0.2 s after the switch
+/// the rate can still be short of a full jump.
+pub const RESCAN_CONFIRM_SHARE: f64 = 0.5;
 
 /// Periods over which a drift of the moving average is judged (0.5 s)...
 pub const LEVEL_LOOKBACK: usize = 10;
@@ -261,10 +290,12 @@ struct Scan {
     best: Option<(f64, f64)>,
     /// Every grid point's (X, mean ln rate).
     points: Vec<(f64, f64)>,
+    /// The centre the local search had when this scan started (None for the first scan).
+    origin: Option<f64>,
 }
 
 impl Scan {
-    fn new(x: f64) -> Self {
+    fn new(x: f64, origin: Option<f64>) -> Self {
         let mut grid: Vec<f64> = (0..SCAN_POINTS).map(|i| i as f64 / (SCAN_POINTS - 1) as f64).collect();
         grid.sort_by(|a, b| (a - x).abs().total_cmp(&(b - x).abs()));
         let left = grid
@@ -277,6 +308,7 @@ impl Scan {
             count: 0,
             best: None,
             points: Vec::with_capacity(SCAN_POINTS),
+            origin,
         }
     }
 }
@@ -357,8 +389,14 @@ pub struct FractionLoop {
     slope: Option<f64>,
     /// The coarse scan in progress, if any.
     scan: Option<Scan>,
-    /// When the last scan ended: scans are at least RESCAN_COOLDOWN_PERIODS apart.
+    /// When the last scan ended: scans are at least RESCAN_COOLDOWN_PERIODS apart...
     scan_ended_at: Option<Nanos>,
+    /// ...doubled this many times (false alarms in a row, up to RESCAN_BACKOFF_MAX).
+    rescan_backoff: u32,
+    /// A suspected workload change: since when, the level before it and the jump threshold
+    /// then. A scan starts if the rate is still away from that level
+    /// RESCAN_CONFIRM_PERIODS later (see RESCAN_CONFIRM_SHARE).
+    suspect: Option<(Nanos, f64, f64)>,
     /// Time of the latest update.
     last_tick: Nanos,
     /// Moving average of the periods' mean ln rate during the local search (None right
@@ -395,9 +433,11 @@ impl FractionLoop {
             flips: 0,
             recent: VecDeque::with_capacity(REOPEN_RUN + 1),
             slope: None,
-            scan: Some(Scan::new(cfg.x_init)),
+            scan: Some(Scan::new(cfg.x_init, None)),
             scan_best: None,
             scan_ended_at: None,
+            rescan_backoff: 0,
+            suspect: None,
             last_tick: Nanos::ZERO,
             retarget: None,
             level: None,
@@ -408,19 +448,30 @@ impl FractionLoop {
     }
 
     /// Starts a coarse scan of X at the next update (the workload changed: the optimum may
-    /// be anywhere, and a local search would walk there slowly).
+    /// be anywhere, and a local search would walk there slowly). Where the rate is noisy
+    /// (real processes, whose node stalls collapse R as a workload change would), only once
+    /// the rate is still away from its level [`RESCAN_CONFIRM_PERIODS`] from now.
     pub fn rescan(&mut self) {
-        if self.scan.is_none() && self.may_rescan(self.last_tick) {
-            self.scan = Some(Scan::new(self.x));
+        if self.scan.is_some() || !self.may_rescan(self.last_tick) {
+            return;
+        }
+        match self.level.filter(|_| self.is_noisy()) {
+            Some(level) => {
+                let jump = self.jump_threshold();
+                self.suspect.get_or_insert((self.last_tick, level, jump));
+            }
+            None => self.scan = Some(Scan::new(self.x, Some(self.centre))),
         }
     }
 
     /// Whether a new scan may start at `now`: not within RESCAN_COOLDOWN_PERIODS of the
-    /// last one. A scan disturbs the system on purpose; on a noisy system the evidence of a
-    /// workload change (a jump of the achievable rate) recurs by chance, and back-to-back
-    /// scans would keep X at the grid's extremes instead of near the optimum.
+    /// last one, doubled per false alarm in a row (see [`RESCAN_BACKOFF_MAX`]). A scan
+    /// disturbs the system on purpose; on a noisy system the evidence of a workload change
+    /// (a jump of the achievable rate) recurs by chance, and back-to-back scans would keep X
+    /// at the grid's extremes instead of near the optimum.
     fn may_rescan(&self, now: Nanos) -> bool {
-        let cooldown = Nanos(self.cfg.period.0.saturating_mul(RESCAN_COOLDOWN_PERIODS));
+        let periods = RESCAN_COOLDOWN_PERIODS << self.rescan_backoff.min(RESCAN_BACKOFF_MAX);
+        let cooldown = Nanos(self.cfg.period.0.saturating_mul(periods));
         self.scan_ended_at
             .is_none_or(|ended| now.saturating_sub(ended) >= cooldown)
     }
@@ -429,6 +480,12 @@ impl FractionLoop {
     /// there so the point's second period measures near its knee.
     pub fn take_scan_retarget(&mut self) -> Option<f64> {
         self.retarget.take()
+    }
+
+    /// How far a period's mean ln rate must sit from the level to suggest a workload change:
+    /// [`LEVEL_JUMP`], or more where the rate wanders more (see [`LEVEL_SIGMAS`]).
+    fn jump_threshold(&self) -> f64 {
+        LEVEL_JUMP.max(LEVEL_SIGMAS * self.level_var.sqrt())
     }
 
     /// Whether a period's rate wanders by more than [`NOISE_MAX`] around the level: then the
@@ -574,12 +631,16 @@ impl FractionLoop {
         // The scan is over: search locally from the peak of the parabola through the grid
         // points (kept within a grid step of the best point), from scratch.
         let (bx, by) = scan.best.unwrap_or((self.x, y));
+        // A rescan whose best grid point is the one nearest the centre it left found
+        // nothing new: the next needs stronger evidence, i.e. waits longer.
+        let half = 0.5 / (SCAN_POINTS - 1) as f64;
+        self.rescan_backoff = match scan.origin {
+            Some(origin) if (bx - origin).abs() <= half => (self.rescan_backoff + 1).min(RESCAN_BACKOFF_MAX),
+            _ => 0,
+        };
         self.level = None;
         self.levels.clear();
-        self.centre = parabola_peak(&scan.points).map_or(bx, |p| {
-            let half = 0.5 / (SCAN_POINTS - 1) as f64;
-            p.clamp(bx - half, bx + half).clamp(0.0, 1.0)
-        });
+        self.centre = parabola_peak(&scan.points).map_or(bx, |p| p.clamp(bx - half, bx + half).clamp(0.0, 1.0));
         self.scan_best = Some((bx, by));
         self.flips = 0;
         self.direction = 0.0;
@@ -646,9 +707,8 @@ impl FractionLoop {
         let may_rescan = self.may_rescan(now);
         // The thresholds grow with this system's noise (see LEVEL_SIGMAS); the drift is of
         // the averaged level, whose noise is a third of a period's.
-        let sd = self.level_var.sqrt();
-        let jump = LEVEL_JUMP.max(LEVEL_SIGMAS * sd);
-        let drift = LEVEL_DRIFT.max(LEVEL_SIGMAS * sd / 3.0);
+        let jump = self.jump_threshold();
+        let drift = LEVEL_DRIFT.max(LEVEL_SIGMAS * self.level_var.sqrt() / 3.0);
         let drifted = may_rescan
             && self.levels.len() == LEVEL_LOOKBACK
             && self
@@ -656,18 +716,34 @@ impl FractionLoop {
                 .zip(self.levels.front().copied())
                 .is_some_and(|(now_level, then)| (now_level - then).abs() > drift);
         let jumped = may_rescan && self.level.is_some_and(|level| (y - level).abs() > jump);
-        if drifted || jumped {
+        let noisy = self.is_noisy();
+        let suspected = jumped && noisy && self.suspect.is_none();
+        if suspected {
+            self.suspect = self.level.map(|level| (now, level, jump));
+        }
+        let confirm = Nanos(self.cfg.period.0.saturating_mul(RESCAN_CONFIRM_PERIODS));
+        let confirmed = match self.suspect {
+            Some((since, before, jump_then)) if now.saturating_sub(since) >= confirm => {
+                self.suspect = None;
+                may_rescan && (y - before).abs() > RESCAN_CONFIRM_SHARE * jump_then
+            }
+            _ => false,
+        };
+        if drifted || confirmed || (jumped && !noisy) {
+            self.suspect = None;
             // The workload changed: the achievable rate jumped far beyond what probes and
             // noise move it by, or it has kept moving one way for half a second (the R loop
             // following a changed workload at its slow pace). Bracket the new optimum again
             // rather than wait.
             self.level = None;
             self.levels.clear();
-            self.scan = Some(Scan::new(self.x));
+            self.scan = Some(Scan::new(self.x, Some(self.centre)));
             let x = self.scan_step(y).unwrap_or(self.x);
             return self.apply_x(now, x);
         }
-        if let Some(level) = self.level {
+        if let Some(level) = self.level.filter(|_| !suspected) {
+            // (A suspected jump is not the system's usual wander: it would raise the very
+            // threshold it is to be confirmed against.)
             let d = y - level;
             self.level_var = (1.0 - LEVEL_VAR_EWMA_WEIGHT) * self.level_var + LEVEL_VAR_EWMA_WEIGHT * d * d;
         }
@@ -829,6 +905,10 @@ mod tests {
         xs
     }
 
+    /// Scans the stalls of the noisy-system test may start by chance (a period after the
+    /// stall lucky enough to look like a lasting change).
+    const STALL_SCANS_MAX: usize = 2;
+
     /// Periods the initial coarse scan takes.
     const SCAN_PERIODS: usize = SCAN_POINTS * SCAN_PERIODS_PER_POINT;
 
@@ -977,6 +1057,93 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// When the workload changes in the stall tests (ms).
+    const CHANGE_MS: u64 = 30_000;
+
+    /// Runs an X loop from X = 0.5 against R(X) = 1e6 × a tent peaking at 0.2 (medium work)
+    /// until CHANGE_MS, then `after` × a tent peaking at `after_peak`, for `duration_ms`.
+    /// Every 1.5 s a node stall cuts the rate to 30 % for two X periods, which looks like a
+    /// workload change. Each X period's rate is multiplied by its luck raised to
+    /// `noise_power` (0: none; 0.6: ±24 %, log-uniform). Returns the loop and the times at
+    /// which scans started.
+    fn stalls_then_change(after: f64, after_peak: f64, noise_power: f64, duration_ms: u64) -> (FractionLoop, Vec<u64>) {
+        let tent = |x: f64, peak: f64| 1.0 - 0.5 * (x - peak).abs();
+        let mut fl = test_support::centred();
+        let mut luck = test_support::Luck::new();
+        let mut scan_starts = Vec::new();
+        let mut scanning = fl.is_scanning();
+        let period_ms = FRACTION_PERIOD_DEFAULT.0 / 1_000_000;
+        for k in 1..=duration_ms / 5 {
+            let t_ms = 5 * k;
+            let r = if t_ms >= CHANGE_MS {
+                after * tent(fl.x(), after_peak)
+            } else {
+                1e6 * tent(fl.x(), 0.2)
+            };
+            let stalled = t_ms % 1_500 < 2 * period_ms;
+            let now = Nanos::from_ms(t_ms);
+            fl.observe_rate(now, luck.now.powf(noise_power) * if stalled { 0.3 * r } else { r });
+            if now >= fl.next_tick() {
+                fl.tick(now);
+                luck.draw();
+                if fl.is_scanning() && !scanning {
+                    scan_starts.push(t_ms);
+                }
+                scanning = fl.is_scanning();
+            }
+        }
+        (fl, scan_starts)
+    }
+
+    /// The latest a change may be rescanned: the longest cooldown, and a stall's spacing.
+    fn latest_rescan_ms() -> u64 {
+        let period_ms = FRACTION_PERIOD_DEFAULT.0 / 1_000_000;
+        CHANGE_MS + period_ms * (RESCAN_COOLDOWN_PERIODS << RESCAN_BACKOFF_MAX) + 1_500
+    }
+
+    #[test]
+    fn false_alarms_back_off_and_a_moved_optimum_resets_the_cooldown() {
+        // No noise: every stall is a jump. At 30 s the workload does change: R(X) doubles
+        // and peaks at X = 1 (light work).
+        let (fl, scan_starts) = stalls_then_change(2e6, 1.0, 0.0, 60_000);
+        let before = scan_starts.iter().filter(|&&t| t < CHANGE_MS).count();
+        // Without the backoff a stall starts a scan every 1.5 s (19 in 30 s).
+        assert!(before <= 7, "false alarms: {scan_starts:?}");
+        // The change is found within the longest cooldown, and its scan moves X to 1.
+        let found = scan_starts.iter().copied().find(|&t| t >= CHANGE_MS);
+        assert!(
+            found.is_some_and(|t| t <= latest_rescan_ms()),
+            "change not rescanned: {scan_starts:?}"
+        );
+        assert!(fl.centre() >= 0.75, "centre {} after the change", fl.centre());
+        // That scan moved the optimum, so the cooldown is back to its base: the next stall
+        // after it (or the one after) starts a scan again.
+        let found = found.unwrap_or(0);
+        assert!(
+            scan_starts.iter().any(|&t| t > found && t <= found + 1_000 + 2 * 1_500),
+            "cooldown not reset: {scan_starts:?}"
+        );
+    }
+
+    #[test]
+    fn on_a_noisy_system_a_stall_does_not_rescan_but_a_lasting_change_does() {
+        // Each X period's rate has its own luck, ±24 % (real processes). At 30 s the
+        // workload changes for good: a third of the rate, peaking at X = 0.9.
+        let (fl, scan_starts) = stalls_then_change(0.33e6, 0.9, 0.6, 45_000);
+        assert!(fl.is_noisy());
+        let before = scan_starts.iter().filter(|&&t| t < CHANGE_MS).count();
+        // Measured: none (the change's scan starts at 30.25 s). Without the confirmation 14
+        // stalls start scans: the noise makes each scan's best point look new, so the
+        // backoff does not space them.
+        assert!(before <= STALL_SCANS_MAX, "stalls rescanned: {scan_starts:?}");
+        let found = scan_starts.iter().copied().find(|&t| t >= CHANGE_MS);
+        assert!(
+            found.is_some_and(|t| t <= latest_rescan_ms()),
+            "change not rescanned: {scan_starts:?}"
+        );
+        assert!(fl.centre() >= 0.6, "centre {} after the change", fl.centre());
     }
 
     #[test]
