@@ -140,8 +140,9 @@ impl KayakConfig {
 /// gain; every move of the centre is fed forward into R along the averaged slope.
 fn outer_x_tick(rate: &mut RateLoop, fraction: &mut FractionLoop, arbiter: &mut Arbiter, now: Nanos) {
     if rate.take_regime_change() {
-        // The workload changed: bracket the new optimum before searching.
-        fraction.rescan();
+        // The workload changed (or the node stalled: the X loop tells the two apart where
+        // it must): bracket the new optimum before searching.
+        fraction.report_change();
     }
     let before = arbiter.x();
     let centre_before = fraction.centre();
@@ -358,7 +359,8 @@ mod tests {
 
     /// R before a rescan at 5 s, and the highest R after it, when the X loop sees rates
     /// whose luck changes every X period by up to ±40 % (log-uniform; `noisy`) or not at
-    /// all, and the grid point X = 0 looks three times as fast as the rate held.
+    /// all, and the grid point X = 0 looks three times as fast as the rate held. Asserts
+    /// that the scan ran.
     fn r_around_a_scan(noisy: bool) -> (f64, f64) {
         let mut luck = Luck::new();
         let mut rate = held_rate_loop();
@@ -366,6 +368,7 @@ mod tests {
         let mut arbiter = Arbiter::new(0.5, 1).unwrap();
         let mut before = None;
         let mut max_after: f64 = 0.0;
+        let mut scanned = false;
         for k in 1..=2_000u64 {
             let now = Nanos::from_ms(5 * k);
             let point = if arbiter.x() == 0.0 { 3.0 } else { 1.0 };
@@ -382,9 +385,11 @@ mod tests {
                 }
                 if before.is_some() {
                     max_after = max_after.max(rate.rate_ops());
+                    scanned |= fraction.is_scanning();
                 }
             }
         }
+        assert!(scanned, "the rescan did not run");
         (before.unwrap(), max_after)
     }
 
