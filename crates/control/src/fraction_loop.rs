@@ -484,14 +484,20 @@ impl FractionLoop {
             self.start_scan();
             return;
         }
-        if let (None, Some(level)) = (self.suspect, self.level) {
-            self.suspect = Some(Suspect {
-                since: self.next_tick,
-                level,
-                threshold: self.jump_threshold(),
-                sign: 0.0,
-            });
+        if self.suspect.is_none() {
+            self.suspect = self.suspect_from(self.next_tick, 0.0);
         }
+    }
+
+    /// A suspect seen at `since` on side `sign` (0: either), against the current level and
+    /// threshold; none before the level is known.
+    fn suspect_from(&self, since: Nanos, sign: f64) -> Option<Suspect> {
+        self.level.map(|level| Suspect {
+            since,
+            level,
+            threshold: self.jump_threshold(),
+            sign,
+        })
     }
 
     /// Starts a scan from the current X and centre, dropping any suspect.
@@ -507,7 +513,7 @@ impl FractionLoop {
     /// (a jump of the achievable rate) recurs by chance, and back-to-back scans would keep X
     /// at the grid's extremes instead of near the optimum.
     fn may_rescan(&self, now: Nanos) -> bool {
-        let periods = RESCAN_COOLDOWN_PERIODS << self.rescan_backoff.min(RESCAN_BACKOFF_MAX);
+        let periods = RESCAN_COOLDOWN_PERIODS << self.rescan_backoff;
         let cooldown = Nanos(self.cfg.period.0.saturating_mul(periods));
         self.scan_ended_at
             .is_none_or(|ended| now.saturating_sub(ended) >= cooldown)
@@ -751,13 +757,8 @@ impl FractionLoop {
         // a scan the level moves as the search climbs, and a suspect judged seconds later
         // against the level before it started a needless scan (heavy, seed 2: −20 %).
         let suspected = jumped.is_some() && self.suspect.is_none() && noisy;
-        if let (true, Some(level), Some(d)) = (suspected, self.level, jumped) {
-            self.suspect = Some(Suspect {
-                since: now,
-                level,
-                threshold: jump,
-                sign: d.signum(),
-            });
+        if let Some(d) = jumped.filter(|_| suspected) {
+            self.suspect = self.suspect_from(now, d.signum());
         }
         let confirm = Nanos(self.cfg.period.0.saturating_mul(RESCAN_CONFIRM_PERIODS));
         let confirmed = match self.suspect {
@@ -1097,7 +1098,7 @@ mod tests {
     /// When the workload changes in the stall tests (ms).
     const CHANGE_MS: u64 = 30_000;
 
-    /// What disturbs the stall tests' X loop every 1.5 s.
+    /// What disturbs the rescan tests' X loop, every `Scenario::every_ms`.
     #[derive(Clone, Copy, PartialEq)]
     enum Disturbance {
         /// A node stall cuts the rate to 30 % for two X periods: a jump of the rate.
@@ -1106,51 +1107,77 @@ mod tests {
         Rescan,
     }
 
-    /// Runs an X loop from X = 0.5 against R(X) = 1e6 × a tent peaking at 0.2 (medium work)
-    /// until CHANGE_MS, then `after` × a tent peaking at `after_peak`, for `duration_ms`,
-    /// with `disturbance` every 1.5 s. Each X period's rate is multiplied by its luck raised
-    /// to `noise_power` (0: none; 0.6: ±24 %, log-uniform). Returns the loop, the times at
-    /// which scans started, and whether the loop was noisy just before the change.
-    fn disturbed_then_changed(
+    /// One run of the rescan tests: an X loop from X = 0.5 against R(X) = 1e6 × a tent
+    /// peaking at 0.2 (medium work) until `change_ms`, then `after` × a tent peaking at
+    /// `after_peak`, with `disturbance` every `every_ms`. Each X period's rate is multiplied
+    /// by its luck raised to `noise_power` (0: none; 0.6: ±24 %, log-uniform).
+    struct Scenario {
         disturbance: Disturbance,
+        every_ms: u64,
+        change_ms: u64,
         after: f64,
         after_peak: f64,
         noise_power: f64,
         duration_ms: u64,
-    ) -> (FractionLoop, Vec<u64>, bool) {
-        let tent = |x: f64, peak: f64| 1.0 - 0.5 * (x - peak).abs();
-        let mut fl = test_support::centred();
-        let mut luck = test_support::Luck::new();
-        let mut scan_starts = Vec::new();
-        let mut scanning = fl.is_scanning();
-        let mut noisy_before_change = false;
-        let period_ms = FRACTION_PERIOD_DEFAULT.0 / 1_000_000;
-        for k in 1..=duration_ms / 5 {
-            let t_ms = 5 * k;
-            let r = if t_ms >= CHANGE_MS {
-                after * tent(fl.x(), after_peak)
-            } else {
-                1e6 * tent(fl.x(), 0.2)
-            };
-            let stalled = disturbance == Disturbance::Stall && t_ms % 1_500 < 2 * period_ms;
-            let now = Nanos::from_ms(t_ms);
-            fl.observe_rate(now, luck.now.powf(noise_power) * if stalled { 0.3 * r } else { r });
-            if now >= fl.next_tick() {
-                if disturbance == Disturbance::Rescan && t_ms % 1_500 == 0 {
-                    fl.rescan();
-                }
-                fl.tick(now);
-                luck.draw();
-                if fl.is_scanning() && !scanning {
-                    scan_starts.push(t_ms);
-                }
-                scanning = fl.is_scanning();
-                if t_ms == CHANGE_MS - period_ms {
-                    noisy_before_change = fl.is_noisy();
-                }
+    }
+
+    impl Scenario {
+        /// The stall tests' scenario: the change at CHANGE_MS, a disturbance every 1.5 s.
+        fn every_1_5_s(
+            disturbance: Disturbance,
+            after: f64,
+            after_peak: f64,
+            noise_power: f64,
+            duration_ms: u64,
+        ) -> Self {
+            Scenario {
+                disturbance,
+                every_ms: 1_500,
+                change_ms: CHANGE_MS,
+                after,
+                after_peak,
+                noise_power,
+                duration_ms,
             }
         }
-        (fl, scan_starts, noisy_before_change)
+
+        /// Runs it. Returns the loop, the times at which scans started, and whether the
+        /// loop was noisy just before the change.
+        fn run(&self) -> (FractionLoop, Vec<u64>, bool) {
+            let tent = |x: f64, peak: f64| 1.0 - 0.5 * (x - peak).abs();
+            let mut fl = test_support::centred();
+            let mut luck = test_support::Luck::new();
+            let mut scan_starts = Vec::new();
+            let mut scanning = fl.is_scanning();
+            let mut noisy_before_change = false;
+            let period_ms = FRACTION_PERIOD_DEFAULT.0 / 1_000_000;
+            for k in 1..=self.duration_ms / 5 {
+                let t_ms = 5 * k;
+                let r = if t_ms >= self.change_ms {
+                    self.after * tent(fl.x(), self.after_peak)
+                } else {
+                    1e6 * tent(fl.x(), 0.2)
+                };
+                let stalled = self.disturbance == Disturbance::Stall && t_ms % self.every_ms < 2 * period_ms;
+                let now = Nanos::from_ms(t_ms);
+                fl.observe_rate(now, luck.now.powf(self.noise_power) * if stalled { 0.3 * r } else { r });
+                if now >= fl.next_tick() {
+                    if self.disturbance == Disturbance::Rescan && t_ms % self.every_ms == 0 {
+                        fl.rescan();
+                    }
+                    fl.tick(now);
+                    luck.draw();
+                    if fl.is_scanning() && !scanning {
+                        scan_starts.push(t_ms);
+                    }
+                    scanning = fl.is_scanning();
+                    if t_ms + period_ms == self.change_ms {
+                        noisy_before_change = fl.is_noisy();
+                    }
+                }
+            }
+            (fl, scan_starts, noisy_before_change)
+        }
     }
 
     /// The latest a change may be rescanned: the longest cooldown, and a stall's spacing.
@@ -1164,7 +1191,7 @@ mod tests {
         // No noise, no stalls: every 1.5 s something calls for a rescan, and until 30 s
         // every scan finds the optimum where it was. At 30 s the workload does change: R(X)
         // doubles and peaks at X = 1 (light work).
-        let (fl, scan_starts, noisy) = disturbed_then_changed(Disturbance::Rescan, 2e6, 1.0, 0.0, 60_000);
+        let (fl, scan_starts, noisy) = Scenario::every_1_5_s(Disturbance::Rescan, 2e6, 1.0, 0.0, 60_000).run();
         assert!(!noisy);
         let before = scan_starts.iter().filter(|&&t| t < CHANGE_MS).count();
         // Cooldowns of 1, 2, 4 and 8 s: scans at 1.5, 4.5, 9, 18 and 27 s. Without the
@@ -1187,30 +1214,16 @@ mod tests {
         // doubles, peaking at X = 1) as a rescan is called: that scan moves the optimum, so
         // the cooldown is back to 1 s and the call at 5.5 s starts a scan (with the cooldown
         // still doubled, the first would be at 6.5 s).
-        let tent = |x: f64, peak: f64| 1.0 - 0.5 * (x - peak).abs();
-        let mut fl = test_support::centred();
-        let mut scan_starts = Vec::new();
-        let mut scanning = fl.is_scanning();
-        for k in 1..=8_000 / 5 {
-            let t_ms = 5 * k;
-            let r = if t_ms >= 4_000 {
-                2e6 * tent(fl.x(), 1.0)
-            } else {
-                1e6 * tent(fl.x(), 0.2)
-            };
-            let now = Nanos::from_ms(t_ms);
-            fl.observe_rate(now, r);
-            if now >= fl.next_tick() {
-                if t_ms % 500 == 0 {
-                    fl.rescan();
-                }
-                fl.tick(now);
-                if fl.is_scanning() && !scanning {
-                    scan_starts.push(t_ms);
-                }
-                scanning = fl.is_scanning();
-            }
+        let (_, scan_starts, _) = Scenario {
+            disturbance: Disturbance::Rescan,
+            every_ms: 500,
+            change_ms: 4_000,
+            after: 2e6,
+            after_peak: 1.0,
+            noise_power: 0.0,
+            duration_ms: 8_000,
         }
+        .run();
         assert!(
             scan_starts.starts_with(&[1_500, 4_000]) && scan_starts.get(2).is_some_and(|&t| t <= 6_000),
             "{scan_starts:?}"
@@ -1221,7 +1234,7 @@ mod tests {
     fn on_a_noisy_system_a_stall_does_not_rescan_but_a_lasting_change_does() {
         // Each X period's rate has its own luck, ±24 % (real processes). At 30 s the
         // workload changes for good: a third of the rate, peaking at X = 0.9.
-        let (fl, scan_starts, noisy) = disturbed_then_changed(Disturbance::Stall, 0.33e6, 0.9, 0.6, 45_000);
+        let (fl, scan_starts, noisy) = Scenario::every_1_5_s(Disturbance::Stall, 0.33e6, 0.9, 0.6, 45_000).run();
         assert!(noisy);
         let before = scan_starts.iter().filter(|&&t| t < CHANGE_MS).count();
         // Measured: none (the change's scan starts at 30.25 s). Without the confirmation 14
