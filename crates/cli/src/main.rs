@@ -3,7 +3,7 @@
 //! Layout: `main.rs` parses the command line and maps errors to exit codes; each
 //! subcommand lives in its own module and is thin glue over the library crates:
 //! `server_cmd` (storage node), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
-//! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator); `connect` holds the flags shared
+//! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator), `sim_suite_cmd` (the randomized scenario suite); `connect` holds the flags shared
 //! by commands that talk to a node.
 
 use std::time::Duration;
@@ -19,6 +19,7 @@ mod kv_cmd;
 mod load_cmd;
 mod server_cmd;
 mod sim_cmd;
+mod sim_suite_cmd;
 mod sweep_cmd;
 
 /// What every subcommand returns: a human-readable error ends the process with exit code 1.
@@ -64,6 +65,8 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Sweep fixed RPC fractions in the simulator: the upper bound policies are judged against.
     SimSweep(sim_cmd::SimSweepArgs),
+    /// Judge a policy on randomly drawn simulator scenarios against each one's bound.
+    SimSuite(sim_suite_cmd::SimSuiteArgs),
 }
 
 fn main() {
@@ -79,6 +82,7 @@ fn main() {
         Command::BenchKv(args) => bench_kv_cmd::run(args),
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),
+        Command::SimSuite(args) => sim_suite_cmd::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err}");

@@ -382,6 +382,8 @@ fn probe_x(centre: f64, side: f64, delta: f64) -> f64 {
 pub struct FractionLoop {
     /// Tuning.
     cfg: FractionLoopConfig,
+    /// Coarse scans started (the one at start included).
+    scans: u64,
     /// The centre of the probes: the loop's estimate of the best X.
     centre: f64,
     /// The fraction currently applied.
@@ -451,6 +453,7 @@ impl FractionLoop {
             recent: VecDeque::with_capacity(REOPEN_RUN + 1),
             slope: None,
             scan: Some(Scan::new(cfg.x_init, None)),
+            scans: 1,
             scan_best: None,
             scan_ended_at: None,
             rescan_backoff: 0,
@@ -502,6 +505,7 @@ impl FractionLoop {
 
     /// Starts a scan from the current X and centre, dropping any suspect.
     fn start_scan(&mut self) {
+        self.scans += 1;
         self.suspect = None;
         self.level = None;
         self.scan = Some(Scan::new(self.x, Some(self.centre)));
@@ -535,6 +539,11 @@ impl FractionLoop {
     /// local search holds its centre, and the rates a scan measures are rough.
     pub fn is_noisy(&self) -> bool {
         self.level_var.sqrt() > NOISE_MAX
+    }
+
+    /// Coarse scans started so far, the one at start included.
+    pub fn scans(&self) -> u64 {
+        self.scans
     }
 
     /// Whether a coarse scan is in progress.

@@ -327,10 +327,15 @@ impl Policy for Kayak {
             Loops::RateThenFraction { rate, .. } => rate.latency_ns_estimate(),
             Loops::FractionThenRate { rate, .. } => rate.latency_ns_estimate(),
         };
+        let searches = match &self.loops {
+            Loops::RateThenFraction { fraction, .. } => Some(fraction.scans()),
+            Loops::FractionThenRate { .. } => None,
+        };
         PolicyState {
             rate_ops: self.rate_ops(),
             rpc_fraction: self.arbiter.x(),
             latency_ns_estimate,
+            searches,
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct PolicyState {
     pub rpc_fraction: f64,
     /// The policy's latest tail-latency estimate, if it keeps one.
     pub latency_ns_estimate: Option<f64>,
+    /// Placement searches started so far, for policies that search (the first is the
+    /// initial one; later ones are rescans); None for policies that do not.
+    pub searches: Option<u64>,
 }
 
 /// A placement policy with its rate control: a pure state machine fed with time.
@@ -166,6 +169,7 @@ impl Policy for FixedFraction {
             rate_ops: self.rate.rate_ops(),
             rpc_fraction: self.arbiter.x(),
             latency_ns_estimate: self.rate.latency_ns_estimate(),
+            searches: None,
         }
     }
 }
@@ -209,6 +213,7 @@ impl Policy for FixedRate {
             rate_ops: self.rate_ops,
             rpc_fraction: self.arbiter.x(),
             latency_ns_estimate: None,
+            searches: None,
         }
     }
 }

@@ -34,6 +34,12 @@ impl Nanos {
         Nanos(s * 1_000_000_000)
     }
 
+    /// A duration of `s` seconds (rounded to whole nanoseconds; negative and NaN give zero,
+    /// beyond `u64::MAX` nanoseconds saturates).
+    pub fn from_secs_f64(s: f64) -> Nanos {
+        Nanos((s * 1e9).round() as u64)
+    }
+
     /// The period of a loop running at `hz` (rounded down to whole nanoseconds).
     pub fn from_hz(hz: f64) -> Nanos {
         Nanos((1e9 / hz) as u64)

@@ -11,6 +11,9 @@
 //! - [`scenario`]: one policy run end to end, and its report (timeline, summary, JSON, CSV).
 //! - [`sweep`]: fixed-X runs and the bisection of the rate to the SLO: the upper bound,
 //!   measurable on any span of a run (a policy run's steady window).
+//! - [`suite`]: `ferry sim-suite`: scenarios drawn from a documented space, each policy run
+//!   judged against its same-window bound.
+//! - [`parallel`]: independent runs spread over threads, results in a fixed order.
 //! - [`queueing`]: closed-form M/M/1, M/D/1 and M/M/c results for validation.
 //! - [`plot`]: a dependency-free SVG line/scatter chart writer.
 //! - [`error`]: typed scenario errors.
@@ -18,10 +21,12 @@
 pub mod engine;
 pub mod error;
 pub mod model;
+pub mod parallel;
 pub mod plot;
 pub mod queueing;
 pub mod scenario;
 pub mod spec;
+pub mod suite;
 pub mod sweep;
 
 pub use engine::Arrivals;

@@ -168,6 +168,8 @@ pub struct SimReport {
     pub app_utilization: f64,
     /// Storage-node CPU utilisation in the steady state.
     pub storage_utilization: f64,
+    /// Placement searches the policy started over the run (null for policies without one).
+    pub searches: Option<u64>,
     /// Requests completed over the run.
     pub completed: u64,
     /// Requests dropped because too many were in flight.
@@ -458,6 +460,7 @@ impl Scenario {
             no_load_latency_us_remote: remote / 1e3,
             app_utilization: last.app_busy_ns as f64 / (self.cluster.app_cores as f64 * win_s * 1e9),
             storage_utilization: last.storage_busy_ns as f64 / (self.cluster.storage_cores as f64 * win_s * 1e9),
+            searches: out.final_state.searches,
             completed: out.completed,
             dropped: out.dropped,
             events: out.events,

@@ -537,6 +537,12 @@ fn parse_kayak_params(params: &str) -> Result<KayakParams, SpecError> {
     Ok(p)
 }
 
+/// ferry's default adaptive policy: what `ferry sim-suite`, `ferry bench` and `ferry demo`
+/// run when no policy is named.
+pub fn default_policy() -> PolicySpec {
+    PolicySpec::Kayak(KayakParams::default())
+}
+
 /// Parses a policy spec (see the module docs for the grammar).
 pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
     let s = input.trim();

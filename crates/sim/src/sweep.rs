@@ -6,9 +6,6 @@
 //! bisection converges to a well-defined root rather than chasing noise. A run stops early
 //! once it has seen more SLO violations than the quantile allows, or a runaway backlog.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-
 use ferry_control::{FixedRate, Nanos};
 use serde::Serialize;
 
@@ -353,27 +350,8 @@ fn rows_in_parallel(
             });
         }
     }
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<SweepRow, SimError>>>> = Mutex::new(vec![None; xs.len()]);
-    let threads = cfg.threads.clamp(1, xs.len().max(1));
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= xs.len() {
-                    break;
-                }
-                let r = row(xs[i]);
-                // Invariant: a worker panicking would poison the lock; workers do not panic.
-                results.lock().expect("sweep results lock")[i] = Some(r);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .expect("sweep results lock")
+    crate::parallel::map_indexed(xs.len(), cfg.threads, |i| row(xs[i]))
         .into_iter()
-        .map(|r| r.expect("every index was processed"))
         .collect()
 }
 

@@ -1,0 +1,269 @@
+//! The scenario spaces `ferry sim-suite` draws from, and the drawing itself.
+//!
+//! A scenario is drawn from its own ChaCha stream (suite seed, scenario index), so scenario
+//! `i` of a seed is the same whatever N is, and `ferry sim` can reproduce any one of them
+//! from the flags the suite prints ([`SuiteScenario::flags`]).
+//!
+//! The **default** space (one app node, one storage node, the paper-scale cost model):
+//! - app and storage cores: uniform integers in [1, 16], each;
+//! - RTT: log-uniform in [2, 50] µs;
+//! - one traversal function: depth uniform in [1, 8]; compute per access 0 with probability
+//!   1/8, otherwise log-uniform in [50 ns, 50 µs]; object size log-uniform in [64 B, 4 KiB];
+//! - SLO p99: log-uniform in [3, 20] × the *unloaded p99* of the better side (the p99 of the
+//!   faster placement at 2 % load, measured in the simulator: it includes the node stalls,
+//!   which a mean no-load latency misses, so every drawn SLO is feasible);
+//! - node stalls: the model's default hiccups (5000/s × 16 µs).
+//!
+//! The **1+1** space: one app core and one storage core with the costs calibrated against
+//! this repository's real loopback 1 + 1 system (docs/BENCHMARKS.md, "Simulator against the
+//! real 1 + 1 system"): 73 µs RTT, 5 µs of node CPU per request message, 2 µs per invoke,
+//! 0.5 µs per lookup, 4 µs of app CPU per message, 1 µs per local start, no storage
+//! slowdown of compute; VM-like node stalls (5/s × 2 ms); the same function and SLO draws.
+
+use ferry_control::{Nanos, Placement};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::error::SimError;
+use crate::model::{ClusterConfig, CostModel, FunctionSpec, Workload};
+use crate::scenario::Slo;
+use crate::sweep::{self, SweepConfig};
+
+/// Fewest and most cores per node in the default space.
+pub const CORES_RANGE: (u32, u32) = (1, 16);
+/// Shortest and longest RTT in the default space, µs.
+pub const RTT_US_RANGE: (f64, f64) = (2.0, 50.0);
+/// Shallowest and deepest traversal.
+pub const DEPTH_RANGE: (u32, u32) = (1, 8);
+/// Smallest non-zero and largest compute per access, ns.
+pub const COMPUTE_NS_RANGE: (f64, f64) = (50.0, 50_000.0);
+/// Chance that a function does no compute at all (pure data access).
+pub const COMPUTE_ZERO_SHARE: f64 = 0.125;
+/// Smallest and largest object, bytes.
+pub const OBJECT_BYTES_RANGE: (f64, f64) = (64.0, 4096.0);
+/// Smallest and largest SLO, as a multiple of the better side's unloaded p99.
+pub const SLO_FACTOR_RANGE: (f64, f64) = (3.0, 20.0);
+
+/// Load at which the unloaded p99 is measured: low enough that queueing adds ~nothing.
+const UNLOADED_LOAD: f64 = 0.02;
+/// Completions the unloaded p99 is taken over (40 beyond the p99).
+const UNLOADED_SAMPLES: f64 = 4_000.0;
+
+/// Which space to draw from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Space {
+    /// One app node and one storage node of 1–16 cores each, paper-scale costs.
+    Default,
+    /// One app core and one storage core with this machine's measured costs.
+    #[serde(rename = "1+1")]
+    OnePlusOne,
+}
+
+impl Space {
+    /// Parses `default` or `1+1`.
+    pub fn parse(s: &str) -> Result<Space, SimError> {
+        match s {
+            "default" => Ok(Space::Default),
+            "1+1" => Ok(Space::OnePlusOne),
+            other => Err(SimError::OutOfRange {
+                name: "--space".into(),
+                range: "{default, 1+1}",
+                value: other.to_string(),
+            }),
+        }
+    }
+
+    /// The name `--space` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Space::Default => "default",
+            Space::OnePlusOne => "1+1",
+        }
+    }
+
+    /// Default policy-run length: long enough that the steady window (the last quarter)
+    /// starts after the 1 s convergence target, and on 1 + 1 (10⁴ requests/s, VM stalls of
+    /// 2 ms) that it holds ~10 stalls and ~10⁴ completions.
+    pub fn duration_default(self) -> Nanos {
+        match self {
+            Space::Default => Nanos::from_secs(2),
+            Space::OnePlusOne => Nanos::from_secs(8),
+        }
+    }
+
+    fn cluster(self, rng: &mut ChaCha8Rng) -> ClusterConfig {
+        match self {
+            Space::Default => ClusterConfig {
+                app_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
+                storage_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
+                rtt: Nanos((log_uniform(rng, RTT_US_RANGE) * 10.0).round() as u64 * 100),
+                ..ClusterConfig::default()
+            },
+            Space::OnePlusOne => one_plus_one_cluster(),
+        }
+    }
+}
+
+/// The 1 + 1 loopback machine as the simulator models it (see the module docs).
+pub fn one_plus_one_cluster() -> ClusterConfig {
+    ClusterConfig {
+        app_cores: 1,
+        storage_cores: 1,
+        rtt: Nanos::from_us(73),
+        costs: CostModel {
+            app_msg_ns: 4_000,
+            app_invoke_ns: 1_000,
+            storage_msg_ns: 5_000,
+            storage_invoke_ns: 2_000,
+            storage_get_ns: 500,
+            storage_compute_factor: 1.0,
+            ..CostModel::default()
+        },
+        stall_rate_hz: 5.0,
+        stall_mean: Nanos::from_ms(2),
+        ..ClusterConfig::default()
+    }
+}
+
+/// One drawn scenario: everything but the policy and the run length.
+#[derive(Clone, Debug)]
+pub struct SuiteScenario {
+    /// Position in the suite.
+    pub index: usize,
+    /// Seed of the simulator's random streams for this scenario's runs.
+    pub seed: u64,
+    /// Nodes, network, costs.
+    pub cluster: ClusterConfig,
+    /// The workload spec (`traverse:...`), as `--workload` takes it.
+    pub workload_spec: String,
+    /// The parsed workload.
+    pub workload: Workload,
+    /// The objective.
+    pub slo: Slo,
+    /// The unloaded p99 of the better side the SLO was drawn against, ns.
+    pub unloaded_p99_ns: f64,
+}
+
+fn log_uniform(rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)) -> f64 {
+    (rng.gen_range(lo.ln()..=hi.ln())).exp()
+}
+
+/// Draws scenario `index` of the suite seeded `seed` from `space`.
+pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(index as u64);
+    let cluster = space.cluster(&mut rng);
+    let depth = rng.gen_range(DEPTH_RANGE.0..=DEPTH_RANGE.1);
+    let compute_ns = if rng.gen_bool(COMPUTE_ZERO_SHARE) {
+        0
+    } else {
+        (log_uniform(&mut rng, COMPUTE_NS_RANGE) / 10.0).round() as u64 * 10
+    };
+    let size = log_uniform(&mut rng, OBJECT_BYTES_RANGE).round() as u64;
+    let slo_factor = log_uniform(&mut rng, SLO_FACTOR_RANGE);
+    let sim_seed = rng.gen::<u64>() >> 16;
+    let workload_spec = format!("traverse:depth={depth},compute={compute_ns}ns,size={size}");
+    let mut f = FunctionSpec::traverse("traverse", depth, Nanos(compute_ns));
+    f.object_bytes = size;
+    let workload = Workload::single(&workload_spec, f);
+    let unloaded_p99_ns = [Placement::Local, Placement::Remote]
+        .into_iter()
+        .map(|p| unloaded_p99_ns(&cluster, &workload, p, sim_seed))
+        .collect::<Result<Vec<f64>, SimError>>()?
+        .into_iter()
+        .fold(f64::INFINITY, f64::min);
+    let slo_us = (slo_factor * unloaded_p99_ns / 1e3).ceil();
+    Ok(SuiteScenario {
+        index,
+        seed: sim_seed,
+        cluster,
+        workload_spec,
+        workload,
+        slo: Slo::p99(Nanos::from_us(slo_us as u64)),
+        unloaded_p99_ns,
+    })
+}
+
+/// The p99 of one placement at [`UNLOADED_LOAD`] of its capacity.
+fn unloaded_p99_ns(cl: &ClusterConfig, w: &Workload, p: Placement, seed: u64) -> Result<f64, SimError> {
+    let x = if p == Placement::Remote { 1.0 } else { 0.0 };
+    let rate = UNLOADED_LOAD * w.capacity_ops(cl, 0, x);
+    let mut cfg = SweepConfig::new(cl.clone(), w.clone(), Slo::p99(Nanos::from_secs(1)), seed);
+    cfg.measure = Nanos::from_secs_f64(UNLOADED_SAMPLES / rate);
+    cfg.warmup = Nanos::ZERO;
+    let m = sweep::measure(&cfg, x, rate)?;
+    Ok(m.p99_us.map_or(f64::INFINITY, |v| v * 1e3))
+}
+
+impl SuiteScenario {
+    /// The `ferry sim` flags that reproduce this scenario (add `--policy` and `--duration`).
+    pub fn flags(&self) -> String {
+        let cl = &self.cluster;
+        let c = &cl.costs;
+        let mut out = format!(
+            "--app-cores {} --storage-cores {} --rtt {} --workload {} --slo-p99 {} --seed {}",
+            cl.app_cores, cl.storage_cores, cl.rtt, self.workload_spec, self.slo.latency, self.seed
+        );
+        let d = ClusterConfig::default();
+        if *c != d.costs {
+            out.push_str(&format!(
+                " --app-msg-cost {} --app-invoke-cost {} --storage-msg-cost {} --storage-invoke-cost {} \
+                 --storage-get-cost {} --storage-compute-factor {}",
+                Nanos(c.app_msg_ns),
+                Nanos(c.app_invoke_ns),
+                Nanos(c.storage_msg_ns),
+                Nanos(c.storage_invoke_ns),
+                Nanos(c.storage_get_ns),
+                c.storage_compute_factor
+            ));
+        }
+        if cl.stall_rate_hz != d.stall_rate_hz || cl.stall_mean != d.stall_mean {
+            out.push_str(&format!(
+                " --stall-rate-hz {} --stall-mean {}",
+                cl.stall_rate_hz, cl.stall_mean
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_stay_in_the_documented_space_and_repeat() {
+        for i in 0..12 {
+            let s = draw(Space::Default, 7, i).unwrap();
+            let cl = &s.cluster;
+            assert!((1..=16).contains(&cl.app_cores) && (1..=16).contains(&cl.storage_cores));
+            assert!(
+                cl.rtt >= Nanos::from_us(2) && cl.rtt <= Nanos::from_us(50),
+                "{}",
+                cl.rtt
+            );
+            let f = &s.workload.functions[0];
+            assert!((1..=8).contains(&f.accesses));
+            assert!(f.compute <= Nanos::from_us(50));
+            assert!((64..=4096).contains(&f.object_bytes));
+            let factor = s.slo.latency.0 as f64 / s.unloaded_p99_ns;
+            assert!((2.99..=20.1).contains(&factor), "SLO factor {factor}");
+            // The same (seed, index) gives the same scenario, whatever else was drawn.
+            assert_eq!(draw(Space::Default, 7, i).unwrap().flags(), s.flags());
+        }
+        assert_ne!(
+            draw(Space::Default, 7, 0).unwrap().flags(),
+            draw(Space::Default, 8, 0).unwrap().flags()
+        );
+    }
+
+    #[test]
+    fn one_plus_one_has_one_core_each_and_the_calibrated_costs() {
+        let s = draw(Space::OnePlusOne, 3, 0).unwrap();
+        assert_eq!((s.cluster.app_cores, s.cluster.storage_cores), (1, 1));
+        assert!(s.flags().contains("--storage-msg-cost 5us"), "{}", s.flags());
+        assert!(s.flags().contains("--stall-rate-hz 5"), "{}", s.flags());
+        assert!(Space::parse("2+2").is_err());
+    }
+}
