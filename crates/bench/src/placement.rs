@@ -643,7 +643,12 @@ async fn run_backend<B: Backend>(
 ) -> Result<PlacementReport, BenchError> {
     let policy = config
         .policy
-        .build(Nanos(config.slo.as_nanos() as u64), config.quantile, config.seed)
+        .build(
+            Nanos(config.slo.as_nanos() as u64),
+            config.quantile,
+            config.testbed.capacity(),
+            config.seed,
+        )
         .map_err(|err| BenchError::Invalid(format!("policy: {err}")))?;
     let adaptive = Arc::new(Adaptive::new(backend, policy)?);
     let steady_start = config.duration.mul_f64(1.0 - STEADY_FRACTION);

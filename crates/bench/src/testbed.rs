@@ -45,6 +45,26 @@ pub struct TestbedConfig {
     pub keep_warm: bool,
 }
 
+impl TestbedConfig {
+    /// The cores of each side as a placement policy's load model sees them: the app side
+    /// runs on one thread (see [`Testbed::runtime`]); the child node's workers on its pinned
+    /// CPUs. Unknown for a node started elsewhere.
+    pub fn capacity(&self) -> Option<ferry_control::placement::load_model::Capacity> {
+        if self.server.is_some() {
+            return None;
+        }
+        let workers = if self.server_cpus.is_empty() {
+            self.server_cores
+        } else {
+            self.server_cores.min(self.server_cpus.len())
+        };
+        Some(ferry_control::placement::load_model::Capacity {
+            app_cores: 1.0,
+            storage_cores: workers.max(1) as f64,
+        })
+    }
+}
+
 /// A running set-up. Dropping it stops the child node.
 pub struct Testbed {
     child: Option<ChildServer>,

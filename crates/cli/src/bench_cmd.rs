@@ -77,8 +77,10 @@ pub struct BenchArgs {
     /// ycsbt:accounts=N,transfer=F,compute=C
     #[arg(long, default_value = "medium")]
     workload: String,
-    /// Policy: kv, rpc, fixed:X, kayak[:x0=F,r-hz=F,x-hz=F,budget=F], kayak-xr[:...], asfp.
-    #[arg(long, default_value = "kayak")]
+    /// Policy: balance[:search=on,budget=F,without=...] (ferry's default: placement from
+    /// measured costs), kv, rpc, fixed:X, kayak[:x0=F,r-hz=F,x-hz=F,budget=F] (the paper's
+    /// dual loop), kayak-xr[:...], asfp.
+    #[arg(long, default_value = "balance")]
     policy: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
     /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.

@@ -16,14 +16,14 @@ const QUICK_DURATION: Duration = Duration::from_secs(1);
 /// Graph nodes with `--quick`.
 const QUICK_GRAPH_NODES: u64 = 10_000;
 
-/// Flags of `ferry demo`. With none it runs kv, rpc and kayak on medium traverse.
+/// Flags of `ferry demo`. With none it runs kv, rpc and balance on medium traverse.
 #[derive(clap::Args)]
 pub struct DemoArgs {
     /// Workload (as for `ferry bench`).
     #[arg(long, default_value = "medium")]
     workload: String,
     /// Policies to compare, comma-separated.
-    #[arg(long, default_value = "kv,rpc,kayak")]
+    #[arg(long, default_value = "kv,rpc,balance")]
     policies: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
     /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.

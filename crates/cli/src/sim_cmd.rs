@@ -73,8 +73,9 @@ pub struct ScenarioArgs {
 pub struct SimArgs {
     #[command(flatten)]
     scenario: ScenarioArgs,
-    /// Policy: kv | rpc | fixed:X | kayak[:x0=F,r-hz=F,x-hz=F,budget=F] | kayak-xr[:...].
-    #[arg(long, default_value = "kayak", allow_hyphen_values = true)]
+    /// Policy: balance[:search=on,budget=F,without=...] (the default: placement from measured
+    /// costs) | kv | rpc | fixed:X | kayak[:x0=F,r-hz=F,x-hz=F,budget=F] | kayak-xr[:...].
+    #[arg(long, default_value = "balance", allow_hyphen_values = true)]
     policy: String,
     /// Simulated time (e.g. 5s).
     #[arg(long, default_value = "5s", allow_hyphen_values = true)]
@@ -308,7 +309,7 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
     let probe = Scenario {
         cluster: cfg.cluster.clone(),
         workload: cfg.workload.clone(),
-        policy: ferry_sim::PolicySpec::Kayak(Default::default()),
+        policy: ferry_sim::spec::default_policy(),
         slo: cfg.slo,
         duration: Nanos::from_secs(1),
         seed: cfg.seed,

@@ -17,8 +17,8 @@ pub struct SimSuiteArgs {
     /// Seed of the draws; the same seed gives the same scenarios and byte-identical output.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The policy judged: kv | rpc | fixed:X | kayak[:...] | kayak-xr[:...] (default: the
-    /// default adaptive policy).
+    /// The policy judged: kv | rpc | fixed:X | balance[:...] | kayak[:...] | kayak-xr[:...]
+    /// (default: balance, ferry's default).
     #[arg(long, allow_hyphen_values = true)]
     policy: Option<String>,
     /// Scenario space: `default` (1–16 + 1–16 cores, RTT 2–50 us, traverse depth 1–8,
@@ -33,6 +33,11 @@ pub struct SimSuiteArgs {
     /// Worker threads (0: one per CPU); the output does not depend on it.
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Diagnostic: run each scenario with X fixed at its bound's X and the R loop setting
+    /// the rate (`fixed:X*`, with the `budget` and `without` of --policy), which shows the
+    /// part of the gap the rate loop alone leaves.
+    #[arg(long)]
+    at_bound_x: bool,
     /// Read bounds measured before from this JSON file and add the new ones to it (a bound
     /// depends on the scenario, never on the policy).
     #[arg(long)]
@@ -59,8 +64,16 @@ pub fn run(args: SimSuiteArgs) -> CmdResult {
         })?,
         None => space.duration_default(),
     };
+    if args.scenarios < 1 || args.scenarios > suite::SCENARIOS_MAX as i64 {
+        return Err(SimError::OutOfRange {
+            name: "--scenarios".into(),
+            range: "[1, 10000]",
+            value: args.scenarios.to_string(),
+        }
+        .into());
+    }
     let cfg = SuiteConfig {
-        scenarios: usize::try_from(args.scenarios).unwrap_or(0),
+        scenarios: args.scenarios as usize,
         seed: args.seed,
         space,
         policy,
@@ -70,6 +83,7 @@ pub fn run(args: SimSuiteArgs) -> CmdResult {
         } else {
             args.threads
         },
+        at_bound_x: args.at_bound_x,
     };
     cfg.validate()?;
     let mut cache = match &args.bound_cache {

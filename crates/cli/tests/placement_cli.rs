@@ -26,7 +26,7 @@ fn demo_quick_compares_the_three_policies_and_writes_a_report() {
     let output = ferry().args(["demo", "--quick", "--out"]).arg(&out).output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let table = stdout(&output);
-    for policy in ["kv ", "rpc ", "kayak "] {
+    for policy in ["kv ", "rpc ", "balance "] {
         let line = table
             .lines()
             .find(|line| line.starts_with(policy))
@@ -37,7 +37,7 @@ fn demo_quick_compares_the_three_policies_and_writes_a_report() {
     assert!(table.contains("better of kv and rpc"), "{table}");
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
-        report.contains("<svg") && report.contains("kayak"),
+        report.contains("<svg") && report.contains("balance"),
         "the report holds the charts"
     );
     let _ = std::fs::remove_dir_all(out);

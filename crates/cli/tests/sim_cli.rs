@@ -95,7 +95,7 @@ fn sim_writes_the_contracted_json_deterministically() {
             "--workload",
             "traverse:depth=2,compute=10us",
             "--policy",
-            "kayak",
+            "balance",
             "--slo-p99",
             "200us",
             "--duration",

@@ -32,6 +32,22 @@ pub enum ConfigError {
         /// The outer loop's period.
         outer_period_ns: u64,
     },
+    /// Something the policy cannot work without was not given.
+    #[error("this policy needs {what}")]
+    Missing {
+        /// What is missing.
+        what: &'static str,
+    },
+    /// A named part that does not exist (a guard to switch off, say).
+    #[error("unknown {what} '{name}' (allowed: {allowed})")]
+    Unknown {
+        /// What kind of part.
+        what: &'static str,
+        /// The name given.
+        name: String,
+        /// The names allowed.
+        allowed: &'static str,
+    },
 }
 
 /// Checks `lo <= value <= hi` (and finiteness) for a named parameter.

@@ -8,35 +8,35 @@
 //! Layout:
 //! - [`time`]: `Nanos`, the caller-supplied time.
 //! - [`quantile`]: DDSketch-based latency sketch and sliding time window of sketches.
-//! - [`limiter`]: the token-bucket rate limiter driven by the R loop's rate.
+//! - [`limiter`]: the token-bucket rate limiter and the send schedule driven by R.
 //! - [`arbiter`]: Bernoulli(X) choice of local or remote per request.
-//! - [`rate_loop`]: the R loop (safeguarded Newton step on a p90 proxy, whose setpoint a
-//!   tail-budget integrator calibrates so the pooled p99 meets the SLO).
-//! - [`fraction_loop`]: the X loop (coarse scan, then antithetic-probe gradient ascent on
-//!   R(X)) and Algorithm I's X step.
+//! - [`rate`]: the R loop, shared by every policy: a core (Pseudocode 1 on a proxy
+//!   quantile) and named guards.
+//! - [`placement`]: placement from measured costs: cost profiles, Pyxis' load model, its
+//!   Algorithm 1, and the `balance` policy built from them.
 //! - [`policy`]: the [`Policy`] trait every policy implements, and the static policies.
-//! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`.
+//! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`, the baseline.
 //! - [`fairness`]: Jain's index of how evenly tenants share a resource.
 //! - [`error`]: typed configuration errors.
 
 pub mod arbiter;
 pub mod error;
 pub mod fairness;
-pub mod fraction_loop;
 pub mod kayak;
 pub mod limiter;
+pub mod placement;
 pub mod policy;
 pub mod quantile;
-pub mod rate_loop;
+pub mod rate;
 pub mod time;
 
 pub use arbiter::Arbiter;
 pub use error::ConfigError;
 pub use fairness::jain_index;
-pub use fraction_loop::{FractionLoop, FractionLoopConfig, LatencyFractionLoop};
 pub use kayak::{Kayak, KayakConfig, LoopOrder};
 pub use limiter::{Due, Schedule, TokenBucket};
+pub use placement::balance::{Balance, BalanceConfig};
 pub use policy::{Completion, Costs, FixedFraction, FixedRate, FnId, Placement, Policy, PolicyState};
 pub use quantile::{LatencySketch, QuantileWindow};
-pub use rate_loop::{RateLoop, RateLoopConfig};
+pub use rate::{RateLoop, RateLoopConfig};
 pub use time::Nanos;

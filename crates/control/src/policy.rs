@@ -8,7 +8,9 @@
 
 use crate::arbiter::Arbiter;
 use crate::error::{check_range, ConfigError};
-use crate::rate_loop::{RateLoop, RateLoopConfig};
+use crate::placement::costs::CostProfile;
+use crate::placement::load_model::{Capacity, LoadModel};
+use crate::rate::{RateInput, RateLoop, RateLoopConfig};
 use crate::time::Nanos;
 
 /// Identifies a storage function (the index the driver assigns to each function it runs).
@@ -111,6 +113,11 @@ pub struct FixedFraction {
     arbiter: Arbiter,
     /// The rate loop that meets the SLO at this X.
     rate: RateLoop,
+    /// What requests cost each side, learned from completions.
+    costs: CostProfile,
+    /// The cores of each side, if known: with the costs they give the capacity R stays
+    /// under.
+    capacity: Option<Capacity>,
 }
 
 impl FixedFraction {
@@ -119,6 +126,7 @@ impl FixedFraction {
         name: impl Into<String>,
         x: f64,
         rate: RateLoopConfig,
+        capacity: Option<Capacity>,
         now: Nanos,
         seed: u64,
     ) -> Result<Self, ConfigError> {
@@ -127,14 +135,16 @@ impl FixedFraction {
             pushback: false,
             arbiter: Arbiter::new(x, seed)?,
             rate: RateLoop::new(rate, now)?,
+            costs: CostProfile::default(),
+            capacity,
         })
     }
 }
 
 impl FixedFraction {
     /// ASFP: all remote, with pushback, the R loop setting the rate.
-    pub fn asfp(rate: RateLoopConfig, now: Nanos, seed: u64) -> Result<Self, ConfigError> {
-        let mut policy = FixedFraction::new("asfp", 1.0, rate, now, seed)?;
+    pub fn asfp(rate: RateLoopConfig, capacity: Option<Capacity>, now: Nanos, seed: u64) -> Result<Self, ConfigError> {
+        let mut policy = FixedFraction::new("asfp", 1.0, rate, capacity, now, seed)?;
         policy.pushback = true;
         Ok(policy)
     }
@@ -152,10 +162,20 @@ impl Policy for FixedFraction {
     }
     fn on_completion(&mut self, now: Nanos, completion: &Completion) {
         self.rate.on_completion(now, completion.latency_ns);
+        self.costs.learn(completion);
     }
     fn tick(&mut self, now: Nanos) {
         if now >= self.rate.next_tick() {
-            self.rate.tick(now);
+            let capacity_ops = self
+                .capacity
+                .and_then(|capacity| LoadModel::new(&self.costs, capacity).capacity_ops(self.arbiter.x()));
+            self.rate.tick(
+                now,
+                RateInput {
+                    capacity_ops,
+                    budget_paused: false,
+                },
+            );
         }
     }
     fn next_tick(&self) -> Nanos {

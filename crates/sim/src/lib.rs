@@ -5,8 +5,9 @@
 //! Layout:
 //! - [`model`]: the cluster (cores, RTT, bandwidth, per-message CPU costs) and the workload
 //!   (functions, mixes, phases), with their closed-form capacities and unloaded latencies.
-//! - [`spec`]: parsers for the duration, workload and policy flag values (shared with
+//! - [`spec`]: parsers for the duration and workload flag values (shared with
 //!   `ferry bench`), with typed errors.
+//! - [`policy_spec`]: the policy flag value and the factory that builds the policy.
 //! - [`engine`]: the event loop (event heap, FCFS multi-core nodes, seeded random streams).
 //! - [`scenario`]: one policy run end to end, and its report (timeline, summary, JSON, CSV).
 //! - [`sweep`]: fixed-X runs and the bisection of the rate to the SLO: the upper bound,
@@ -23,6 +24,7 @@ pub mod error;
 pub mod model;
 pub mod parallel;
 pub mod plot;
+pub mod policy_spec;
 pub mod queueing;
 pub mod scenario;
 pub mod spec;

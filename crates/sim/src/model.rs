@@ -212,6 +212,14 @@ impl ClusterConfig {
         Ok(())
     }
 
+    /// The cores of each side, as a placement policy's load model sees them.
+    pub fn capacity(&self) -> ferry_control::placement::load_model::Capacity {
+        ferry_control::placement::load_model::Capacity {
+            app_cores: self.app_cores as f64,
+            storage_cores: self.storage_cores as f64,
+        }
+    }
+
     /// One-way delay of a message of `bytes`: half the RTT plus transfer time.
     pub fn one_way_ns(&self, bytes: u64) -> u64 {
         let transfer = if self.bandwidth_gbps.is_infinite() {

@@ -327,7 +327,7 @@ impl Scenario {
         }
         // Building the policy validates its configuration (e.g. loop frequencies).
         self.policy
-            .build(self.slo.latency, self.slo.quantile, 0)
+            .build(self.slo.latency, self.slo.quantile, Some(self.cluster.capacity()), 0)
             .map(|_| ())
             .map_err(SimError::from)
     }
@@ -335,9 +335,12 @@ impl Scenario {
     /// Validates and runs the scenario.
     pub fn run(&self) -> Result<SimReport, SimError> {
         self.validate()?;
-        let mut policy = self
-            .policy
-            .build(self.slo.latency, self.slo.quantile, self.seed ^ POLICY_SEED_SALT)?;
+        let mut policy = self.policy.build(
+            self.slo.latency,
+            self.slo.quantile,
+            Some(self.cluster.capacity()),
+            self.seed ^ POLICY_SEED_SALT,
+        )?;
         let spans = phase_spans(&self.workload, self.duration);
         let windows: Vec<(Nanos, Nanos)> = spans.iter().map(|&(_, s, e)| steady_window(s, e)).collect();
         let cfg = EngineConfig {

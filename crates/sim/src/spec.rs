@@ -1,6 +1,6 @@
-//! Parsers for the scenario flag values shared by `ferry sim`, `ferry sim-sweep` and (next)
-//! `ferry bench`: durations, workloads and policies. Every malformed input yields a typed
-//! [`SpecError`] whose message says what was expected.
+//! Parsers for the scenario flag values shared by `ferry sim`, `ferry sim-sweep` and
+//! `ferry bench`: durations and workloads (policies: [`crate::policy_spec`]). Every
+//! malformed input yields a typed [`SpecError`] whose message says what was expected.
 //!
 //! Grammar:
 //! - duration: `NUMBER UNIT`, UNIT one of `ns`, `us` (or `µs`), `ms`, `s`; e.g. `10us`, `1.5ms`.
@@ -8,21 +8,16 @@
 //!   ELEMENT is `BASE ('@' WEIGHT)?`; BASE is a preset (`light`, `medium`, `heavy`: depth 2
 //!   with 100 ns, 1 µs, 10 µs of compute per access) or
 //!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]`.
-//! - policy: `kv`, `rpc`, `fixed:X`, `kayak[:PARAMS]`, `kayak-xr[:PARAMS]` with PARAMS among
-//!   `x0=F` (start X), `r-hz=F`, `x-hz=F` (loop frequencies), `budget=F` (the share of the
-//!   quantile's allowance of slow completions the R loop aims to spend, in (0, 1]; default
-//!   0.8).
 
-use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, RateLoopConfig};
+use ferry_control::Nanos;
 use thiserror::Error;
+
+pub use crate::policy_spec::{default_policy, parse_policy, BalanceParams, KayakParams, PolicySpec, RateParams};
 
 use crate::model::{FunctionKind, FunctionSpec, PhaseMix, Workload, OBJECT_BYTES_DEFAULT};
 
 /// Largest accepted duration: 10⁶ s, far beyond any simulated or benchmark run.
 pub const DURATION_MAX: Nanos = Nanos::from_secs(1_000_000);
-
-/// Largest accepted loop frequency: 1 MHz, a period of 1 µs (the R loop's minimum period).
-pub const LOOP_HZ_MAX: f64 = 1e6;
 
 /// Most elements a `+`-mix may have.
 pub const MIX_ELEMENTS_MAX: usize = 256;
@@ -38,8 +33,6 @@ pub const PRESET_DEPTH: u32 = 2;
 
 /// The workload presets, for messages.
 const PRESETS: &str = "light, medium, heavy";
-/// The policies, for messages.
-const POLICIES: &str = "kv, rpc, fixed:X, kayak, kayak-xr";
 
 /// Why a flag value could not be parsed.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -97,7 +90,7 @@ pub enum SpecError {
         name: String,
     },
     /// An unknown policy name.
-    #[error("unknown policy '{name}' (expected one of {POLICIES})")]
+    #[error("unknown policy '{name}' (expected one of {})", crate::policy_spec::POLICIES)]
     UnknownPolicy {
         /// The name found.
         name: String,
@@ -191,7 +184,13 @@ pub fn parse_duration(input: &str) -> Result<Nanos, SpecError> {
 }
 
 /// Parses a number in `[lo, hi]`.
-fn parse_f64_in(what: &'static str, input: &str, lo: f64, hi: f64, range: &'static str) -> Result<f64, SpecError> {
+pub(crate) fn parse_f64_in(
+    what: &'static str,
+    input: &str,
+    lo: f64,
+    hi: f64,
+    range: &'static str,
+) -> Result<f64, SpecError> {
     let v: f64 = input.trim().parse().map_err(|_| SpecError::BadNumber {
         what,
         input: input.to_string(),
@@ -230,7 +229,7 @@ fn parse_u64_max(what: &'static str, input: &str, max: u64, range: &'static str)
 }
 
 /// Splits `k=v,k=v` into pairs, rejecting duplicates and keys outside `allowed`.
-fn parse_params<'a>(
+pub(crate) fn parse_params<'a>(
     what: &'static str,
     input: &'a str,
     allowed: &'static str,
@@ -491,145 +490,6 @@ pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
     })
 }
 
-/// Tuning knobs a Kayak policy spec may carry.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KayakParams {
-    /// Starting X (default 1).
-    pub x0: Option<f64>,
-    /// R-loop frequency in Hz.
-    pub r_hz: Option<f64>,
-    /// X-loop frequency in Hz.
-    pub x_hz: Option<f64>,
-    /// The R loop's tail budget (see `RateLoopConfig::tail_budget`).
-    pub budget: Option<f64>,
-}
-
-/// A parsed policy spec.
-#[derive(Clone, Debug, PartialEq)]
-pub enum PolicySpec {
-    /// All local (X = 0) with the R loop.
-    Kv,
-    /// All remote (X = 1) with the R loop.
-    Rpc,
-    /// Fixed X with the R loop.
-    Fixed(f64),
-    /// Kayak, R-X ordering (Algorithm II).
-    Kayak(KayakParams),
-    /// Kayak, X-R ordering (Algorithm I).
-    KayakXr(KayakParams),
-    /// ASFP: every invocation remote, the node pushes compute-bound ones back when it is
-    /// overloaded (real system only: the simulator does not model pushback).
-    Asfp,
-}
-
-fn parse_kayak_params(params: &str) -> Result<KayakParams, SpecError> {
-    let kv = parse_params("kayak", params, "x0, r-hz, x-hz, budget")?;
-    let mut p = KayakParams::default();
-    for (k, v) in kv {
-        match k {
-            "x0" => p.x0 = Some(parse_f64_in("x0", v, 0.0, 1.0, "[0, 1]")?),
-            "r-hz" => p.r_hz = Some(parse_f64_in("r-hz", v, 1e-3, LOOP_HZ_MAX, "[0.001, 1e6]")?),
-            "x-hz" => p.x_hz = Some(parse_f64_in("x-hz", v, 1e-3, LOOP_HZ_MAX, "[0.001, 1e6]")?),
-            "budget" => p.budget = Some(parse_f64_in("budget", v, 1e-3, 1.0, "[0.001, 1]")?),
-            _ => unreachable!("parse_params only returns allowed keys"),
-        }
-    }
-    Ok(p)
-}
-
-/// ferry's default adaptive policy: what `ferry sim-suite`, `ferry bench` and `ferry demo`
-/// run when no policy is named.
-pub fn default_policy() -> PolicySpec {
-    PolicySpec::Kayak(KayakParams::default())
-}
-
-/// Parses a policy spec (see the module docs for the grammar).
-pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
-    let s = input.trim();
-    if s.is_empty() {
-        return Err(SpecError::Empty { what: "policy" });
-    }
-    let (name, params) = match s.split_once(':') {
-        Some((n, p)) => (n.trim(), Some(p)),
-        None => (s, None),
-    };
-    match (name, params) {
-        ("kv", None) => Ok(PolicySpec::Kv),
-        ("rpc", None) => Ok(PolicySpec::Rpc),
-        ("fixed", Some(x)) => Ok(PolicySpec::Fixed(parse_f64_in("rpc fraction", x, 0.0, 1.0, "[0, 1]")?)),
-        ("fixed", None) => Err(SpecError::Invalid(
-            "fixed needs an RPC fraction, e.g. 'fixed:0.4'".into(),
-        )),
-        ("kayak", p) => Ok(PolicySpec::Kayak(parse_kayak_params(p.unwrap_or(""))?)),
-        ("kayak-xr", p) => Ok(PolicySpec::KayakXr(parse_kayak_params(p.unwrap_or(""))?)),
-        ("asfp", None) => Ok(PolicySpec::Asfp),
-        ("kv" | "rpc" | "asfp", Some(_)) => Err(SpecError::Invalid(format!("policy '{name}' takes no parameters"))),
-        _ => Err(SpecError::UnknownPolicy { name: name.to_string() }),
-    }
-}
-
-impl PolicySpec {
-    /// Short name (`kayak`, `fixed:0.40`, ...).
-    pub fn name(&self) -> String {
-        match self {
-            PolicySpec::Kv => "kv".into(),
-            PolicySpec::Rpc => "rpc".into(),
-            PolicySpec::Fixed(x) => format!("fixed:{x}"),
-            PolicySpec::Kayak(_) => "kayak".into(),
-            PolicySpec::KayakXr(_) => "kayak-xr".into(),
-            PolicySpec::Asfp => "asfp".into(),
-        }
-    }
-
-    /// The X values this policy may use: its fixed X, or the whole range.
-    pub fn fixed_x(&self) -> Option<f64> {
-        match self {
-            PolicySpec::Kv => Some(0.0),
-            PolicySpec::Rpc => Some(1.0),
-            PolicySpec::Fixed(x) => Some(*x),
-            PolicySpec::Asfp => Some(1.0),
-            PolicySpec::Kayak(_) | PolicySpec::KayakXr(_) => None,
-        }
-    }
-
-    /// Builds the policy for an SLO on the `quantile` latency of `slo`, starting at time 0.
-    pub fn build(&self, slo: Nanos, quantile: f64, seed: u64) -> Result<Box<dyn Policy>, ConfigError> {
-        let mut rate = RateLoopConfig::new(slo.0 as f64);
-        rate.quantile = quantile;
-        let now = Nanos::ZERO;
-        Ok(match self {
-            PolicySpec::Kv => Box::new(FixedFraction::new("kv", 0.0, rate, now, seed)?),
-            PolicySpec::Rpc => Box::new(FixedFraction::new("rpc", 1.0, rate, now, seed)?),
-            PolicySpec::Fixed(x) => Box::new(FixedFraction::new(format!("fixed:{x}"), *x, rate, now, seed)?),
-            PolicySpec::Asfp => Box::new(FixedFraction::asfp(rate, now, seed)?),
-            PolicySpec::Kayak(p) | PolicySpec::KayakXr(p) => {
-                let mut cfg = if matches!(self, PolicySpec::Kayak(_)) {
-                    KayakConfig::rate_then_fraction(slo.0 as f64, seed)
-                } else {
-                    KayakConfig::fraction_then_rate(slo.0 as f64, seed)
-                };
-                cfg.rate.quantile = quantile;
-                if let Some(x0) = p.x0 {
-                    cfg.fraction.x_init = x0;
-                }
-                if let Some(hz) = p.r_hz {
-                    // The window keeps its length in periods.
-                    let periods = cfg.rate.window.0.div_ceil(cfg.rate.period.0.max(1)).max(1);
-                    cfg.rate.period = Nanos::from_hz(hz);
-                    cfg.rate.window = Nanos(cfg.rate.period.0 * periods);
-                }
-                if let Some(hz) = p.x_hz {
-                    cfg.fraction.period = Nanos::from_hz(hz);
-                }
-                if let Some(b) = p.budget {
-                    cfg.rate.tail_budget = b;
-                }
-                Box::new(Kayak::new(cfg, now)?)
-            }
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -714,54 +574,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn policies() {
-        assert_eq!(parse_policy("kv").unwrap(), PolicySpec::Kv);
-        assert_eq!(parse_policy("rpc").unwrap(), PolicySpec::Rpc);
-        assert_eq!(parse_policy("fixed:0.4").unwrap(), PolicySpec::Fixed(0.4));
-        assert_eq!(
-            parse_policy("kayak").unwrap(),
-            PolicySpec::Kayak(KayakParams::default())
-        );
-        let p = parse_policy("kayak:x0=0.25,x-hz=10,budget=0.5").unwrap();
-        assert_eq!(
-            p,
-            PolicySpec::Kayak(KayakParams {
-                x0: Some(0.25),
-                r_hz: None,
-                x_hz: Some(10.0),
-                budget: Some(0.5),
-            })
-        );
-        assert!(matches!(parse_policy("kayak-xr").unwrap(), PolicySpec::KayakXr(_)));
-        for (input, want) in [
-            ("fixed:1.5", "out of range"),
-            ("fixed", "needs an RPC fraction"),
-            ("fixed:abc", "not a number"),
-            ("pyxis", "unknown policy 'pyxis'"),
-            ("asfp:1", "takes no parameters"),
-            ("kayak:speed=3", "unknown parameter"),
-            ("kayak:budget=0", "out of range"),
-            ("kayak:budget=1.5", "out of range"),
-            ("rpc:1", "takes no parameters"),
-        ] {
-            let err = parse_policy(input).unwrap_err().to_string();
-            assert!(err.contains(want), "{input}: {err}");
-        }
-    }
-
-    #[test]
-    fn policy_build_rejects_inverted_loops() {
-        // The R loop at 20 Hz cannot be the inner loop of an X loop at 200 Hz.
-        let p = parse_policy("kayak:r-hz=20,x-hz=200").unwrap();
-        let err = p.build(Nanos::from_us(200), 0.99, 1).err().unwrap();
-        assert!(matches!(err, ConfigError::InnerNotFaster { .. }), "{err}");
-        assert!(parse_policy("kayak")
-            .unwrap()
-            .build(Nanos::from_us(200), 0.99, 1)
-            .is_ok());
-    }
-
     /// Malformed input never panics: every byte string yields Ok or a typed error.
     #[test]
     fn parsers_never_panic_on_garbage() {
@@ -773,10 +585,10 @@ mod tests {
             let s: String = (0..len).map(|_| alphabet[rng.gen_range(0..alphabet.len())]).collect();
             let _ = parse_duration(&s);
             let _ = parse_workload(&s);
-            let _ = parse_policy(&s);
-            for prefix in ["traverse:", "bimodal:", "kayak:", "fixed:"] {
+            let _ = crate::policy_spec::parse_policy(&s);
+            for prefix in ["traverse:", "bimodal:", "kayak:", "fixed:", "balance:"] {
                 let _ = parse_workload(&format!("{prefix}{s}"));
-                let _ = parse_policy(&format!("{prefix}{s}"));
+                let _ = crate::policy_spec::parse_policy(&format!("{prefix}{s}"));
             }
         }
     }

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Arrivals;
 use crate::error::SimError;
+use crate::model::ClusterConfig;
 use crate::scenario::{converge_ms, Scenario, SimReport, CONVERGE_SMOOTHING, CONVERGE_TOLERANCE, STEADY_FRACTION};
 use crate::spec::PolicySpec;
 use crate::sweep::SweepConfig;
@@ -59,6 +60,10 @@ pub struct SuiteConfig {
     pub duration: Nanos,
     /// Worker threads (the results do not depend on it).
     pub threads: usize,
+    /// Instead of `policy`, run each scenario at the fixed X of its bound with the R loop
+    /// (`fixed:X*`, with the R-loop parameters of `policy`): how much of the gap the rate
+    /// loop alone leaves.
+    pub at_bound_x: bool,
 }
 
 /// One scenario's outcome.
@@ -169,7 +174,8 @@ impl SuiteConfig {
         }
         if self.policy.fixed_x().is_none() {
             // Building validates the policy's own configuration.
-            self.policy.build(Nanos::from_us(100), 0.99, 0)?;
+            let cores = ClusterConfig::default().capacity();
+            self.policy.build(Nanos::from_us(100), 0.99, Some(cores), 0)?;
         } else if matches!(self.policy, PolicySpec::Asfp) {
             return Err(SimError::Unsupported(
                 "the simulator does not model ASFP's pushback; run `ferry bench --policy asfp` on the real system"
@@ -201,7 +207,11 @@ pub fn run(cfg: &SuiteConfig, cache: &mut BoundCache) -> Result<SuiteReport, Sim
     Ok(SuiteReport {
         space: cfg.space,
         seed: cfg.seed,
-        policy: cfg.policy.name(),
+        policy: if cfg.at_bound_x {
+            "fixed:X*".to_string()
+        } else {
+            cfg.policy.name()
+        },
         duration_ms: cfg.duration.as_ms_f64(),
         summary: summarize(&scenarios),
         scenarios,
@@ -223,10 +233,15 @@ fn run_one(
             same_window_bound(&sweep, window)?
         }
     };
+    let policy = if cfg.at_bound_x {
+        PolicySpec::Fixed(b.rpc_fraction, cfg.policy.rate_params())
+    } else {
+        cfg.policy.clone()
+    };
     let report = Scenario {
         cluster: s.cluster.clone(),
         workload: s.workload.clone(),
-        policy: cfg.policy.clone(),
+        policy,
         slo: s.slo,
         duration: cfg.duration,
         seed: s.seed,

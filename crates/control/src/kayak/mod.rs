@@ -1,0 +1,234 @@
+//! Kayak's dual loop as one [`Policy`], the paper's algorithm kept as a baseline.
+//!
+//! Two orderings, as in the paper:
+//! - [`LoopOrder::RateThenFraction`] (Algorithm II, the one Kayak ships): the fast inner R
+//!   loop (ferry's, see [`crate::rate`]) holds the tail at the SLO, the slow outer X loop
+//!   ([`gradient`], Pseudocode 2) climbs the rate it reaches;
+//! - [`LoopOrder::FractionThenRate`] (Algorithm I, the strawman): the fast inner X loop
+//!   ([`latency_x`]) descends the sampled tail at the current rate, the slow outer R loop
+//!   moves R.
+//!
+//! The loops exchange values: each R-loop tick reports its decision (the rate it heads
+//! for), the X loop's step returns the X to apply, and in Algorithm II a move of X tells
+//! the R loop that its curve moved (its evidence restarts, see [`RateLoop::restart`]). In both orderings
+//! the inner loop must run faster than the outer: [`Kayak::new`] rejects it otherwise
+//! ([`ConfigError::InnerNotFaster`]).
+
+pub mod gradient;
+pub mod latency_x;
+
+use crate::arbiter::Arbiter;
+use crate::error::{check_range, ConfigError};
+use crate::placement::costs::CostProfile;
+use crate::placement::load_model::{Capacity, LoadModel};
+use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
+use crate::rate::{RateInput, RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
+use crate::time::Nanos;
+
+use self::gradient::{GradientAscent, ETA_DEFAULT};
+use self::latency_x::{LatencyDescent, LATENCY_ETA_DEFAULT};
+
+/// Default X-loop period: 20 Hz, the paper's slow-loop frequency (§4.3).
+pub const X_PERIOD_DEFAULT: Nanos = Nanos::from_ms(50);
+
+/// Default start X: everything remote, where ASFP starts too.
+pub const X_INIT_DEFAULT: f64 = 1.0;
+
+/// Which loop is inner (fast) and which is outer (slow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopOrder {
+    /// R inner, X outer: Algorithm II (`kayak`).
+    RateThenFraction,
+    /// X inner, R outer: Algorithm I (`kayak-xr`).
+    FractionThenRate,
+}
+
+/// Everything a Kayak policy needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KayakConfig {
+    /// Which ordering of the two loops.
+    pub order: LoopOrder,
+    /// The R loop (its period is the R loop's frequency).
+    pub rate: RateLoopConfig,
+    /// Time between two X steps.
+    pub x_period: Nanos,
+    /// X before the first step.
+    pub x_init: f64,
+    /// The X loop's step size.
+    pub eta: f64,
+    /// Seed of the arbiter's draws.
+    pub seed: u64,
+}
+
+impl KayakConfig {
+    /// Algorithm II with the paper's frequencies: R at 200 Hz inside X at 20 Hz.
+    pub fn rate_then_fraction(rate: RateLoopConfig, seed: u64) -> Self {
+        KayakConfig {
+            order: LoopOrder::RateThenFraction,
+            rate,
+            x_period: X_PERIOD_DEFAULT,
+            x_init: X_INIT_DEFAULT,
+            eta: ETA_DEFAULT,
+            seed,
+        }
+    }
+
+    /// Algorithm I with the frequencies swapped: X at 200 Hz inside R at 20 Hz.
+    pub fn fraction_then_rate(mut rate: RateLoopConfig, seed: u64) -> Self {
+        rate.period = X_PERIOD_DEFAULT;
+        KayakConfig {
+            order: LoopOrder::FractionThenRate,
+            rate,
+            x_period: RATE_PERIOD_DEFAULT,
+            x_init: X_INIT_DEFAULT,
+            eta: LATENCY_ETA_DEFAULT,
+            seed,
+        }
+    }
+
+    /// Rejects inconsistent configurations, including an inner loop that is not faster.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.rate.validate()?;
+        check_range("X-loop period", "[1 µs, ∞)", self.x_period.0 as f64, 1e3, f64::MAX)?;
+        check_range("start X", "[0, 1]", self.x_init, 0.0, 1.0)?;
+        let (inner, outer, inner_period, outer_period) = match self.order {
+            LoopOrder::RateThenFraction => ("R loop", "X loop", self.rate.period, self.x_period),
+            LoopOrder::FractionThenRate => ("X loop", "R loop", self.x_period, self.rate.period),
+        };
+        if inner_period >= outer_period {
+            return Err(ConfigError::InnerNotFaster {
+                inner,
+                outer,
+                inner_period_ns: inner_period.0,
+                outer_period_ns: outer_period.0,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The X loop of either ordering.
+enum XLoop {
+    /// Algorithm II: gradient ascent of R(X).
+    Rate(GradientAscent),
+    /// Algorithm I: gradient descent of the tail in X.
+    Latency(LatencyDescent),
+}
+
+/// Kayak's dual loop (see the module docs).
+pub struct Kayak {
+    arbiter: Arbiter,
+    rate: RateLoop,
+    x_loop: XLoop,
+    x_period: Nanos,
+    next_x_tick: Nanos,
+    /// Costs, for the R loop's capacity bound (ferry's R loop, shared by every policy).
+    costs: CostProfile,
+    capacity: Option<Capacity>,
+    name: &'static str,
+}
+
+impl Kayak {
+    /// A policy starting at `now` on a deployment with `capacity` (if known).
+    pub fn new(cfg: KayakConfig, capacity: Option<Capacity>, now: Nanos) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let (x_loop, name) = match cfg.order {
+            LoopOrder::RateThenFraction => (XLoop::Rate(GradientAscent::new(cfg.x_init, cfg.eta)?), "kayak"),
+            LoopOrder::FractionThenRate => (
+                XLoop::Latency(LatencyDescent::new(cfg.x_init, cfg.rate.quantile, cfg.eta)),
+                "kayak-xr",
+            ),
+        };
+        Ok(Kayak {
+            arbiter: Arbiter::new(cfg.x_init, cfg.seed)?,
+            rate: RateLoop::new(cfg.rate, now)?,
+            x_loop,
+            x_period: cfg.x_period,
+            next_x_tick: now.saturating_add(cfg.x_period),
+            costs: CostProfile::default(),
+            capacity,
+            name,
+        })
+    }
+}
+
+impl Policy for Kayak {
+    fn name(&self) -> String {
+        self.name.into()
+    }
+    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
+        self.arbiter.place()
+    }
+    fn on_completion(&mut self, now: Nanos, completion: &Completion) {
+        self.rate.on_completion(now, completion.latency_ns);
+        self.costs.learn(completion);
+        if let XLoop::Latency(l) = &mut self.x_loop {
+            l.observe(completion.latency_ns);
+        }
+    }
+    fn tick(&mut self, now: Nanos) {
+        if now >= self.rate.next_tick() {
+            let capacity_ops = self
+                .capacity
+                .and_then(|capacity| LoadModel::new(&self.costs, capacity).capacity_ops(self.arbiter.x()));
+            let report = self.rate.tick(
+                now,
+                RateInput {
+                    capacity_ops,
+                    budget_paused: false,
+                },
+            );
+            if let (XLoop::Rate(g), Some(d)) = (&mut self.x_loop, report.decision) {
+                g.observe(d.root_ops);
+            }
+        }
+        if now >= self.next_x_tick {
+            while self.next_x_tick <= now {
+                self.next_x_tick = self.next_x_tick.saturating_add(self.x_period);
+            }
+            let x = match &mut self.x_loop {
+                XLoop::Rate(g) => g.step(),
+                XLoop::Latency(l) => l.step(),
+            };
+            if (x - self.arbiter.x()).abs() > 1e-12 {
+                self.arbiter.set_x(x);
+                if matches!(self.x_loop, XLoop::Rate(_)) {
+                    // The outer loop moved the inner loop's curve: the R loop's evidence
+                    // restarts at the new X. (In Algorithm I the R loop is the outer one and
+                    // measures across the inner X loop's moves.)
+                    self.rate.restart(now);
+                }
+            }
+        }
+    }
+    fn next_tick(&self) -> Nanos {
+        self.rate.next_tick().min(self.next_x_tick)
+    }
+    fn rate_ops(&self) -> f64 {
+        self.rate.rate_ops()
+    }
+    fn state(&self) -> PolicyState {
+        PolicyState {
+            rate_ops: self.rate.rate_ops(),
+            rpc_fraction: self.arbiter.x(),
+            latency_ns_estimate: self.rate.latency_ns_estimate(),
+            searches: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inner_loop_must_be_faster() {
+        let mut cfg = KayakConfig::rate_then_fraction(RateLoopConfig::new(200_000.0), 1);
+        assert!(cfg.validate().is_ok());
+        cfg.x_period = Nanos::from_ms(5);
+        assert!(matches!(cfg.validate(), Err(ConfigError::InnerNotFaster { .. })));
+        let xr = KayakConfig::fraction_then_rate(RateLoopConfig::new(200_000.0), 1);
+        assert!(xr.validate().is_ok());
+        assert!(xr.x_period < xr.rate.period);
+    }
+}

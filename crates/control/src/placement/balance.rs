@@ -1,0 +1,354 @@
+//! `balance`: ferry's placement from measured costs (Pyxis §IV-A and Algorithm 1, for one
+//! X over the workload).
+//!
+//! 1. **Profile.** Requests go half remote, half local until both placements' costs are
+//!    known (Pyxis §V profiles at a 50 % split); every completion carries its costs.
+//! 2. **Predict.** The load model turns the costs and each side's cores into the X that
+//!    balances both sides' load (see [`super::load_model`]). On the suite's scenarios that
+//!    prediction is within 0.05 of the optimum; it is off where the sides' tails differ at
+//!    equal load (cores, round trips).
+//! 3. **Refine.** Algorithm 1 searches a bracket of ±[`BRACKET_HALF_WIDTH_DEFAULT`] around
+//!    the prediction. At each point X moves, R is fed forward by the ratio of the
+//!    capacities the model predicts at the old and new X, and after
+//!    [`SETTLE_DECISIONS_DEFAULT`] R-loop decisions the next [`MEASURE_DECISIONS_DEFAULT`]
+//!    are averaged: not R itself but each decision's Newton root (where R is heading).
+//!    While the search moves X on purpose, its slow completions are not charged to the R
+//!    loop's tail budget.
+//! 4. **Hold.** X stays at the search's result until the costs say the workload changed
+//!    (see [`super::change`]): a node stall changes throughput, never costs, so it never
+//!    starts a search. On a change the costs are forgotten and profiled again at the 50 %
+//!    split, as Pyxis resets: at X = 1 no local request runs, and the local costs of the
+//!    old workload would otherwise stay in the model for good (after a switch from medium
+//!    to light work they put light work at X = 0).
+//!
+//! The R loop (see [`crate::rate`]) runs throughout, with the capacity the model predicts
+//! at the current X as the bracket's known miss.
+
+use crate::arbiter::Arbiter;
+use crate::error::{check_range, ConfigError};
+use crate::placement::bracket::{BracketSearch, SEGMENTS_DEFAULT};
+use crate::placement::change::Reference;
+use crate::placement::costs::CostProfile;
+use crate::placement::load_model::{Capacity, LoadModel};
+use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
+use crate::rate::{RateInput, RateLoop, RateLoopConfig, RateReport};
+use crate::time::Nanos;
+
+/// Default half-width of the bracket around the model's prediction: four times the
+/// prediction's error on the suite, so the search can correct a model that is off on real
+/// processes (costs measured there leave out kernel and I/O-thread time).
+pub const BRACKET_HALF_WIDTH_DEFAULT: f64 = 0.2;
+
+/// Default bracket width at which the search ends (twice this): R(X) moves by a percent
+/// or two per 0.03 of X near its peak, about what an averaged measurement resolves.
+pub const RESOLUTION_DEFAULT: f64 = 0.02;
+
+/// Default R-loop decisions after a move of X before its rate is measured: the feed-
+/// forward puts R near its new root, the re-opened gain closes the rest in a few.
+pub const SETTLE_DECISIONS_DEFAULT: u32 = 3;
+
+/// Default R-loop decisions averaged per point: five roots average a window's luck down to
+/// a percent or two, which is what neighbouring points near the peak differ by.
+pub const MEASURE_DECISIONS_DEFAULT: u32 = 5;
+
+/// The split while profiling: Pyxis' 50 %.
+pub const PROFILE_X: f64 = 0.5;
+
+/// The policy's own parts that `without=` switches off.
+pub const PART_NAMES: &str = "staffing, feed-forward";
+
+/// Which of the policy's parts run; the R loop's guards are in its configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parts {
+    /// Refine the model's prediction by Algorithm 1 (off by default: on the suite it lost
+    /// to the prediction it starts from; see the module docs).
+    pub search: bool,
+    /// Balance the sides' usable capacity by square-root staffing (without: their raw
+    /// capacity).
+    pub staffing: bool,
+    /// Feed R forward by the predicted capacities' ratio when X moves.
+    pub feed_forward: bool,
+}
+
+impl Default for Parts {
+    fn default() -> Self {
+        Parts {
+            search: false,
+            staffing: true,
+            feed_forward: true,
+        }
+    }
+}
+
+impl Parts {
+    /// The default parts but those named in `names` (names of the R loop's guards are
+    /// skipped).
+    pub fn without(names: &[String]) -> Result<Parts, ConfigError> {
+        let mut p = Parts::default();
+        for name in names {
+            match name.as_str() {
+                "staffing" => p.staffing = false,
+                "feed-forward" => p.feed_forward = false,
+                other if crate::rate::guards::GUARD_NAMES.split(", ").any(|g| g == other) => {}
+                other => {
+                    return Err(ConfigError::Unknown {
+                        what: "balance part",
+                        name: other.to_string(),
+                        allowed: PART_NAMES,
+                    })
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// What a balance policy needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BalanceConfig {
+    /// The R loop.
+    pub rate: RateLoopConfig,
+    /// The cores of each side.
+    pub capacity: Capacity,
+    /// Half-width of the search's bracket around the prediction.
+    pub bracket_half_width: f64,
+    /// Grid segments per bracket (Algorithm 1's M).
+    pub segments: u32,
+    /// Bracket width (halved) at which the search ends.
+    pub resolution: f64,
+    /// Decisions after a move before measuring.
+    pub settle_decisions: u32,
+    /// Decisions averaged per point.
+    pub measure_decisions: u32,
+    /// Which of the policy's own parts run.
+    pub parts: Parts,
+    /// Seed of the arbiter's draws.
+    pub seed: u64,
+}
+
+impl BalanceConfig {
+    /// Defaults for an SLO of `slo_latency_ns` on a deployment with `capacity`.
+    pub fn new(slo_latency_ns: f64, capacity: Capacity, seed: u64) -> Self {
+        BalanceConfig {
+            bracket_half_width: BRACKET_HALF_WIDTH_DEFAULT,
+            measure_decisions: MEASURE_DECISIONS_DEFAULT,
+            settle_decisions: SETTLE_DECISIONS_DEFAULT,
+            resolution: RESOLUTION_DEFAULT,
+            rate: RateLoopConfig::new(slo_latency_ns),
+            capacity,
+            segments: SEGMENTS_DEFAULT,
+            parts: Parts::default(),
+            seed,
+        }
+    }
+
+    /// Rejects values the policy is not defined for.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.rate.validate()?;
+        check_range("app cores", "[0.001, 1e6]", self.capacity.app_cores, 1e-3, 1e6)?;
+        check_range("storage cores", "[0.001, 1e6]", self.capacity.storage_cores, 1e-3, 1e6)?;
+        check_range("bracket half-width", "(0, 1]", self.bracket_half_width, 1e-6, 1.0)?;
+        check_range("segments", "[3, 100]", self.segments as f64, 3.0, 100.0)?;
+        check_range("resolution", "(0, 0.5]", self.resolution, 1e-6, 0.5)?;
+        check_range(
+            "measured decisions",
+            "[1, 1000]",
+            self.measure_decisions as f64,
+            1.0,
+            1e3,
+        )?;
+        check_range(
+            "settling decisions",
+            "[0, 1000]",
+            self.settle_decisions as f64,
+            0.0,
+            1e3,
+        )?;
+        Ok(())
+    }
+}
+
+/// Where the policy is.
+#[derive(Clone, Debug)]
+enum Stage {
+    /// At [`PROFILE_X`] until both placements' costs are known.
+    Profiling,
+    /// Measuring the rate at the search's current point.
+    Searching {
+        /// Algorithm 1.
+        search: BracketSearch,
+        /// Decisions since X moved there.
+        decisions: u32,
+        /// Sum of the measured decisions' roots.
+        roots: f64,
+    },
+    /// X at the search's result.
+    Holding,
+}
+
+/// The policy (see the module docs).
+pub struct Balance {
+    cfg: BalanceConfig,
+    arbiter: Arbiter,
+    rate: RateLoop,
+    costs: CostProfile,
+    stage: Stage,
+    /// What the model said when the last search started.
+    reference: Option<Reference>,
+    /// The capacity at the X in use when a change was detected, before the costs were
+    /// forgotten: the first move after profiling again feeds R forward from it.
+    capacity_before: Option<f64>,
+    /// Searches started.
+    searches: u64,
+}
+
+impl Balance {
+    /// A policy starting at `now`.
+    pub fn new(cfg: BalanceConfig, now: Nanos) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(Balance {
+            arbiter: Arbiter::new(PROFILE_X, cfg.seed)?,
+            rate: RateLoop::new(cfg.rate.clone(), now)?,
+            costs: CostProfile::default(),
+            stage: Stage::Profiling,
+            reference: None,
+            capacity_before: None,
+            searches: 0,
+            cfg,
+        })
+    }
+
+    fn model(&self) -> LoadModel<'_> {
+        LoadModel {
+            staffing: self.cfg.parts.staffing,
+            ..LoadModel::new(&self.costs, self.cfg.capacity)
+        }
+    }
+
+    /// Moves X to `x`, feeding R forward by the ratio of the predicted capacities.
+    fn move_to(&mut self, now: Nanos, x: f64) {
+        let from = self.arbiter.x();
+        let model = self.model();
+        let before = self.capacity_before.or_else(|| model.capacity_ops(from));
+        if (x - from).abs() < 1e-12 && self.capacity_before.is_none() {
+            return;
+        }
+        let factor = match (before, model.capacity_ops(x)) {
+            (Some(a), Some(b)) if a > 0.0 && self.cfg.parts.feed_forward => b / a,
+            _ => 1.0,
+        };
+        if model.capacity_ops(x).is_some() {
+            self.capacity_before = None;
+        }
+        self.rate.rescale(now, factor);
+        self.arbiter.set_x(x);
+    }
+
+    /// Starts a search around the model's prediction.
+    fn search(&mut self, now: Nanos, predicted: f64) {
+        self.searches += 1;
+        let w = self.cfg.bracket_half_width;
+        let search = BracketSearch::new(
+            predicted,
+            predicted - w,
+            predicted + w,
+            (0.0, 1.0),
+            self.cfg.segments,
+            self.cfg.resolution,
+        );
+        self.reference = Reference::take(&self.model(), predicted);
+        self.move_to(now, search.point());
+        self.stage = if self.cfg.parts.search {
+            Stage::Searching {
+                search,
+                decisions: 0,
+                roots: 0.0,
+            }
+        } else {
+            Stage::Holding
+        };
+    }
+
+    /// Moves the policy on after an R-loop tick.
+    fn advance(&mut self, now: Nanos, report: RateReport) {
+        let x = self.arbiter.x();
+        match &mut self.stage {
+            Stage::Profiling => {
+                if let Some(predicted) = self.model().balanced_x(0.0, 1.0) {
+                    self.search(now, predicted);
+                }
+            }
+            Stage::Holding => {
+                if self.reference.is_some_and(|r| r.changed(&self.model(), x)) {
+                    self.capacity_before = self.model().capacity_ops(x);
+                    self.costs.reset();
+                    self.move_to(now, PROFILE_X);
+                    self.stage = Stage::Profiling;
+                }
+            }
+            Stage::Searching {
+                search,
+                decisions,
+                roots,
+            } => {
+                let Some(decision) = report.decision else {
+                    return;
+                };
+                *decisions += 1;
+                if *decisions <= self.cfg.settle_decisions {
+                    return;
+                }
+                *roots += decision.root_ops;
+                if *decisions < self.cfg.settle_decisions + self.cfg.measure_decisions {
+                    return;
+                }
+                search.report(*roots / self.cfg.measure_decisions as f64);
+                let (next, done) = (search.point(), search.result().is_some());
+                *decisions = 0;
+                *roots = 0.0;
+                if done {
+                    self.stage = Stage::Holding;
+                }
+                self.move_to(now, next);
+            }
+        }
+    }
+}
+
+impl Policy for Balance {
+    fn name(&self) -> String {
+        "balance".into()
+    }
+    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
+        self.arbiter.place()
+    }
+    fn on_completion(&mut self, now: Nanos, completion: &Completion) {
+        self.rate.on_completion(now, completion.latency_ns);
+        self.costs.learn(completion);
+    }
+    fn tick(&mut self, now: Nanos) {
+        if now < self.rate.next_tick() {
+            return;
+        }
+        let input = RateInput {
+            capacity_ops: self.model().capacity_ops(self.arbiter.x()),
+            budget_paused: matches!(self.stage, Stage::Searching { .. }),
+        };
+        let report = self.rate.tick(now, input);
+        self.advance(now, report);
+    }
+    fn next_tick(&self) -> Nanos {
+        self.rate.next_tick()
+    }
+    fn rate_ops(&self) -> f64 {
+        self.rate.rate_ops()
+    }
+    fn state(&self) -> PolicyState {
+        PolicyState {
+            rate_ops: self.rate.rate_ops(),
+            rpc_fraction: self.arbiter.x(),
+            latency_ns_estimate: self.rate.latency_ns_estimate(),
+            searches: Some(self.searches),
+        }
+    }
+}

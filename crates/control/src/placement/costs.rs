@@ -1,0 +1,148 @@
+//! What a request costs each side, learned from completions (Pyxis' c_i and s_i).
+//!
+//! Every completion carries the app CPU and storage CPU it took. The profile keeps, per
+//! placement, a moving average of both: a plain mean over the first [`COST_MEMORY`]
+//! completions, then an exponential average over about that many. Costs are far steadier
+//! than latencies (in the simulator they are exact; on real processes they wander by a few
+//! percent), which is why placement is computed from them rather than from throughput.
+
+use crate::policy::{Completion, Placement};
+
+/// Completions the averages remember: enough to average a real system's per-request noise
+/// to a percent, few enough to follow a changed workload within a fraction of a second at
+/// the rates ferry runs at.
+pub const COST_MEMORY: f64 = 1_000.0;
+
+/// Completions of a placement before its averages are used: costs are steady enough that
+/// ten give the capacity to ~10 % on real processes (exactly in the simulator), and the
+/// rate loop needs it before its ramp reaches the knee.
+pub const COST_SAMPLES_MIN: u64 = 10;
+
+/// Mean CPU per request placed one way.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SideCosts {
+    /// App CPU per request, ns.
+    pub app_ns: f64,
+    /// Storage CPU per request, ns.
+    pub storage_ns: f64,
+    /// Completions averaged.
+    pub samples: u64,
+}
+
+impl SideCosts {
+    fn learn(&mut self, app_ns: f64, storage_ns: f64) {
+        self.samples += 1;
+        let w = (1.0 / self.samples as f64).max(1.0 / COST_MEMORY);
+        self.app_ns += w * (app_ns - self.app_ns);
+        self.storage_ns += w * (storage_ns - self.storage_ns);
+    }
+
+    /// Whether enough completions were averaged to trust the means.
+    pub fn known(&self) -> bool {
+        self.samples >= COST_SAMPLES_MIN
+    }
+}
+
+/// Mean costs of local and remote requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CostProfile {
+    /// Requests run on the app node (ship data).
+    pub local: SideCosts,
+    /// Requests run on the storage node (ship compute).
+    pub remote: SideCosts,
+}
+
+impl CostProfile {
+    /// Learns from one completion. Pushed-back invocations cost both sides and are neither
+    /// placement's typical cost, so they are left out.
+    pub fn learn(&mut self, c: &Completion) {
+        if c.pushed_back {
+            return;
+        }
+        let side = match c.placement {
+            Placement::Local => &mut self.local,
+            Placement::Remote => &mut self.remote,
+        };
+        side.learn(c.costs.app_cpu_ns as f64, c.costs.storage_cpu_ns as f64);
+    }
+
+    /// Forgets everything: the workload changed, and a placement not in use would keep the
+    /// old workload's costs for good.
+    pub fn reset(&mut self) {
+        *self = CostProfile::default();
+    }
+
+    /// Mean (app, storage) CPU per request when a share `x` runs remote, if the placements
+    /// used are known.
+    pub fn mean_at(&self, x: f64) -> Option<(f64, f64)> {
+        let (l, r) = (&self.local, &self.remote);
+        let need_local = x < 1.0;
+        let need_remote = x > 0.0;
+        if (need_local && !l.known()) || (need_remote && !r.known()) {
+            return None;
+        }
+        let (lw, rw) = (1.0 - x, x);
+        let pick = |v: f64, used: bool| if used { v } else { 0.0 };
+        Some((
+            lw * pick(l.app_ns, need_local) + rw * pick(r.app_ns, need_remote),
+            lw * pick(l.storage_ns, need_local) + rw * pick(r.storage_ns, need_remote),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Costs, FnId};
+
+    fn completion(placement: Placement, app: u64, storage: u64) -> Completion {
+        Completion {
+            fn_id: FnId(0),
+            placement,
+            latency_ns: 10_000,
+            costs: Costs {
+                app_cpu_ns: app,
+                storage_cpu_ns: storage,
+                bytes_moved: 0,
+            },
+            pushed_back: false,
+        }
+    }
+
+    #[test]
+    fn averages_each_placement_and_mixes_them_by_x() {
+        let mut p = CostProfile::default();
+        for i in 0..200 {
+            // Local: app 9–11 µs, storage 2 µs; remote: app 0.6 µs, storage 12 µs.
+            p.learn(&completion(Placement::Local, 9_000 + (i % 3) * 1_000, 2_000));
+            p.learn(&completion(Placement::Remote, 600, 12_000));
+        }
+        assert!((p.local.app_ns - 10_000.0).abs() < 20.0, "{}", p.local.app_ns);
+        let (a, s) = p.mean_at(0.5).unwrap();
+        assert!((a - 5_300.0).abs() < 20.0 && (s - 7_000.0).abs() < 1.0, "{a} {s}");
+        // At X = 1 only remote costs matter.
+        let mut only_remote = CostProfile::default();
+        for _ in 0..100 {
+            only_remote.learn(&completion(Placement::Remote, 600, 12_000));
+        }
+        assert_eq!(only_remote.mean_at(1.0), Some((600.0, 12_000.0)));
+        assert_eq!(only_remote.mean_at(0.9), None);
+    }
+
+    #[test]
+    fn a_changed_workload_is_followed() {
+        let mut p = CostProfile::default();
+        for _ in 0..5_000 {
+            p.learn(&completion(Placement::Remote, 600, 12_000));
+        }
+        for _ in 0..3_000 {
+            p.learn(&completion(Placement::Remote, 600, 24_000));
+        }
+        // Three memories later the average is within 5 % of the new cost.
+        assert!(
+            (p.remote.storage_ns / 24_000.0 - 1.0).abs() < 0.05,
+            "{}",
+            p.remote.storage_ns
+        );
+    }
+}

@@ -1,0 +1,352 @@
+//! The R loop: the largest admission rate R whose tail latency meets the SLO (Kayak §4.3).
+//!
+//! A cascade of two integrators on two signals, each doing what the other cannot:
+//! - the **core** ([`core`], Kayak's Pseudocode 1: a safeguarded Newton step in log space)
+//!   holds a *proxy quantile* of each window (the p90 by default) at a setpoint s. The
+//!   proxy measures load: it rises smoothly as the node fills, and 200 completions estimate
+//!   it. The SLO's own p99 over a short window measures luck (a node stall or two), swings
+//!   by a factor of five between windows near the knee, and a loop stepping on it followed
+//!   the swings in a limit cycle.
+//! - the **tail budget** ([`guards::tail_budget`]) moves s by integral action on what the
+//!   SLO is judged by: the pooled share of completions slower than the SLO, held at the
+//!   budget b = [`TAIL_BUDGET_DEFAULT`] × (1 − q), whatever the proxy's relation to the
+//!   tail (it differs between workloads, placements and machines).
+//!
+//! The parts, each in its own file:
+//! - [`window`]: the evidence of one decision: completions of requests admitted since R
+//!   last changed, gathered until they are enough to estimate the proxy;
+//! - [`core`]: Pseudocode 1 on the proxy's load-dependent part;
+//! - [`guards`]: the rules beyond the core, each switchable off for the ablation: the tail
+//!   budget and the bracket (steps up go at most halfway toward a known miss or the
+//!   capacity the costs predict).
+//!
+//! The order in which they act is written once, in [`RateLoop::tick`].
+
+pub mod core;
+pub mod guards;
+pub mod window;
+
+use crate::error::{check_range, ConfigError};
+use crate::time::Nanos;
+
+use self::core::{NewtonCore, GAIN_DEFAULT, UNLOADED_MARGIN};
+use self::guards::bracket::Bracket;
+use self::guards::tail_budget::{TailBudget, BUDGET_GAIN_DEFAULT};
+use self::guards::Guards;
+use self::window::{Window, WindowConfig};
+
+/// Default R-loop period: 200 Hz, the paper's fast-loop frequency (§4.3). A decision is
+/// made at the first tick at which its evidence is enough (see [`window`]); where that is
+/// expected sooner (at millions of completions per second), the loop ticks sooner, down to
+/// [`TICK_MIN`].
+pub const RATE_PERIOD_DEFAULT: Nanos = Nanos::from_ms(5);
+
+/// Shortest time between two ticks: at 6 Mops a full window fills in 0.4 ms, and a window
+/// past a cliff-like knee is a burst of slow completions as long as the wait for a tick.
+pub const TICK_MIN: Nanos = Nanos::from_ms(1);
+
+/// Default starting rate: low enough to be feasible on the slowest setup ferry targets
+/// (the 1+1-core loopback machine does ~10⁴ ops/s), and ~9 doublings away from the
+/// multi-Mops rates of an 8+8-core cluster.
+pub const RATE_INIT_OPS_DEFAULT: f64 = 10_000.0;
+
+/// Floor on R: below ~100 requests/s a decision waits for its evidence for seconds.
+pub const RATE_MIN_OPS_DEFAULT: f64 = 100.0;
+
+/// Ceiling on R: one request per nanosecond, far above anything a node can serve.
+pub const RATE_MAX_OPS_DEFAULT: f64 = 1e9;
+
+/// Default share of the quantile's allowance (1 − q) of slow completions the loop aims for:
+/// 0.8 % under a p99 SLO, a margin for the judged spans whose luck was bad.
+pub const TAIL_BUDGET_DEFAULT: f64 = 0.8;
+
+/// Default proxy quantile: the p90 has ten times the samples above it of the p99, so 200
+/// completions estimate it, and it measures load rather than the luck of a few stalls.
+pub const PROXY_QUANTILE_DEFAULT: f64 = 0.9;
+
+/// What the R loop aims for and how it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateLoopConfig {
+    /// The latency target t0 (e.g. 200 µs for "p99 ≤ 200 µs").
+    pub slo_latency_ns: f64,
+    /// Which quantile the SLO constrains (0.99 for p99).
+    pub quantile: f64,
+    /// Time between two ticks (a decision needs enough evidence besides).
+    pub period: Nanos,
+    /// R before the first decision.
+    pub rate_init_ops: f64,
+    /// Floor on R.
+    pub rate_min_ops: f64,
+    /// Ceiling on R.
+    pub rate_max_ops: f64,
+    /// Share of the Newton step taken per decision, in (0, 1].
+    pub gain: f64,
+    /// Gain κ of the tail budget's integral action, in (0, 1].
+    pub budget_gain: f64,
+    /// Share of the quantile's allowance of slow completions aimed for, in (0, 1].
+    pub tail_budget: f64,
+    /// The quantile the core controls, in (0, quantile].
+    pub proxy_quantile: f64,
+    /// Which guards run.
+    pub guards: Guards,
+}
+
+impl RateLoopConfig {
+    /// Defaults for a p99 target of `slo_latency_ns`.
+    pub fn new(slo_latency_ns: f64) -> Self {
+        RateLoopConfig {
+            slo_latency_ns,
+            quantile: 0.99,
+            period: RATE_PERIOD_DEFAULT,
+            rate_init_ops: RATE_INIT_OPS_DEFAULT,
+            rate_min_ops: RATE_MIN_OPS_DEFAULT,
+            rate_max_ops: RATE_MAX_OPS_DEFAULT,
+            gain: GAIN_DEFAULT,
+            budget_gain: BUDGET_GAIN_DEFAULT,
+            tail_budget: TAIL_BUDGET_DEFAULT,
+            proxy_quantile: PROXY_QUANTILE_DEFAULT,
+            guards: Guards::default(),
+        }
+    }
+
+    /// Rejects values the loop is not defined for.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_range("SLO latency", "(0, ∞) ns", self.slo_latency_ns, 1.0, f64::MAX)?;
+        check_range("SLO quantile", "(0, 1)", self.quantile, 1e-9, 1.0 - 1e-9)?;
+        check_range("R-loop period", "[1 µs, ∞)", self.period.0 as f64, 1e3, f64::MAX)?;
+        check_range("minimum rate", "(0, 1e9] ops/s", self.rate_min_ops, 1e-9, 1e9)?;
+        check_range(
+            "maximum rate",
+            "[minimum rate, 1e9] ops/s",
+            self.rate_max_ops,
+            self.rate_min_ops,
+            1e9,
+        )?;
+        check_range(
+            "initial rate",
+            "[minimum rate, maximum rate]",
+            self.rate_init_ops,
+            self.rate_min_ops,
+            self.rate_max_ops,
+        )?;
+        check_range("R-loop gain", "(0, 1]", self.gain, 1e-6, 1.0)?;
+        check_range("tail-budget gain", "(0, 1]", self.budget_gain, 1e-6, 1.0)?;
+        check_range("tail budget", "(0, 1]", self.tail_budget, 1e-6, 1.0)?;
+        check_range(
+            "proxy quantile",
+            "(0, SLO quantile]",
+            self.proxy_quantile,
+            1e-6,
+            self.quantile,
+        )?;
+        Ok(())
+    }
+
+    /// The share of completions slower than the SLO the loop aims for.
+    pub fn target_share(&self) -> f64 {
+        self.tail_budget * (1.0 - self.quantile)
+    }
+
+    fn window(&self) -> WindowConfig {
+        WindowConfig {
+            slo_ns: self.slo_latency_ns,
+            target_share: self.target_share(),
+            quantile: self.proxy_quantile,
+            period: self.period,
+        }
+    }
+}
+
+/// What an outer loop tells the R loop at each tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RateInput {
+    /// The rate at which a side's cores would be full, from the costs completions carry
+    /// (see `placement::load_model`), if known: R never goes above it, and approaches it
+    /// by bisection.
+    pub capacity_ops: Option<f64>,
+    /// The caller disturbs the system on purpose (a placement search moving X): slow
+    /// completions now are not charged to the tail budget.
+    pub budget_paused: bool,
+}
+
+/// What one decision saw, for an outer loop that judges the rate the R loop reaches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    /// The rate the evidence was gathered at.
+    pub rate_ops: f64,
+    /// The controlled quantile of the evidence, ns.
+    pub tail_ns: f64,
+    /// Its share of completions slower than the SLO.
+    pub slow_share: f64,
+    /// Completions per second over the evidence's span (fresh and stale).
+    pub delivered_ops: f64,
+    /// Completions it rested on.
+    pub count: u64,
+    /// Where a full Newton step from this evidence would put R (the root of proxy =
+    /// setpoint along the learned slope, at most ×/÷ 2 away): where R is heading, without
+    /// waiting for it to get there.
+    pub root_ops: f64,
+}
+
+/// What a tick tells an outer loop.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateReport {
+    /// The rate to admit at from now.
+    pub rate_ops: f64,
+    /// The decision made at this tick, if the evidence was enough for one.
+    pub decision: Option<Decision>,
+}
+
+/// The R loop (see the module docs).
+#[derive(Clone)]
+pub struct RateLoop {
+    cfg: RateLoopConfig,
+    window: Window,
+    core: NewtonCore,
+    budget: TailBudget,
+    bracket: Bracket,
+    rate_ops: f64,
+    next_tick: Nanos,
+    /// The tail of the last decision, for reports.
+    estimate_ns: Option<f64>,
+}
+
+impl RateLoop {
+    /// A loop starting at `cfg.rate_init_ops`, first ticking one period after `now`.
+    pub fn new(cfg: RateLoopConfig, now: Nanos) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(RateLoop {
+            window: Window::new(cfg.window(), now),
+            core: NewtonCore::new(cfg.proxy_quantile, cfg.gain),
+            budget: TailBudget::new(cfg.budget_gain, cfg.target_share()),
+            bracket: Bracket::default(),
+            rate_ops: cfg.rate_init_ops,
+            next_tick: now.saturating_add(cfg.period),
+            estimate_ns: None,
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RateLoopConfig {
+        &self.cfg
+    }
+
+    /// The rate to admit at now.
+    pub fn rate_ops(&self) -> f64 {
+        self.rate_ops
+    }
+
+    /// When `tick` is next due.
+    pub fn next_tick(&self) -> Nanos {
+        self.next_tick
+    }
+
+    /// The SLO quantile of the last decision's evidence, for reports.
+    pub fn latency_ns_estimate(&self) -> Option<f64> {
+        self.estimate_ns
+    }
+
+    /// Feeds one completion.
+    pub fn on_completion(&mut self, now: Nanos, latency_ns: u64) {
+        self.window.record(now, latency_ns);
+    }
+
+    /// Multiplies R by `factor` at `now`: a feed-forward from an outer loop that moved the
+    /// latency curve on purpose (X) and predicts where R should go. The evidence restarts
+    /// and no secant spans the move.
+    pub fn rescale(&mut self, now: Nanos, factor: f64) {
+        if factor.is_finite() && factor > 0.0 {
+            self.set_rate(now, self.rate_ops * factor);
+            self.core.curve_moved();
+            self.bracket.scale(factor);
+        }
+    }
+
+    /// The proxy's setpoint: the SLO, lowered by the tail budget, and never below
+    /// [`UNLOADED_MARGIN`] times the unloaded proxy (a setpoint no load can reach walks R to
+    /// its floor).
+    fn setpoint_ns(&self) -> f64 {
+        let slo = self.cfg.slo_latency_ns;
+        let share = if self.cfg.guards.tail_budget {
+            self.budget.setpoint_share()
+        } else {
+            1.0
+        };
+        (share * slo).max(UNLOADED_MARGIN * self.core.unloaded_ns()).min(slo)
+    }
+
+    /// The next tick: when the window is expected to be full, within [TICK_MIN, period].
+    fn schedule_tick(&mut self, now: Nanos) {
+        let missing = self.cfg.window().samples_min().saturating_sub(self.window.count()) as f64;
+        let expected = Nanos::from_secs_f64(missing / self.rate_ops.max(1.0));
+        self.next_tick = now.saturating_add(expected.clamp(TICK_MIN.min(self.cfg.period), self.cfg.period));
+    }
+
+    /// Restarts the evidence at `now` without moving R: the curve moved a little, by an
+    /// outer loop's routine step (Kayak's X loop), so the next decision must measure it
+    /// anew, but the gain schedule stays where it was.
+    pub fn restart(&mut self, now: Nanos) {
+        self.set_rate(now, self.rate_ops);
+        self.core.forget_secant();
+    }
+
+    fn set_rate(&mut self, now: Nanos, rate_ops: f64) {
+        self.rate_ops = rate_ops.clamp(self.cfg.rate_min_ops, self.cfg.rate_max_ops);
+        self.window = Window::new(self.cfg.window(), now);
+    }
+
+    /// Runs the loop at `now`: if the evidence since R last changed is enough, decides.
+    pub fn tick(&mut self, now: Nanos, input: RateInput) -> RateReport {
+        if !self.window.ready(now) {
+            self.schedule_tick(now);
+            return RateReport {
+                rate_ops: self.rate_ops,
+                decision: None,
+            };
+        }
+        let m = self.window.take(now);
+        let measured_at = self.rate_ops;
+        let tail_ns = self.core.tail_ns(&m);
+        self.estimate_ns = m.latency.quantile(self.cfg.quantile);
+        let capacity_ops = input
+            .capacity_ops
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .unwrap_or(f64::INFINITY);
+        let slo = self.cfg.slo_latency_ns;
+        // The order the parts act in: the tail budget charges the window and moves the
+        // setpoint, the core steps toward it, the bracket limits a step up.
+        if self.cfg.guards.tail_budget && !input.budget_paused {
+            let floor = UNLOADED_MARGIN
+                * self
+                    .core
+                    .unloaded_ns()
+                    .min(m.latency.quantile(self.cfg.proxy_quantile).unwrap_or(f64::INFINITY))
+                / slo;
+            self.budget
+                .learn(&m, measured_at * self.cfg.period.as_secs_f64(), floor);
+        }
+        let setpoint_ns = self.setpoint_ns();
+        let proposal = self.core.step(&m, measured_at, setpoint_ns, slo);
+        let root_ops = self.core.root_ops(&m, measured_at, setpoint_ns);
+        let next = if self.cfg.guards.bracket {
+            self.bracket.learn(&m, measured_at, tail_ns > slo);
+            self.bracket.limit(measured_at, proposal, capacity_ops)
+        } else {
+            proposal
+        };
+        self.set_rate(now, next);
+        self.schedule_tick(now);
+        RateReport {
+            rate_ops: self.rate_ops,
+            decision: Some(Decision {
+                rate_ops: measured_at,
+                tail_ns,
+                slow_share: m.slow_share(),
+                delivered_ops: m.delivered_ops(),
+                count: m.count,
+                root_ops,
+            }),
+        }
+    }
+}
