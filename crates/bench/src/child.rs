@@ -154,6 +154,23 @@ pub fn named_threads_cpu_time(pid: u32, prefixes: &[&str]) -> Option<Duration> {
     found.then_some(total)
 }
 
+/// Time the threads of a process spent on a CPU so far, to the nanosecond (the scheduler's
+/// own account, `/proc/PID/task/TID/schedstat`; /proc's stat counts in 10 ms ticks), over
+/// the threads whose names `keep` accepts; `None` if /proc is unreadable.
+pub fn threads_on_cpu_time(pid: u32, keep: impl Fn(&str) -> bool) -> Option<Duration> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0u64;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !keep(comm.trim_end()) {
+            continue;
+        }
+        let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        total += schedstat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
+}
+
 /// CPU time (user + system) one thread of a process has used so far.
 pub fn thread_cpu_time(pid: u32, tid: u32) -> Option<Duration> {
     stat_cpu_time(&format!("/proc/{pid}/task/{tid}/stat"))

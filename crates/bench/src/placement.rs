@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use ferry_client::{Adaptive, Backend, ClientError, Invocation, Placement};
+use ferry_client::{Adaptive, Backend, ClientError, Invocation, MessageCost, Placement};
 use ferry_control::{FnId, LatencySketch, Nanos, PolicyState, Schedule};
 use ferry_func::builtins::traverse;
 use ferry_func::builtins::ycsbt;
@@ -137,6 +137,11 @@ pub struct PlacementReport {
     pub client_cpus: Vec<usize>,
     /// Emulated-work calibration shared by both sides (iterations per ms).
     pub spin_iters_per_ms: u64,
+    /// CPU per round trip beyond what invocations report, measured before the run and
+    /// added to the costs the policy learns from: app side, ns.
+    pub app_message_ns: f64,
+    /// The same, storage node, ns.
+    pub storage_message_ns: f64,
     /// Invocations the node handed back (ASFP), per second over the run.
     pub pushbacks_per_s: Option<f64>,
     /// Share of the run's requests that were pushed back.
@@ -633,6 +638,45 @@ fn object_bytes(workload: &Workload) -> usize {
         .max(8)
 }
 
+/// Sequential local invocations the per-round-trip CPU is calibrated over (a few hundred
+/// milliseconds of them on the loopback machine).
+const CALIBRATION_CALLS: usize = 2_000;
+
+/// Measures [`MessageCost`]: `CALIBRATION_CALLS` local invocations of the workload's first
+/// function, one at a time, and the CPU each side spent on them beyond what the invocations
+/// report, per round trip. Local execution is all round trips, so it isolates them.
+async fn calibrate_message_cost<B: Backend>(
+    testbed: &Testbed,
+    backend: &B,
+    spec: &DriveSpec<'_>,
+) -> Result<MessageCost, BenchError> {
+    let requests = Requests::new(spec.workload)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ CALIBRATION_SALT);
+    let (app_before, node_before) = (testbed.app_on_cpu_time(), testbed.node_on_cpu_time());
+    let (mut app_reported, mut node_reported, mut trips) = (0u64, 0u64, 0u64);
+    for _ in 0..CALIBRATION_CALLS {
+        let (function, args) = requests.make(spec, 0, &mut rng);
+        if let Ok(invocation) = backend.invoke_local(function, args).await {
+            app_reported += invocation.cost.app_cpu_ns;
+            node_reported += invocation.cost.storage_cpu_ns;
+            trips += u64::from(invocation.cost.round_trips);
+        }
+    }
+    let per_trip = |before: Option<Duration>, after: Option<Duration>, reported: u64| match (before, after) {
+        (Some(before), Some(after)) if trips > 0 => {
+            ((after - before).as_nanos() as f64 - reported as f64).max(0.0) / trips as f64
+        }
+        _ => 0.0,
+    };
+    Ok(MessageCost {
+        app_ns: per_trip(app_before, testbed.app_on_cpu_time(), app_reported),
+        storage_ns: per_trip(node_before, testbed.node_on_cpu_time(), node_reported),
+    })
+}
+
+/// Salt of the calibration's request stream.
+const CALIBRATION_SALT: u64 = 0xca1_1b7a7e;
+
 /// Drives `backend` under the configured policy and builds the report; `storage_cpu_time`
 /// reads the storage side's CPU time so far.
 async fn run_backend<B: Backend>(
@@ -650,10 +694,7 @@ async fn run_backend<B: Backend>(
             config.seed,
         )
         .map_err(|err| BenchError::Invalid(format!("policy: {err}")))?;
-    let adaptive = Arc::new(Adaptive::new(backend, policy)?);
     let steady_start = config.duration.mul_f64(1.0 - STEADY_FRACTION);
-    let server_cpu_before = storage_cpu_time();
-    let client_cpu_before = testbed.client_cpu_time();
     let spec = DriveSpec {
         workload: &config.workload,
         graph_nodes: config.graph_nodes,
@@ -664,6 +705,10 @@ async fn run_backend<B: Backend>(
         quantile: config.quantile,
         progress: config.progress,
     };
+    let message_cost = calibrate_message_cost(testbed, &backend, &spec).await?;
+    let adaptive = Arc::new(Adaptive::with_message_cost(backend, policy, message_cost)?);
+    let server_cpu_before = storage_cpu_time();
+    let client_cpu_before = testbed.client_cpu_time();
     let drive = drive(&adaptive, &spec).await?;
     let wall = drive.wall.as_secs_f64();
     let cpus = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
@@ -703,6 +748,8 @@ async fn run_backend<B: Backend>(
         server_cpus: testbed.server_cpus(),
         client_cpus: config.testbed.client_cpus.clone(),
         spin_iters_per_ms: testbed.spin_iters_per_ms,
+        app_message_ns: message_cost.app_ns,
+        storage_message_ns: message_cost.storage_ns,
         pushbacks_per_s: None,
         pushback_share: None,
         pushback_wasted_storage_cpus: None,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ferry_client::{Client, ClientConfig};
 
 use crate::affinity::KeepWarm;
-use crate::child::{busy_cpu_time, named_threads_cpu_time, ChildServer, ChildSpec};
+use crate::child::{busy_cpu_time, named_threads_cpu_time, threads_on_cpu_time, ChildServer, ChildSpec};
 use crate::BenchError;
 
 /// Name prefixes of the storage node's threads (workers, I/O, watchdog).
@@ -47,13 +47,10 @@ pub struct TestbedConfig {
 
 impl TestbedConfig {
     /// The cores of each side as a placement policy's load model sees them: the app side
-    /// runs on one thread (see [`Testbed::runtime`]); the child node's workers on its pinned
-    /// CPUs. Unknown for a node started elsewhere.
+    /// runs on one thread (see [`Testbed::runtime`]); the node's workers (a node started
+    /// elsewhere is taken to have `server_cores` of them) on its pinned CPUs.
     pub fn capacity(&self) -> Option<ferry_control::placement::load_model::Capacity> {
-        if self.server.is_some() {
-            return None;
-        }
-        let workers = if self.server_cpus.is_empty() {
+        let workers = if self.server.is_some() || self.server_cpus.is_empty() {
             self.server_cores
         } else {
             self.server_cores.min(self.server_cpus.len())
@@ -148,6 +145,29 @@ impl Testbed {
     /// CPU time this process has used so far (but for its keep-warm threads).
     pub fn client_cpu_time(&self) -> Option<Duration> {
         busy_cpu_time(std::process::id())
+    }
+
+    /// Time the app side's threads spent on a CPU so far, to the nanosecond: this process
+    /// but its keep-warm threads and the threads of a node it embeds.
+    pub fn app_on_cpu_time(&self) -> Option<Duration> {
+        threads_on_cpu_time(std::process::id(), |name| {
+            !name.starts_with(crate::affinity::KEEP_WARM_THREAD_PREFIX)
+                && !NODE_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
+        })
+    }
+
+    /// Time the node's threads spent on a CPU so far, to the nanosecond (but for its
+    /// keep-warm threads); `None` for a node elsewhere.
+    pub fn node_on_cpu_time(&self) -> Option<Duration> {
+        match &self.child {
+            Some(child) => threads_on_cpu_time(child.pid(), |name| {
+                !name.starts_with(crate::affinity::KEEP_WARM_THREAD_PREFIX)
+            }),
+            None => threads_on_cpu_time(std::process::id(), |name| {
+                NODE_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
+            })
+            .filter(|t| !t.is_zero()),
+        }
     }
 
     /// CPUs the node runs on (empty for an external node).

@@ -33,7 +33,8 @@ pub struct TestbedArgs {
     /// CPUs of the app side (load generator and local execution).
     #[arg(long, default_value = "1")]
     pub client_cpus: String,
-    /// Worker threads of the storage node.
+    /// Worker threads of the storage node (with --server: that node's cores; the default
+    /// policy's load model divides the node's load by them).
     #[arg(long, default_value_t = 1)]
     pub server_cores: usize,
     /// Pipelined connections to the node.

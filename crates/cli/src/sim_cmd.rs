@@ -109,8 +109,13 @@ pub struct SimSweepArgs {
     /// steady window (e.g. `--measure-from 1.5s --measure 500ms` for `ferry sim --duration
     /// 2s`, same seed) to judge the bound by the same p99 as the run: over the same span,
     /// with the same node stalls.
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "duration")]
     measure_from: Option<String>,
+    /// As `ferry sim --duration`: measure over the steady window (the last quarter) of a
+    /// policy run this long with the same seed, the span the run is judged on (the same as
+    /// `--measure-from 0.75·D --measure 0.25·D`).
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "measure")]
+    duration: Option<String>,
     /// Bisection steps of the rate per X.
     #[arg(long, default_value_t = sweep::BISECTION_STEPS_DEFAULT)]
     bisection_steps: u32,
@@ -297,6 +302,20 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
         .as_deref()
         .map(|v| duration("--measure-from", v))
         .transpose()?;
+    if let Some(d) = &args.duration {
+        let run = duration("--duration", d)?;
+        let steady = Nanos((run.0 as f64 * ferry_sim::scenario::STEADY_FRACTION) as u64);
+        if steady == Nanos::ZERO {
+            return Err(SimError::OutOfRange {
+                name: "--duration".into(),
+                range: "(0, 1000000s]",
+                value: d.clone(),
+            }
+            .into());
+        }
+        cfg.measure_from = Some(run - steady);
+        cfg.measure = steady;
+    }
     cfg.bisection_steps = args.bisection_steps;
     cfg.threads = if args.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -187,4 +187,27 @@ fn sweep_measures_a_given_window() {
     let out = ferry(&["sim-sweep", "--measure-from", "soon"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--measure-from"));
+    // `--duration` means what it means for `ferry sim`: the steady window of such a run.
+    let out = ferry(&[
+        "sim-sweep",
+        "--workload",
+        "heavy",
+        "--x-step",
+        "1",
+        "--bisection-steps",
+        "3",
+        "--duration",
+        "200ms",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for (args, needle) in [
+        (vec!["--duration", "0s"], "--duration"),
+        (vec!["--duration", "1s", "--measure", "10ms"], "cannot be used with"),
+    ] {
+        let mut full = vec!["sim-sweep"];
+        full.extend_from_slice(&args);
+        let out = ferry(&full);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(needle), "{args:?}");
+    }
 }

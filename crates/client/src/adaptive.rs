@@ -52,6 +52,19 @@ impl Backend for Client {
     }
 }
 
+/// CPU one round trip costs each side beyond what an invocation's costs carry: the client's
+/// sending, receiving and waking, and the node's I/O thread. The costs a completion reports
+/// to the policy add it once per round trip, so that a policy weighing the two sides' loads
+/// (`balance`) sees what a round trip really costs. Measured by the benchmarks on the
+/// testbed (see `ferry_bench::placement`); zero by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MessageCost {
+    /// App-side CPU per round trip, ns.
+    pub app_ns: f64,
+    /// Storage-node CPU per round trip not charged to the request, ns.
+    pub storage_ns: f64,
+}
+
 /// Tokens the admission bucket may accumulate: a small burst absorbs timer jitter of the
 /// generator without letting an idle period turn into a flood.
 pub const ADMISSION_BURST: f64 = 4.0;
@@ -72,6 +85,8 @@ struct Shared<B> {
     pushback: bool,
     /// Function names to the ids the policy knows them by.
     functions: Mutex<HashMap<String, FnId>>,
+    /// Added to each completion's costs per round trip.
+    message_cost: MessageCost,
 }
 
 impl<B> Shared<B> {
@@ -98,6 +113,16 @@ impl<B: Backend> Adaptive<B> {
     /// task that ticks the policy's loops (200 Hz / 20 Hz for Kayak by default).
     /// Remote invocations accept pushback when the policy says so (ASFP).
     pub fn new(backend: B, policy: Box<dyn Policy>) -> Result<Adaptive<B>, ClientError> {
+        Self::with_message_cost(backend, policy, MessageCost::default())
+    }
+
+    /// Like [`Adaptive::new`], adding `message_cost` per round trip to the costs each
+    /// completion reports to the policy.
+    pub fn with_message_cost(
+        backend: B,
+        policy: Box<dyn Policy>,
+        message_cost: MessageCost,
+    ) -> Result<Adaptive<B>, ClientError> {
         let pushback = policy.allows_pushback();
         let limiter = TokenBucket::new(Nanos::ZERO, policy.rate_ops(), ADMISSION_BURST)
             .map_err(|err| ClientError::Invalid(format!("rate limiter: {err}")))?;
@@ -108,6 +133,7 @@ impl<B: Backend> Adaptive<B> {
             epoch: Instant::now(),
             pushback,
             functions: Mutex::new(HashMap::new()),
+            message_cost,
         });
         let ticker = tokio::spawn(tick_loop(Arc::clone(&shared)));
         Ok(Adaptive { shared, ticker })
@@ -206,12 +232,16 @@ impl<B: Backend> Adaptive<B> {
             Placement::Local => self.shared.backend.invoke_local(function, args).await,
         };
         let latency = intended.elapsed();
+        let message = self.shared.message_cost;
         let costs = match &outcome {
-            Ok(invocation) => Costs {
-                app_cpu_ns: invocation.cost.app_cpu_ns,
-                storage_cpu_ns: invocation.cost.storage_cpu_ns,
-                bytes_moved: invocation.cost.bytes_returned + args_len,
-            },
+            Ok(invocation) => {
+                let trips = invocation.cost.round_trips as f64;
+                Costs {
+                    app_cpu_ns: invocation.cost.app_cpu_ns + (trips * message.app_ns) as u64,
+                    storage_cpu_ns: invocation.cost.storage_cpu_ns + (trips * message.storage_ns) as u64,
+                    bytes_moved: invocation.cost.bytes_returned + args_len,
+                }
+            }
             Err(_) => Costs::default(),
         };
         // Failures are reported too: a timeout or an overloaded node is exactly the

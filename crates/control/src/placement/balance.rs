@@ -19,7 +19,9 @@
 //!    starts a search. On a change the costs are forgotten and profiled again at the 50 %
 //!    split, as Pyxis resets: at X = 1 no local request runs, and the local costs of the
 //!    old workload would otherwise stay in the model for good (after a switch from medium
-//!    to light work they put light work at X = 0).
+//!    to light work they put light work at X = 0). The R loop forgets what it learned of
+//!    the old workload's curve too (see `RateLoop::new_workload`): light work's setpoint
+//!    held medium work's R 25 % under its knee for a second.
 //!
 //! The R loop (see [`crate::rate`]) runs throughout, with the capacity the model predicts
 //! at the current X as the bracket's known miss.
@@ -282,6 +284,7 @@ impl Balance {
                 if self.reference.is_some_and(|r| r.changed(&self.model(), x)) {
                     self.capacity_before = self.model().capacity_ops(x);
                     self.costs.reset();
+                    self.rate.new_workload(now);
                     self.move_to(now, PROFILE_X);
                     self.stage = Stage::Profiling;
                 }
@@ -350,5 +353,132 @@ impl Policy for Balance {
             latency_ns_estimate: self.rate.latency_ns_estimate(),
             searches: Some(self.searches),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Costs;
+
+    const CORES: Capacity = Capacity {
+        app_cores: 8.0,
+        storage_cores: 8.0,
+    };
+
+    /// Drives `policy` for `periods` of 5 ms at 200 requests each, every request costing
+    /// what `costs(placement)` says and taking `latency_ns`.
+    fn drive(policy: &mut Balance, from: u64, periods: u64, costs: impl Fn(Placement) -> (u64, u64), latency_ns: u64) {
+        for k in from..from + periods {
+            let now = Nanos::from_ms(5 * k);
+            for i in 0..200u64 {
+                let at = Nanos(now.0.saturating_sub(4_000_000) + i * 10_000);
+                let placement = policy.place(at, FnId(0));
+                let (app, storage) = costs(placement);
+                policy.on_completion(
+                    at,
+                    &Completion {
+                        fn_id: FnId(0),
+                        placement,
+                        latency_ns: latency_ns + i % 7 * 1_000,
+                        costs: Costs {
+                            app_cpu_ns: app,
+                            storage_cpu_ns: storage,
+                            bytes_moved: 0,
+                        },
+                        pushed_back: false,
+                    },
+                );
+            }
+            policy.tick(now);
+        }
+    }
+
+    /// Medium work (Kayak §2) on the simulator's costs: local 3.1 µs app and 2.2 µs
+    /// storage, remote 0.6 µs app and 4.3 µs storage.
+    fn medium(p: Placement) -> (u64, u64) {
+        match p {
+            Placement::Local => (3_100, 2_200),
+            Placement::Remote => (600, 4_300),
+        }
+    }
+
+    /// Light work: remote is cheaper on both sides.
+    fn light(p: Placement) -> (u64, u64) {
+        match p {
+            Placement::Local => (1_300, 2_200),
+            Placement::Remote => (600, 2_050),
+        }
+    }
+
+    fn predicted(costs: impl Fn(Placement) -> (u64, u64)) -> f64 {
+        let mut profile = CostProfile::default();
+        for placement in [Placement::Local, Placement::Remote] {
+            let (app, storage) = costs(placement);
+            for _ in 0..100 {
+                profile.learn(&Completion {
+                    fn_id: FnId(0),
+                    placement,
+                    latency_ns: 1,
+                    costs: Costs {
+                        app_cpu_ns: app,
+                        storage_cpu_ns: storage,
+                        bytes_moved: 0,
+                    },
+                    pushed_back: false,
+                });
+            }
+        }
+        LoadModel::new(&profile, CORES).balanced_x(0.0, 1.0).unwrap()
+    }
+
+    #[test]
+    fn profiles_at_half_then_places_where_the_model_balances_the_sides() {
+        let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        assert_eq!(p.state().rpc_fraction, PROFILE_X);
+        drive(&mut p, 1, 20, medium, 50_000);
+        let x = p.state().rpc_fraction;
+        assert!((x - predicted(medium)).abs() < 1e-9, "{x}");
+        assert!(x > 0.1 && x < 0.5, "medium balances inside: {x}");
+        assert_eq!(p.state().searches, Some(1));
+    }
+
+    #[test]
+    fn a_new_workload_is_profiled_again_but_noisy_latency_is_no_change() {
+        let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        drive(&mut p, 1, 40, medium, 50_000);
+        // Latency alone swinging (a stall) changes nothing.
+        drive(&mut p, 41, 40, medium, 190_000);
+        assert_eq!(p.state().searches, Some(1));
+        // Light work: the costs move, the policy profiles again and goes all remote.
+        drive(&mut p, 81, 40, light, 50_000);
+        assert_eq!(p.state().searches, Some(2));
+        assert_eq!(p.state().rpc_fraction, 1.0);
+        // And back: local costs of medium are measured afresh, not remembered from light.
+        drive(&mut p, 121, 40, medium, 50_000);
+        assert_eq!(p.state().searches, Some(3));
+        assert!((p.state().rpc_fraction - predicted(medium)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn with_the_search_x_is_refined_around_the_prediction_and_then_holds() {
+        let mut cfg = BalanceConfig::new(200_000.0, CORES, 1);
+        cfg.parts.search = true;
+        let mut p = Balance::new(cfg, Nanos::ZERO).unwrap();
+        drive(&mut p, 1, 400, medium, 50_000);
+        let x = p.state().rpc_fraction;
+        let start = predicted(medium);
+        assert!((x - start).abs() <= BRACKET_HALF_WIDTH_DEFAULT + 1e-9, "{x} vs {start}");
+        assert!(matches!(p.stage, Stage::Holding), "the search ended");
+        assert_eq!(p.state().searches, Some(1));
+    }
+
+    #[test]
+    fn bad_config_is_rejected() {
+        let mut cfg = BalanceConfig::new(200_000.0, CORES, 1);
+        cfg.capacity.app_cores = 0.0;
+        assert!(Balance::new(cfg, Nanos::ZERO).is_err());
+        assert!(Parts::without(&["nonsense".to_string()]).is_err());
+        assert!(!Parts::without(&["staffing".to_string()]).unwrap().staffing);
     }
 }

@@ -283,6 +283,17 @@ impl RateLoop {
         self.next_tick = now.saturating_add(expected.clamp(TICK_MIN.min(self.cfg.period), self.cfg.period));
     }
 
+    /// The workload changed (an outer loop saw it in the costs): what the loop learned about
+    /// its curve (the tail budget's setpoint and debt, the unloaded proxy, the slope, a
+    /// known miss) belonged to the old one and is forgotten; R stays, for the caller to
+    /// feed forward.
+    pub fn new_workload(&mut self, now: Nanos) {
+        self.budget = TailBudget::new(self.cfg.budget_gain, self.cfg.target_share());
+        self.core = NewtonCore::new(self.cfg.proxy_quantile, self.cfg.gain);
+        self.bracket = Bracket::default();
+        self.set_rate(now, self.rate_ops);
+    }
+
     /// Restarts the evidence at `now` without moving R: the curve moved a little, by an
     /// outer loop's routine step (Kayak's X loop), so the next decision must measure it
     /// anew, but the gain schedule stays where it was.
@@ -348,5 +359,103 @@ impl RateLoop {
                 root_ops,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    const SLO: f64 = 1_000_000.0;
+
+    /// A node of capacity `mu` requests/s behind the loop: each completion's latency is
+    /// 200 µs of network plus an exponential wait whose mean grows as 1/(1 − ρ); in one
+    /// period out of `burst_every`, a stall makes a fifth of that period's completions
+    /// slower than the SLO. Returns the pooled share of slow completions over the last
+    /// half of `periods` and R's mean there.
+    fn run(cfg: RateLoopConfig, mu: f64, burst_every: u64, periods: u64) -> (f64, f64) {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let period = cfg.period;
+        let mut rl = RateLoop::new(cfg, Nanos::ZERO).unwrap();
+        let (mut slow, mut all, mut rates) = (0u64, 0u64, Vec::new());
+        for k in 1..=periods {
+            let now = Nanos(period.0 * k);
+            let r = rl.rate_ops();
+            let rho = (r / mu).min(0.999);
+            let n = (r * period.as_secs_f64()).round() as u64;
+            let stall = k % burst_every == 0;
+            for i in 0..n {
+                let wait = -(1.0 - rng.gen::<f64>()).ln() * 30_000.0 / (1.0 - rho);
+                let latency = if stall && i % 5 == 0 {
+                    2.0 * SLO
+                } else {
+                    200_000.0 + wait
+                };
+                // Each completion lands just before the tick, inside this period.
+                let at = Nanos(now.0 - period.0 / 2 + i * (period.0 / 2) / n.max(1));
+                rl.on_completion(at, (latency as u64).min(at.0));
+                if k > periods / 2 {
+                    all += 1;
+                    slow += u64::from(latency > SLO);
+                }
+            }
+            rl.tick(now, RateInput::default());
+            if k > periods / 2 {
+                rates.push(rl.rate_ops());
+            }
+        }
+        (slow as f64 / all as f64, rates.iter().sum::<f64>() / rates.len() as f64)
+    }
+
+    #[test]
+    fn holds_the_pooled_slow_share_at_the_budget_and_overspends_without_the_tail_budget() {
+        let cfg = RateLoopConfig::new(SLO);
+        let (share, rate) = run(cfg.clone(), 20_000.0, 25, 4_000);
+        assert!((0.004..0.011).contains(&share), "pooled slow share {share}");
+        assert!(rate > 10_000.0, "R {rate}");
+        let mut without = cfg;
+        without.guards.disable("tail-budget").unwrap();
+        let (share_without, _) = run(without, 20_000.0, 25, 4_000);
+        assert!(
+            share_without > 1.5 * share && share_without > 0.01,
+            "{share_without} vs {share}"
+        );
+    }
+
+    #[test]
+    fn the_capacity_the_costs_predict_bounds_r() {
+        let mut rl = RateLoop::new(RateLoopConfig::new(SLO), Nanos::ZERO).unwrap();
+        // Fast completions only: the loop would double every decision.
+        for k in 1..=40u64 {
+            let now = Nanos::from_ms(5 * k);
+            for i in 0..300u64 {
+                rl.on_completion(Nanos(now.0 - 1_000 - i), 1_000);
+            }
+            rl.tick(
+                now,
+                RateInput {
+                    capacity_ops: Some(50_000.0),
+                    budget_paused: false,
+                },
+            );
+            assert!(rl.rate_ops() <= 50_000.0, "{}", rl.rate_ops());
+        }
+        assert!(rl.rate_ops() > 45_000.0, "{}", rl.rate_ops());
+    }
+
+    #[test]
+    fn rejects_bad_config() {
+        let mut cfg = RateLoopConfig::new(SLO);
+        cfg.gain = 0.0;
+        assert!(RateLoop::new(cfg, Nanos::ZERO).is_err());
+        let mut cfg = RateLoopConfig::new(SLO);
+        cfg.proxy_quantile = 0.999;
+        assert!(cfg.validate().is_err());
+        let mut cfg = RateLoopConfig::new(-1.0);
+        cfg.quantile = 0.99;
+        assert!(cfg.validate().is_err());
+        assert!(RateLoopConfig::new(SLO).guards.clone().disable("nonsense").is_err());
     }
 }
