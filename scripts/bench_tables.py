@@ -20,7 +20,7 @@ import tempfile
 FERRY = os.environ.get("FERRY", "target/release/ferry")
 SLOS = ["5ms", "10ms"]
 WORKLOADS = ["light", "medium", "heavy", "bimodal:a=medium,b=light,period=4s"]
-POLICIES = ["kv", "rpc", "asfp", "kayak"]
+POLICIES = ["kv", "rpc", "asfp", "balance", "kayak"]
 YCSBT = "ycsbt:accounts=100000,transfer=0.5,compute=20us"
 DURATION = "8s"
 RUNS = int(os.environ.get("FERRY_RUNS", "3"))
@@ -97,7 +97,7 @@ def main():
           "and of the mean X there, and how many runs met the SLO.\n")
     for slo in SLOS:
         print(f"**SLO p99 ≤ {slo}**\n")
-        print("| workload | " + " | ".join(POLICIES) + " | sweep best (X) | kayak / sweep | kayak / max(kv, rpc) | kayak converge |")
+        print("| workload | " + " | ".join(POLICIES) + " | sweep best (X) | balance / sweep | balance / max(kv, rpc) | balance converge |")
         print("|---" * (len(POLICIES) + 5) + "|")
         for w in WORKLOADS + [YCSBT]:
             results = {p: bench(w, p, slo) for p in POLICIES}
@@ -105,7 +105,7 @@ def main():
             if not w.startswith("bimodal"):
                 sweep = run(["sweep", "--workload", w, "--slo-p99", slo, "--step", "0.25", "--probe", "700ms",
                              "--warmup", "200ms", "--bisection-steps", "4", "--start-rate", "20000"])
-            k = results.get("kayak")
+            k = results.get("balance")
             best_static = max((results[p]["throughput_ops"] for p in ("kv", "rpc") if results.get(p)), default=0)
             sweep_cell = f"{sweep['best_throughput_ops'] / 1000:.1f}k ({sweep['best_rpc_fraction']:.2f})" if sweep else "n/a"
             vs_sweep = f"{k['throughput_ops'] / sweep['best_throughput_ops']:.2f}" if (k and sweep and sweep['best_throughput_ops']) else "-"
@@ -139,7 +139,7 @@ def main():
         print("| workload | policy | ferry | Redis | ferry / Redis |")
         print("|---|---|---|---|---|")
         for w in ["light", "medium", "heavy"]:
-            for p in ["kv", "rpc", "kayak"]:
+            for p in ["kv", "rpc", "balance"]:
                 f = bench(w, p, "5ms")
                 r = bench(w, p, "5ms", ["--target", "redis://127.0.0.1:6379"])
                 ratio = f"{f['throughput_ops'] / r['throughput_ops']:.2f}" if (f and r and r["throughput_ops"]) else "-"

@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use ferry_client::{Adaptive, Backend, ClientError, Invocation, MessageCost, Placement};
+use ferry_client::{Adaptive, Backend, ClientError, Invocation, Overhead, Placement};
 use ferry_control::{FnId, LatencySketch, Nanos, PolicyState, Schedule};
 use ferry_func::builtins::traverse;
 use ferry_func::builtins::ycsbt;
@@ -137,11 +137,9 @@ pub struct PlacementReport {
     pub client_cpus: Vec<usize>,
     /// Emulated-work calibration shared by both sides (iterations per ms).
     pub spin_iters_per_ms: u64,
-    /// CPU per round trip beyond what invocations report, measured before the run and
-    /// added to the costs the policy learns from: app side, ns.
-    pub app_message_ns: f64,
-    /// The same, storage node, ns.
-    pub storage_message_ns: f64,
+    /// CPU per request beyond what its invocation reports, measured before the run and
+    /// added to the costs the policy learns from (see `ferry_client::Overhead`), ns.
+    pub overhead: OverheadReport,
     /// Invocations the node handed back (ASFP), per second over the run.
     pub pushbacks_per_s: Option<f64>,
     /// Share of the run's requests that were pushed back.
@@ -638,40 +636,98 @@ fn object_bytes(workload: &Workload) -> usize {
         .max(8)
 }
 
-/// Sequential local invocations the per-round-trip CPU is calibrated over (a few hundred
+/// Invocations of each placement the overheads are calibrated over (a few hundred
 /// milliseconds of them on the loopback machine).
-const CALIBRATION_CALLS: usize = 2_000;
+const CALIBRATION_CALLS: usize = 5_000;
 
-/// Measures [`MessageCost`]: `CALIBRATION_CALLS` local invocations of the workload's first
-/// function, one at a time, and the CPU each side spent on them beyond what the invocations
-/// report, per round trip. Local execution is all round trips, so it isolates them.
-async fn calibrate_message_cost<B: Backend>(
+/// Invocations kept in flight while calibrating: a loaded run's, where messages batch.
+/// Measured one at a time, a round trip cost ~23 µs of app CPU here (each one a wake-up);
+/// the capacity built on that held every policy at ~40 k/s, a third of the node's.
+const CALIBRATION_IN_FLIGHT: usize = 32;
+
+/// Runs `CALIBRATION_CALLS` invocations of the workload's first function placed `placement`,
+/// `CALIBRATION_IN_FLIGHT` at a time, and returns the CPU each side spent per invocation
+/// beyond what the invocations reported: (app, storage), ns.
+async fn calibrate_placement<B: Backend>(
     testbed: &Testbed,
     backend: &B,
     spec: &DriveSpec<'_>,
-) -> Result<MessageCost, BenchError> {
+    placement: Placement,
+) -> Result<(f64, f64), BenchError> {
     let requests = Requests::new(spec.workload)?;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ CALIBRATION_SALT);
     let (app_before, node_before) = (testbed.app_on_cpu_time(), testbed.node_on_cpu_time());
-    let (mut app_reported, mut node_reported, mut trips) = (0u64, 0u64, 0u64);
-    for _ in 0..CALIBRATION_CALLS {
-        let (function, args) = requests.make(spec, 0, &mut rng);
-        if let Ok(invocation) = backend.invoke_local(function, args).await {
-            app_reported += invocation.cost.app_cpu_ns;
-            node_reported += invocation.cost.storage_cpu_ns;
-            trips += u64::from(invocation.cost.round_trips);
+    let (mut app_reported, mut node_reported, mut done) = (0u64, 0u64, 0u64);
+    let mut started = 0usize;
+    let mut in_flight: Vec<ferry_client::BackendFuture<'_>> = Vec::with_capacity(CALIBRATION_IN_FLIGHT);
+    std::future::poll_fn(|cx| loop {
+        while in_flight.len() < CALIBRATION_IN_FLIGHT && started < CALIBRATION_CALLS {
+            let (function, args) = requests.make(spec, 0, &mut rng);
+            in_flight.push(match placement {
+                Placement::Local => backend.invoke_local(function, args),
+                Placement::Remote => backend.invoke_remote(function, args),
+            });
+            started += 1;
         }
-    }
-    let per_trip = |before: Option<Duration>, after: Option<Duration>, reported: u64| match (before, after) {
-        (Some(before), Some(after)) if trips > 0 => {
-            ((after - before).as_nanos() as f64 - reported as f64).max(0.0) / trips as f64
+        let before = in_flight.len();
+        in_flight.retain_mut(|call| match call.as_mut().poll(cx) {
+            std::task::Poll::Ready(outcome) => {
+                if let Ok(invocation) = outcome {
+                    app_reported += invocation.cost.app_cpu_ns;
+                    node_reported += invocation.cost.storage_cpu_ns;
+                    done += 1;
+                }
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
+        if in_flight.is_empty() && started >= CALIBRATION_CALLS {
+            return std::task::Poll::Ready(());
+        }
+        if in_flight.len() == before {
+            return std::task::Poll::Pending;
+        }
+    })
+    .await;
+    let per_call = |before: Option<Duration>, after: Option<Duration>, reported: u64| match (before, after) {
+        (Some(before), Some(after)) if done > 0 => {
+            ((after - before).as_nanos() as f64 - reported as f64).max(0.0) / done as f64
         }
         _ => 0.0,
     };
-    Ok(MessageCost {
-        app_ns: per_trip(app_before, testbed.app_on_cpu_time(), app_reported),
-        storage_ns: per_trip(node_before, testbed.node_on_cpu_time(), node_reported),
+    Ok((
+        per_call(app_before, testbed.app_on_cpu_time(), app_reported),
+        per_call(node_before, testbed.node_on_cpu_time(), node_reported),
+    ))
+}
+
+/// Measures the [`Overhead`] of each placement (see [`calibrate_placement`]).
+async fn calibrate_overhead<B: Backend>(
+    testbed: &Testbed,
+    backend: &B,
+    spec: &DriveSpec<'_>,
+) -> Result<Overhead, BenchError> {
+    let (local_app_ns, local_storage_ns) = calibrate_placement(testbed, backend, spec, Placement::Local).await?;
+    let (remote_app_ns, remote_storage_ns) = calibrate_placement(testbed, backend, spec, Placement::Remote).await?;
+    Ok(Overhead {
+        local_app_ns,
+        local_storage_ns,
+        remote_app_ns,
+        remote_storage_ns,
     })
+}
+
+/// [`Overhead`] as the report writes it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct OverheadReport {
+    /// App-side CPU per local request beyond what it reported, ns.
+    pub local_app_ns: f64,
+    /// Storage-node CPU per local request beyond what it reported, ns.
+    pub local_storage_ns: f64,
+    /// App-side CPU per remote request beyond what it reported, ns.
+    pub remote_app_ns: f64,
+    /// Storage-node CPU per remote request beyond what it reported, ns.
+    pub remote_storage_ns: f64,
 }
 
 /// Salt of the calibration's request stream.
@@ -705,8 +761,8 @@ async fn run_backend<B: Backend>(
         quantile: config.quantile,
         progress: config.progress,
     };
-    let message_cost = calibrate_message_cost(testbed, &backend, &spec).await?;
-    let adaptive = Arc::new(Adaptive::with_message_cost(backend, policy, message_cost)?);
+    let overhead = calibrate_overhead(testbed, &backend, &spec).await?;
+    let adaptive = Arc::new(Adaptive::with_overhead(backend, policy, overhead)?);
     let server_cpu_before = storage_cpu_time();
     let client_cpu_before = testbed.client_cpu_time();
     let drive = drive(&adaptive, &spec).await?;
@@ -748,8 +804,12 @@ async fn run_backend<B: Backend>(
         server_cpus: testbed.server_cpus(),
         client_cpus: config.testbed.client_cpus.clone(),
         spin_iters_per_ms: testbed.spin_iters_per_ms,
-        app_message_ns: message_cost.app_ns,
-        storage_message_ns: message_cost.storage_ns,
+        overhead: OverheadReport {
+            local_app_ns: overhead.local_app_ns,
+            local_storage_ns: overhead.local_storage_ns,
+            remote_app_ns: overhead.remote_app_ns,
+            remote_storage_ns: overhead.remote_storage_ns,
+        },
         pushbacks_per_s: None,
         pushback_share: None,
         pushback_wasted_storage_cpus: None,

@@ -52,17 +52,23 @@ impl Backend for Client {
     }
 }
 
-/// CPU one round trip costs each side beyond what an invocation's costs carry: the client's
-/// sending, receiving and waking, and the node's I/O thread. The costs a completion reports
-/// to the policy add it once per round trip, so that a policy weighing the two sides' loads
-/// (`balance`) sees what a round trip really costs. Measured by the benchmarks on the
-/// testbed (see `ferry_bench::placement`); zero by default.
+/// CPU a request placed one way costs each side beyond what its invocation's costs carry:
+/// the client's sending, receiving, waking and bookkeeping, and the node's I/O thread and
+/// hand-offs. On loopback that is much of what a request costs (a remote light request
+/// took 1.6 µs of app CPU and reported none), so the costs a completion reports to the
+/// policy add it, by placement, and a policy weighing the two sides' loads (`balance`) sees
+/// what requests really cost. Measured by the benchmarks on the testbed (see
+/// `ferry_bench::placement`); zero by default.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct MessageCost {
-    /// App-side CPU per round trip, ns.
-    pub app_ns: f64,
-    /// Storage-node CPU per round trip not charged to the request, ns.
-    pub storage_ns: f64,
+pub struct Overhead {
+    /// App-side CPU per local request, ns.
+    pub local_app_ns: f64,
+    /// Storage-node CPU per local request not charged to it, ns.
+    pub local_storage_ns: f64,
+    /// App-side CPU per remote request, ns.
+    pub remote_app_ns: f64,
+    /// Storage-node CPU per remote request not charged to it, ns.
+    pub remote_storage_ns: f64,
 }
 
 /// Tokens the admission bucket may accumulate: a small burst absorbs timer jitter of the
@@ -85,8 +91,8 @@ struct Shared<B> {
     pushback: bool,
     /// Function names to the ids the policy knows them by.
     functions: Mutex<HashMap<String, FnId>>,
-    /// Added to each completion's costs per round trip.
-    message_cost: MessageCost,
+    /// Added to each completion's costs, by placement.
+    overhead: Overhead,
 }
 
 impl<B> Shared<B> {
@@ -113,16 +119,12 @@ impl<B: Backend> Adaptive<B> {
     /// task that ticks the policy's loops (200 Hz / 20 Hz for Kayak by default).
     /// Remote invocations accept pushback when the policy says so (ASFP).
     pub fn new(backend: B, policy: Box<dyn Policy>) -> Result<Adaptive<B>, ClientError> {
-        Self::with_message_cost(backend, policy, MessageCost::default())
+        Self::with_overhead(backend, policy, Overhead::default())
     }
 
-    /// Like [`Adaptive::new`], adding `message_cost` per round trip to the costs each
-    /// completion reports to the policy.
-    pub fn with_message_cost(
-        backend: B,
-        policy: Box<dyn Policy>,
-        message_cost: MessageCost,
-    ) -> Result<Adaptive<B>, ClientError> {
+    /// Like [`Adaptive::new`], adding `overhead` (by placement) to the costs each completion
+    /// reports to the policy.
+    pub fn with_overhead(backend: B, policy: Box<dyn Policy>, overhead: Overhead) -> Result<Adaptive<B>, ClientError> {
         let pushback = policy.allows_pushback();
         let limiter = TokenBucket::new(Nanos::ZERO, policy.rate_ops(), ADMISSION_BURST)
             .map_err(|err| ClientError::Invalid(format!("rate limiter: {err}")))?;
@@ -133,7 +135,7 @@ impl<B: Backend> Adaptive<B> {
             epoch: Instant::now(),
             pushback,
             functions: Mutex::new(HashMap::new()),
-            message_cost,
+            overhead,
         });
         let ticker = tokio::spawn(tick_loop(Arc::clone(&shared)));
         Ok(Adaptive { shared, ticker })
@@ -232,16 +234,17 @@ impl<B: Backend> Adaptive<B> {
             Placement::Local => self.shared.backend.invoke_local(function, args).await,
         };
         let latency = intended.elapsed();
-        let message = self.shared.message_cost;
+        let overhead = self.shared.overhead;
+        let (app_extra, storage_extra) = match placement {
+            Placement::Local => (overhead.local_app_ns, overhead.local_storage_ns),
+            Placement::Remote => (overhead.remote_app_ns, overhead.remote_storage_ns),
+        };
         let costs = match &outcome {
-            Ok(invocation) => {
-                let trips = invocation.cost.round_trips as f64;
-                Costs {
-                    app_cpu_ns: invocation.cost.app_cpu_ns + (trips * message.app_ns) as u64,
-                    storage_cpu_ns: invocation.cost.storage_cpu_ns + (trips * message.storage_ns) as u64,
-                    bytes_moved: invocation.cost.bytes_returned + args_len,
-                }
-            }
+            Ok(invocation) => Costs {
+                app_cpu_ns: invocation.cost.app_cpu_ns + app_extra as u64,
+                storage_cpu_ns: invocation.cost.storage_cpu_ns + storage_extra as u64,
+                bytes_moved: invocation.cost.bytes_returned + args_len,
+            },
             Err(_) => Costs::default(),
         };
         // Failures are reported too: a timeout or an overloaded node is exactly the

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-pub use adaptive::{Adaptive, Backend, BackendFuture, MessageCost};
+pub use adaptive::{Adaptive, Backend, BackendFuture, Overhead};
 pub use client::{Client, ClientConfig, Versioned};
 pub use conn::MAX_PENDING_PER_CONNECTION;
 pub use error::ClientError;

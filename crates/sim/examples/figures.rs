@@ -183,8 +183,8 @@ fn main() {
     panels.extend(by_slo);
     save(&dir, "a_sweep.svg", Figure::new(panels));
 
-    // (b) Fast loop alone (X = 1) and the dual loop, per workload, against the bound on the
-    // runs' steady window.
+    // (b) The R loop alone (X = 1), the default policy and the paper's dual loop, per
+    // workload, against the bound on the runs' steady window.
     let mut thr_panels = Vec::new();
     let mut x_series = Vec::new();
     let mut bounds = std::collections::BTreeMap::new();
@@ -215,7 +215,14 @@ fn main() {
                    "rows": rows.iter().map(|r| json!([r.rpc_fraction, r.throughput_ops])).collect::<Vec<_>>()}),
         );
         let fast = run(w, "rpc", Nanos::from_secs(2));
-        let dual = run(w, "kayak", Nanos::from_secs(2));
+        let dual = run(w, "balance", Nanos::from_secs(2));
+        let kayak = run(w, "kayak", Nanos::from_secs(2));
+        numbers.insert(
+            format!("kayak_{w}"),
+            json!({"throughput_ops": kayak.throughput_ops, "converge_ms": kayak.converge_ms,
+                   "rpc_fraction_mean": kayak.rpc_fraction_mean, "p99_us": kayak.p99_us,
+                   "gap_to_bound": kayak.throughput_ops / best.throughput_ops - 1.0}),
+        );
         numbers.insert(
             format!("fast_{w}"),
             json!({"throughput_ops": fast.throughput_ops, "converge_ms": fast.converge_ms, "p99_us": fast.p99_us,
@@ -228,12 +235,13 @@ fn main() {
                    "gap_to_bound": dual.throughput_ops / best.throughput_ops - 1.0}),
         );
         let mut c = chart(
-            &format!("{w}: throughput (fast loop at X=1, and dual loop)"),
+            &format!("{w}: throughput (R loop alone at X = 1, balance, kayak)"),
             "time (ms)",
             "Mops",
             vec![
                 series("R loop only, X = 1", &fast, |t| t.throughput_ops / 1e6),
-                series("kayak (R-X)", &dual, |t| t.throughput_ops / 1e6),
+                series("balance (default)", &dual, |t| t.throughput_ops / 1e6),
+                series("kayak (paper, R-X)", &kayak, |t| t.throughput_ops / 1e6),
             ],
         );
         c.hlines = vec![
@@ -244,13 +252,13 @@ fn main() {
         x_series.push(series(&format!("{w}: X"), &dual, |t| t.rpc_fraction));
         bounds.insert(w, best);
     }
-    let mut xc = chart("Dual loop: RPC fraction X", "time (ms)", "X", x_series);
+    let mut xc = chart("balance: RPC fraction X", "time (ms)", "X", x_series);
     xc.y_range = Some((0.0, 1.05));
     thr_panels.push(xc);
     save(&dir, "b_convergence.svg", Figure::new(thr_panels));
 
     // (c) Bimodal medium/light, 5 s phases.
-    let bi = run("bimodal:a=medium,b=light,period=5s", "kayak", Nanos::from_secs(15));
+    let bi = run("bimodal:a=medium,b=light,period=5s", "balance", Nanos::from_secs(15));
     numbers.insert(
         "bimodal".into(),
         json!(bi
@@ -266,7 +274,7 @@ fn main() {
         "Bimodal (medium 5 s / light 5 s): throughput",
         "time (ms)",
         "Mops",
-        vec![series("kayak", &bi, |t| t.throughput_ops / 1e6)],
+        vec![series("balance", &bi, |t| t.throughput_ops / 1e6)],
     );
     c1.vlines = switches.clone();
     c1.hlines = vec![
@@ -283,7 +291,7 @@ fn main() {
         "Bimodal: X",
         "time (ms)",
         "X",
-        vec![series("kayak", &bi, |t| t.rpc_fraction)],
+        vec![series("balance", &bi, |t| t.rpc_fraction)],
     );
     c2.vlines = switches;
     c2.y_range = Some((0.0, 1.05));

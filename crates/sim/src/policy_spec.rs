@@ -13,7 +13,7 @@
 //! Every policy with an R loop also takes `budget=F` (the share of the quantile's
 //! allowance of slow completions the R loop aims for, in (0, 1]; default 0.8) and
 //! `without=PART[+PART...]`, the parts to switch off for an ablation: the R loop's guards
-//! (`tail-budget`, `bracket`) and, for `balance`, its own (`staffing`, `feed-forward`).
+//! (`tail-budget`, `backlog`, `bracket`) and, for `balance`, its own (`staffing`, `feed-forward`).
 
 use ferry_control::placement::balance::{Balance, BalanceConfig, Parts as BalanceParts, PART_NAMES as BALANCE_PARTS};
 use ferry_control::placement::load_model::Capacity;

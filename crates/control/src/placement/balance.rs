@@ -258,7 +258,7 @@ impl Balance {
             self.cfg.segments,
             self.cfg.resolution,
         );
-        self.reference = Reference::take(&self.model(), predicted);
+        self.reference = Reference::take(&self.model());
         self.move_to(now, search.point());
         self.stage = if self.cfg.parts.search {
             Stage::Searching {
@@ -281,7 +281,14 @@ impl Balance {
                 }
             }
             Stage::Holding => {
-                if self.reference.is_some_and(|r| r.changed(&self.model(), x)) {
+                if report.decision.is_none() {
+                    return;
+                }
+                let model = LoadModel {
+                    staffing: self.cfg.parts.staffing,
+                    ..LoadModel::new(&self.costs, self.cfg.capacity)
+                };
+                if self.reference.as_mut().is_some_and(|r| r.changed(&model)) {
                     self.capacity_before = self.model().capacity_ops(x);
                     self.costs.reset();
                     self.rate.new_workload(now);
@@ -471,6 +478,57 @@ mod tests {
         assert!((x - start).abs() <= BRACKET_HALF_WIDTH_DEFAULT + 1e-9, "{x} vs {start}");
         assert!(matches!(p.stage, Stage::Holding), "the search ended");
         assert_eq!(p.state().searches, Some(1));
+    }
+
+    #[test]
+    fn a_move_of_x_feeds_r_forward_by_the_predicted_capacities() {
+        // Profiling ends with X moving from 0.5 to the prediction; R follows the ratio of
+        // the capacities the model predicts at the two (and stays put without the part).
+        let rate_after_profiling = |feed_forward: bool| {
+            let mut cfg = BalanceConfig::new(200_000.0, CORES, 1);
+            cfg.parts.feed_forward = feed_forward;
+            let mut p = Balance::new(cfg, Nanos::ZERO).unwrap();
+            let mut before = p.rate_ops();
+            for k in 1..40 {
+                before = p.rate_ops();
+                drive(&mut p, k, 1, medium, 50_000);
+                if (p.state().rpc_fraction - PROFILE_X).abs() > 1e-9 {
+                    break;
+                }
+            }
+            (before, p.rate_ops(), p.state().rpc_fraction)
+        };
+        let (before, after, x) = rate_after_profiling(true);
+        let model_costs = {
+            let mut profile = CostProfile::default();
+            for placement in [Placement::Local, Placement::Remote] {
+                let (app, storage) = medium(placement);
+                for _ in 0..100 {
+                    profile.learn(&Completion {
+                        fn_id: FnId(0),
+                        placement,
+                        latency_ns: 1,
+                        costs: Costs {
+                            app_cpu_ns: app,
+                            storage_cpu_ns: storage,
+                            bytes_moved: 0,
+                        },
+                        pushed_back: false,
+                    });
+                }
+            }
+            profile
+        };
+        let model = LoadModel::new(&model_costs, CORES);
+        let ratio = model.capacity_ops(x).unwrap() / model.capacity_ops(PROFILE_X).unwrap();
+        assert!(ratio > 1.1, "medium is worth moving for: {ratio}");
+        // The same run without the part takes the same R-loop decisions up to the move.
+        let (before_without, after_without, _) = rate_after_profiling(false);
+        assert_eq!(before, before_without);
+        assert!(
+            (after / after_without / ratio - 1.0).abs() < 0.01,
+            "{after} vs {after_without}, ratio {ratio}"
+        );
     }
 
     #[test]

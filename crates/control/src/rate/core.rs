@@ -118,8 +118,9 @@ impl NewtonCore {
         self.ln_elasticity.exp().clamp(ELASTICITY_MIN, ELASTICITY_MAX)
     }
 
-    /// The curve moved for another reason than R (X moved): no secant spans the move, and
-    /// the gain schedule re-opens.
+    /// The curve moved for another reason than R (X moved), or a backlog showed it is not
+    /// where the late steps assumed: no secant spans the move, and the gain schedule
+    /// re-opens.
     pub fn curve_moved(&mut self) {
         self.forget_secant();
         if self.hold_decisions.is_some() {

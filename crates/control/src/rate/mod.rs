@@ -17,8 +17,8 @@
 //!   last changed, gathered until they are enough to estimate the proxy;
 //! - [`core`]: Pseudocode 1 on the proxy's load-dependent part;
 //! - [`guards`]: the rules beyond the core, each switchable off for the ablation: the tail
-//!   budget and the bracket (steps up go at most halfway toward a known miss or the
-//!   capacity the costs predict).
+//!   budget, the backlog guard (a window that measured a queue halves R) and the bracket
+//!   (steps up go at most halfway toward a known miss or the capacity the costs predict).
 //!
 //! The order in which they act is written once, in [`RateLoop::tick`].
 
@@ -30,6 +30,7 @@ use crate::error::{check_range, ConfigError};
 use crate::time::Nanos;
 
 use self::core::{NewtonCore, GAIN_DEFAULT, UNLOADED_MARGIN};
+use self::guards::backlog;
 use self::guards::bracket::Bracket;
 use self::guards::tail_budget::{TailBudget, BUDGET_GAIN_DEFAULT};
 use self::guards::Guards;
@@ -326,7 +327,8 @@ impl RateLoop {
             .unwrap_or(f64::INFINITY);
         let slo = self.cfg.slo_latency_ns;
         // The order the parts act in: the tail budget charges the window and moves the
-        // setpoint, the core steps toward it, the bracket limits a step up.
+        // setpoint, the core steps toward it, a backlog halves R at least, the bracket
+        // limits a step up.
         if self.cfg.guards.tail_budget && !input.budget_paused {
             let floor = UNLOADED_MARGIN
                 * self
@@ -340,6 +342,12 @@ impl RateLoop {
         let setpoint_ns = self.setpoint_ns();
         let proposal = self.core.step(&m, measured_at, setpoint_ns, slo);
         let root_ops = self.core.root_ops(&m, measured_at, setpoint_ns);
+        let proposal = if self.cfg.guards.backlog && backlog::is_backlog(tail_ns, slo) {
+            self.core.curve_moved();
+            backlog::limit(measured_at, proposal, tail_ns, slo)
+        } else {
+            proposal
+        };
         let next = if self.cfg.guards.bracket {
             self.bracket.learn(&m, measured_at, tail_ns > slo);
             self.bracket.limit(measured_at, proposal, capacity_ops)
@@ -422,6 +430,56 @@ mod tests {
             share_without > 1.5 * share && share_without > 0.01,
             "{share_without} vs {share}"
         );
+    }
+
+    /// Decisions the loop takes to get out of a lasting backlog: after settling on the
+    /// node of [`run`] (no stalls), the node collapses and every completion takes 10 × the
+    /// SLO until R is below 40 % of where it settled (a real collapse does not drain by
+    /// itself: deep queues make each request dearer).
+    fn decisions_to_escape_a_backlog(cfg: RateLoopConfig) -> u32 {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let period = cfg.period;
+        let mut rl = RateLoop::new(cfg, Nanos::ZERO).unwrap();
+        let mut now = Nanos::ZERO;
+        for _ in 0..2_000 {
+            now = now.saturating_add(period);
+            let r = rl.rate_ops();
+            let n = (r * period.as_secs_f64()).round() as u64;
+            for i in 0..n {
+                let wait = -(1.0 - rng.gen::<f64>()).ln() * 30_000.0 / (1.0 - (r / 20_000.0).min(0.999));
+                let at = Nanos(now.0 - period.0 / 2 + i * (period.0 / 2) / n.max(1));
+                rl.on_completion(at, ((200_000.0 + wait) as u64).min(at.0));
+            }
+            rl.tick(now, RateInput::default());
+        }
+        let exit = 0.4 * rl.rate_ops();
+        let backlog_ns = (10.0 * SLO) as u64;
+        // Ticks 4 × the backlog's latency apart, so each window's completions were admitted
+        // after R last changed.
+        let step = Nanos(4 * backlog_ns);
+        for decision in 1..=200 {
+            now = now.saturating_add(step);
+            let n = (rl.rate_ops() * step.as_secs_f64()).round() as u64;
+            for i in 0..n {
+                rl.on_completion(Nanos(now.0 - backlog_ns / 2 - i % 1_000), backlog_ns);
+            }
+            rl.tick(now, RateInput::default());
+            if rl.rate_ops() < exit {
+                return decision;
+            }
+        }
+        200
+    }
+
+    #[test]
+    fn a_backlog_is_escaped_in_a_few_decisions_and_crawled_out_of_without_the_guard() {
+        let cfg = RateLoopConfig::new(SLO);
+        let with = decisions_to_escape_a_backlog(cfg.clone());
+        assert!(with <= 2, "{with} decisions with the guard");
+        let mut without = cfg;
+        without.guards.disable("backlog").unwrap();
+        let crawled = decisions_to_escape_a_backlog(without);
+        assert!(crawled >= 3 * with, "{crawled} decisions without the guard vs {with}");
     }
 
     #[test]

@@ -5,9 +5,12 @@
 //!
 //! - [`tail_budget`]: integral action that moves the core's setpoint so that the pooled
 //!   share of slow completions, what the SLO is judged by, settles at the budget;
+//! - [`backlog`]: a window that measured a backlog (its proxy beyond 3 × the SLO) at
+//!   least halves R, and re-opens the core's gain schedule;
 //! - [`bracket`]: a step up goes at most halfway toward the lowest rate recently seen
 //!   missing the target, or toward the capacity the costs predict.
 
+pub mod backlog;
 pub mod bracket;
 pub mod tail_budget;
 
@@ -18,6 +21,8 @@ use crate::error::ConfigError;
 pub struct Guards {
     /// See [`tail_budget`].
     pub tail_budget: bool,
+    /// See [`backlog`].
+    pub backlog: bool,
     /// See [`bracket`].
     pub bracket: bool,
 }
@@ -26,19 +31,21 @@ impl Default for Guards {
     fn default() -> Self {
         Guards {
             tail_budget: true,
+            backlog: true,
             bracket: true,
         }
     }
 }
 
 /// The guards' names, as `without=` takes them.
-pub const GUARD_NAMES: &str = "tail-budget, bracket";
+pub const GUARD_NAMES: &str = "tail-budget, backlog, bracket";
 
 impl Guards {
     /// Switches off the guard called `name`.
     pub fn disable(&mut self, name: &str) -> Result<(), ConfigError> {
         match name {
             "tail-budget" => self.tail_budget = false,
+            "backlog" => self.backlog = false,
             "bracket" => self.bracket = false,
             _ => {
                 return Err(ConfigError::Unknown {
