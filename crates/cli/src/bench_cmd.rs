@@ -78,9 +78,10 @@ pub struct BenchArgs {
     /// ycsbt:accounts=N,transfer=F,compute=C
     #[arg(long, default_value = "medium")]
     workload: String,
-    /// Policy: balance[:search=on,budget=F,without=...] (ferry's default: placement from
-    /// measured costs), kv, rpc, fixed:X, kayak[:x0=F,r-hz=F,x-hz=F,budget=F] (the paper's
-    /// dual loop), kayak-xr[:...], asfp.
+    /// Policy: balance[:search=on,slicing=share|equal,budget=F,without=...] (ferry's
+    /// default: placement from measured costs), pyxis[:alpha0=F,slicing=...] (Pyxis'
+    /// Algorithm 1 over the turning point), kv, rpc, fixed:X,
+    /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] (the paper's dual loop), kayak-xr[:...], asfp.
     #[arg(long, default_value = "balance")]
     policy: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a

@@ -73,8 +73,9 @@ pub struct ScenarioArgs {
 pub struct SimArgs {
     #[command(flatten)]
     scenario: ScenarioArgs,
-    /// Policy: balance[:search=on,budget=F,without=...] (the default: placement from measured
-    /// costs) | kv | rpc | fixed:X | kayak[:x0=F,r-hz=F,x-hz=F,budget=F] | kayak-xr[:...].
+    /// Policy: balance[:search=on,slicing=share|equal,budget=F,without=...] (the default:
+    /// placement from measured costs) | pyxis[:alpha0=F,slicing=...] | kv | rpc | fixed:X |
+    /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] | kayak-xr[:...].
     #[arg(long, default_value = "balance", allow_hyphen_values = true)]
     policy: String,
     /// Simulated time (e.g. 5s).
@@ -99,6 +100,12 @@ pub struct SimSweepArgs {
     /// Step of the RPC fraction X from 0 to 1.
     #[arg(long, default_value_t = sweep::X_STEP_DEFAULT, allow_negative_numbers = true)]
     x_step: f64,
+    /// Sweep Pyxis' turning point α instead of one X for every function: the functions of
+    /// a mix go remote whole, in the order of storage CPU added per app CPU saved, each
+    /// with a slice of α as wide as its share (α is the share sent remote). This is the
+    /// per-function upper bound; on one function it is the X sweep.
+    #[arg(long)]
+    turning_point: bool,
     /// Warm-up of each fixed-rate run.
     #[arg(long, default_value = "10ms", allow_hyphen_values = true)]
     warmup: String,
@@ -282,7 +289,8 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
     Ok(())
 }
 
-/// `ferry sim-sweep`: fixed X from 0 to 1, each at the largest rate meeting the SLO.
+/// `ferry sim-sweep`: fixed X (or turning point α) from 0 to 1, each at the largest rate
+/// meeting the SLO.
 pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
     let s = &args.scenario;
     if !(args.x_step > 0.0 && args.x_step <= 1.0) {
@@ -317,6 +325,9 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
         cfg.measure = steady;
     }
     cfg.bisection_steps = args.bisection_steps;
+    if args.turning_point {
+        cfg.axis = sweep::Axis::TurningPoint;
+    }
     cfg.threads = if args.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {

@@ -17,7 +17,8 @@ pub struct SimSuiteArgs {
     /// Seed of the draws; the same seed gives the same scenarios and byte-identical output.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The policy judged: kv | rpc | fixed:X | balance[:...] | kayak[:...] | kayak-xr[:...]
+    /// The policy judged: kv | rpc | fixed:X | balance[:...] | pyxis[:...] | kayak[:...] |
+    /// kayak-xr[:...]
     /// (default: balance, ferry's default).
     #[arg(long, allow_hyphen_values = true)]
     policy: Option<String>,

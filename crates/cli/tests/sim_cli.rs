@@ -40,7 +40,7 @@ fn unknown_workload_and_policy_are_rejected() {
     sim_fails(&["--workload", "gigantic"], "unknown workload 'gigantic'");
     sim_fails(&["--workload", "traverse:depth=2"], "needs parameter 'compute'");
     sim_fails(&["--policy", "asfp"], "does not model ASFP");
-    sim_fails(&["--policy", "pyxis"], "unknown policy 'pyxis'");
+    sim_fails(&["--policy", "kayak-plus"], "unknown policy 'kayak-plus'");
     sim_fails(&["--policy", "fixed:1.5"], "out of range");
     sim_fails(&["--policy", "kayak:r-hz=20,x-hz=200"], "must run faster");
 }
@@ -163,6 +163,38 @@ fn sweep_writes_best_and_rows() {
     assert!(v["best_throughput_ops"].as_f64().unwrap() > 0.0);
     assert!(v["best_rpc_fraction"].is_number());
     assert_eq!(v["rows"].as_array().unwrap().len(), 3);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_turning_point_sweep_places_each_function_of_a_mix() {
+    let dir = std::env::temp_dir().join(format!("ferry-tp-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("tp.json");
+    let mix = "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8";
+    let out = ferry(&[
+        "sim-sweep",
+        "--app-cores",
+        "16",
+        "--storage-cores",
+        "4",
+        "--slo-p99",
+        "1ms",
+        "--workload",
+        mix,
+        "--turning-point",
+        "--x-step",
+        "0.1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("best: alpha ="), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["axis"], "turning-point");
+    // A (a fifth of the requests) goes remote first, and some of B after it.
+    assert!(v["best_rpc_fraction"].as_f64().unwrap() > 0.2, "{v}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -40,7 +40,12 @@ impl Arbiter {
     /// One Bernoulli(X) draw. X = 0 and X = 1 never consume randomness-dependent outcomes:
     /// `gen::<f64>()` is in [0, 1), so `< 0` is never and `< 1` is always true.
     pub fn place(&mut self) -> Placement {
-        if self.rng.gen::<f64>() < self.x {
+        self.draw(self.x)
+    }
+
+    /// Draws with probability `x` of remote instead of X (one function's share of a mix).
+    pub fn draw(&mut self, x: f64) -> Placement {
+        if self.rng.gen::<f64>() < x {
             Placement::Remote
         } else {
             Placement::Local

@@ -198,6 +198,9 @@ impl Policy for FixedFraction {
 pub struct FixedRate {
     /// Picks local or remote per request with probability X.
     arbiter: Arbiter,
+    /// Each function's own share sent remote, if they differ (a turning point); X then
+    /// only names the point in reports.
+    split: Vec<f64>,
     /// The constant admission rate.
     rate_ops: f64,
 }
@@ -208,7 +211,20 @@ impl FixedRate {
         check_range("rate", "(0, 1e9] ops/s", rate_ops, f64::MIN_POSITIVE, 1e9)?;
         Ok(FixedRate {
             arbiter: Arbiter::new(x, seed)?,
+            split: Vec::new(),
             rate_ops,
+        })
+    }
+
+    /// Sends the share `split[i]` of function i's requests remote at a constant
+    /// `rate_ops`, reporting `x` as its X.
+    pub fn with_split(x: f64, split: Vec<f64>, rate_ops: f64, seed: u64) -> Result<Self, ConfigError> {
+        for &share in &split {
+            check_range("function's rpc fraction", "[0, 1]", share, 0.0, 1.0)?;
+        }
+        Ok(FixedRate {
+            split,
+            ..FixedRate::new(x, rate_ops, seed)?
         })
     }
 }
@@ -217,8 +233,11 @@ impl Policy for FixedRate {
     fn name(&self) -> String {
         format!("fixed-rate:{:.2}@{:.0}", self.arbiter.x(), self.rate_ops)
     }
-    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
-        self.arbiter.place()
+    fn place(&mut self, _now: Nanos, fn_id: FnId) -> Placement {
+        match self.split.get(fn_id.0 as usize) {
+            Some(&x) => self.arbiter.draw(x),
+            None => self.arbiter.place(),
+        }
     }
     fn on_completion(&mut self, _now: Nanos, _completion: &Completion) {}
     fn tick(&mut self, _now: Nanos) {}
@@ -235,5 +254,28 @@ impl Policy for FixedRate {
             latency_ns_estimate: None,
             searches: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixed_split_places_each_function_by_its_own_share() {
+        let mut p = FixedRate::with_split(0.3, vec![1.0, 0.0, 0.25], 1_000.0, 7).unwrap();
+        let remote = |p: &mut FixedRate, f: u32| {
+            (0..10_000)
+                .filter(|_| p.place(Nanos::ZERO, FnId(f)) == Placement::Remote)
+                .count() as f64
+                / 10_000.0
+        };
+        assert_eq!(remote(&mut p, 0), 1.0);
+        assert_eq!(remote(&mut p, 1), 0.0);
+        assert!((remote(&mut p, 2) - 0.25).abs() < 0.02);
+        // A function the split does not name is placed by X, which is what reports show.
+        assert!((remote(&mut p, 9) - 0.3).abs() < 0.02);
+        assert_eq!(p.state().rpc_fraction, 0.3);
+        assert!(FixedRate::with_split(0.3, vec![1.5], 1_000.0, 7).is_err());
     }
 }

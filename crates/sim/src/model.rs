@@ -4,6 +4,7 @@
 //! Also the closed-form facts the rest of the crate needs about a model: mean CPU cost per
 //! request on each side, the capacity at a given X, and the unloaded latency of each path.
 
+use ferry_control::placement::mix::{split, Slice, Slicing};
 use ferry_control::{Nanos, Placement};
 
 use crate::error::SimError;
@@ -443,9 +444,16 @@ impl Workload {
 
     /// Mean (app, storage) CPU per request of phase `phase` at RPC fraction `x`.
     pub fn mean_costs_ns(&self, cl: &ClusterConfig, phase: usize, x: f64) -> (f64, f64) {
+        self.mean_costs_split_ns(cl, phase, &vec![x; self.functions.len()])
+    }
+
+    /// Mean (app, storage) CPU per request of phase `phase` when function i sends the
+    /// share `split[i]` remote.
+    pub fn mean_costs_split_ns(&self, cl: &ClusterConfig, phase: usize, split: &[f64]) -> (f64, f64) {
         let c = &cl.costs;
         self.phases[phase].entries.iter().fold((0.0, 0.0), |(a, s), &(i, w)| {
             let f = &self.functions[i];
+            let x = split[i];
             (
                 a + w * (x * f.app_cost_ns(c, Placement::Remote) + (1.0 - x) * f.app_cost_ns(c, Placement::Local)),
                 s + w
@@ -457,7 +465,35 @@ impl Workload {
 
     /// Throughput at which one node's cores are fully busy in phase `phase` at fraction `x`.
     pub fn capacity_ops(&self, cl: &ClusterConfig, phase: usize, x: f64) -> f64 {
-        let (a, s) = self.mean_costs_ns(cl, phase, x);
+        self.capacity_split_ops(cl, phase, &vec![x; self.functions.len()])
+    }
+
+    /// Each function's share sent remote at Pyxis' turning point `alpha` over phase
+    /// `phase`, the functions ordered by their exact costs and α cut by their shares (so α
+    /// is the share of requests sent remote): what `balance` learns to do, with nothing
+    /// left to learn.
+    pub fn turning_point_split(&self, cl: &ClusterConfig, phase: usize, alpha: f64) -> Vec<f64> {
+        let c = &cl.costs;
+        let mut slices: Vec<Slice> = self
+            .functions
+            .iter()
+            .map(|f| Slice {
+                share: 0.0,
+                app_saved_ns: f.app_cost_ns(c, Placement::Local) - f.app_cost_ns(c, Placement::Remote),
+                storage_added_ns: f.storage_cost_ns(c, Placement::Remote) - f.storage_cost_ns(c, Placement::Local),
+                known: true,
+            })
+            .collect();
+        for &(i, w) in &self.phases[phase].entries {
+            slices[i].share += w;
+        }
+        split(&slices, Slicing::Share, alpha)
+    }
+
+    /// Throughput at which one node's cores are fully busy in phase `phase` when function
+    /// i sends the share `split[i]` remote.
+    pub fn capacity_split_ops(&self, cl: &ClusterConfig, phase: usize, split: &[f64]) -> f64 {
+        let (a, s) = self.mean_costs_split_ns(cl, phase, split);
         let app = if a > 0.0 {
             cl.app_cores as f64 * 1e9 / a
         } else {
@@ -512,5 +548,24 @@ mod tests {
         let mut bad = w.clone();
         bad.functions[0].accesses = 0;
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn the_turning_point_sends_the_cheaper_remote_function_first_and_alpha_is_the_remote_share() {
+        let cl = ClusterConfig::default();
+        // Pyxis' polarized pair: I/O-bound A (remote cheaper on both sides here) at 20 %,
+        // compute-bound B at 80 %.
+        let w = crate::spec::parse_workload(
+            "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8",
+        )
+        .unwrap();
+        assert_eq!(w.turning_point_split(&cl, 0, 0.1), vec![0.5, 0.0]);
+        let at = w.turning_point_split(&cl, 0, 0.6);
+        assert_eq!(at[0], 1.0);
+        assert!((at[1] - 0.5).abs() < 1e-12, "{at:?}");
+        // One function: the turning point is X.
+        let one = Workload::single("heavy", FunctionSpec::traverse("heavy", 2, Nanos::from_us(10)));
+        assert_eq!(one.turning_point_split(&cl, 0, 0.37), vec![0.37]);
+        assert_eq!(one.capacity_split_ops(&cl, 0, &[0.37]), one.capacity_ops(&cl, 0, 0.37));
     }
 }

@@ -4,8 +4,13 @@
 //! Grammar: `NAME[:PARAMS]`, PARAMS a comma-separated list of `key=value`:
 //! - `kv`, `rpc`, `fixed:X[,...]`: a fixed RPC fraction X (0 and 1 for kv and rpc) with the
 //!   R loop setting the rate;
-//! - `balance[:search=on|off,...]`: placement from measured costs (the load model's
-//!   prediction; with `search=on` refined by Pyxis' Algorithm 1), the default;
+//! - `balance[:search=on|off,slicing=share|equal,...]`: placement from measured costs (the
+//!   load model's prediction; with `search=on` refined by Pyxis' Algorithm 1), the default;
+//!   on a mix of functions X is Pyxis' turning point, cut into the functions' slices by
+//!   their shares of the requests (`share`, the default) or equally (`equal`);
+//! - `pyxis[:alpha0=F,slicing=share|equal,...]`: Pyxis as published: profile at 50 %, then
+//!   Algorithm 1 over the whole of [0, 1] from α0 (default 0.5), no prediction (default
+//!   slicing `equal`, the paper's equation (14));
 //! - `kayak[:x0=F,r-hz=F,x-hz=F,...]`: Kayak's dual loop as published (Algorithm II: the R
 //!   loop inside a gradient-ascent X loop), the baseline; `kayak-xr[:...]`: Algorithm I;
 //! - `asfp`: everything remote, the node pushes invocations back (real system only).
@@ -17,6 +22,7 @@
 
 use ferry_control::placement::balance::{Balance, BalanceConfig, Parts as BalanceParts, PART_NAMES as BALANCE_PARTS};
 use ferry_control::placement::load_model::Capacity;
+use ferry_control::placement::mix::Slicing;
 use ferry_control::rate::guards::GUARD_NAMES;
 use ferry_control::rate::RateLoopConfig;
 use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy};
@@ -27,7 +33,7 @@ use crate::spec::{parse_f64_in, parse_params, SpecError};
 pub const LOOP_HZ_MAX: f64 = 1e6;
 
 /// The policies, for messages.
-pub const POLICIES: &str = "kv, rpc, fixed:X, balance, kayak, kayak-xr, asfp";
+pub const POLICIES: &str = "kv, rpc, fixed:X, balance, pyxis, kayak, kayak-xr, asfp";
 
 /// What every policy with an R loop may be told about it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -43,8 +49,32 @@ pub struct RateParams {
 pub struct BalanceParams {
     /// Refine the model's prediction with Algorithm 1 (`search=on`).
     pub search: bool,
+    /// How a mix's turning point is cut (`slicing=`; default `share`).
+    pub slicing: Option<Slicing>,
     /// The R loop's parameters (and the policy's parts to switch off).
     pub rate: RateParams,
+}
+
+/// What a `pyxis` spec may carry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PyxisParams {
+    /// Where Algorithm 1 starts (`alpha0=`; default 0.5).
+    pub alpha0: Option<f64>,
+    /// How the turning point is cut (`slicing=`; default `equal`).
+    pub slicing: Option<Slicing>,
+    /// The R loop's parameters (and the policy's parts to switch off).
+    pub rate: RateParams,
+}
+
+/// Pyxis' default start: the middle of [0, 1], where it profiles.
+pub const PYXIS_ALPHA0_DEFAULT: f64 = 0.5;
+
+fn parse_slicing(v: &str) -> Result<Slicing, SpecError> {
+    match v {
+        "share" => Ok(Slicing::Share),
+        "equal" => Ok(Slicing::Equal),
+        _ => Err(SpecError::Invalid(format!("slicing '{v}' is not one of share, equal"))),
+    }
 }
 
 /// Tuning knobs a Kayak policy spec may carry.
@@ -71,6 +101,8 @@ pub enum PolicySpec {
     Fixed(f64, RateParams),
     /// Placement from measured costs.
     Balance(BalanceParams),
+    /// Pyxis as published.
+    Pyxis(PyxisParams),
     /// Kayak, R-X ordering (Algorithm II).
     Kayak(KayakParams),
     /// Kayak, X-R ordering (Algorithm I).
@@ -175,17 +207,36 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
             Ok(PolicySpec::Fixed(x, rate_only("fixed", rest, "")?))
         }
         "balance" => {
-            let kv = parse_params("balance", params, "search, budget, without")?;
+            let kv = parse_params("balance", params, "search, slicing, budget, without")?;
             let (rate, rest) = take_rate_params(kv, BALANCE_PARTS)?;
-            let mut p = BalanceParams { rate, search: false };
+            let mut p = BalanceParams {
+                rate,
+                ..BalanceParams::default()
+            };
             for (k, v) in rest {
-                p.search = match (k, v) {
-                    ("search", "on") => true,
-                    ("search", "off") => false,
-                    _ => return Err(SpecError::Invalid(format!("search '{v}' is not one of on, off"))),
-                };
+                match (k, v) {
+                    ("search", "on") => p.search = true,
+                    ("search", "off") => p.search = false,
+                    ("search", _) => return Err(SpecError::Invalid(format!("search '{v}' is not one of on, off"))),
+                    _ => p.slicing = Some(parse_slicing(v)?),
+                }
             }
             Ok(PolicySpec::Balance(p))
+        }
+        "pyxis" => {
+            let kv = parse_params("pyxis", params, "alpha0, slicing, budget, without")?;
+            let (rate, rest) = take_rate_params(kv, BALANCE_PARTS)?;
+            let mut p = PyxisParams {
+                rate,
+                ..PyxisParams::default()
+            };
+            for (k, v) in rest {
+                match k {
+                    "alpha0" => p.alpha0 = Some(parse_f64_in("alpha0", v, 0.0, 1.0, "[0, 1]")?),
+                    _ => p.slicing = Some(parse_slicing(v)?),
+                }
+            }
+            Ok(PolicySpec::Pyxis(p))
         }
         "kayak" => Ok(PolicySpec::Kayak(parse_kayak_params(params)?)),
         "kayak-xr" => Ok(PolicySpec::KayakXr(parse_kayak_params(params)?)),
@@ -218,6 +269,7 @@ impl PolicySpec {
             PolicySpec::Rpc(_) => "rpc".into(),
             PolicySpec::Fixed(x, _) => format!("fixed:{x}"),
             PolicySpec::Balance(_) => "balance".into(),
+            PolicySpec::Pyxis(_) => "pyxis".into(),
             PolicySpec::Kayak(_) => "kayak".into(),
             PolicySpec::KayakXr(_) => "kayak-xr".into(),
             PolicySpec::Asfp => "asfp".into(),
@@ -230,7 +282,7 @@ impl PolicySpec {
             PolicySpec::Kv(_) => Some(0.0),
             PolicySpec::Rpc(_) | PolicySpec::Asfp => Some(1.0),
             PolicySpec::Fixed(x, _) => Some(*x),
-            PolicySpec::Balance(_) | PolicySpec::Kayak(_) | PolicySpec::KayakXr(_) => None,
+            PolicySpec::Balance(_) | PolicySpec::Pyxis(_) | PolicySpec::Kayak(_) | PolicySpec::KayakXr(_) => None,
         }
     }
 
@@ -239,6 +291,7 @@ impl PolicySpec {
         match self {
             PolicySpec::Kv(p) | PolicySpec::Rpc(p) | PolicySpec::Fixed(_, p) => p.clone(),
             PolicySpec::Balance(b) => b.rate.clone(),
+            PolicySpec::Pyxis(p) => p.rate.clone(),
             PolicySpec::Kayak(k) | PolicySpec::KayakXr(k) => k.rate.clone(),
             PolicySpec::Asfp => RateParams::default(),
         }
@@ -271,6 +324,21 @@ impl PolicySpec {
                 cfg.rate = rate;
                 cfg.parts = BalanceParts::without(&p.rate.without)?;
                 cfg.parts.search = p.search;
+                cfg.slicing = p.slicing.unwrap_or_default();
+                Box::new(Balance::new(cfg, now)?)
+            }
+            PolicySpec::Pyxis(p) => {
+                let capacity = capacity.ok_or(ConfigError::Missing {
+                    what: "the cores of each side (pyxis feeds R forward by each side's load)",
+                })?;
+                let alpha0 = p.alpha0.unwrap_or(PYXIS_ALPHA0_DEFAULT);
+                let slicing = p.slicing.unwrap_or(Slicing::Equal);
+                let mut cfg = BalanceConfig::pyxis(slo.0 as f64, capacity, alpha0, slicing, seed);
+                cfg.rate = rate;
+                cfg.parts = BalanceParts {
+                    search: true,
+                    ..BalanceParts::without(&p.rate.without)?
+                };
                 Box::new(Balance::new(cfg, now)?)
             }
             PolicySpec::Kayak(p) | PolicySpec::KayakXr(p) => {
@@ -321,12 +389,28 @@ mod tests {
             parse_policy("balance:without=staffing+tail-budget,budget=0.5,search=on").unwrap(),
             PolicySpec::Balance(BalanceParams {
                 search: true,
+                slicing: None,
                 rate: RateParams {
                     budget: Some(0.5),
                     without: vec!["staffing".into(), "tail-budget".into()]
                 }
             })
         );
+        assert_eq!(
+            parse_policy("pyxis:alpha0=0,slicing=share").unwrap(),
+            PolicySpec::Pyxis(PyxisParams {
+                alpha0: Some(0.0),
+                slicing: Some(Slicing::Share),
+                rate: RateParams::default(),
+            })
+        );
+        assert!(matches!(
+            parse_policy("balance:slicing=equal").unwrap(),
+            PolicySpec::Balance(BalanceParams {
+                slicing: Some(Slicing::Equal),
+                ..
+            })
+        ));
         let p = parse_policy("kayak:x0=0.25,x-hz=10,budget=0.5").unwrap();
         assert_eq!(
             p,
@@ -345,7 +429,7 @@ mod tests {
             ("fixed:1.5", "out of range"),
             ("fixed", "needs an RPC fraction"),
             ("fixed:abc", "not a number"),
-            ("pyxis", "unknown policy 'pyxis'"),
+            ("kayak-plus", "unknown policy 'kayak-plus'"),
             ("asfp:1", "takes no parameters"),
             ("kv:1", "not of the form key=value"),
             ("kayak:speed=3", "unknown parameter"),
@@ -353,6 +437,9 @@ mod tests {
             ("kayak:budget=1.5", "out of range"),
             ("kayak:without=staffing", "unknown part 'staffing'"),
             ("balance:search=maybe", "not one of on, off"),
+            ("balance:slicing=even", "slicing 'even' is not one of share, equal"),
+            ("pyxis:alpha0=1.5", "out of range"),
+            ("pyxis:search=on", "unknown parameter 'search'"),
             ("balance:without=nothing", "unknown part 'nothing'"),
             ("rpc:x0=1", "unknown parameter"),
         ] {

@@ -6,8 +6,10 @@
 //! - duration: `NUMBER UNIT`, UNIT one of `ns`, `us` (or `µs`), `ms`, `s`; e.g. `10us`, `1.5ms`.
 //! - workload: `ELEMENT ('+' ELEMENT)*` or `bimodal:a=PRESET,b=PRESET,period=DURATION`.
 //!   ELEMENT is `BASE ('@' WEIGHT)?`; BASE is a preset (`light`, `medium`, `heavy`: depth 2
-//!   with 100 ns, 1 µs, 10 µs of compute per access) or
-//!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]`.
+//!   with 100 ns, 1 µs, 10 µs of compute per access),
+//!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (compute per access)
+//!   or `task:accesses=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (Pyxis' task:
+//!   compute per task).
 
 use ferry_control::Nanos;
 use thiserror::Error;
@@ -84,7 +86,7 @@ pub enum SpecError {
         range: &'static str,
     },
     /// An unknown workload name.
-    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., or bimodal:...)")]
+    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., task:..., ycsbt:... or bimodal:...)")]
     UnknownWorkload {
         /// The name found.
         name: String,
@@ -313,6 +315,45 @@ fn parse_traverse(params: &str) -> Result<FunctionSpec, SpecError> {
     })
 }
 
+/// `task:accesses=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]`: Pyxis' task tuple
+/// (§VI: storage accesses, object size, computation). `compute` is the task's whole
+/// computation; the model spreads it over the accesses (to the nanosecond: a remainder
+/// below `accesses` ns is dropped), which leaves each side's CPU per request as the tuple
+/// says. Named by its tuple, so the tasks of a mix tell apart in reports.
+fn parse_task(params: &str) -> Result<FunctionSpec, SpecError> {
+    const WHAT: &str = "task";
+    let kv = parse_params(WHAT, params, "accesses, compute, size, dist")?;
+    let get = |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| *v);
+    let accesses = get("accesses").ok_or(SpecError::MissingParam {
+        what: WHAT,
+        key: "accesses",
+    })?;
+    let accesses = parse_u64_max("accesses", accesses, 1024, "[1, 1024]")?;
+    if accesses == 0 {
+        return Err(SpecError::OutOfRange {
+            what: "accesses",
+            value: "0".into(),
+            range: "[1, 1024]",
+        });
+    }
+    let traverse = [
+        format!("depth={accesses}"),
+        get("size").map(|v| format!("size={v}")).unwrap_or_default(),
+        get("dist").map(|v| format!("dist={v}")).unwrap_or_default(),
+        format!(
+            "compute={}ns",
+            parse_duration(get("compute").ok_or(SpecError::MissingParam {
+                what: WHAT,
+                key: "compute",
+            })?)?
+            .0 / accesses
+        ),
+    ];
+    let mut f = parse_traverse(&traverse.join(","))?;
+    f.name = format!("task:{}", params.trim());
+    Ok(f)
+}
+
 /// Default YCSB-T accounts.
 pub const YCSBT_ACCOUNTS_DEFAULT: u64 = 100_000;
 /// Most YCSB-T accounts (the real benchmark loads them all).
@@ -393,9 +434,14 @@ fn parse_element(input: &str) -> Result<(FunctionSpec, f64), SpecError> {
     }
     match base.split_once(':') {
         Some(("traverse", params)) => Ok((parse_traverse(params)?, weight)),
+        Some(("task", params)) => Ok((parse_task(params)?, weight)),
         None if base == "traverse" => Err(SpecError::MissingParam {
             what: "traverse",
             key: "depth",
+        }),
+        None if base == "task" => Err(SpecError::MissingParam {
+            what: "task",
+            key: "accesses",
         }),
         _ => Err(SpecError::UnknownWorkload {
             name: base.split(':').next().unwrap_or(base).to_string(),
@@ -590,6 +636,28 @@ mod tests {
                 let _ = parse_workload(&format!("{prefix}{s}"));
                 let _ = crate::policy_spec::parse_policy(&format!("{prefix}{s}"));
             }
+        }
+    }
+
+    #[test]
+    fn a_task_spreads_its_compute_over_its_accesses_and_mixes_with_others() {
+        let w = parse_workload("task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8")
+            .unwrap();
+        assert_eq!(w.functions.len(), 2);
+        let a = &w.functions[0];
+        assert_eq!((a.accesses, a.object_bytes, a.compute), (4, 49_152, Nanos(12)));
+        assert!(a.name.starts_with("task:accesses=4"), "{}", a.name);
+        let b = &w.functions[1];
+        assert_eq!((b.accesses, b.object_bytes, b.compute), (1, 64, Nanos::from_us(50)));
+        for (bad, msg) in [
+            ("task", "needs parameter 'accesses'"),
+            ("task:accesses=0,compute=1us", "out of range"),
+            ("task:accesses=2", "needs parameter 'compute'"),
+            ("task:accesses=2,compute=1us,depth=3", "unknown parameter 'depth'"),
+            ("task:accesses=2,compute=1us,dist=weird", "not one of fixed, exp"),
+        ] {
+            let e = parse_workload(bad).unwrap_err().to_string();
+            assert!(e.contains(msg), "{bad}: {e}");
         }
     }
 }

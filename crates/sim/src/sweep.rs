@@ -44,6 +44,18 @@ const ABORT_BACKLOG_FACTOR: f64 = 10.0;
 /// on a handful of requests.
 const ABORT_FLOOR: u64 = 1_000;
 
+/// What a sweep's coordinate means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Axis {
+    /// One RPC fraction X for every function (Kayak's space).
+    #[default]
+    Fraction,
+    /// Pyxis' turning point α: functions sent remote whole in the order of their costs,
+    /// each with a slice of α as wide as its share (so α is the share sent remote); the
+    /// per-function upper bound (Theorem IV.1).
+    TurningPoint,
+}
+
 /// What a sweep measures with.
 #[derive(Clone, Debug)]
 pub struct SweepConfig {
@@ -68,6 +80,8 @@ pub struct SweepConfig {
     pub measure_from: Option<Nanos>,
     /// Bisection steps per X.
     pub bisection_steps: u32,
+    /// What X means.
+    pub axis: Axis,
     /// Worker threads (results do not depend on it).
     pub threads: usize,
 }
@@ -85,6 +99,7 @@ impl SweepConfig {
             measure: MEASURE_DEFAULT,
             measure_from: None,
             bisection_steps: BISECTION_STEPS_DEFAULT,
+            axis: Axis::Fraction,
             threads: 1,
         }
     }
@@ -145,7 +160,11 @@ pub struct Measurement {
 
 /// Runs the workload at fixed X and rate, measuring after the warm-up.
 pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, SimError> {
-    let mut policy = FixedRate::new(x, rate_ops, cfg.seed ^ 0x5eed)?;
+    let seed = cfg.seed ^ 0x5eed;
+    let mut policy = match cfg.axis {
+        Axis::Fraction => FixedRate::new(x, rate_ops, seed)?,
+        Axis::TurningPoint => FixedRate::with_split(x, cfg.split_at(x), rate_ops, seed)?,
+    };
     let start = cfg.measure_from.unwrap_or(cfg.warmup);
     let end = start + cfg.measure;
     let expected = rate_ops * cfg.measure.as_secs_f64();
@@ -202,10 +221,34 @@ pub struct SweepRow {
     pub capacity_ops: f64,
 }
 
+impl Axis {
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Axis::Fraction => "x",
+            Axis::TurningPoint => "turning-point",
+        }
+    }
+}
+
+impl SweepConfig {
+    /// Each function's share sent remote at coordinate `x`.
+    pub fn split_at(&self, x: f64) -> Vec<f64> {
+        match self.axis {
+            Axis::Fraction => vec![x; self.workload.functions.len()],
+            Axis::TurningPoint => self.workload.turning_point_split(&self.cluster, 0, x),
+        }
+    }
+
+    /// The analytic CPU capacity at coordinate `x`.
+    pub fn capacity_ops(&self, x: f64) -> f64 {
+        self.workload.capacity_split_ops(&self.cluster, 0, &self.split_at(x))
+    }
+}
+
 /// Bisection of the rate in [0, capacity(X)] to the SLO.
 pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, SimError> {
-    let capacity = cfg.workload.capacity_ops(&cfg.cluster, 0, x);
-    max_rate_between(cfg, x, 0.0, capacity)
+    max_rate_between(cfg, x, 0.0, cfg.capacity_ops(x))
 }
 
 /// Bisection of the rate in [`lo_ops`, `hi_ops`] to the SLO, taking `lo_ops` as feasible
@@ -213,7 +256,7 @@ pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, SimError> {
 /// reaches the same precision in fewer runs; if no rate inside it is feasible, `lo_ops`
 /// itself is measured (and the row has rate 0 if it fails too).
 pub fn max_rate_between(cfg: &SweepConfig, x: f64, lo_ops: f64, hi_ops: f64) -> Result<SweepRow, SimError> {
-    let capacity = cfg.workload.capacity_ops(&cfg.cluster, 0, x);
+    let capacity = cfg.capacity_ops(x);
     let (mut lo, mut hi) = (lo_ops.max(0.0), hi_ops.max(0.0));
     let mut best: Option<Measurement> = None;
     for _ in 0..cfg.bisection_steps {
@@ -270,6 +313,9 @@ pub struct SweepReport {
     pub slo_p99_us: f64,
     /// Seed.
     pub seed: u64,
+    /// What X means: `x` (one RPC fraction for every function) or `turning-point` (Pyxis'
+    /// α, cut by the functions' shares: the share of requests sent remote).
+    pub axis: &'static str,
     /// Highest throughput over all X.
     pub best_throughput_ops: f64,
     /// The X achieving it.
@@ -304,6 +350,7 @@ pub fn sweep(cfg: &SweepConfig, xs: &[f64]) -> Result<SweepReport, SimError> {
         rtt_us: cfg.cluster.rtt.as_us_f64(),
         slo_p99_us: cfg.slo.latency.as_us_f64(),
         seed: cfg.seed,
+        axis: cfg.axis.name(),
         best_throughput_ops: rows.get(best).map_or(0.0, |r| r.throughput_ops),
         best_rpc_fraction: rows.get(best).map_or(0.0, |r| r.rpc_fraction),
         best_rate_ops: rows.get(best).map_or(0.0, |r| r.rate_ops),
@@ -358,9 +405,14 @@ fn rows_in_parallel(
 impl SweepReport {
     /// The table `ferry sim-sweep` prints.
     pub fn table(&self) -> String {
+        let coordinate = if self.axis == Axis::TurningPoint.name() {
+            "alpha"
+        } else {
+            "X"
+        };
         let mut out = format!(
             "{:>6} {:>14} {:>14} {:>10} {:>10}\n",
-            "X", "rate_ops", "throughput_ops", "p99_us", "mean_us"
+            coordinate, "rate_ops", "throughput_ops", "p99_us", "mean_us"
         );
         for r in &self.rows {
             let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
@@ -374,7 +426,7 @@ impl SweepReport {
             ));
         }
         out.push_str(&format!(
-            "best: X = {:.2}, throughput {:.0} ops/s at p99 <= {} us\n",
+            "best: {coordinate} = {:.2}, throughput {:.0} ops/s at p99 <= {} us\n",
             self.best_rpc_fraction, self.best_throughput_ops, self.slo_p99_us
         ));
         out

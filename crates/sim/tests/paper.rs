@@ -231,15 +231,14 @@ const DUAL_GAP_ACHIEVED: f64 = 0.08;
 /// Achieved: the default policy converged by 1.6 s (measured: 110 / 950 / 1030 ms).
 const DUAL_CONVERGE_MS_ACHIEVED: f64 = 1_600.0;
 /// Achieved: on 1.5 s phases the default policy re-converges within 1.2 s of a switch
-/// (measured: 150 ms to light, 610 ms back to medium).
+/// (measured: 60 ms to light, 460 ms back to medium).
 const BIMODAL_CONVERGE_MS_ACHIEVED: f64 = 1_200.0;
-/// Achieved: each phase's steady throughput within 7 % of its workload's bound (measured:
-/// 1.5 s phases −0.2 / −5.1 %, 5 s phases −1.4 / +0.1 %). The −5.1 % is the backlog guard's
-/// price (rate/guards/backlog.rs, kept for real processes): the switch from light to
-/// medium finds R at light's 3.4 Mops, 1.5× medium's capacity, and the guard halves R
-/// where the core alone would step down; the phase's short steady window is then still
-/// climbing back (without the guard −2.2 % at 560 ms).
-const BIMODAL_GAP_ACHIEVED: f64 = 0.07;
+/// Achieved: each phase's steady throughput within 5 % of its workload's bound (measured:
+/// 1.5 s phases −0.2 / −0.9 %, 5 s phases +0.3 / −0.4 %). Each phase runs its own function,
+/// so a switch brings a function the placement never placed, which `balance` takes as a
+/// new workload at once (before that, with the costs' regret alone: −5.1 % after the switch
+/// back on 1.5 s phases, where the backlog guard halved R before the change was seen).
+const BIMODAL_GAP_ACHIEVED: f64 = 0.05;
 /// The bimodal phases' bound comes from the single-workload runs' window, not the phase's:
 /// the (c) target allows 5 % for the difference in luck.
 const BIMODAL_BOUND_SLACK: f64 = 0.05;
@@ -404,7 +403,7 @@ fn assert_reconverges(r: &SimReport, converge_ms: f64, gap: f64, p99_slack: f64)
 // (c) Issue target, on the issue's scenario (5 s phases): after each switch, re-converges
 // within 1 s to the new phase's optimum.
 #[test]
-#[ignore = "missed by the 5 % band: 1720 ms after the switch to light, 1940 ms after the switch back, though each phase's steady throughput is at its bound (−1.4 / +0.1 %) with X 1.00 / 0.20: over a 5 s phase a single 50 ms excursion of R late in the phase restarts the band's clock"]
+#[ignore = "missed by the 5 % band after the switch back: 70 ms after the switch to light, 3590 ms after the switch back to medium, though each phase's steady throughput is at its bound (+0.3 / −0.4 %) with X 1.00 / 0.20: over a 5 s phase a single 50 ms excursion of R late in the phase restarts the band's clock"]
 fn c_bimodal_5s_reconverges_within_1_s_after_each_switch() {
     assert_reconverges(
         &bimodal("5s", Nanos::from_secs(15)),

@@ -30,8 +30,8 @@ use crate::arbiter::Arbiter;
 use crate::error::{check_range, ConfigError};
 use crate::placement::bracket::{BracketSearch, SEGMENTS_DEFAULT};
 use crate::placement::change::Reference;
-use crate::placement::costs::CostProfile;
 use crate::placement::load_model::{Capacity, LoadModel};
+use crate::placement::mix::{MixProfile, Slicing};
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
 use crate::rate::{RateInput, RateLoop, RateLoopConfig, RateReport};
 use crate::time::Nanos;
@@ -124,6 +124,13 @@ pub struct BalanceConfig {
     pub measure_decisions: u32,
     /// Which of the policy's own parts run.
     pub parts: Parts,
+    /// How the turning point is cut into the functions' slices.
+    pub slicing: Slicing,
+    /// Where the search starts: `None` at the load model's prediction; `Some(α)` at α,
+    /// as Pyxis does (which searches without a model; give it a bracket half-width of 1).
+    pub search_start: Option<f64>,
+    /// The name in reports (`balance`, or `pyxis` for Pyxis' configuration).
+    pub name: &'static str,
     /// Seed of the arbiter's draws.
     pub seed: u64,
 }
@@ -140,7 +147,26 @@ impl BalanceConfig {
             capacity,
             segments: SEGMENTS_DEFAULT,
             parts: Parts::default(),
+            slicing: Slicing::default(),
+            search_start: None,
+            name: "balance",
             seed,
+        }
+    }
+
+    /// Pyxis as published (§IV-C, §V): profile at 50 %, then Algorithm 1 over the whole of
+    /// [0, 1] from `alpha0` with `segments` segments, α cut by `slicing`, no prediction.
+    pub fn pyxis(slo_latency_ns: f64, capacity: Capacity, alpha0: f64, slicing: Slicing, seed: u64) -> Self {
+        BalanceConfig {
+            bracket_half_width: 1.0,
+            slicing,
+            search_start: Some(alpha0),
+            name: "pyxis",
+            parts: Parts {
+                search: true,
+                ..Parts::default()
+            },
+            ..BalanceConfig::new(slo_latency_ns, capacity, seed)
         }
     }
 
@@ -152,6 +178,9 @@ impl BalanceConfig {
         check_range("bracket half-width", "(0, 1]", self.bracket_half_width, 1e-6, 1.0)?;
         check_range("segments", "[3, 100]", self.segments as f64, 3.0, 100.0)?;
         check_range("resolution", "(0, 0.5]", self.resolution, 1e-6, 0.5)?;
+        if let Some(alpha0) = self.search_start {
+            check_range("search start", "[0, 1]", alpha0, 0.0, 1.0)?;
+        }
         check_range(
             "measured decisions",
             "[1, 1000]",
@@ -193,7 +222,12 @@ pub struct Balance {
     cfg: BalanceConfig,
     arbiter: Arbiter,
     rate: RateLoop,
-    costs: CostProfile,
+    costs: MixProfile,
+    /// Each function's share sent remote, as the last move of X named it: held until X
+    /// moves again, so that the shares' estimates moving later do not move the placement.
+    split: Vec<f64>,
+    /// Which functions had known costs when the split was taken.
+    placed: Vec<bool>,
     stage: Stage,
     /// What the model said when the last search started.
     reference: Option<Reference>,
@@ -211,7 +245,9 @@ impl Balance {
         Ok(Balance {
             arbiter: Arbiter::new(PROFILE_X, cfg.seed)?,
             rate: RateLoop::new(cfg.rate.clone(), now)?,
-            costs: CostProfile::default(),
+            costs: MixProfile::new(cfg.slicing),
+            split: Vec::new(),
+            placed: Vec::new(),
             stage: Stage::Profiling,
             reference: None,
             capacity_before: None,
@@ -227,21 +263,37 @@ impl Balance {
         }
     }
 
-    /// Moves X to `x`, feeding R forward by the ratio of the predicted capacities.
+    /// The capacity the model predicts for the split in use.
+    fn capacity_held(&self, model: &LoadModel<'_>) -> Option<f64> {
+        if self.split.is_empty() {
+            model.capacity_ops(self.arbiter.x())
+        } else {
+            model.capacity_at(&self.split)
+        }
+    }
+
+    /// Moves X to `x` and holds the split it names, feeding R forward by the ratio of the
+    /// predicted capacities.
     fn move_to(&mut self, now: Nanos, x: f64) {
         let from = self.arbiter.x();
         let model = self.model();
-        let before = self.capacity_before.or_else(|| model.capacity_ops(from));
-        if (x - from).abs() < 1e-12 && self.capacity_before.is_none() {
+        let before = self.capacity_before.or_else(|| self.capacity_held(&model));
+        let split = model.costs.split_at(x);
+        // Staying at the profiling X still moves from the profile's even split to the
+        // split X names on a mix.
+        if (x - from).abs() < 1e-12 && self.capacity_before.is_none() && split == self.split {
             return;
         }
-        let factor = match (before, model.capacity_ops(x)) {
+        let after = model.capacity_at(&split);
+        let factor = match (before, after) {
             (Some(a), Some(b)) if a > 0.0 && self.cfg.parts.feed_forward => b / a,
             _ => 1.0,
         };
-        if model.capacity_ops(x).is_some() {
+        if after.is_some() {
             self.capacity_before = None;
         }
+        self.split = split;
+        self.placed = self.costs.slices().iter().map(|s| s.known).collect();
         self.rate.rescale(now, factor);
         self.arbiter.set_x(x);
     }
@@ -273,11 +325,10 @@ impl Balance {
 
     /// Moves the policy on after an R-loop tick.
     fn advance(&mut self, now: Nanos, report: RateReport) {
-        let x = self.arbiter.x();
         match &mut self.stage {
             Stage::Profiling => {
                 if let Some(predicted) = self.model().balanced_x(0.0, 1.0) {
-                    self.search(now, predicted);
+                    self.search(now, self.cfg.search_start.unwrap_or(predicted));
                 }
             }
             Stage::Holding => {
@@ -288,8 +339,14 @@ impl Balance {
                     staffing: self.cfg.parts.staffing,
                     ..LoadModel::new(&self.costs, self.cfg.capacity)
                 };
-                if self.reference.as_mut().is_some_and(|r| r.changed(&model)) {
-                    self.capacity_before = self.model().capacity_ops(x);
+                // A function the split never placed (its costs were unknown when X last
+                // moved) is a new mix by definition (Pyxis §V resets on a new set of
+                // tasks); the regret cannot see it, having no costs to weigh it by.
+                let shares = self.costs.shares();
+                let unplaced =
+                    (0..shares.len()).any(|i| shares[i] > 0.0 && !self.placed.get(i).copied().unwrap_or(false));
+                if unplaced || self.reference.as_mut().is_some_and(|r| r.changed(&model)) {
+                    self.capacity_before = self.capacity_held(&self.model());
                     self.costs.reset();
                     self.rate.new_workload(now);
                     self.move_to(now, PROFILE_X);
@@ -327,10 +384,13 @@ impl Balance {
 
 impl Policy for Balance {
     fn name(&self) -> String {
-        "balance".into()
+        self.cfg.name.into()
     }
-    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
-        self.arbiter.place()
+    fn place(&mut self, _now: Nanos, fn_id: FnId) -> Placement {
+        match (&self.stage, self.split.get(fn_id.0 as usize)) {
+            (Stage::Profiling, _) | (_, None) => self.arbiter.place(),
+            (_, Some(&x)) => self.arbiter.draw(x),
+        }
     }
     fn on_completion(&mut self, now: Nanos, completion: &Completion) {
         self.rate.on_completion(now, completion.latency_ns);
@@ -341,7 +401,7 @@ impl Policy for Balance {
             return;
         }
         let input = RateInput {
-            capacity_ops: self.model().capacity_ops(self.arbiter.x()),
+            capacity_ops: self.capacity_held(&self.model()),
             budget_paused: matches!(self.stage, Stage::Searching { .. }),
         };
         let report = self.rate.tick(now, input);
@@ -356,7 +416,11 @@ impl Policy for Balance {
     fn state(&self) -> PolicyState {
         PolicyState {
             rate_ops: self.rate.rate_ops(),
-            rpc_fraction: self.arbiter.x(),
+            rpc_fraction: match self.stage {
+                Stage::Profiling => self.arbiter.x(),
+                _ if self.split.is_empty() => self.arbiter.x(),
+                _ => self.costs.remote_share_at(&self.split),
+            },
             latency_ns_estimate: self.rate.latency_ns_estimate(),
             searches: Some(self.searches),
         }
@@ -366,6 +430,7 @@ impl Policy for Balance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::costs::CostProfile;
     use crate::policy::Costs;
 
     const CORES: Capacity = Capacity {
@@ -376,16 +441,30 @@ mod tests {
     /// Drives `policy` for `periods` of 5 ms at 200 requests each, every request costing
     /// what `costs(placement)` says and taking `latency_ns`.
     fn drive(policy: &mut Balance, from: u64, periods: u64, costs: impl Fn(Placement) -> (u64, u64), latency_ns: u64) {
+        drive_mix(policy, from, periods, 1, |_, p| costs(p), latency_ns);
+    }
+
+    /// [`drive`] for a mix of `functions` functions taking turns, function f's request
+    /// costing `costs(f, placement)`.
+    fn drive_mix(
+        policy: &mut Balance,
+        from: u64,
+        periods: u64,
+        functions: u64,
+        costs: impl Fn(FnId, Placement) -> (u64, u64),
+        latency_ns: u64,
+    ) {
         for k in from..from + periods {
             let now = Nanos::from_ms(5 * k);
             for i in 0..200u64 {
                 let at = Nanos(now.0.saturating_sub(4_000_000) + i * 10_000);
-                let placement = policy.place(at, FnId(0));
-                let (app, storage) = costs(placement);
+                let fn_id = FnId((i % functions) as u32);
+                let placement = policy.place(at, fn_id);
+                let (app, storage) = costs(fn_id, placement);
                 policy.on_completion(
                     at,
                     &Completion {
-                        fn_id: FnId(0),
+                        fn_id,
                         placement,
                         latency_ns: latency_ns + i % 7 * 1_000,
                         costs: Costs {
@@ -529,6 +608,36 @@ mod tests {
             (after / after_without / ratio - 1.0).abs() < 0.01,
             "{after} vs {after_without}, ratio {ratio}"
         );
+    }
+
+    /// Pyxis' polarized pair: an I/O task remote is cheaper on both sides; a compute task
+    /// remote moves 19.5 µs of CPU to the storage side.
+    fn polarized(f: FnId, p: Placement) -> (u64, u64) {
+        match (f.0, p) {
+            (0, Placement::Local) => (3_000, 2_000),
+            (0, Placement::Remote) => (600, 1_500),
+            (_, Placement::Local) => (20_000, 500),
+            (_, Placement::Remote) => (600, 20_000),
+        }
+    }
+
+    #[test]
+    fn a_mix_sends_whole_functions_remote_in_the_order_of_their_costs() {
+        let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        drive_mix(&mut p, 0, 40, 2, polarized, 100_000);
+        // Equal shares: α = 0.5 sends the I/O task, and the load balances where the compute
+        // task's share x solves 10 300 − 9 700 x = 1 000 + 9 750 x (x ≈ 0.48, α ≈ 0.74).
+        let alpha = p.state().rpc_fraction;
+        assert!((alpha - 0.739).abs() < 0.02, "{alpha}");
+        let remote = |p: &mut Balance, f: u32| {
+            (0..2_000)
+                .filter(|_| p.place(Nanos::from_ms(200), FnId(f)) == Placement::Remote)
+                .count() as f64
+                / 2_000.0
+        };
+        assert_eq!(remote(&mut p, 0), 1.0);
+        let compute = remote(&mut p, 1);
+        assert!((compute - 0.478).abs() < 0.05, "{compute}");
     }
 
     #[test]

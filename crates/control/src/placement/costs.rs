@@ -71,10 +71,34 @@ impl CostProfile {
     pub fn reset(&mut self) {
         *self = CostProfile::default();
     }
+}
 
-    /// Mean (app, storage) CPU per request when a share `x` runs remote, if the placements
-    /// used are known.
-    pub fn mean_at(&self, x: f64) -> Option<(f64, f64)> {
+/// Mean (app, storage) CPU per request at a placement split, as the load model reads it:
+/// one function's [`CostProfile`] at a share `x` remote, or a mix's at a turning point.
+///
+/// A *split* is what a placement decides: each function's share sent remote. A coordinate
+/// x in [0, 1] names one split (one function: x itself; a mix: Pyxis' turning point).
+pub trait MeanCosts: std::fmt::Debug {
+    /// The split coordinate `x` names.
+    fn split_at(&self, x: f64) -> Vec<f64> {
+        vec![x]
+    }
+
+    /// Mean (app, storage) CPU per request at `split`, if the placements used there are
+    /// known.
+    fn mean_at_split(&self, split: &[f64]) -> Option<(f64, f64)>;
+
+    /// Mean (app, storage) CPU per request at coordinate `x`.
+    fn mean_at(&self, x: f64) -> Option<(f64, f64)> {
+        self.mean_at_split(&self.split_at(x))
+    }
+}
+
+impl MeanCosts for CostProfile {
+    /// Mean (app, storage) CPU per request when a share `split[0]` runs remote, if the
+    /// placements used are known.
+    fn mean_at_split(&self, split: &[f64]) -> Option<(f64, f64)> {
+        let x = *split.first()?;
         let (l, r) = (&self.local, &self.remote);
         let need_local = x < 1.0;
         let need_remote = x > 0.0;

@@ -17,7 +17,7 @@
 //! 0.94 (the plain model was 20 % below the bound there), and changed nothing where both
 //! sides have many cores.
 
-use crate::placement::costs::CostProfile;
+use crate::placement::costs::MeanCosts;
 
 /// Cores each side may use, from the deployment: the capacities the model divides by.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -45,7 +45,7 @@ const X_GRID: usize = 1_000;
 #[derive(Clone, Copy, Debug)]
 pub struct LoadModel<'a> {
     /// The mean costs.
-    pub costs: &'a CostProfile,
+    pub costs: &'a dyn MeanCosts,
     /// The cores.
     pub capacity: Capacity,
     /// Whether the balance is of usable capacity (square-root staffing) or of raw capacity.
@@ -54,7 +54,7 @@ pub struct LoadModel<'a> {
 
 impl<'a> LoadModel<'a> {
     /// The model over `costs` and `capacity`, with square-root staffing.
-    pub fn new(costs: &'a CostProfile, capacity: Capacity) -> Self {
+    pub fn new(costs: &'a dyn MeanCosts, capacity: Capacity) -> Self {
         LoadModel {
             costs,
             capacity,
@@ -70,28 +70,38 @@ impl<'a> LoadModel<'a> {
         }
     }
 
-    /// (ρ_app, ρ_storage) per request per second at share `x` (the load at rate R is R
+    /// (ρ_app, ρ_storage) per request per second at `split` (the load at rate R is R
     /// times this), if the costs of the placements used are known.
-    pub fn load_per_rate(&self, x: f64) -> Option<(f64, f64)> {
-        let (a, s) = self.costs.mean_at(x)?;
+    pub fn load_per_rate_at(&self, split: &[f64]) -> Option<(f64, f64)> {
+        let (a, s) = self.costs.mean_at_split(split)?;
         Some((
             a / (self.capacity.app_cores * 1e9),
             s / (self.capacity.storage_cores * 1e9),
         ))
     }
 
-    /// The rate at which the busier side is fully loaded at share `x`.
-    pub fn capacity_ops(&self, x: f64) -> Option<f64> {
-        let (a, s) = self.load_per_rate(x)?;
+    /// The rate at which the busier side is fully loaded at `split`.
+    pub fn capacity_at(&self, split: &[f64]) -> Option<f64> {
+        let (a, s) = self.load_per_rate_at(split)?;
         let load = a.max(s);
         Some(if load > 0.0 { 1.0 / load } else { f64::INFINITY })
     }
 
-    /// The rate at which the side nearer its usable capacity reaches it at share `x`.
-    pub fn usable_capacity_ops(&self, x: f64) -> Option<f64> {
-        let (a, s) = self.load_per_rate(x)?;
+    /// The rate at which the side nearer its usable capacity reaches it at `split`.
+    pub fn usable_capacity_at(&self, split: &[f64]) -> Option<f64> {
+        let (a, s) = self.load_per_rate_at(split)?;
         let load = (a / self.usable(self.capacity.app_cores)).max(s / self.usable(self.capacity.storage_cores));
         Some(if load > 0.0 { 1.0 / load } else { f64::INFINITY })
+    }
+
+    /// [`Self::capacity_at`] the split coordinate `x` names.
+    pub fn capacity_ops(&self, x: f64) -> Option<f64> {
+        self.capacity_at(&self.costs.split_at(x))
+    }
+
+    /// [`Self::usable_capacity_at`] the split coordinate `x` names.
+    pub fn usable_capacity_ops(&self, x: f64) -> Option<f64> {
+        self.usable_capacity_at(&self.costs.split_at(x))
     }
 
     /// The share X in [lo, hi] with the highest usable capacity (the lowest X among
@@ -113,6 +123,7 @@ impl<'a> LoadModel<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::costs::CostProfile;
     use crate::policy::{Completion, Costs, FnId, Placement};
 
     fn profile(local: (u64, u64), remote: (u64, u64)) -> CostProfile {
@@ -148,7 +159,7 @@ mod tests {
             },
         );
         let x = m.balanced_x(0.0, 1.0).unwrap();
-        let (a, s) = m.load_per_rate(x).unwrap();
+        let (a, s) = m.load_per_rate_at(&[x]).unwrap();
         // Equal *usable* load: the one app core is usable to 0.8, the ten storage cores to
         // 0.94, so the app side carries less.
         let ratio = (a / usable_share(1.0)) / (s / usable_share(10.0));
@@ -158,7 +169,7 @@ mod tests {
         // Without staffing, the raw loads are equal, at a lower X.
         let raw = LoadModel { staffing: false, ..m };
         let x_raw = raw.balanced_x(0.0, 1.0).unwrap();
-        let (a, s) = raw.load_per_rate(x_raw).unwrap();
+        let (a, s) = raw.load_per_rate_at(&[x_raw]).unwrap();
         assert!((a / s - 1.0).abs() < 0.02 && x_raw < x - 0.01, "{x_raw} vs {x}");
     }
 

@@ -2,6 +2,7 @@
 //! over those costs, and the bracket search that refines its prediction.
 //!
 //! - [`costs`]: per-placement moving averages of app and storage CPU per request;
+//! - [`mix`]: those costs per function of a mix, and Pyxis' turning point over them;
 //! - [`load_model`]: the load each side carries at a rate and a split, the capacity at a
 //!   split, and the split that balances the two sides.
 
@@ -10,3 +11,4 @@ pub mod bracket;
 pub mod change;
 pub mod costs;
 pub mod load_model;
+pub mod mix;

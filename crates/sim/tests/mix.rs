@@ -1,0 +1,92 @@
+//! Mixed workloads (issue 14, the first part): the default policy places each function of
+//! a mix by Pyxis' turning point, and lands near the per-function bound where one X for
+//! the whole workload cannot.
+//!
+//! The scenario is Pyxis' polarized pair (§II: task A, four 48 KB accesses and 50 ns of
+//! computation; task B, one 64 B access and 50 µs) at 20 % : 80 % on 16 app cores and 4
+//! storage cores (C:S = 4:1), 10 µs RTT, p99 ≤ 1 ms. Measured (seed 1, 3 s runs, the last
+//! quarter; `ferry sim-sweep --turning-point` at the defaults): the turning-point bound is
+//! 407.7k at α = 0.30 (A remote, an eighth of B remote), one X for everything 385.7k at
+//! X = 0.10; `balance` 401k at α ≈ 0.29 (converged 100 ms) with a steady p99 of 1.13 ms,
+//! 13 % over the SLO (the R loop's tail budget holds the tail pooled over the run, not
+//! over the judged window: docs/SIMULATION.md, "Why the misses"); `kayak` 95.9k. ferry's model
+//! has no link bandwidth as a resource, so A's 192 KB per local request costs CPU only,
+//! and the paper's 3–21× over Kayak's *bound* does not appear here (1.06×); Kayak's dual
+//! loop itself, though, falls 4× short of balance on this mix.
+
+use ferry_control::Nanos;
+use ferry_sim::sweep::{self, Axis, SweepConfig};
+use ferry_sim::{parse_policy, parse_workload, ClusterConfig, Scenario, Slo};
+
+const POLARIZED: &str = "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8";
+
+fn cluster() -> ClusterConfig {
+    ClusterConfig {
+        app_cores: 16,
+        storage_cores: 4,
+        ..ClusterConfig::default()
+    }
+}
+
+fn slo() -> Slo {
+    Slo::p99(Nanos::from_ms(1))
+}
+
+fn run(policy: &str) -> ferry_sim::SimReport {
+    let mut s = Scenario::paper(
+        parse_workload(POLARIZED).unwrap(),
+        parse_policy(policy).unwrap(),
+        Nanos::from_secs(3),
+        1,
+    );
+    s.cluster = cluster();
+    s.slo = slo();
+    s.run().unwrap()
+}
+
+fn bound(axis: Axis) -> sweep::SweepReport {
+    let mut cfg = SweepConfig::new(cluster(), parse_workload(POLARIZED).unwrap(), slo(), 1);
+    cfg.axis = axis;
+    cfg.threads = 2;
+    sweep::sweep(&cfg, &sweep::x_grid(0.05)).unwrap()
+}
+
+#[test]
+fn balance_places_a_mix_near_the_turning_point_bound_where_kayak_cannot() {
+    let per_function = bound(Axis::TurningPoint);
+    let one_x = bound(Axis::Fraction);
+    // Theorem IV.1's structure: the best turning point beats the best single X, and it
+    // sends A (the function remote is cheaper for) before any of B.
+    assert!(
+        per_function.best_throughput_ops > one_x.best_throughput_ops,
+        "{} vs {}",
+        per_function.best_throughput_ops,
+        one_x.best_throughput_ops
+    );
+    assert!(
+        per_function.best_rpc_fraction > 0.2,
+        "{}",
+        per_function.best_rpc_fraction
+    );
+    let balance = run("balance");
+    let kayak = run("kayak");
+    eprintln!(
+        "bound {:.0} (alpha {:.2}), one X {:.0}; balance {:.0} X {:.3} p99 {:?}; kayak {:.0}",
+        per_function.best_throughput_ops,
+        per_function.best_rpc_fraction,
+        one_x.best_throughput_ops,
+        balance.throughput_ops,
+        balance.rpc_fraction_mean,
+        balance.p99_us,
+        kayak.throughput_ops
+    );
+    assert!(
+        balance.throughput_ops >= 0.95 * per_function.best_throughput_ops,
+        "{} vs {}",
+        balance.throughput_ops,
+        per_function.best_throughput_ops
+    );
+    assert!(balance.p99_us.is_some_and(|p| p <= 1_250.0), "{:?}", balance.p99_us);
+    assert!((balance.rpc_fraction_mean - per_function.best_rpc_fraction).abs() < 0.05);
+    assert!(balance.throughput_ops >= 3.0 * kayak.throughput_ops);
+}
