@@ -6,7 +6,7 @@
 //! - [`model`]: the cluster (cores, RTT, bandwidth, per-message CPU costs) and the workload
 //!   (functions, mixes, phases), with their closed-form capacities and unloaded latencies.
 //! - [`spec`]: parsers for the duration and workload flag values (shared with
-//!   `ferry bench`), with typed errors.
+//!   `ferry bench`), with typed errors; [`tasks`]: Pyxis' randomly sampled task mixes.
 //! - [`policy_spec`]: the policy flag value and the factory that builds the policy.
 //! - [`engine`]: the event loop (event heap, FCFS multi-core nodes, seeded random streams).
 //! - [`scenario`]: one policy run end to end, and its report (timeline, summary, JSON, CSV).
@@ -30,6 +30,7 @@ pub mod scenario;
 pub mod spec;
 pub mod suite;
 pub mod sweep;
+pub mod tasks;
 
 pub use engine::Arrivals;
 pub use error::SimError;

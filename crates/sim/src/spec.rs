@@ -9,7 +9,7 @@
 //!   with 100 ns, 1 µs, 10 µs of compute per access),
 //!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (compute per access)
 //!   or `task:accesses=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (Pyxis' task:
-//!   compute per task).
+//!   compute per task); or `random-tasks:n=N,seed=S` (see [`crate::tasks`]).
 
 use ferry_control::Nanos;
 use thiserror::Error;
@@ -86,7 +86,7 @@ pub enum SpecError {
         range: &'static str,
     },
     /// An unknown workload name.
-    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., task:..., ycsbt:... or bimodal:...)")]
+    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., task:..., random-tasks:..., ycsbt:... or bimodal:...)")]
     UnknownWorkload {
         /// The name found.
         name: String,
@@ -503,6 +503,9 @@ pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
     }
     if let Some(params) = s.strip_prefix("ycsbt:") {
         return parse_ycsbt(params);
+    }
+    if let Some(params) = s.strip_prefix("random-tasks:") {
+        return crate::tasks::parse_random_tasks(params);
     }
     if s == "bimodal" {
         return Err(SpecError::MissingParam {

@@ -145,7 +145,7 @@ pub struct SuiteScenario {
     pub unloaded_p99_ns: f64,
 }
 
-fn log_uniform(rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)) -> f64 {
+pub(crate) fn log_uniform(rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)) -> f64 {
     (rng.gen_range(lo.ln()..=hi.ln())).exp()
 }
 
