@@ -81,7 +81,8 @@ pub struct BenchArgs {
     /// Policy: balance[:search=on,slicing=share|equal,budget=F,without=...] (ferry's
     /// default: placement from measured costs), pyxis[:alpha0=F,slicing=...] (Pyxis'
     /// Algorithm 1 over the turning point), kv, rpc, fixed:X,
-    /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] (the paper's dual loop), kayak-xr[:...], asfp.
+    /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] (the paper's dual loop), kayak-xr[:...],
+    /// kayak-plus[:...] (one X per function), asfp.
     #[arg(long, default_value = "balance")]
     policy: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a

@@ -18,7 +18,7 @@ pub struct SimSuiteArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// The policy judged: kv | rpc | fixed:X | balance[:...] | pyxis[:...] | kayak[:...] |
-    /// kayak-xr[:...]
+    /// kayak-xr[:...] | kayak-plus[:...]
     /// (default: balance, ferry's default).
     #[arg(long, allow_hyphen_values = true)]
     policy: Option<String>,

@@ -40,7 +40,7 @@ fn unknown_workload_and_policy_are_rejected() {
     sim_fails(&["--workload", "gigantic"], "unknown workload 'gigantic'");
     sim_fails(&["--workload", "traverse:depth=2"], "needs parameter 'compute'");
     sim_fails(&["--policy", "asfp"], "does not model ASFP");
-    sim_fails(&["--policy", "kayak-plus"], "unknown policy 'kayak-plus'");
+    sim_fails(&["--policy", "turbo"], "unknown policy 'turbo'");
     sim_fails(&["--policy", "fixed:1.5"], "out of range");
     sim_fails(&["--policy", "kayak:r-hz=20,x-hz=200"], "must run faster");
 }

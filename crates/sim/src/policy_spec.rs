@@ -13,6 +13,7 @@
 //!   slicing `equal`, the paper's equation (14));
 //! - `kayak[:x0=F,r-hz=F,x-hz=F,...]`: Kayak's dual loop as published (Algorithm II: the R
 //!   loop inside a gradient-ascent X loop), the baseline; `kayak-xr[:...]`: Algorithm I;
+//!   `kayak-plus[:...]`: Kayak+, Algorithm II with one X per function, climbed in turn;
 //! - `asfp`: everything remote, the node pushes invocations back (real system only).
 //!
 //! Every policy with an R loop also takes `budget=F` (the share of the quantile's
@@ -33,7 +34,7 @@ use crate::spec::{parse_f64_in, parse_params, SpecError};
 pub const LOOP_HZ_MAX: f64 = 1e6;
 
 /// The policies, for messages.
-pub const POLICIES: &str = "kv, rpc, fixed:X, balance, pyxis, kayak, kayak-xr, asfp";
+pub const POLICIES: &str = "kv, rpc, fixed:X, balance, pyxis, kayak, kayak-xr, kayak-plus, asfp";
 
 /// What every policy with an R loop may be told about it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -107,6 +108,8 @@ pub enum PolicySpec {
     Kayak(KayakParams),
     /// Kayak, X-R ordering (Algorithm I).
     KayakXr(KayakParams),
+    /// Kayak+: Algorithm II per function.
+    KayakPlus(KayakParams),
     /// ASFP: every invocation remote, the node pushes compute-bound ones back when it is
     /// overloaded (real system only: the simulator does not model pushback).
     Asfp,
@@ -240,6 +243,7 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
         }
         "kayak" => Ok(PolicySpec::Kayak(parse_kayak_params(params)?)),
         "kayak-xr" => Ok(PolicySpec::KayakXr(parse_kayak_params(params)?)),
+        "kayak-plus" => Ok(PolicySpec::KayakPlus(parse_kayak_params(params)?)),
         "asfp" if params.trim().is_empty() => Ok(PolicySpec::Asfp),
         "asfp" => Err(SpecError::Invalid("policy 'asfp' takes no parameters".into())),
         _ => Err(SpecError::UnknownPolicy { name: name.to_string() }),
@@ -272,6 +276,7 @@ impl PolicySpec {
             PolicySpec::Pyxis(_) => "pyxis".into(),
             PolicySpec::Kayak(_) => "kayak".into(),
             PolicySpec::KayakXr(_) => "kayak-xr".into(),
+            PolicySpec::KayakPlus(_) => "kayak-plus".into(),
             PolicySpec::Asfp => "asfp".into(),
         }
     }
@@ -282,7 +287,11 @@ impl PolicySpec {
             PolicySpec::Kv(_) => Some(0.0),
             PolicySpec::Rpc(_) | PolicySpec::Asfp => Some(1.0),
             PolicySpec::Fixed(x, _) => Some(*x),
-            PolicySpec::Balance(_) | PolicySpec::Pyxis(_) | PolicySpec::Kayak(_) | PolicySpec::KayakXr(_) => None,
+            PolicySpec::Balance(_)
+            | PolicySpec::Pyxis(_)
+            | PolicySpec::Kayak(_)
+            | PolicySpec::KayakXr(_)
+            | PolicySpec::KayakPlus(_) => None,
         }
     }
 
@@ -292,7 +301,7 @@ impl PolicySpec {
             PolicySpec::Kv(p) | PolicySpec::Rpc(p) | PolicySpec::Fixed(_, p) => p.clone(),
             PolicySpec::Balance(b) => b.rate.clone(),
             PolicySpec::Pyxis(p) => p.rate.clone(),
-            PolicySpec::Kayak(k) | PolicySpec::KayakXr(k) => k.rate.clone(),
+            PolicySpec::Kayak(k) | PolicySpec::KayakXr(k) | PolicySpec::KayakPlus(k) => k.rate.clone(),
             PolicySpec::Asfp => RateParams::default(),
         }
     }
@@ -341,11 +350,11 @@ impl PolicySpec {
                 };
                 Box::new(Balance::new(cfg, now)?)
             }
-            PolicySpec::Kayak(p) | PolicySpec::KayakXr(p) => {
-                let mut cfg = if matches!(self, PolicySpec::Kayak(_)) {
-                    KayakConfig::rate_then_fraction(rate, seed)
-                } else {
-                    KayakConfig::fraction_then_rate(rate, seed)
+            PolicySpec::Kayak(p) | PolicySpec::KayakXr(p) | PolicySpec::KayakPlus(p) => {
+                let mut cfg = match self {
+                    PolicySpec::Kayak(_) => KayakConfig::rate_then_fraction(rate, seed),
+                    PolicySpec::KayakPlus(_) => KayakConfig::per_function(rate, seed),
+                    _ => KayakConfig::fraction_then_rate(rate, seed),
                 };
                 if let Some(x0) = p.x0 {
                     cfg.x_init = x0;
@@ -425,11 +434,15 @@ mod tests {
             })
         );
         assert!(matches!(parse_policy("kayak-xr").unwrap(), PolicySpec::KayakXr(_)));
+        assert!(matches!(
+            parse_policy("kayak-plus:x0=0").unwrap(),
+            PolicySpec::KayakPlus(_)
+        ));
         for (input, want) in [
             ("fixed:1.5", "out of range"),
             ("fixed", "needs an RPC fraction"),
             ("fixed:abc", "not a number"),
-            ("kayak-plus", "unknown policy 'kayak-plus'"),
+            ("turbo", "unknown policy 'turbo'"),
             ("asfp:1", "takes no parameters"),
             ("kv:1", "not of the form key=value"),
             ("kayak:speed=3", "unknown parameter"),

@@ -8,12 +8,16 @@
 //!   ([`latency_x`]) descends the sampled tail at the current rate, the slow outer R loop
 //!   moves R.
 //!
+//! Kayak+ (`kayak-plus`, Pyxis' baseline for mixes) is Algorithm II with one X per
+//! function, climbed one function at a time ([`coordinate`]).
+//!
 //! The loops exchange values: each R-loop tick reports its decision (the rate it heads
 //! for), the X loop's step returns the X to apply, and in Algorithm II a move of X tells
 //! the R loop that its curve moved (its evidence restarts, see [`RateLoop::restart`]). In both orderings
 //! the inner loop must run faster than the outer: [`Kayak::new`] rejects it otherwise
 //! ([`ConfigError::InnerNotFaster`]).
 
+pub mod coordinate;
 pub mod gradient;
 pub mod latency_x;
 
@@ -25,6 +29,7 @@ use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
 use crate::rate::{RateInput, RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
 use crate::time::Nanos;
 
+use self::coordinate::{CoordinateAscent, STEPS_PER_FUNCTION_DEFAULT};
 use self::gradient::{GradientAscent, ETA_DEFAULT};
 use self::latency_x::{LatencyDescent, LATENCY_ETA_DEFAULT};
 
@@ -58,6 +63,9 @@ pub struct KayakConfig {
     pub eta: f64,
     /// Seed of the arbiter's draws.
     pub seed: u64,
+    /// Kayak+: one X per function, each climbed for this many X-loop steps in turn (with
+    /// [`LoopOrder::RateThenFraction`] only); None: one X for the workload.
+    pub steps_per_function: Option<u32>,
 }
 
 impl KayakConfig {
@@ -70,6 +78,15 @@ impl KayakConfig {
             x_init: X_INIT_DEFAULT,
             eta: ETA_DEFAULT,
             seed,
+            steps_per_function: None,
+        }
+    }
+
+    /// Kayak+: Algorithm II with one X per function, climbed in turn.
+    pub fn per_function(rate: RateLoopConfig, seed: u64) -> Self {
+        KayakConfig {
+            steps_per_function: Some(STEPS_PER_FUNCTION_DEFAULT),
+            ..KayakConfig::rate_then_fraction(rate, seed)
         }
     }
 
@@ -83,6 +100,7 @@ impl KayakConfig {
             x_init: X_INIT_DEFAULT,
             eta: LATENCY_ETA_DEFAULT,
             seed,
+            steps_per_function: None,
         }
     }
 
@@ -91,6 +109,13 @@ impl KayakConfig {
         self.rate.validate()?;
         check_range("X-loop period", "[1 µs, ∞)", self.x_period.0 as f64, 1e3, f64::MAX)?;
         check_range("start X", "[0, 1]", self.x_init, 0.0, 1.0)?;
+        if self.steps_per_function.is_some() && self.order != LoopOrder::RateThenFraction {
+            return Err(ConfigError::Unknown {
+                what: "per-function loop order",
+                name: "fraction-then-rate".into(),
+                allowed: "rate-then-fraction (Kayak+ is Algorithm II per function)",
+            });
+        }
         let (inner, outer, inner_period, outer_period) = match self.order {
             LoopOrder::RateThenFraction => ("R loop", "X loop", self.rate.period, self.x_period),
             LoopOrder::FractionThenRate => ("X loop", "R loop", self.x_period, self.rate.period),
@@ -113,6 +138,8 @@ enum XLoop {
     Rate(GradientAscent),
     /// Algorithm I: gradient descent of the tail in X.
     Latency(LatencyDescent),
+    /// Kayak+: Algorithm II's ascent on one function's X at a time.
+    PerFunction(CoordinateAscent),
 }
 
 /// Kayak's dual loop (see the module docs).
@@ -132,9 +159,13 @@ impl Kayak {
     /// A policy starting at `now` on a deployment with `capacity` (if known).
     pub fn new(cfg: KayakConfig, capacity: Option<Capacity>, now: Nanos) -> Result<Self, ConfigError> {
         cfg.validate()?;
-        let (x_loop, name) = match cfg.order {
-            LoopOrder::RateThenFraction => (XLoop::Rate(GradientAscent::new(cfg.x_init, cfg.eta)?), "kayak"),
-            LoopOrder::FractionThenRate => (
+        let (x_loop, name) = match (cfg.order, cfg.steps_per_function) {
+            (LoopOrder::RateThenFraction, Some(steps)) => (
+                XLoop::PerFunction(CoordinateAscent::new(cfg.x_init, cfg.eta, steps)?),
+                "kayak-plus",
+            ),
+            (LoopOrder::RateThenFraction, None) => (XLoop::Rate(GradientAscent::new(cfg.x_init, cfg.eta)?), "kayak"),
+            (LoopOrder::FractionThenRate, _) => (
                 XLoop::Latency(LatencyDescent::new(cfg.x_init, cfg.rate.quantile, cfg.eta)),
                 "kayak-xr",
             ),
@@ -156,14 +187,19 @@ impl Policy for Kayak {
     fn name(&self) -> String {
         self.name.into()
     }
-    fn place(&mut self, _now: Nanos, _fn_id: FnId) -> Placement {
-        self.arbiter.place()
+    fn place(&mut self, _now: Nanos, fn_id: FnId) -> Placement {
+        match &self.x_loop {
+            XLoop::PerFunction(c) => self.arbiter.draw(c.x(fn_id.0)),
+            _ => self.arbiter.place(),
+        }
     }
     fn on_completion(&mut self, now: Nanos, completion: &Completion) {
         self.rate.on_completion(now, completion.latency_ns);
         self.costs.learn(completion);
-        if let XLoop::Latency(l) = &mut self.x_loop {
-            l.observe(completion.latency_ns);
+        match &mut self.x_loop {
+            XLoop::Latency(l) => l.observe(completion.latency_ns),
+            XLoop::PerFunction(c) => c.completed(completion.fn_id.0),
+            XLoop::Rate(_) => {}
         }
     }
     fn tick(&mut self, now: Nanos) {
@@ -178,8 +214,10 @@ impl Policy for Kayak {
                     budget_paused: false,
                 },
             );
-            if let (XLoop::Rate(g), Some(d)) = (&mut self.x_loop, report.decision) {
-                g.observe(d.root_ops);
+            match (&mut self.x_loop, report.decision) {
+                (XLoop::Rate(g), Some(d)) => g.observe(d.root_ops),
+                (XLoop::PerFunction(c), Some(d)) => c.observe(d.root_ops),
+                _ => {}
             }
         }
         if now >= self.next_x_tick {
@@ -189,8 +227,19 @@ impl Policy for Kayak {
             let x = match &mut self.x_loop {
                 XLoop::Rate(g) => g.step(),
                 XLoop::Latency(l) => l.step(),
+                XLoop::PerFunction(c) => {
+                    if c.step() {
+                        // One function's X moved: the R loop's curve did.
+                        self.rate.restart(now);
+                    }
+                    // The arbiter's X is the share sent remote: the capacity bound and
+                    // reports read it.
+                    c.remote_share()
+                }
             };
-            if (x - self.arbiter.x()).abs() > 1e-12 {
+            if let XLoop::PerFunction(_) = self.x_loop {
+                self.arbiter.set_x(x);
+            } else if (x - self.arbiter.x()).abs() > 1e-12 {
                 self.arbiter.set_x(x);
                 if matches!(self.x_loop, XLoop::Rate(_)) {
                     // The outer loop moved the inner loop's curve: the R loop's evidence
@@ -230,5 +279,19 @@ mod tests {
         let xr = KayakConfig::fraction_then_rate(RateLoopConfig::new(200_000.0), 1);
         assert!(xr.validate().is_ok());
         assert!(xr.x_period < xr.rate.period);
+    }
+
+    #[test]
+    fn kayak_plus_places_each_function_by_its_own_x() {
+        let cfg = KayakConfig::per_function(RateLoopConfig::new(200_000.0), 1);
+        let mut p = Kayak::new(cfg.clone(), None, Nanos::ZERO).unwrap();
+        assert_eq!(p.name(), "kayak-plus");
+        // Before any step every function sits at the start X (1: all remote).
+        assert_eq!(p.place(Nanos::ZERO, FnId(3)), Placement::Remote);
+        let per_function_xr = KayakConfig {
+            steps_per_function: Some(10),
+            ..KayakConfig::fraction_then_rate(RateLoopConfig::new(200_000.0), 1)
+        };
+        assert!(per_function_xr.validate().is_err());
     }
 }
