@@ -6,7 +6,8 @@
 //! - [`model`]: the cluster (cores, RTT, bandwidth, per-message CPU costs) and the workload
 //!   (functions, mixes, phases), with their closed-form capacities and unloaded latencies.
 //! - [`spec`]: parsers for the duration and workload flag values (shared with
-//!   `ferry bench`), with typed errors; [`tasks`]: Pyxis' randomly sampled task mixes.
+//!   `ferry bench`), with typed errors; [`tasks`]: Pyxis' randomly sampled task mixes;
+//!   [`phases`]: mixes that change over time.
 //! - [`policy_spec`]: the policy flag value and the factory that builds the policy.
 //! - [`engine`]: the event loop (event heap, FCFS multi-core nodes, seeded random streams).
 //! - [`scenario`]: one policy run end to end, and its report (timeline, summary, JSON, CSV).
@@ -23,6 +24,7 @@ pub mod engine;
 pub mod error;
 pub mod model;
 pub mod parallel;
+pub mod phases;
 pub mod plot;
 pub mod policy_spec;
 pub mod queueing;

@@ -9,7 +9,8 @@
 //!   with 100 ns, 1 µs, 10 µs of compute per access),
 //!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (compute per access)
 //!   or `task:accesses=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (Pyxis' task:
-//!   compute per task); or `random-tasks:n=N,seed=S` (see [`crate::tasks`]).
+//!   compute per task); or `random-tasks:n=N,seed=S` (see [`crate::tasks`]); or
+//!   `phases:period=DURATION;MIX;MIX[;...]` (see [`crate::phases`]).
 
 use ferry_control::Nanos;
 use thiserror::Error;
@@ -86,7 +87,7 @@ pub enum SpecError {
         range: &'static str,
     },
     /// An unknown workload name.
-    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., task:..., random-tasks:..., ycsbt:... or bimodal:...)")]
+    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., task:..., random-tasks:..., phases:..., ycsbt:... or bimodal:...)")]
     UnknownWorkload {
         /// The name found.
         name: String,
@@ -418,7 +419,7 @@ fn parse_ycsbt(params: &str) -> Result<Workload, SpecError> {
     })
 }
 
-fn parse_element(input: &str) -> Result<(FunctionSpec, f64), SpecError> {
+pub(crate) fn parse_element(input: &str) -> Result<(FunctionSpec, f64), SpecError> {
     let (base, weight) = match input.split_once('@') {
         Some((b, w)) => (
             b.trim(),
@@ -506,6 +507,9 @@ pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
     }
     if let Some(params) = s.strip_prefix("random-tasks:") {
         return crate::tasks::parse_random_tasks(params);
+    }
+    if let Some(params) = s.strip_prefix("phases:") {
+        return crate::phases::parse_phases(params);
     }
     if s == "bimodal" {
         return Err(SpecError::MissingParam {

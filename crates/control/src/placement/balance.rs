@@ -387,6 +387,7 @@ impl Policy for Balance {
         self.cfg.name.into()
     }
     fn place(&mut self, _now: Nanos, fn_id: FnId) -> Placement {
+        self.costs.arrive(fn_id);
         match (&self.stage, self.split.get(fn_id.0 as usize)) {
             (Stage::Profiling, _) | (_, None) => self.arbiter.place(),
             (_, Some(&x)) => self.arbiter.draw(x),
