@@ -106,6 +106,11 @@ pub struct SimSweepArgs {
     /// per-function upper bound; on one function it is the X sweep.
     #[arg(long)]
     turning_point: bool,
+    /// For a mix of two functions: sweep both functions' shares sent remote over a grid of
+    /// `--x-step`, to check Pyxis' all-or-nothing structure (the best cell has one function
+    /// all remote or all local). Prints throughput by the two shares.
+    #[arg(long, conflicts_with = "turning_point")]
+    grid: bool,
     /// Warm-up of each fixed-rate run.
     #[arg(long, default_value = "10ms", allow_hyphen_values = true)]
     warmup: String,
@@ -347,6 +352,15 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
         timeline_interval: TIMELINE_INTERVAL_DEFAULT,
     };
     probe.validate()?;
+    if args.grid {
+        let report = sweep::grid(&cfg, args.x_step)?;
+        print!("{}", report.table());
+        if let Some(p) = &args.json {
+            // Invariant: the report holds only numbers, strings and vectors.
+            write(p, &serde_json::to_string_pretty(&report).expect("report serialises"))?;
+        }
+        return Ok(());
+    }
     let report = sweep::sweep(&cfg, &sweep::x_grid(args.x_step))?;
     print!("{}", report.table());
     if let Some(p) = &args.json {

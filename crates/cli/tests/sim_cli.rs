@@ -199,6 +199,40 @@ fn a_turning_point_sweep_places_each_function_of_a_mix() {
 }
 
 #[test]
+fn a_grid_sweep_finds_the_all_or_nothing_optimum_of_two_functions() {
+    let dir = std::env::temp_dir().join(format!("ferry-grid-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("grid.json");
+    let mix = "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8";
+    let args = [
+        "sim-sweep",
+        "--app-cores",
+        "16",
+        "--storage-cores",
+        "4",
+        "--slo-p99",
+        "1ms",
+        "--grid",
+    ];
+    let out = ferry(
+        &[
+            &args[..],
+            &["--workload", mix, "--x-step", "0.5", "--json", json.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["cells"].as_array().unwrap().len(), 9);
+    // Theorem IV.1: A (cheaper remote on both sides) all remote at the optimum.
+    assert_eq!(v["best_x_a"], 1.0, "{v}");
+    let out = ferry(&[&args[..], &["--workload", "heavy"]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("two functions"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn sweep_measures_a_given_window() {
     // The bound on a policy run's steady window: same span, same seed.
     let out = ferry(&[

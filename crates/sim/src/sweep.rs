@@ -45,7 +45,7 @@ const ABORT_BACKLOG_FACTOR: f64 = 10.0;
 const ABORT_FLOOR: u64 = 1_000;
 
 /// What a sweep's coordinate means.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub enum Axis {
     /// One RPC fraction X for every function (Kayak's space).
     #[default]
@@ -54,6 +54,8 @@ pub enum Axis {
     /// each with a slice of α as wide as its share (so α is the share sent remote); the
     /// per-function upper bound (Theorem IV.1).
     TurningPoint,
+    /// One given split, whatever X says (a cell of [`grid`]).
+    Given(Vec<f64>),
 }
 
 /// What a sweep measures with.
@@ -161,9 +163,9 @@ pub struct Measurement {
 /// Runs the workload at fixed X and rate, measuring after the warm-up.
 pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, SimError> {
     let seed = cfg.seed ^ 0x5eed;
-    let mut policy = match cfg.axis {
+    let mut policy = match &cfg.axis {
         Axis::Fraction => FixedRate::new(x, rate_ops, seed)?,
-        Axis::TurningPoint => FixedRate::with_split(x, cfg.split_at(x), rate_ops, seed)?,
+        Axis::TurningPoint | Axis::Given(_) => FixedRate::with_split(x, cfg.split_at(x), rate_ops, seed)?,
     };
     let start = cfg.measure_from.unwrap_or(cfg.warmup);
     let end = start + cfg.measure;
@@ -223,10 +225,11 @@ pub struct SweepRow {
 
 impl Axis {
     /// The name in reports.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Axis::Fraction => "x",
             Axis::TurningPoint => "turning-point",
+            Axis::Given(_) => "given",
         }
     }
 }
@@ -234,9 +237,10 @@ impl Axis {
 impl SweepConfig {
     /// Each function's share sent remote at coordinate `x`.
     pub fn split_at(&self, x: f64) -> Vec<f64> {
-        match self.axis {
+        match &self.axis {
             Axis::Fraction => vec![x; self.workload.functions.len()],
             Axis::TurningPoint => self.workload.turning_point_split(&self.cluster, 0, x),
+            Axis::Given(split) => split.clone(),
         }
     }
 
@@ -400,6 +404,105 @@ fn rows_in_parallel(
     crate::parallel::map_indexed(xs.len(), cfg.threads, |i| row(xs[i]))
         .into_iter()
         .collect()
+}
+
+/// One cell of a two-function grid: each function's share sent remote, and the largest
+/// rate meeting the SLO there.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GridCell {
+    /// The first function's share sent remote.
+    pub x_a: f64,
+    /// The second function's.
+    pub x_b: f64,
+    /// The largest rate found meeting the SLO (0 if none).
+    pub rate_ops: f64,
+    /// Measured throughput at that rate.
+    pub throughput_ops: f64,
+}
+
+/// A sweep over both functions' splits of a two-function mix (`ferry sim-sweep --grid`):
+/// where Pyxis' Theorem IV.1 is checked, since its optimum has one of them at 0 or 1.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GridReport {
+    /// Workload spec.
+    pub workload: String,
+    /// The grid's step.
+    pub step: f64,
+    /// Every cell, x_a major.
+    pub cells: Vec<GridCell>,
+    /// The best cell's split.
+    pub best_x_a: f64,
+    /// The best cell's split.
+    pub best_x_b: f64,
+    /// The best cell's throughput.
+    pub best_throughput_ops: f64,
+}
+
+/// The grid sweep over `(x_a, x_b)` in `x_grid(step)`², for a mix of exactly two functions.
+pub fn grid(cfg: &SweepConfig, step: f64) -> Result<GridReport, SimError> {
+    cfg.validate()?;
+    if cfg.workload.functions.len() != 2 {
+        return Err(SimError::Unsupported(format!(
+            "a grid sweep needs a mix of two functions; this workload has {}",
+            cfg.workload.functions.len()
+        )));
+    }
+    let xs = x_grid(step);
+    let pairs: Vec<(f64, f64)> = xs.iter().flat_map(|&a| xs.iter().map(move |&b| (a, b))).collect();
+    let cells = crate::parallel::map_indexed(pairs.len(), cfg.threads, |i| {
+        let (x_a, x_b) = pairs[i];
+        let cell = SweepConfig {
+            axis: Axis::Given(vec![x_a, x_b]),
+            threads: 1,
+            ..cfg.clone()
+        };
+        max_rate(&cell, x_a).map(|row| GridCell {
+            x_a,
+            x_b,
+            rate_ops: row.rate_ops,
+            throughput_ops: row.throughput_ops,
+        })
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
+    let best = cells
+        .iter()
+        .max_by(|a, b| a.throughput_ops.total_cmp(&b.throughput_ops))
+        .cloned()
+        // Invariant: x_grid has at least two points, so the grid is never empty.
+        .expect("a grid has cells");
+    Ok(GridReport {
+        workload: cfg.workload.label.clone(),
+        step,
+        cells,
+        best_x_a: best.x_a,
+        best_x_b: best.x_b,
+        best_throughput_ops: best.throughput_ops,
+    })
+}
+
+impl GridReport {
+    /// Throughput (kops) by x_a (rows) and x_b (columns), and the best cell.
+    pub fn table(&self) -> String {
+        let xs = x_grid(self.step);
+        let mut out = format!("{:>8}", "xA \\ xB");
+        for b in &xs {
+            out.push_str(&format!(" {b:>8.2}"));
+        }
+        out.push('\n');
+        for (i, a) in xs.iter().enumerate() {
+            out.push_str(&format!("{a:>8.2}"));
+            for cell in &self.cells[i * xs.len()..(i + 1) * xs.len()] {
+                out.push_str(&format!(" {:>8.0}", cell.throughput_ops / 1e3));
+            }
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "best: xA = {:.2}, xB = {:.2}, throughput {:.0} ops/s (kops in the table)\n",
+            self.best_x_a, self.best_x_b, self.best_throughput_ops
+        ));
+        out
+    }
 }
 
 impl SweepReport {
