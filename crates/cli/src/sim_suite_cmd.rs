@@ -23,12 +23,14 @@ pub struct SimSuiteArgs {
     #[arg(long, allow_hyphen_values = true)]
     policy: Option<String>,
     /// Scenario space: `default` (1–16 + 1–16 cores, RTT 2–50 us, traverse depth 1–8,
-    /// compute 0–50 us, objects 64 B–4 KiB, SLO 3–20x the better side's unloaded p99) or
-    /// `1+1` (one core each, costs calibrated to the real loopback machine, VM stalls).
+    /// compute 0–50 us, objects 64 B–4 KiB, SLO 3–20x the better side's unloaded p99),
+    /// `1+1` (one core each, costs calibrated to the real loopback machine, VM stalls) or
+    /// `mixed` (the default space's nodes with a mix of 2–16 such functions, judged against
+    /// the turning-point bound).
     #[arg(long, default_value = "default")]
     space: String,
     /// Length of each policy run; the last quarter is the steady window judged (default:
-    /// 2s for the default space, 8s for 1+1).
+    /// 2s for the default and mixed spaces, 8s for 1+1).
     #[arg(long, allow_hyphen_values = true)]
     duration: Option<String>,
     /// Worker threads (0: one per CPU); the output does not depend on it.

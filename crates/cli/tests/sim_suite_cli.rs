@@ -71,7 +71,7 @@ fn bad_suite_input_says_what_is_wrong() {
     for (args, needle) in [
         (vec!["--scenarios", "0"], "--scenarios must be in [1, 10000]"),
         (vec!["--scenarios", "-4"], "--scenarios must be in [1, 10000]"),
-        (vec!["--space", "2+2"], "--space must be in {default, 1+1}"),
+        (vec!["--space", "2+2"], "--space must be in {default, 1+1, mixed}"),
         (vec!["--policy", "turbo"], "unknown policy 'turbo'"),
         (vec!["--policy", "asfp"], "does not model ASFP"),
         (vec!["--policy", "balance:without=nothing"], "unknown part 'nothing'"),

@@ -229,7 +229,11 @@ fn run_one(
     let b = match known.get(&key) {
         Some(b) => b.clone(),
         None => {
-            let sweep = SweepConfig::new(s.cluster.clone(), s.workload.clone(), s.slo, s.seed);
+            let mut sweep = SweepConfig::new(s.cluster.clone(), s.workload.clone(), s.slo, s.seed);
+            if s.workload.functions.len() > 1 {
+                // A mix's optimum is per function: the turning-point bound.
+                sweep.axis = crate::sweep::Axis::TurningPoint;
+            }
             same_window_bound(&sweep, window)?
         }
     };

@@ -19,6 +19,11 @@
 //! real 1 + 1 system"): 73 µs RTT, 5 µs of node CPU per request message, 2 µs per invoke,
 //! 0.5 µs per lookup, 4 µs of app CPU per message, 1 µs per local start, no storage
 //! slowdown of compute; VM-like node stalls (5/s × 2 ms); the same function and SLO draws.
+//!
+//! The **mixed** space: the default space's nodes and network with a mix of
+//! [`MIX_TASKS_RANGE`] functions, each drawn as the default space draws its one, in weights
+//! log-uniform in [`MIX_WEIGHT_RANGE`] (normalised); the same SLO draw. Its bound is the
+//! turning-point bound (`ferry sim-sweep --turning-point`), the per-function optimum.
 
 use ferry_control::{Nanos, Placement};
 use rand::{Rng, SeedableRng};
@@ -44,6 +49,10 @@ pub const OBJECT_BYTES_RANGE: (f64, f64) = (64.0, 4096.0);
 /// Smallest and largest SLO, as a multiple of the better side's unloaded p99.
 pub const SLO_FACTOR_RANGE: (f64, f64) = (3.0, 20.0);
 
+/// Fewest and most functions of a mixed-space scenario.
+pub const MIX_TASKS_RANGE: (u32, u32) = (2, 16);
+/// Smallest and largest relative weight of a function in a mix.
+pub const MIX_WEIGHT_RANGE: (f64, f64) = (1.0, 4.0);
 /// Load at which the unloaded p99 is measured: low enough that queueing adds ~nothing.
 const UNLOADED_LOAD: f64 = 0.02;
 /// Completions the unloaded p99 is taken over (40 beyond the p99).
@@ -58,17 +67,20 @@ pub enum Space {
     /// One app core and one storage core with this machine's measured costs.
     #[serde(rename = "1+1")]
     OnePlusOne,
+    /// The default space's nodes with a mix of 2–16 functions.
+    Mixed,
 }
 
 impl Space {
-    /// Parses `default` or `1+1`.
+    /// Parses `default`, `1+1` or `mixed`.
     pub fn parse(s: &str) -> Result<Space, SimError> {
         match s {
             "default" => Ok(Space::Default),
             "1+1" => Ok(Space::OnePlusOne),
+            "mixed" => Ok(Space::Mixed),
             other => Err(SimError::OutOfRange {
                 name: "--space".into(),
-                range: "{default, 1+1}",
+                range: "{default, 1+1, mixed}",
                 value: other.to_string(),
             }),
         }
@@ -79,6 +91,7 @@ impl Space {
         match self {
             Space::Default => "default",
             Space::OnePlusOne => "1+1",
+            Space::Mixed => "mixed",
         }
     }
 
@@ -87,14 +100,14 @@ impl Space {
     /// 2 ms) that it holds ~10 stalls and ~10⁴ completions.
     pub fn duration_default(self) -> Nanos {
         match self {
-            Space::Default => Nanos::from_secs(2),
+            Space::Default | Space::Mixed => Nanos::from_secs(2),
             Space::OnePlusOne => Nanos::from_secs(8),
         }
     }
 
     fn cluster(self, rng: &mut ChaCha8Rng) -> ClusterConfig {
         match self {
-            Space::Default => ClusterConfig {
+            Space::Default | Space::Mixed => ClusterConfig {
                 app_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
                 storage_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
                 rtt: Nanos((log_uniform(rng, RTT_US_RANGE) * 10.0).round() as u64 * 100),
@@ -154,19 +167,27 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimE
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(index as u64);
     let cluster = space.cluster(&mut rng);
-    let depth = rng.gen_range(DEPTH_RANGE.0..=DEPTH_RANGE.1);
-    let compute_ns = if rng.gen_bool(COMPUTE_ZERO_SHARE) {
-        0
+    let (workload_spec, workload) = if space == Space::Mixed {
+        let n = rng.gen_range(MIX_TASKS_RANGE.0..=MIX_TASKS_RANGE.1);
+        let elements: Vec<String> = (0..n)
+            .map(|_| {
+                let (spec, _) = draw_function(&mut rng);
+                format!("{spec}@{:.3}", log_uniform(&mut rng, MIX_WEIGHT_RANGE))
+            })
+            .collect();
+        let spec = elements.join("+");
+        let workload = crate::spec::parse_workload(&spec).map_err(|source| SimError::Spec {
+            flag: "--space mixed".into(),
+            source,
+        })?;
+        (spec, workload)
     } else {
-        (log_uniform(&mut rng, COMPUTE_NS_RANGE) / 10.0).round() as u64 * 10
+        let (spec, f) = draw_function(&mut rng);
+        let workload = Workload::single(&spec, f);
+        (spec, workload)
     };
-    let size = log_uniform(&mut rng, OBJECT_BYTES_RANGE).round() as u64;
     let slo_factor = log_uniform(&mut rng, SLO_FACTOR_RANGE);
     let sim_seed = rng.gen::<u64>() >> 16;
-    let workload_spec = format!("traverse:depth={depth},compute={compute_ns}ns,size={size}");
-    let mut f = FunctionSpec::traverse("traverse", depth, Nanos(compute_ns));
-    f.object_bytes = size;
-    let workload = Workload::single(&workload_spec, f);
     let unloaded_p99_ns = [Placement::Local, Placement::Remote]
         .into_iter()
         .map(|p| unloaded_p99_ns(&cluster, &workload, p, sim_seed))
@@ -183,6 +204,21 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimE
         slo: Slo::p99(Nanos::from_us(slo_us as u64)),
         unloaded_p99_ns,
     })
+}
+
+/// One traversal function as the default space draws it, and its spec.
+fn draw_function(rng: &mut ChaCha8Rng) -> (String, FunctionSpec) {
+    let depth = rng.gen_range(DEPTH_RANGE.0..=DEPTH_RANGE.1);
+    let compute_ns = if rng.gen_bool(COMPUTE_ZERO_SHARE) {
+        0
+    } else {
+        (log_uniform(rng, COMPUTE_NS_RANGE) / 10.0).round() as u64 * 10
+    };
+    let size = log_uniform(rng, OBJECT_BYTES_RANGE).round() as u64;
+    let spec = format!("traverse:depth={depth},compute={compute_ns}ns,size={size}");
+    let mut f = FunctionSpec::traverse("traverse", depth, Nanos(compute_ns));
+    f.object_bytes = size;
+    (spec, f)
 }
 
 /// The p99 of one placement at [`UNLOADED_LOAD`] of its capacity.
@@ -265,5 +301,18 @@ mod tests {
         assert!(s.flags().contains("--storage-msg-cost 5us"), "{}", s.flags());
         assert!(s.flags().contains("--stall-rate-hz 5"), "{}", s.flags());
         assert!(Space::parse("2+2").is_err());
+    }
+
+    #[test]
+    fn a_mixed_scenario_holds_two_to_sixteen_functions_and_reproduces_from_its_flags() {
+        for i in 0..20 {
+            let s = draw(Space::Mixed, 5, i).unwrap();
+            let n = s.workload.functions.len() as u32;
+            assert!((MIX_TASKS_RANGE.0..=MIX_TASKS_RANGE.1).contains(&n), "{n}");
+            let again = crate::spec::parse_workload(&s.workload_spec).unwrap();
+            assert_eq!(again.functions, s.workload.functions);
+            assert!(s.flags().contains(&s.workload_spec));
+        }
+        assert_eq!(Space::parse("mixed").unwrap().name(), "mixed");
     }
 }
