@@ -6,7 +6,7 @@
 use ferry_control::Nanos;
 
 use crate::model::{FunctionSpec, PhaseMix, Workload, PHASES_MAX};
-use crate::spec::{parse_duration, parse_element, SpecError};
+use crate::spec::{mix_shares, parse_duration, parse_element, SpecError};
 
 /// Parses the part after `phases:` (see the module docs).
 pub fn parse_phases(params: &str) -> Result<Workload, SpecError> {
@@ -39,7 +39,8 @@ pub fn parse_phases(params: &str) -> Result<Workload, SpecError> {
     let mut phases = Vec::new();
     for mix in mixes {
         let mut entries: Vec<(usize, f64)> = Vec::new();
-        for element in mix.split('+') {
+        let elements: Vec<&str> = mix.split('+').collect();
+        for element in &elements {
             let (f, weight) = parse_element(element)?;
             let key = element.split('@').next().unwrap_or(element).trim().to_string();
             let i = match names.iter().position(|n| *n == key) {
@@ -52,8 +53,10 @@ pub fn parse_phases(params: &str) -> Result<Workload, SpecError> {
             };
             entries.push((i, weight));
         }
-        let total: f64 = entries.iter().map(|e| e.1).sum();
-        entries.iter_mut().for_each(|e| e.1 /= total);
+        let weights: Vec<f64> = entries.iter().map(|e| e.1).collect();
+        for (e, share) in entries.iter_mut().zip(mix_shares(&elements, &weights)?) {
+            e.1 = share;
+        }
         phases.push(PhaseMix { entries });
     }
     Ok(Workload {
@@ -83,6 +86,7 @@ mod tests {
             ("period=1s;light", "out of range"),
             ("period=1s;light;nope", "unknown workload 'nope'"),
             ("period=soon;light;heavy", "duration"),
+            ("period=1s;light@0.2+heavy@0.9;medium", "sum to 1.1"),
         ] {
             let e = parse_phases(bad).unwrap_err().to_string();
             assert!(e.contains(msg), "{bad}: {e}");

@@ -5,7 +5,8 @@
 //! Grammar:
 //! - duration: `NUMBER UNIT`, UNIT one of `ns`, `us` (or `µs`), `ms`, `s`; e.g. `10us`, `1.5ms`.
 //! - workload: `ELEMENT ('+' ELEMENT)*` or `bimodal:a=PRESET,b=PRESET,period=DURATION`.
-//!   ELEMENT is `BASE ('@' WEIGHT)?`; BASE is a preset (`light`, `medium`, `heavy`: depth 2
+//!   ELEMENT is `BASE ('@' WEIGHT)?` (weights below 1 are fractions and must sum to 1;
+//!   otherwise they are relative, `A@1+B@3`); BASE is a preset (`light`, `medium`, `heavy`: depth 2
 //!   with 100 ns, 1 µs, 10 µs of compute per access),
 //!   `traverse:depth=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (compute per access)
 //!   or `task:accesses=N,compute=DURATION[,size=BYTES][,dist=fixed|exp]` (Pyxis' task:
@@ -490,6 +491,30 @@ fn parse_bimodal(params: &str) -> Result<Workload, SpecError> {
     })
 }
 
+/// The shares of a mix's elements from their `@` weights: fractions (every element weighted
+/// below 1) must sum to 1; otherwise the weights are relative (`A@1+B@3`) and normalised.
+/// A mix that weights some elements with fractions and leaves others bare is ambiguous
+/// and refused.
+pub(crate) fn mix_shares(elements: &[&str], weights: &[f64]) -> Result<Vec<f64>, SpecError> {
+    let explicit = elements.iter().filter(|e| e.contains('@')).count();
+    let fractions = weights.iter().all(|&w| w < 1.0);
+    if elements.len() > 1 && explicit > 0 && explicit < elements.len() && weights.iter().any(|&w| w < 1.0) {
+        return Err(SpecError::Invalid(format!(
+            "mix '{}' weights some elements with fractions and not others: give every element a weight \
+             (fractions summing to 1, or relative weights such as A@1+B@3)",
+            elements.join("+")
+        )));
+    }
+    let total: f64 = weights.iter().sum();
+    if explicit == elements.len() && fractions && (total - 1.0).abs() > 1e-6 {
+        return Err(SpecError::Invalid(format!(
+            "mix fractions {} sum to {total}, not 1 (or give relative weights such as A@1+B@3)",
+            weights.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(" + ")
+        )));
+    }
+    Ok(weights.iter().map(|w| w / total).collect())
+}
+
 /// Parses a workload spec (see the module docs for the grammar).
 pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
     let s = input.trim();
@@ -527,16 +552,16 @@ pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
     }
     let mut functions = Vec::new();
     let mut weights = Vec::new();
-    for p in parts {
+    for p in &parts {
         let (f, w) = parse_element(p)?;
         functions.push(f);
         weights.push(w);
     }
-    let total: f64 = weights.iter().sum();
+    let weights = mix_shares(&parts, &weights)?;
     Ok(Workload {
         label: s.to_string(),
         phases: vec![PhaseMix {
-            entries: weights.iter().enumerate().map(|(i, w)| (i, w / total)).collect(),
+            entries: weights.into_iter().enumerate().collect(),
         }],
         functions,
         phase_period: Nanos::MAX,
@@ -662,6 +687,27 @@ mod tests {
             ("task:accesses=2", "needs parameter 'compute'"),
             ("task:accesses=2,compute=1us,depth=3", "unknown parameter 'depth'"),
             ("task:accesses=2,compute=1us,dist=weird", "not one of fixed, exp"),
+        ] {
+            let e = parse_workload(bad).unwrap_err().to_string();
+            assert!(e.contains(msg), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn mix_weights_are_fractions_that_sum_to_one_or_relative() {
+        let shares = |spec: &str| -> Vec<f64> {
+            parse_workload(spec).unwrap().phases[0]
+                .entries
+                .iter()
+                .map(|e| e.1)
+                .collect()
+        };
+        assert_eq!(shares("light@1+heavy@3"), vec![0.25, 0.75]);
+        assert_eq!(shares("light@0.25+heavy@0.75"), vec![0.25, 0.75]);
+        assert_eq!(shares("light+heavy"), vec![0.5, 0.5]);
+        for (bad, msg) in [
+            ("light@0.2+heavy@0.9", "sum to 1.1"),
+            ("light@0.2+heavy", "weights some elements with fractions and not others"),
         ] {
             let e = parse_workload(bad).unwrap_err().to_string();
             assert!(e.contains(msg), "{bad}: {e}");
