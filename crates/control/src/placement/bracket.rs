@@ -114,10 +114,13 @@ impl BracketSearch {
         if n == 3 {
             let earlier = slope_sign(self.history[0], a);
             if earlier * slope < 0.0 {
-                // A local maximum between the point two steps back and this one.
-                let (first, last) = (self.history[0].x, b.x);
-                self.lo = first.min(last).max(self.domain.0);
-                self.hi = first.max(last).min(self.domain.1);
+                // A local maximum within the three points' span: between the point two
+                // steps back and this one, or, when the walk turned back over its last
+                // step (noise flipped the slope there), within that step.
+                let xs = self.history.iter().map(|p| p.x);
+                let (first, last) = xs.fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+                self.lo = first.max(self.domain.0);
+                self.hi = last.min(self.domain.1);
                 self.step = (self.hi - self.lo) / (2.0 * self.segments);
                 if self.hi - self.lo <= 2.0 * self.resolution {
                     return self.finish();
@@ -204,6 +207,29 @@ mod tests {
         assert!(points <= 6, "{points} points");
         let (x, _) = run(|x| 1.0 - x, 0.2, 0.0, 0.4);
         assert_eq!(x, 0.0);
+    }
+
+    #[test]
+    fn noise_on_a_revisited_point_does_not_end_the_search_there() {
+        // From 0.5 the first step finds 0.7 lower and walks back; the second measurement
+        // of 0.5 comes out lower still (noise). The maximum lies within [0.5, 0.7]'s
+        // neighbourhood, not at 0.5 alone: the search goes on, toward 0.62.
+        let mut s = BracketSearch::new(0.5, 0.0, 1.0, (0.0, 1.0), SEGMENTS_DEFAULT, 0.02);
+        let mut visits_of_half = 0;
+        for _ in 0..100 {
+            if s.result().is_some() {
+                break;
+            }
+            let x = s.point();
+            let mut value = 1.0 - (x - 0.62).abs();
+            if (x - 0.5).abs() < 1e-9 {
+                visits_of_half += 1;
+                value = if visits_of_half == 1 { 0.95 } else { 0.80 };
+            }
+            s.report(value);
+        }
+        let x = s.result().expect("the search ends");
+        assert!((x - 0.62).abs() <= 0.05, "{x}");
     }
 
     #[test]
