@@ -10,38 +10,19 @@ For each workload, FERRY_RUNS runs (default 5, seeds 1..N) of every policy, inte
 steady p99 met the SLO, the median goodput and p99 and X; per workload, the default's median
 against the better static policy's and against the sweep. Takes ~20 minutes with 5 runs.
 """
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
-FERRY = os.environ.get("FERRY", "target/release/ferry")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_tables import median, run, slo_us  # noqa: E402  (the same runner and statistics)
+
 SLO = os.environ.get("FERRY_SLO", "5ms")
-SLO_US = float(SLO[:-2]) * 1000.0
+SLO_US = slo_us(SLO)
 WORKLOADS = ["light", "medium", "heavy", "ycsbt:accounts=100000,transfer=0.5,compute=20us"]
 POLICIES = ["balance", "kv", "rpc", "kayak"]
 STATIC = ["kv", "rpc"]
 DURATION = "6s"
 RUNS = int(os.environ.get("FERRY_RUNS", "5"))
-
-
-def run(args):
-    out = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
-    proc = subprocess.run([FERRY] + args + ["--json", out], capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.stderr.write(f"FAILED {' '.join(args)}: {proc.stderr}\n")
-        return None
-    with open(out) as f:
-        data = json.load(f)
-    os.unlink(out)
-    return data
-
-
-def median(values):
-    v = sorted(values)
-    n = len(v)
-    return None if n == 0 else (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]))
 
 
 def fmt(v, scale=1.0, digits=1, unit=""):
