@@ -4,8 +4,8 @@
 //! Near such a window the Newton step means nothing: the proxy grows with the backlog's
 //! age, not with R. In the simulator a backlog drains as soon as R falls below the
 //! capacity, so the core's own steps get out of it and this guard never binds on the
-//! suite; it does on a workload switch that finds R far over the new capacity, at a small
-//! price (docs/SIMULATION.md, (c)). On real processes a backlog does not drain by itself: thousands of requests in
+//! suite; it does on a workload switch that finds R far over the new capacity, where it
+//! helps (docs/SIMULATION.md, (c)). On real processes a backlog does not drain by itself: thousands of requests in
 //! flight make each one dearer (a light request's local app CPU doubled), the throughput
 //! falls below what R was cut to, and the late gain schedule's steps of a few percent
 //! left a 1 + 1 run at a p50 of 70–170 ms for seconds (docs/BENCHMARKS.md has the runs
