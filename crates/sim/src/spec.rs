@@ -210,7 +210,7 @@ pub(crate) fn parse_f64_in(
 }
 
 /// Parses a non-negative integer no larger than `max`.
-fn parse_u64_max(what: &'static str, input: &str, max: u64, range: &'static str) -> Result<u64, SpecError> {
+pub(crate) fn parse_u64_max(what: &'static str, input: &str, max: u64, range: &'static str) -> Result<u64, SpecError> {
     let t = input.trim();
     if t.starts_with('-') {
         return Err(SpecError::Negative {

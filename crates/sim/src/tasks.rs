@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::model::{FunctionSpec, PhaseMix, Workload};
-use crate::spec::{parse_params, SpecError};
+use crate::spec::{parse_params, parse_u64_max, SpecError};
 use crate::suite::space::log_uniform;
 
 /// Most tasks a random mix may have: the policies tell apart 64 functions.
@@ -31,21 +31,15 @@ pub fn parse_random_tasks(params: &str) -> Result<Workload, SpecError> {
             .map(|(_, v)| *v)
             .ok_or(SpecError::MissingParam { what: WHAT, key: k })
     };
-    let n: u64 = get("n")?.parse().map_err(|_| SpecError::BadNumber {
-        what: "random-tasks n",
-        input: params.to_string(),
-    })?;
-    if n == 0 || n > RANDOM_TASKS_MAX {
+    let n = parse_u64_max("random-tasks n", get("n")?, RANDOM_TASKS_MAX, "[1, 64]")?;
+    if n == 0 {
         return Err(SpecError::OutOfRange {
             what: "random-tasks n",
             value: n.to_string(),
             range: "[1, 64]",
         });
     }
-    let seed: u64 = get("seed")?.parse().map_err(|_| SpecError::BadNumber {
-        what: "random-tasks seed",
-        input: params.to_string(),
-    })?;
+    let seed = parse_u64_max("random-tasks seed", get("seed")?, u64::MAX, "[0, 2^64)")?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let functions: Vec<FunctionSpec> = (0..n)
         .map(|i| {

@@ -335,6 +335,8 @@ impl Balance {
                 if report.decision.is_none() {
                     return;
                 }
+                // `self.model()` built from fields: it borrows only the costs, so the
+                // reference below can be borrowed mutably beside it.
                 let model = LoadModel {
                     staffing: self.cfg.parts.staffing,
                     ..LoadModel::new(&self.costs, self.cfg.capacity)
@@ -498,7 +500,8 @@ mod tests {
         }
     }
 
-    fn predicted(costs: impl Fn(Placement) -> (u64, u64)) -> f64 {
+    /// A cost profile that has learned `costs` for both placements.
+    fn profile(costs: impl Fn(Placement) -> (u64, u64)) -> CostProfile {
         let mut profile = CostProfile::default();
         for placement in [Placement::Local, Placement::Remote] {
             let (app, storage) = costs(placement);
@@ -516,6 +519,11 @@ mod tests {
                 });
             }
         }
+        profile
+    }
+
+    fn predicted(costs: impl Fn(Placement) -> (u64, u64)) -> f64 {
+        let profile = profile(costs);
         LoadModel::new(&profile, CORES).balanced_x(0.0, 1.0).unwrap()
     }
 
@@ -579,26 +587,7 @@ mod tests {
             (before, p.rate_ops(), p.state().rpc_fraction)
         };
         let (before, after, x) = rate_after_profiling(true);
-        let model_costs = {
-            let mut profile = CostProfile::default();
-            for placement in [Placement::Local, Placement::Remote] {
-                let (app, storage) = medium(placement);
-                for _ in 0..100 {
-                    profile.learn(&Completion {
-                        fn_id: FnId(0),
-                        placement,
-                        latency_ns: 1,
-                        costs: Costs {
-                            app_cpu_ns: app,
-                            storage_cpu_ns: storage,
-                            bytes_moved: 0,
-                        },
-                        pushed_back: false,
-                    });
-                }
-            }
-            profile
-        };
+        let model_costs = profile(medium);
         let model = LoadModel::new(&model_costs, CORES);
         let ratio = model.capacity_ops(x).unwrap() / model.capacity_ops(PROFILE_X).unwrap();
         assert!(ratio > 1.1, "medium is worth moving for: {ratio}");
