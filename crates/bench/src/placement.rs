@@ -860,6 +860,8 @@ pub fn summarize(spec: &DriveSpec<'_>, drive: &Drive) -> Summary {
                 remote_share: bin
                     .filter(|b| b.completed > 0)
                     .map(|b| b.remote as f64 / b.completed as f64),
+                // One client process: nothing scales the app side.
+                app_cores: None,
             }
         })
         .collect();

@@ -55,10 +55,11 @@ impl TestbedConfig {
         } else {
             self.server_cores.min(self.server_cpus.len())
         };
-        Some(ferry_control::placement::load_model::Capacity {
-            app_cores: 1.0,
-            storage_cores: workers.max(1) as f64,
-        })
+        // Loopback moves bytes far faster than the CPUs handle messages: no link binds.
+        Some(ferry_control::placement::load_model::Capacity::cores(
+            1.0,
+            workers.max(1) as f64,
+        ))
     }
 }
 

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use ferry_control::Nanos;
-use ferry_sim::model::{ClusterConfig, CostModel};
+use ferry_sim::model::{ClusterConfig, CostModel, Sharding};
 use ferry_sim::scenario::TIMELINE_INTERVAL_DEFAULT;
 use ferry_sim::sweep::{self, SweepConfig};
 use ferry_sim::{parse_duration, parse_policy, parse_workload, Arrivals, Scenario, SimError, Slo};
@@ -17,16 +17,26 @@ use crate::CmdResult;
 /// Flags shared by `ferry sim` and `ferry sim-sweep`: the cluster, workload and SLO.
 #[derive(clap::Args, Debug)]
 pub struct ScenarioArgs {
-    /// Cores of the app node.
+    /// App (compute) nodes; requests go to them in turn.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    app_nodes: i64,
+    /// Storage nodes; each request's data lives on one, by the hash of its key.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    storage_nodes: i64,
+    /// Cores of each app node.
     #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
     app_cores: i64,
-    /// Cores of the storage node.
+    /// Cores of each storage node.
     #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
     storage_cores: i64,
+    /// Skewed data (Pyxis §VI-F): the i-th function of the workload touches only the first
+    /// i storage nodes, so the first node is the hottest. Without it keys hash evenly.
+    #[arg(long)]
+    skew: bool,
     /// Network round-trip time (e.g. 10us).
     #[arg(long, default_value = "10us", allow_hyphen_values = true)]
     rtt: String,
-    /// Link bandwidth in Gb/s.
+    /// Bandwidth of each node's link, in Gb/s (a node sends one message at a time).
     #[arg(long, default_value_t = 25.0, allow_negative_numbers = true)]
     bandwidth_gbps: f64,
     /// Workload: light | medium | heavy | traverse:depth=N,compute=DUR[,size=B][,dist=exp]
@@ -81,6 +91,22 @@ pub struct SimArgs {
     /// Simulated time (e.g. 5s).
     #[arg(long, default_value = "5s", allow_hyphen_values = true)]
     duration: String,
+    /// Placement groups (Pyxis §IV-E): split the nodes into this many groups, each with
+    /// its own storage and app nodes and its own policy (rate and placement); a request
+    /// belongs to the group holding its data. At most the number of storage nodes and of
+    /// app nodes.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    placement_groups: i64,
+    /// Elastic compute (Pyxis §IV-D): scale each placement group's active app cores
+    /// between MIN and MAX with the demand (e.g. 16..128); the timeline's app_cores column
+    /// shows the cores in use.
+    #[arg(long, allow_hyphen_values = true)]
+    elastic: Option<String>,
+    /// The demand offered to the cluster, requests per second: RATE, or RATE,RATE,...@STEP
+    /// stepping through the rates every STEP (e.g. 250k,500k,750k,1M@5s). Without it the
+    /// backlog saturates and the rate limiter alone sets the load.
+    #[arg(long, allow_hyphen_values = true)]
+    demand: Option<String>,
     /// Timeline resolution (e.g. 10ms).
     #[arg(long, allow_hyphen_values = true)]
     timeline_interval: Option<String>,
@@ -179,7 +205,20 @@ impl ScenarioArgs {
         if let Some(f) = self.storage_compute_factor {
             costs.storage_compute_factor = f;
         }
+        let nodes = |name: &str, n: i64| -> Result<u32, SimError> {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| (1..=ferry_sim::model::NODES_MAX).contains(n))
+                .ok_or_else(|| SimError::OutOfRange {
+                    name: name.to_string(),
+                    range: "[1, 1024]",
+                    value: n.to_string(),
+                })
+        };
         let mut cl = ClusterConfig {
+            app_nodes: nodes("--app-nodes", self.app_nodes)?,
+            storage_nodes: nodes("--storage-nodes", self.storage_nodes)?,
+            sharding: if self.skew { Sharding::Staircase } else { Sharding::Hash },
             app_cores: cores("--app-cores", self.app_cores)?,
             storage_cores: cores("--storage-cores", self.storage_cores)?,
             rtt: duration("--rtt", &self.rtt)?,
@@ -238,9 +277,29 @@ fn write(path: &PathBuf, text: &str) -> CmdResult {
 /// `ferry sim`: run one policy and report.
 pub fn run_sim(args: SimArgs) -> CmdResult {
     let s = &args.scenario;
+    let mut cluster = s.cluster()?;
+    cluster.placement_groups = u32::try_from(args.placement_groups).map_err(|_| SimError::OutOfRange {
+        name: "--placement-groups".into(),
+        range: "[1, storage nodes]",
+        value: args.placement_groups.to_string(),
+    })?;
+    if let Some(e) = &args.elastic {
+        cluster.elastic = Some(ferry_sim::scaling::parse_elastic(e).map_err(|source| SimError::Spec {
+            flag: "--elastic".into(),
+            source,
+        })?);
+    }
+    cluster.validate()?;
+    let mut workload = s.workload()?;
+    if let Some(d) = &args.demand {
+        workload.demand = Some(ferry_sim::scaling::parse_demand(d).map_err(|source| SimError::Spec {
+            flag: "--demand".into(),
+            source,
+        })?);
+    }
     let scenario = Scenario {
-        cluster: s.cluster()?,
-        workload: s.workload()?,
+        cluster,
+        workload,
         policy: parse_policy(&args.policy).map_err(|source| SimError::Spec {
             flag: "--policy".into(),
             source,
@@ -257,12 +316,11 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
     let report = scenario.run()?;
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     println!(
-        "seed {} policy {} workload {} on {}+{} cores, rtt {}, SLO p99 <= {}us, {}",
+        "seed {} policy {} workload {} on {} cores, rtt {}, SLO p99 <= {}us, {}",
         report.seed,
         report.policy,
         report.workload,
-        report.app_cores,
-        report.storage_cores,
+        scenario.cluster.shape(),
         scenario.cluster.rtt,
         report.slo_p99_us,
         scenario.duration
@@ -285,6 +343,16 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
         report.completed,
         report.dropped
     );
+    if scenario.cluster.elastic.is_some() {
+        println!(
+            "elastic compute: {:.1} app cores active on average in the steady state",
+            report.app_cores_active_mean
+        );
+    }
+    if !report.group_rpc_fractions.is_empty() {
+        let xs: Vec<String> = report.group_rpc_fractions.iter().map(|x| format!("{x:.3}")).collect();
+        println!("placement groups: steady X per group {}", xs.join(" "));
+    }
     if let Some(p) = &args.json {
         write(p, &report.to_json())?;
     }

@@ -46,6 +46,30 @@ fn unknown_workload_and_policy_are_rejected() {
 }
 
 #[test]
+fn bad_cluster_shapes_are_rejected() {
+    sim_fails(&["--storage-nodes", "0"], "--storage-nodes must be in [1, 1024], got 0");
+    sim_fails(&["--app-nodes", "-2"], "--app-nodes must be in [1, 1024], got -2");
+    sim_fails(
+        &["--storage-nodes", "2", "--app-nodes", "4", "--placement-groups", "3"],
+        "--placement-groups 3: each group needs a storage node and an app node of its own, and there are 2 storage nodes",
+    );
+    sim_fails(&["--placement-groups", "0"], "--placement-groups 0");
+    // Eight app cores on one node: 16 cannot be reached; MIN above MAX is no range.
+    sim_fails(
+        &["--elastic", "4..16"],
+        "--elastic 4..16 is infeasible: it needs 1 <= MIN <= MAX <= 8",
+    );
+    sim_fails(&["--elastic", "6..2"], "--elastic 6..2 is infeasible");
+    sim_fails(&["--elastic", "0..4"], "--elastic 0..4 is infeasible");
+    sim_fails(&["--elastic", "8"], "not of the form MIN..MAX");
+    sim_fails(&["--demand", "1k,2k"], "give how long each lasts");
+    sim_fails(&["--demand", "lots"], "--demand");
+    // A sweep runs at fixed rates on the whole cluster.
+    let out = ferry(&["sim-sweep", "--storage-nodes", "2", "--skew", "--x-step", "0.5"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn slo_below_no_load_latency_is_rejected() {
     sim_fails(&["--slo-p99", "5us"], "below the no-load latency");
     // Local-only needs two round trips: 20 µs is below it even though RPC could make it.

@@ -32,6 +32,18 @@ pub enum ConfigError {
         /// The outer loop's period.
         outer_period_ns: u64,
     },
+    /// A MIN..MAX range whose ends are out of order or out of bounds.
+    #[error("{name} {min}..{max} is infeasible: it needs 1 <= MIN <= MAX <= {limit}")]
+    Range {
+        /// What the range bounds.
+        name: &'static str,
+        /// The lower end given.
+        min: u64,
+        /// The upper end given.
+        max: u64,
+        /// The largest upper end allowed.
+        limit: u64,
+    },
     /// Something the policy cannot work without was not given.
     #[error("this policy needs {what}")]
     Missing {

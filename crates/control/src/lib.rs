@@ -16,10 +16,12 @@
 //!   Algorithm 1, and the `balance` policy built from them.
 //! - [`policy`]: the [`Policy`] trait every policy implements, and the static policies.
 //! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`, the baseline.
+//! - [`elastic`]: Pyxis' elastic-compute loop, sizing the app side to the demand.
 //! - [`fairness`]: Jain's index of how evenly tenants share a resource.
 //! - [`error`]: typed configuration errors.
 
 pub mod arbiter;
+pub mod elastic;
 pub mod error;
 pub mod fairness;
 pub mod kayak;
@@ -31,6 +33,7 @@ pub mod rate;
 pub mod time;
 
 pub use arbiter::Arbiter;
+pub use elastic::{Elastic, ElasticInput};
 pub use error::ConfigError;
 pub use fairness::jain_index;
 pub use kayak::{Kayak, KayakConfig, LoopOrder};

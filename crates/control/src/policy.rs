@@ -93,6 +93,11 @@ pub trait Policy: Send {
     /// The current control state, for timelines.
     fn state(&self) -> PolicyState;
 
+    /// The app side now runs on `app_cores` cores (elastic compute resized it at `now`).
+    /// Policies that place by a load model move their split; the others adapt through the
+    /// latencies they measure.
+    fn set_app_cores(&mut self, _now: Nanos, _app_cores: f64) {}
+
     /// Whether remote invocations accept being handed back by an overloaded storage node
     /// (ASFP pushback). Only reactive policies built around it say yes.
     fn allows_pushback(&self) -> bool {

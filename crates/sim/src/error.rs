@@ -37,6 +37,32 @@ pub enum SimError {
         /// The rejected value, as text.
         value: String,
     },
+    /// More placement groups than a group needs nodes for.
+    #[error(
+        "--placement-groups {groups}: each group needs a storage node and an app node of its own, \
+         and there are {storage_nodes} storage nodes and {app_nodes} app nodes"
+    )]
+    Groups {
+        /// The rejected group count.
+        groups: u32,
+        /// Storage nodes of the cluster.
+        storage_nodes: u32,
+        /// App nodes of the cluster.
+        app_nodes: u32,
+    },
+    /// An elastic range no group can run.
+    #[error(
+        "--elastic {min}..{max} is infeasible: it needs 1 <= MIN <= MAX <= {limit}, the app cores \
+         of a placement group (app nodes x app cores, divided among the groups)"
+    )]
+    Elastic {
+        /// The lower end given.
+        min: u32,
+        /// The upper end given.
+        max: u32,
+        /// The app cores of the smallest group.
+        limit: u32,
+    },
     /// No rate can meet the SLO: even an idle system is slower.
     #[error(
         "SLO p{quantile_pct} {slo_us:.1}us is below the no-load latency of this workload \

@@ -8,6 +8,7 @@
 //! - [`spec`]: parsers for the duration and workload flag values (shared with
 //!   `ferry bench`), with typed errors; [`tasks`]: Pyxis' randomly sampled task mixes;
 //!   [`phases`]: mixes that change over time.
+//! - [`scaling`]: elastic compute's inputs: the demand over time and the app-core range.
 //! - [`policy_spec`]: the policy flag value and the factory that builds the policy.
 //! - [`engine`]: the event loop (event heap, FCFS multi-core nodes, seeded random streams).
 //! - [`scenario`]: one policy run end to end, and its report (timeline, summary, JSON, CSV).
@@ -28,6 +29,7 @@ pub mod phases;
 pub mod plot;
 pub mod policy_spec;
 pub mod queueing;
+pub mod scaling;
 pub mod scenario;
 pub mod spec;
 pub mod suite;

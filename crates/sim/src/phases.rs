@@ -64,6 +64,7 @@ pub fn parse_phases(params: &str) -> Result<Workload, SpecError> {
         functions,
         phases,
         phase_period: period,
+        demand: None,
     })
 }
 

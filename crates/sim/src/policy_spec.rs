@@ -483,6 +483,7 @@ mod tests {
         let cores = Capacity {
             app_cores: 8.0,
             storage_cores: 8.0,
+            links: None,
         };
         assert!(default_policy()
             .build(Nanos::from_us(200), 0.99, Some(cores), 1)

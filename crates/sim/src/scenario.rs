@@ -92,6 +92,8 @@ pub struct TimelineRow {
     pub rate_ops: f64,
     /// Share of requests admitted in the interval that were placed remote (null if none).
     pub remote_share: Option<f64>,
+    /// App cores active at the end of the interval (null where nothing scales them).
+    pub app_cores: Option<u32>,
 }
 
 /// Summary of one phase occurrence (one for single-phase workloads).
@@ -125,7 +127,11 @@ pub struct SimReport {
     pub workload: String,
     /// Seed of the run.
     pub seed: u64,
-    /// App-node cores.
+    /// App nodes.
+    pub app_nodes: u32,
+    /// Storage nodes.
+    pub storage_nodes: u32,
+    /// Cores of each app node.
     pub app_cores: u32,
     /// Storage-node cores.
     pub storage_cores: u32,
@@ -170,6 +176,11 @@ pub struct SimReport {
     pub storage_utilization: f64,
     /// Placement searches the policy started over the run (null for policies without one).
     pub searches: Option<u64>,
+    /// With placement groups, each group's mean X (its share sent remote; Pyxis' α with
+    /// share slicing) over the steady window; empty without groups.
+    pub group_rpc_fractions: Vec<f64>,
+    /// App cores active on average over the steady window (all of them unless elastic).
+    pub app_cores_active_mean: f64,
     /// Requests completed over the run.
     pub completed: u64,
     /// Requests dropped because too many were in flight.
@@ -200,19 +211,21 @@ impl SimReport {
 /// benchmarks write their timelines with it too, so both read alike.
 pub fn timeline_csv(rows: &[TimelineRow]) -> String {
     use std::fmt::Write as _;
-    let mut out = String::from("t_ms,throughput_ops,p99_us,latency_us_mean,rpc_fraction,rate_ops,remote_share\n");
+    let mut out =
+        String::from("t_ms,throughput_ops,p99_us,latency_us_mean,rpc_fraction,rate_ops,remote_share,app_cores\n");
     let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             r.t_ms,
             r.throughput_ops,
             opt(r.p99_us),
             opt(r.latency_us_mean),
             r.rpc_fraction,
             r.rate_ops,
-            opt(r.remote_share)
+            opt(r.remote_share),
+            r.app_cores.map(|c| c.to_string()).unwrap_or_default()
         );
     }
     out
@@ -335,12 +348,18 @@ impl Scenario {
     /// Validates and runs the scenario.
     pub fn run(&self) -> Result<SimReport, SimError> {
         self.validate()?;
-        let mut policy = self.policy.build(
-            self.slo.latency,
-            self.slo.quantile,
-            Some(self.cluster.capacity()),
-            self.seed ^ POLICY_SEED_SALT,
-        )?;
+        // One policy per placement group, each over its group's nodes; group 0's seed is
+        // the one a run without groups uses.
+        let mut policies = (0..self.cluster.placement_groups)
+            .map(|g| {
+                self.policy.build(
+                    self.slo.latency,
+                    self.slo.quantile,
+                    Some(self.cluster.group(g).capacity()),
+                    (self.seed ^ POLICY_SEED_SALT).wrapping_add(u64::from(g)),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let spans = phase_spans(&self.workload, self.duration);
         let windows: Vec<(Nanos, Nanos)> = spans.iter().map(|&(_, s, e)| steady_window(s, e)).collect();
         let cfg = EngineConfig {
@@ -354,8 +373,15 @@ impl Scenario {
             abort: None,
             arrivals_from: Nanos::ZERO,
         };
-        let out = engine::run(&cfg, policy.as_mut());
-        Ok(self.report(policy.name(), &spans, out))
+        let name = policies[0].name();
+        let out = engine::run_groups(
+            &cfg,
+            policies
+                .iter_mut()
+                .map(|p| p.as_mut() as &mut dyn ferry_control::Policy)
+                .collect(),
+        );
+        Ok(self.report(name, &spans, out))
     }
 
     fn report(&self, policy: String, spans: &[(usize, Nanos, Nanos)], out: EngineOutput) -> SimReport {
@@ -371,6 +397,7 @@ impl Scenario {
                 rpc_fraction: s.state.rpc_fraction,
                 rate_ops: s.state.rate_ops,
                 remote_share: (s.admitted > 0).then(|| s.admitted_remote as f64 / s.admitted as f64),
+                app_cores: Some(s.app_cores),
             })
             .collect();
         let mean_x = |from: Nanos, to: Nanos| {
@@ -434,10 +461,19 @@ impl Scenario {
             .count();
         let win_s = (last.end - last.start).as_secs_f64();
         let (local, remote) = self.no_load_latencies_ns();
+        let steady_samples: Vec<_> = out.samples.iter().filter(|s| s.t > last.start).collect();
+        let group_rpc_fractions = (0..out.samples.first().map_or(0, |s| s.groups.len()))
+            .map(|g| {
+                let n = steady_samples.len().max(1) as f64;
+                steady_samples.iter().map(|s| s.groups[g].rpc_fraction).sum::<f64>() / n
+            })
+            .collect();
         SimReport {
             policy,
             workload: self.workload.label.clone(),
             seed: self.seed,
+            app_nodes: self.cluster.app_nodes,
+            storage_nodes: self.cluster.storage_nodes,
             app_cores: self.cluster.app_cores,
             storage_cores: self.cluster.storage_cores,
             rtt_us: self.cluster.rtt.as_us_f64(),
@@ -461,9 +497,16 @@ impl Scenario {
             },
             no_load_latency_us_local: local / 1e3,
             no_load_latency_us_remote: remote / 1e3,
-            app_utilization: last.app_busy_ns as f64 / (self.cluster.app_cores as f64 * win_s * 1e9),
-            storage_utilization: last.storage_busy_ns as f64 / (self.cluster.storage_cores as f64 * win_s * 1e9),
+            app_utilization: last.app_busy_ns as f64 / (self.cluster.app_cores_total() as f64 * win_s * 1e9),
+            storage_utilization: last.storage_busy_ns as f64
+                / (self.cluster.storage_cores_total() as f64 * win_s * 1e9),
             searches: out.final_state.searches,
+            group_rpc_fractions,
+            app_cores_active_mean: if steady_samples.is_empty() {
+                self.cluster.app_cores_total() as f64
+            } else {
+                steady_samples.iter().map(|s| s.app_cores as f64).sum::<f64>() / steady_samples.len() as f64
+            },
             completed: out.completed,
             dropped: out.dropped,
             events: out.events,
@@ -486,6 +529,7 @@ mod tests {
             rpc_fraction: 1.0,
             rate_ops: thr,
             remote_share: None,
+            app_cores: None,
         }
     }
 

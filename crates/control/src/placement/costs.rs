@@ -1,7 +1,7 @@
 //! What a request costs each side, learned from completions (Pyxis' c_i and s_i).
 //!
-//! Every completion carries the app CPU and storage CPU it took. The profile keeps, per
-//! placement, a moving average of both: a plain mean over the first [`COST_MEMORY`]
+//! Every completion carries the app CPU and storage CPU it took and the bytes it moved over
+//! the network. The profile keeps, per placement, a moving average of each: a plain mean over the first [`COST_MEMORY`]
 //! completions, then an exponential average over about that many. Costs are far steadier
 //! than latencies (in the simulator they are exact; on real processes they wander by a few
 //! percent), which is why placement is computed from them rather than from throughput.
@@ -18,23 +18,55 @@ pub const COST_MEMORY: f64 = 1_000.0;
 /// rate loop needs it before its ramp reaches the knee.
 pub const COST_SAMPLES_MIN: u64 = 10;
 
-/// Mean CPU per request placed one way.
+/// What a request takes of each resource, on average.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MeanCost {
+    /// App CPU, ns.
+    pub app_ns: f64,
+    /// Storage CPU, ns.
+    pub storage_ns: f64,
+    /// Bytes over the network, both ways.
+    pub bytes: f64,
+}
+
+impl MeanCost {
+    /// `self + w · other`.
+    pub fn add_scaled(&mut self, w: f64, other: &MeanCost) {
+        self.app_ns += w * other.app_ns;
+        self.storage_ns += w * other.storage_ns;
+        self.bytes += w * other.bytes;
+    }
+}
+
+/// Mean costs per request placed one way.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SideCosts {
     /// App CPU per request, ns.
     pub app_ns: f64,
     /// Storage CPU per request, ns.
     pub storage_ns: f64,
+    /// Bytes moved over the network per request.
+    pub bytes: f64,
     /// Completions averaged.
     pub samples: u64,
 }
 
 impl SideCosts {
-    fn learn(&mut self, app_ns: f64, storage_ns: f64) {
+    fn learn(&mut self, app_ns: f64, storage_ns: f64, bytes: f64) {
         self.samples += 1;
         let w = (1.0 / self.samples as f64).max(1.0 / COST_MEMORY);
         self.app_ns += w * (app_ns - self.app_ns);
         self.storage_ns += w * (storage_ns - self.storage_ns);
+        self.bytes += w * (bytes - self.bytes);
+    }
+
+    /// The means as one cost.
+    pub fn mean(&self) -> MeanCost {
+        MeanCost {
+            app_ns: self.app_ns,
+            storage_ns: self.storage_ns,
+            bytes: self.bytes,
+        }
     }
 
     /// Whether enough completions were averaged to trust the means.
@@ -63,7 +95,11 @@ impl CostProfile {
             Placement::Local => &mut self.local,
             Placement::Remote => &mut self.remote,
         };
-        side.learn(c.costs.app_cpu_ns as f64, c.costs.storage_cpu_ns as f64);
+        side.learn(
+            c.costs.app_cpu_ns as f64,
+            c.costs.storage_cpu_ns as f64,
+            c.costs.bytes_moved as f64,
+        );
     }
 
     /// Forgets everything: the workload changed, and a placement not in use would keep the
@@ -73,7 +109,7 @@ impl CostProfile {
     }
 }
 
-/// Mean (app, storage) CPU per request at a placement split, as the load model reads it:
+/// Mean cost per request at a placement split, as the load model reads it:
 /// one function's [`CostProfile`] at a share `x` remote, or a mix's at a turning point.
 ///
 /// A *split* is what a placement decides: each function's share sent remote. A coordinate
@@ -84,20 +120,19 @@ pub trait MeanCosts: std::fmt::Debug {
         vec![x]
     }
 
-    /// Mean (app, storage) CPU per request at `split`, if the placements used there are
-    /// known.
-    fn mean_at_split(&self, split: &[f64]) -> Option<(f64, f64)>;
+    /// Mean cost per request at `split`, if the placements used there are known.
+    fn mean_at_split(&self, split: &[f64]) -> Option<MeanCost>;
 
-    /// Mean (app, storage) CPU per request at coordinate `x`.
-    fn mean_at(&self, x: f64) -> Option<(f64, f64)> {
+    /// Mean cost per request at coordinate `x`.
+    fn mean_at(&self, x: f64) -> Option<MeanCost> {
         self.mean_at_split(&self.split_at(x))
     }
 }
 
 impl MeanCosts for CostProfile {
-    /// Mean (app, storage) CPU per request when a share `split[0]` runs remote, if the
-    /// placements used are known.
-    fn mean_at_split(&self, split: &[f64]) -> Option<(f64, f64)> {
+    /// Mean cost per request when a share `split[0]` runs remote, if the placements used
+    /// are known.
+    fn mean_at_split(&self, split: &[f64]) -> Option<MeanCost> {
         let x = *split.first()?;
         let (l, r) = (&self.local, &self.remote);
         let need_local = x < 1.0;
@@ -105,12 +140,14 @@ impl MeanCosts for CostProfile {
         if (need_local && !l.known()) || (need_remote && !r.known()) {
             return None;
         }
-        let (lw, rw) = (1.0 - x, x);
-        let pick = |v: f64, used: bool| if used { v } else { 0.0 };
-        Some((
-            lw * pick(l.app_ns, need_local) + rw * pick(r.app_ns, need_remote),
-            lw * pick(l.storage_ns, need_local) + rw * pick(r.storage_ns, need_remote),
-        ))
+        let mut mean = MeanCost::default();
+        if need_local {
+            mean.add_scaled(1.0 - x, &l.mean());
+        }
+        if need_remote {
+            mean.add_scaled(x, &r.mean());
+        }
+        Some(mean)
     }
 }
 
@@ -142,14 +179,22 @@ mod tests {
             p.learn(&completion(Placement::Remote, 600, 12_000));
         }
         assert!((p.local.app_ns - 10_000.0).abs() < 20.0, "{}", p.local.app_ns);
-        let (a, s) = p.mean_at(0.5).unwrap();
+        let m = p.mean_at(0.5).unwrap();
+        let (a, s) = (m.app_ns, m.storage_ns);
         assert!((a - 5_300.0).abs() < 20.0 && (s - 7_000.0).abs() < 1.0, "{a} {s}");
         // At X = 1 only remote costs matter.
         let mut only_remote = CostProfile::default();
         for _ in 0..100 {
             only_remote.learn(&completion(Placement::Remote, 600, 12_000));
         }
-        assert_eq!(only_remote.mean_at(1.0), Some((600.0, 12_000.0)));
+        assert_eq!(
+            only_remote.mean_at(1.0),
+            Some(MeanCost {
+                app_ns: 600.0,
+                storage_ns: 12_000.0,
+                bytes: 0.0
+            })
+        );
         assert_eq!(only_remote.mean_at(0.9), None);
     }
 

@@ -6,7 +6,10 @@
 //! Theorem IV.1 (there with `c_i` and `s_i` for the two sides' costs) says an optimum sends
 //! the functions with the lowest `Δs_i / Δa_i` remote *all*, the highest *none*, and
 //! splits only the one in between: the turning point. One real number α ∈ [0, 1] then
-//! places every function.
+//! places every function. Where the network can bind, the bytes a remote request saves
+//! count as app-side cost too, weighted by how much of the links a byte takes against how
+//! much of the app cores a nanosecond takes (Pyxis §VII's weighted sum: its own c_i *is*
+//! the bytes moved).
 //!
 //! How α maps to the functions is a choice ([`Slicing`]). Pyxis' equation (14) gives each
 //! function an equal-width slice of α, whatever its share of the requests. ferry's default
@@ -19,7 +22,7 @@
 //! than their noise may swap places between ticks, which moves nothing of consequence
 //! (they are equally good uses of either side, Theorem IV.1's tie).
 
-use crate::placement::costs::{CostProfile, MeanCosts};
+use crate::placement::costs::{CostProfile, MeanCost, MeanCosts};
 use crate::policy::{Completion, FnId};
 
 /// Most functions the profile tells apart: a bound on the memory of every policy. Ids at
@@ -63,6 +66,8 @@ pub struct MixProfile {
     counts: Vec<f64>,
     total: f64,
     slicing: Slicing,
+    /// App CPU a byte moved counts as in the order (0: the network never binds).
+    app_ns_per_byte: f64,
 }
 
 /// The slot a function's statistics live in.
@@ -71,10 +76,13 @@ fn slot(fn_id: FnId) -> usize {
 }
 
 impl MixProfile {
-    /// An empty profile cutting α by `slicing`.
-    pub fn new(slicing: Slicing) -> Self {
+    /// An empty profile cutting α by `slicing`, a byte moved counting as
+    /// `app_ns_per_byte` of app CPU in the order (see
+    /// [`crate::placement::load_model::Capacity::app_ns_per_byte`]).
+    pub fn new(slicing: Slicing, app_ns_per_byte: f64) -> Self {
         MixProfile {
             slicing,
+            app_ns_per_byte,
             ..MixProfile::default()
         }
     }
@@ -109,9 +117,14 @@ impl MixProfile {
         self.costs[i].learn(c);
     }
 
+    /// Sets the weight of a byte in the order (the deployment's capacities changed).
+    pub fn set_app_ns_per_byte(&mut self, app_ns_per_byte: f64) {
+        self.app_ns_per_byte = app_ns_per_byte;
+    }
+
     /// Forgets everything learned (a new workload).
     pub fn reset(&mut self) {
-        *self = MixProfile::new(self.slicing);
+        *self = MixProfile::new(self.slicing, self.app_ns_per_byte);
     }
 
     /// Function slots seen so far.
@@ -138,7 +151,8 @@ impl MixProfile {
             .zip(shares)
             .map(|(c, share)| Slice {
                 share,
-                app_saved_ns: c.local.app_ns - c.remote.app_ns,
+                app_saved_ns: c.local.app_ns - c.remote.app_ns
+                    + self.app_ns_per_byte * (c.local.bytes - c.remote.bytes),
                 storage_added_ns: c.remote.storage_ns - c.local.storage_ns,
                 known: c.local.known() && c.remote.known(),
             })
@@ -172,7 +186,8 @@ impl MixProfile {
 pub struct Slice {
     /// Share of the requests.
     pub share: f64,
-    /// App CPU a remote request saves against a local one (`a_L − a_R`).
+    /// App-side cost a remote request saves against a local one (`a_L − a_R`, plus the
+    /// bytes saved at their weight where the network can bind).
     pub app_saved_ns: f64,
     /// Storage CPU a remote request adds against a local one (`s_R − s_L`).
     pub storage_added_ns: f64,
@@ -237,23 +252,21 @@ impl MeanCosts for MixProfile {
         self.split(x)
     }
 
-    /// The mean (app, storage) CPU of a request when function i sends `split[i]` remote,
+    /// The mean cost of a request when function i sends `split[i]` remote,
     /// if every function with a share has known costs for the placements it uses there
     /// and, on a mix, the shares are known ([`MIX_SAMPLES_MIN`]).
-    fn mean_at_split(&self, split: &[f64]) -> Option<(f64, f64)> {
+    fn mean_at_split(&self, split: &[f64]) -> Option<MeanCost> {
         if self.functions() > 1 && self.total < MIX_SAMPLES_MIN {
             return None;
         }
         let shares = self.shares();
-        let mut mean = (0.0, 0.0);
+        let mut mean = MeanCost::default();
         let mut seen = false;
         for (i, (costs, share)) in self.costs.iter().zip(shares).enumerate() {
             if share <= 0.0 {
                 continue;
             }
-            let (a, s) = costs.mean_at(*split.get(i)?)?;
-            mean.0 += share * a;
-            mean.1 += share * s;
+            mean.add_scaled(share, &costs.mean_at(*split.get(i)?)?);
             seen = true;
         }
         seen.then_some(mean)
@@ -287,7 +300,7 @@ mod tests {
     /// Pyxis §IV-B's example: A (1, 0.1), B (1, 1), C (0.1, 1) as (app saved, storage
     /// added): A goes remote first, then B, then C.
     fn example(slicing: Slicing, shares: [usize; 3]) -> MixProfile {
-        let mut m = MixProfile::new(slicing);
+        let mut m = MixProfile::new(slicing, 0.0);
         learn(&mut m, 2, shares[2], (1_100, 0), (1_000, 1_000));
         learn(&mut m, 0, shares[0], (2_000, 0), (1_000, 100));
         learn(&mut m, 1, shares[1], (2_000, 0), (1_000, 1_000));
@@ -321,7 +334,7 @@ mod tests {
 
     #[test]
     fn dominant_placements_sit_at_the_ends_and_unknown_costs_in_the_middle() {
-        let mut m = MixProfile::new(Slicing::Share);
+        let mut m = MixProfile::new(Slicing::Share, 0.0);
         learn(&mut m, 0, 50, (1_000, 0), (2_000, 500)); // local cheaper on both sides
         learn(&mut m, 1, 50, (2_000, 800), (1_000, 500)); // remote cheaper on both sides
         learn(&mut m, 2, 50, (2_000, 0), (1_000, 1_000));
@@ -331,7 +344,7 @@ mod tests {
 
     #[test]
     fn one_function_is_its_own_cost_profile() {
-        let mut m = MixProfile::new(Slicing::Equal);
+        let mut m = MixProfile::new(Slicing::Equal, 0.0);
         learn(&mut m, 0, 100, (9_000, 2_000), (600, 12_000));
         let single = m.function(FnId(0)).copied().unwrap();
         for x in [0.0, 0.25, 0.7, 1.0] {
@@ -349,7 +362,8 @@ mod tests {
         );
         let m = example(Slicing::Share, [1_500, 500, 500]);
         // α = 0.6: A (share 0.6) all remote, B and C local.
-        let (a, s) = m.mean_at(0.6).unwrap();
+        let mean = m.mean_at(0.6).unwrap();
+        let (a, s) = (mean.app_ns, mean.storage_ns);
         assert!(
             (a - (0.6 * 1_000.0 + 0.2 * 2_000.0 + 0.2 * 1_100.0)).abs() < 1e-6,
             "{a}"
@@ -360,7 +374,7 @@ mod tests {
 
     #[test]
     fn shares_follow_a_changed_mix_and_ids_beyond_the_limit_share_a_slot() {
-        let mut m = MixProfile::new(Slicing::Share);
+        let mut m = MixProfile::new(Slicing::Share, 0.0);
         learn(&mut m, 0, 5_000, (2_000, 0), (1_000, 100));
         learn(&mut m, 1, 30_000, (2_000, 0), (1_000, 1_000));
         assert!(m.shares()[1] > 0.9, "{:?}", m.shares());

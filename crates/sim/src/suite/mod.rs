@@ -73,7 +73,9 @@ pub struct ScenarioResult {
     pub index: usize,
     /// The `ferry sim` flags that reproduce the scenario.
     pub flags: String,
-    /// App cores.
+    /// The cluster's shape (`8+8`, or `4x8+2x8` for several nodes).
+    pub cluster: String,
+    /// App cores per node.
     pub app_cores: u32,
     /// Storage cores.
     pub storage_cores: u32,
@@ -265,6 +267,7 @@ fn result(s: &SuiteScenario, b: &Bound, r: &SimReport) -> ScenarioResult {
     ScenarioResult {
         index: s.index,
         flags: s.flags(),
+        cluster: s.cluster.shape(),
         app_cores: s.cluster.app_cores,
         storage_cores: s.cluster.storage_cores,
         rtt_us: s.cluster.rtt.as_us_f64(),
@@ -338,7 +341,7 @@ impl SuiteReport {
             out.push_str(&format!(
                 "{:>3} {:>5} {:>5.1} {:<42} {:>8.0} {:>10.0} {:>5.2} {:>10.0} {:>5.2} {:>7.1} {:>6} {:>8} {:>4}\n",
                 r.index,
-                format!("{}+{}", r.app_cores, r.storage_cores),
+                r.cluster.clone(),
                 r.rtt_us,
                 r.workload,
                 r.slo_us,

@@ -20,8 +20,12 @@
 //! 0.5 µs per lookup, 4 µs of app CPU per message, 1 µs per local start, no storage
 //! slowdown of compute; VM-like node stalls (5/s × 2 ms); the same function and SLO draws.
 //!
-//! The **mixed** space: the default space's nodes and network with a mix of
-//! [`MIX_TASKS_RANGE`] functions, each drawn as the default space draws its one, in weights
+//! The **mixed** space: a cluster of [`MIX_APP_NODES_RANGE`] app nodes and
+//! [`MIX_STORAGE_NODES_RANGE`] storage nodes (uniform integers), each with the default
+//! space's cores, the default space's network, data hashed evenly over the storage nodes;
+//! a mix of [`MIX_TASKS_RANGE`] functions, each drawn as the default space draws its one
+//! but with objects log-uniform in [`MIX_OBJECT_BYTES_RANGE`] (up to Pyxis' 48 KB
+//! objects, so that shipping data can saturate a storage node's link), in weights
 //! log-uniform in [`MIX_WEIGHT_RANGE`] (normalised); the same SLO draw. Its bound is the
 //! turning-point bound (`ferry sim-sweep --turning-point`), the per-function optimum.
 
@@ -51,6 +55,12 @@ pub const SLO_FACTOR_RANGE: (f64, f64) = (3.0, 20.0);
 
 /// Fewest and most functions of a mixed-space scenario.
 pub const MIX_TASKS_RANGE: (u32, u32) = (2, 16);
+/// Fewest and most app nodes of a mixed-space scenario.
+pub const MIX_APP_NODES_RANGE: (u32, u32) = (1, 4);
+/// Fewest and most storage nodes of a mixed-space scenario.
+pub const MIX_STORAGE_NODES_RANGE: (u32, u32) = (1, 4);
+/// Smallest and largest object of a mixed-space function, bytes.
+pub const MIX_OBJECT_BYTES_RANGE: (f64, f64) = (64.0, 65_536.0);
 /// Smallest and largest relative weight of a function in a mix.
 pub const MIX_WEIGHT_RANGE: (f64, f64) = (1.0, 4.0);
 /// Load at which the unloaded p99 is measured: low enough that queueing adds ~nothing.
@@ -107,12 +117,19 @@ impl Space {
 
     fn cluster(self, rng: &mut ChaCha8Rng) -> ClusterConfig {
         match self {
-            Space::Default | Space::Mixed => ClusterConfig {
-                app_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
-                storage_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
-                rtt: Nanos((log_uniform(rng, RTT_US_RANGE) * 10.0).round() as u64 * 100),
-                ..ClusterConfig::default()
-            },
+            Space::Default | Space::Mixed => {
+                let mut cl = ClusterConfig {
+                    app_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
+                    storage_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
+                    rtt: Nanos((log_uniform(rng, RTT_US_RANGE) * 10.0).round() as u64 * 100),
+                    ..ClusterConfig::default()
+                };
+                if self == Space::Mixed {
+                    cl.app_nodes = rng.gen_range(MIX_APP_NODES_RANGE.0..=MIX_APP_NODES_RANGE.1);
+                    cl.storage_nodes = rng.gen_range(MIX_STORAGE_NODES_RANGE.0..=MIX_STORAGE_NODES_RANGE.1);
+                }
+                cl
+            }
             Space::OnePlusOne => one_plus_one_cluster(),
         }
     }
@@ -171,7 +188,7 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimE
         let n = rng.gen_range(MIX_TASKS_RANGE.0..=MIX_TASKS_RANGE.1);
         let elements: Vec<String> = (0..n)
             .map(|_| {
-                let (spec, _) = draw_function(&mut rng);
+                let (spec, _) = draw_function(&mut rng, MIX_OBJECT_BYTES_RANGE);
                 format!("{spec}@{:.3}", log_uniform(&mut rng, MIX_WEIGHT_RANGE))
             })
             .collect();
@@ -182,7 +199,7 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimE
         })?;
         (spec, workload)
     } else {
-        let (spec, f) = draw_function(&mut rng);
+        let (spec, f) = draw_function(&mut rng, OBJECT_BYTES_RANGE);
         let workload = Workload::single(&spec, f);
         (spec, workload)
     };
@@ -206,15 +223,16 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimE
     })
 }
 
-/// One traversal function as the default space draws it, and its spec.
-fn draw_function(rng: &mut ChaCha8Rng) -> (String, FunctionSpec) {
+/// One traversal function as the default space draws it (objects in `object_bytes`), and
+/// its spec.
+fn draw_function(rng: &mut ChaCha8Rng, object_bytes: (f64, f64)) -> (String, FunctionSpec) {
     let depth = rng.gen_range(DEPTH_RANGE.0..=DEPTH_RANGE.1);
     let compute_ns = if rng.gen_bool(COMPUTE_ZERO_SHARE) {
         0
     } else {
         (log_uniform(rng, COMPUTE_NS_RANGE) / 10.0).round() as u64 * 10
     };
-    let size = log_uniform(rng, OBJECT_BYTES_RANGE).round() as u64;
+    let size = log_uniform(rng, object_bytes).round() as u64;
     let spec = format!("traverse:depth={depth},compute={compute_ns}ns,size={size}");
     let mut f = FunctionSpec::traverse("traverse", depth, Nanos(compute_ns));
     f.object_bytes = size;
@@ -237,10 +255,15 @@ impl SuiteScenario {
     pub fn flags(&self) -> String {
         let cl = &self.cluster;
         let c = &cl.costs;
-        let mut out = format!(
+        let mut out = if cl.is_pair() {
+            String::new()
+        } else {
+            format!("--app-nodes {} --storage-nodes {} ", cl.app_nodes, cl.storage_nodes)
+        };
+        out.push_str(&format!(
             "--app-cores {} --storage-cores {} --rtt {} --workload {} --slo-p99 {} --seed {}",
             cl.app_cores, cl.storage_cores, cl.rtt, self.workload_spec, self.slo.latency, self.seed
-        );
+        ));
         let d = ClusterConfig::default();
         if *c != d.costs {
             out.push_str(&format!(
@@ -309,6 +332,16 @@ mod tests {
             let s = draw(Space::Mixed, 5, i).unwrap();
             let n = s.workload.functions.len() as u32;
             assert!((MIX_TASKS_RANGE.0..=MIX_TASKS_RANGE.1).contains(&n), "{n}");
+            let cl = &s.cluster;
+            assert!((1..=4).contains(&cl.app_nodes) && (1..=4).contains(&cl.storage_nodes));
+            if !cl.is_pair() {
+                assert!(s.flags().starts_with(&format!("--app-nodes {} ", cl.app_nodes)));
+            }
+            assert!(s
+                .workload
+                .functions
+                .iter()
+                .all(|f| (64..=65_536).contains(&f.object_bytes)));
             let again = crate::spec::parse_workload(&s.workload_spec).unwrap();
             assert_eq!(again.functions, s.workload.functions);
             assert!(s.flags().contains(&s.workload_spec));

@@ -1,236 +1,11 @@
-//! What is simulated: the cluster (cores, network, per-message CPU costs) and the workload
-//! (functions with accesses, object size, compute per access, mix fraction; phases).
-//!
-//! Also the closed-form facts the rest of the crate needs about a model: mean CPU cost per
-//! request on each side, the capacity at a given X, and the unloaded latency of each path.
+//! The workload: functions (Pyxis' tasks), their mixes and phases, and the closed-form
+//! costs and capacities of placing them.
 
 use ferry_control::placement::mix::{split, Slice, Slicing};
 use ferry_control::{Nanos, Placement};
 
+use super::*;
 use crate::error::SimError;
-
-/// Largest supported core count per node: the simulator scans cores linearly per job.
-pub const CORES_MAX: u32 = 256;
-
-/// Largest supported storage accesses per function (depth of a traversal).
-pub const ACCESSES_MAX: u32 = 1024;
-
-/// Largest supported object size: 64 MiB, beyond any single get a storage node serves.
-pub const OBJECT_BYTES_MAX: u64 = 64 << 20;
-
-/// Largest supported compute per access: 1 s, far beyond any microsecond-scale function.
-pub const COMPUTE_MAX: Nanos = Nanos::from_secs(1);
-
-/// Largest supported round-trip time: 1 s (a WAN link is ~100 ms).
-pub const RTT_MAX: Nanos = Nanos::from_secs(1);
-
-/// Largest supported per-message CPU cost: 10 ms.
-pub const MSG_COST_MAX: Nanos = Nanos::from_ms(10);
-
-/// Most functions one workload may mix (each gets its own `FnId`).
-pub const FUNCTIONS_MAX: usize = 256;
-
-/// Most phases one workload may cycle through.
-pub const PHASES_MAX: usize = 64;
-
-/// Default app-node CPU per message handled (receive one message, send the next): RPC
-/// endpoint and client-side KV stack cost on the Kayak testbed scale (see SIMULATION.md).
-pub const APP_MSG_NS_DEFAULT: u64 = 300;
-
-/// Default app-node CPU to start a function locally (context, read/write set setup).
-pub const APP_INVOKE_NS_DEFAULT: u64 = 200;
-
-/// Default storage-node CPU per request message handled (receive, parse, reply): the
-/// dominant per-request cost of a kernel-bypass KV server at ~1 Mops per core.
-pub const STORAGE_MSG_NS_DEFAULT: u64 = 1_000;
-
-/// Default storage-node CPU to dispatch an invocation to a storage function.
-pub const STORAGE_INVOKE_NS_DEFAULT: u64 = 600;
-
-/// Default storage-node CPU per table lookup, whether it comes from a get or a function.
-pub const STORAGE_GET_NS_DEFAULT: u64 = 100;
-
-/// Default slowdown of function compute on the storage node relative to the app node.
-/// Storage cores also poll the NIC and serve gets, and function code and the store's index
-/// evict each other from the caches; Kayak's §6.3 finds X* = 0.4 on equal 4 + 4 cores, which
-/// needs storage-side compute to cost more than app-side compute. 1.25 reproduces it.
-pub const STORAGE_COMPUTE_FACTOR_DEFAULT: f64 = 1.25;
-
-/// Largest accepted storage compute factor.
-pub const STORAGE_COMPUTE_FACTOR_MAX: f64 = 100.0;
-
-/// Default bytes of a message without payload (framing, key, status).
-pub const HEADER_BYTES_DEFAULT: u64 = 64;
-
-/// Default object size read per access: small graph nodes, as in the paper's traversal.
-pub const OBJECT_BYTES_DEFAULT: u64 = 128;
-
-/// Default link bandwidth: the 25 Gb/s NICs of the Kayak testbed.
-pub const BANDWIDTH_GBPS_DEFAULT: f64 = 25.0;
-
-/// Default round-trip time: 10 µs (the Kayak testbed measured 9.2 µs).
-pub const RTT_DEFAULT: Nanos = Nanos::from_us(10);
-
-/// Default rate of node-wide stalls ("hiccups") per node. See [`ClusterConfig::stall_rate_hz`].
-pub const STALL_RATE_HZ_DEFAULT: f64 = 5_000.0;
-
-/// Default mean length of one stall.
-pub const STALL_MEAN_DEFAULT: Nanos = Nanos::from_us(16);
-
-/// Largest supported stall rate: 10⁵/s, beyond which a node would be stalled most of the time.
-pub const STALL_RATE_HZ_MAX: f64 = 1e5;
-
-/// Largest supported mean stall: 10 ms.
-pub const STALL_MEAN_MAX: Nanos = Nanos::from_ms(10);
-
-/// Default cores per node: the paper's 8-core configuration.
-pub const CORES_DEFAULT: u32 = 8;
-
-/// Per-message CPU costs, in nanoseconds of one core.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CostModel {
-    /// App CPU to handle one message: send an invoke or a get, or receive a response.
-    pub app_msg_ns: u64,
-    /// App CPU to start a function locally, on top of sending its first get.
-    pub app_invoke_ns: u64,
-    /// Storage CPU to handle one request message (get or invoke) and send its reply.
-    pub storage_msg_ns: u64,
-    /// Storage CPU to dispatch an invoke to its function.
-    pub storage_invoke_ns: u64,
-    /// Storage CPU for one table lookup.
-    pub storage_get_ns: u64,
-    /// Bytes of a message without payload.
-    pub header_bytes: u64,
-    /// Multiplier on function compute when it runs on the storage node.
-    pub storage_compute_factor: f64,
-}
-
-impl Default for CostModel {
-    fn default() -> Self {
-        CostModel {
-            app_msg_ns: APP_MSG_NS_DEFAULT,
-            app_invoke_ns: APP_INVOKE_NS_DEFAULT,
-            storage_msg_ns: STORAGE_MSG_NS_DEFAULT,
-            storage_invoke_ns: STORAGE_INVOKE_NS_DEFAULT,
-            storage_get_ns: STORAGE_GET_NS_DEFAULT,
-            header_bytes: HEADER_BYTES_DEFAULT,
-            storage_compute_factor: STORAGE_COMPUTE_FACTOR_DEFAULT,
-        }
-    }
-}
-
-/// The two nodes and the network between them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClusterConfig {
-    /// Cores of the app node (local execution, message handling).
-    pub app_cores: u32,
-    /// Cores of the storage node (gets, invokes, storage functions).
-    pub storage_cores: u32,
-    /// Round-trip propagation and stack latency of the network, excluding transfer time.
-    pub rtt: Nanos,
-    /// Link bandwidth in Gb/s; each message is delayed by its size over this bandwidth.
-    pub bandwidth_gbps: f64,
-    /// CPU costs.
-    pub costs: CostModel,
-    /// Rate of node-wide stalls per node, per second. A stall freezes every core of the node
-    /// for an exponentially distributed time (interrupt storms, allocator or OS pauses):
-    /// without them, deterministic CPU costs keep p99 flat until ~99 % load (M/D/c), which no
-    /// measured server shows. 0 disables them (queueing validation).
-    pub stall_rate_hz: f64,
-    /// Mean length of one stall.
-    pub stall_mean: Nanos,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        ClusterConfig {
-            app_cores: CORES_DEFAULT,
-            storage_cores: CORES_DEFAULT,
-            rtt: RTT_DEFAULT,
-            bandwidth_gbps: BANDWIDTH_GBPS_DEFAULT,
-            costs: CostModel::default(),
-            stall_rate_hz: STALL_RATE_HZ_DEFAULT,
-            stall_mean: STALL_MEAN_DEFAULT,
-        }
-    }
-}
-
-fn out_of_range(name: &str, range: &'static str, value: impl ToString) -> SimError {
-    SimError::OutOfRange {
-        name: name.to_string(),
-        range,
-        value: value.to_string(),
-    }
-}
-
-impl ClusterConfig {
-    /// Rejects configurations the simulator does not support.
-    pub fn validate(&self) -> Result<(), SimError> {
-        for (which, n) in [("--app-cores", self.app_cores), ("--storage-cores", self.storage_cores)] {
-            if n == 0 || n > CORES_MAX {
-                return Err(SimError::Cores {
-                    which,
-                    value: n as i64,
-                    max: CORES_MAX,
-                });
-            }
-        }
-        if self.rtt > RTT_MAX {
-            return Err(out_of_range("--rtt", "[0, 1s]", self.rtt));
-        }
-        if self.bandwidth_gbps.is_nan() || self.bandwidth_gbps <= 0.0 {
-            return Err(out_of_range("--bandwidth-gbps", "(0, inf]", self.bandwidth_gbps));
-        }
-        if self.stall_rate_hz.is_nan() || !(0.0..=STALL_RATE_HZ_MAX).contains(&self.stall_rate_hz) {
-            return Err(out_of_range("stall rate", "[0, 100000] per second", self.stall_rate_hz));
-        }
-        if self.stall_mean > STALL_MEAN_MAX {
-            return Err(out_of_range("stall mean", "[0, 10ms]", self.stall_mean));
-        }
-        let c = &self.costs;
-        for (name, v) in [
-            ("app message cost", c.app_msg_ns),
-            ("app invoke cost", c.app_invoke_ns),
-            ("storage message cost", c.storage_msg_ns),
-            ("storage invoke cost", c.storage_invoke_ns),
-            ("storage get cost", c.storage_get_ns),
-        ] {
-            if v > MSG_COST_MAX.0 {
-                return Err(out_of_range(name, "[0, 10ms]", Nanos(v)));
-            }
-        }
-        if c.storage_compute_factor.is_nan() || !(0.0..=STORAGE_COMPUTE_FACTOR_MAX).contains(&c.storage_compute_factor)
-        {
-            return Err(out_of_range(
-                "storage compute factor",
-                "[0, 100]",
-                c.storage_compute_factor,
-            ));
-        }
-        if c.header_bytes > OBJECT_BYTES_MAX {
-            return Err(out_of_range("header bytes", "[0, 64MiB]", c.header_bytes));
-        }
-        Ok(())
-    }
-
-    /// The cores of each side, as a placement policy's load model sees them.
-    pub fn capacity(&self) -> ferry_control::placement::load_model::Capacity {
-        ferry_control::placement::load_model::Capacity {
-            app_cores: self.app_cores as f64,
-            storage_cores: self.storage_cores as f64,
-        }
-    }
-
-    /// One-way delay of a message of `bytes`: half the RTT plus transfer time.
-    pub fn one_way_ns(&self, bytes: u64) -> u64 {
-        let transfer = if self.bandwidth_gbps.is_infinite() {
-            0.0
-        } else {
-            bytes as f64 * 8.0 / self.bandwidth_gbps
-        };
-        self.rtt.0 / 2 + transfer.round() as u64
-    }
-}
 
 /// How the compute after each access is distributed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,6 +120,20 @@ impl FunctionSpec {
         }
     }
 
+    /// Bytes per request placed this way that (the app node, the storage node) sends: the
+    /// app side sends a header per request message, the storage side a header per reply
+    /// and the objects a local execution reads.
+    pub fn sent_bytes(&self, c: &CostModel, p: Placement) -> (f64, f64) {
+        let h = c.header_bytes as f64;
+        match p {
+            Placement::Remote => (h, h),
+            Placement::Local => {
+                let trips = self.local_round_trips() as f64;
+                (trips * h, trips * h + self.accesses as f64 * self.object_bytes as f64)
+            }
+        }
+    }
+
     /// Latency of one request placed this way on an idle cluster (mean compute).
     pub fn no_load_latency_ns(&self, cl: &ClusterConfig, p: Placement) -> f64 {
         let c = &cl.costs;
@@ -380,6 +169,8 @@ pub struct Workload {
     pub phases: Vec<PhaseMix>,
     /// How long each phase lasts (irrelevant with one phase).
     pub phase_period: Nanos,
+    /// The demand offered (None: a saturating backlog, the limiter alone sets the load).
+    pub demand: Option<crate::scaling::Demand>,
 }
 
 impl Workload {
@@ -392,6 +183,7 @@ impl Workload {
                 entries: vec![(0, 1.0)],
             }],
             phase_period: Nanos::MAX,
+            demand: None,
         }
     }
 
@@ -439,6 +231,7 @@ impl Workload {
             functions: self.functions.clone(),
             phases: vec![self.phases[i].clone()],
             phase_period: Nanos::MAX,
+            demand: self.demand.clone(),
         }
     }
 
@@ -474,12 +267,18 @@ impl Workload {
     /// left to learn.
     pub fn turning_point_split(&self, cl: &ClusterConfig, phase: usize, alpha: f64) -> Vec<f64> {
         let c = &cl.costs;
+        let per_byte = cl.capacity().app_ns_per_byte();
+        let bytes = |f: &FunctionSpec, p| {
+            let (app, storage) = f.sent_bytes(c, p);
+            app + storage
+        };
         let mut slices: Vec<Slice> = self
             .functions
             .iter()
             .map(|f| Slice {
                 share: 0.0,
-                app_saved_ns: f.app_cost_ns(c, Placement::Local) - f.app_cost_ns(c, Placement::Remote),
+                app_saved_ns: f.app_cost_ns(c, Placement::Local) - f.app_cost_ns(c, Placement::Remote)
+                    + per_byte * (bytes(f, Placement::Local) - bytes(f, Placement::Remote)),
                 storage_added_ns: f.storage_cost_ns(c, Placement::Remote) - f.storage_cost_ns(c, Placement::Local),
                 known: true,
             })
@@ -490,21 +289,45 @@ impl Workload {
         split(&slices, Slicing::Share, alpha)
     }
 
-    /// Throughput at which one node's cores are fully busy in phase `phase` when function
-    /// i sends the share `split[i]` remote.
+    /// Mean bytes per request (the app nodes send, the storage nodes send) of phase
+    /// `phase` when function i sends the share `split[i]` remote.
+    pub fn mean_sent_bytes_split(&self, cl: &ClusterConfig, phase: usize, split: &[f64]) -> (f64, f64) {
+        let c = &cl.costs;
+        self.phases[phase].entries.iter().fold((0.0, 0.0), |(a, s), &(i, w)| {
+            let f = &self.functions[i];
+            let x = split[i];
+            let (ra, rs) = f.sent_bytes(c, Placement::Remote);
+            let (la, ls) = f.sent_bytes(c, Placement::Local);
+            (a + w * (x * ra + (1.0 - x) * la), s + w * (x * rs + (1.0 - x) * ls))
+        })
+    }
+
+    /// Throughput at which the busiest resource (the app cores, the storage cores, the
+    /// app nodes' links or the storage nodes' links, data spread evenly) is fully busy in
+    /// phase `phase` when function i sends the share `split[i]` remote: an upper bound on
+    /// any rate that meets an SLO.
     pub fn capacity_split_ops(&self, cl: &ClusterConfig, phase: usize, split: &[f64]) -> f64 {
+        let (sent_app, sent_storage) = self.mean_sent_bytes_split(cl, phase, split);
+        let link = |nodes: u32, bytes: f64| {
+            if bytes > 0.0 && !cl.bandwidth_gbps.is_infinite() {
+                nodes as f64 * cl.link_bytes_per_sec() / bytes
+            } else {
+                f64::INFINITY
+            }
+        };
+        let links = link(cl.app_nodes, sent_app).min(link(cl.storage_nodes, sent_storage));
         let (a, s) = self.mean_costs_split_ns(cl, phase, split);
         let app = if a > 0.0 {
-            cl.app_cores as f64 * 1e9 / a
+            cl.app_cores_total() as f64 * 1e9 / a
         } else {
             f64::INFINITY
         };
         let sto = if s > 0.0 {
-            cl.storage_cores as f64 * 1e9 / s
+            cl.storage_cores_total() as f64 * 1e9 / s
         } else {
             f64::INFINITY
         };
-        app.min(sto)
+        app.min(sto).min(links)
     }
 
     /// Worst unloaded latency over all functions of all phases for a placement.

@@ -1,0 +1,111 @@
+//! What a run measures: per-window statistics, timeline samples and the run's output.
+
+use ferry_control::{LatencySketch, Nanos, PolicyState};
+
+/// Running statistics of the current timeline interval.
+#[derive(Default)]
+pub(super) struct Interval {
+    pub(super) completed: u64,
+    pub(super) latency: Option<LatencySketch>,
+    pub(super) admitted: u64,
+    pub(super) admitted_remote: u64,
+}
+
+/// Statistics over one measurement window.
+#[derive(Clone)]
+pub struct WindowStats {
+    /// Window start.
+    pub start: Nanos,
+    /// Window end (exclusive).
+    pub end: Nanos,
+    /// Latencies of the completions in the window, ns.
+    pub latency: LatencySketch,
+    /// Completions that were placed remote.
+    pub remote_completed: u64,
+    /// Requests admitted in the window.
+    pub admitted: u64,
+    /// App CPU time of jobs started in the window.
+    pub app_busy_ns: u64,
+    /// Storage CPU time of jobs started in the window.
+    pub storage_busy_ns: u64,
+    /// Sum of queueing delays of storage jobs arriving in the window.
+    pub storage_wait_ns: u64,
+    /// Storage jobs arriving in the window.
+    pub storage_jobs: u64,
+    /// Sum of queueing delays of app jobs arriving in the window.
+    pub app_wait_ns: u64,
+    /// App jobs arriving in the window.
+    pub app_jobs: u64,
+}
+
+impl WindowStats {
+    pub(super) fn new(start: Nanos, end: Nanos) -> Self {
+        WindowStats {
+            start,
+            end,
+            latency: LatencySketch::new(),
+            remote_completed: 0,
+            admitted: 0,
+            app_busy_ns: 0,
+            storage_busy_ns: 0,
+            storage_wait_ns: 0,
+            storage_jobs: 0,
+            app_wait_ns: 0,
+            app_jobs: 0,
+        }
+    }
+
+    /// Completions per second over the window.
+    pub fn throughput_ops(&self) -> f64 {
+        let secs = (self.end - self.start).as_secs_f64();
+        if secs > 0.0 {
+            self.latency.count() as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One timeline interval as measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalSample {
+    /// End of the interval.
+    pub t: Nanos,
+    /// Completions in the interval.
+    pub completed: u64,
+    /// p99 of those completions, ns.
+    pub latency_ns_p99: Option<f64>,
+    /// Mean of those completions, ns.
+    pub latency_ns_mean: Option<f64>,
+    /// The policy's state at the end of the interval (with placement groups: theirs
+    /// combined, rates summed and X weighted by rate).
+    pub state: PolicyState,
+    /// App cores active at the end of the interval (elastic compute), over all app nodes.
+    pub app_cores: u32,
+    /// With placement groups, each group's policy state; empty otherwise.
+    pub groups: Vec<PolicyState>,
+    /// Requests admitted in the interval.
+    pub admitted: u64,
+    /// Of those, placed remote.
+    pub admitted_remote: u64,
+}
+
+/// Everything a run measured.
+pub struct EngineOutput {
+    /// Timeline, if requested.
+    pub samples: Vec<IntervalSample>,
+    /// The requested windows, filled.
+    pub windows: Vec<WindowStats>,
+    /// Completions over the whole run.
+    pub completed: u64,
+    /// Arrivals dropped because `IN_FLIGHT_MAX` requests were in flight.
+    pub dropped: u64,
+    /// Whether the abort condition fired.
+    pub aborted: bool,
+    /// Simulated time reached.
+    pub end: Nanos,
+    /// The policy's state at the end.
+    pub final_state: PolicyState,
+    /// Events processed (for performance reporting).
+    pub events: u64,
+}
