@@ -26,7 +26,7 @@ fn main() {
     .unwrap();
     testbed.runtime.block_on(async {
         let client = testbed.connect().await.unwrap();
-        let workload = ferry_sim::spec::parse_workload("medium").unwrap();
+        let workload = ferry_experiment::spec::parse_workload("medium").unwrap();
         ferry_bench::placement::load_graph(&client, &workload, 100_000, 1)
             .await
             .unwrap();

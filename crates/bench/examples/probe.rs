@@ -14,7 +14,7 @@ fn main() {
     let x: f64 = args[1].parse().unwrap();
     let rate: f64 = args[2].parse().unwrap();
     let seconds: f64 = args[3].parse().unwrap();
-    let workload = ferry_sim::spec::parse_workload(args.get(4).map_or("medium", String::as_str)).unwrap();
+    let workload = ferry_experiment::spec::parse_workload(args.get(4).map_or("medium", String::as_str)).unwrap();
     let exe = std::path::PathBuf::from(std::env::var("FERRY_EXE").unwrap_or("target/release/ferry".into()));
     let testbed = Testbed::start(&TestbedConfig {
         exe,

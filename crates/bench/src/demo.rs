@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use ferry_experiment::model::Workload;
+use ferry_experiment::spec::PolicySpec;
 use ferry_server::{ServerConfig, TenantConfig};
-use ferry_sim::model::Workload;
-use ferry_sim::spec::PolicySpec;
 
 use crate::placement::{run_on, PlacementBenchConfig, PlacementReport};
 use crate::report::{bench_facts, html_page, timeline_figure, write_into};

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use ferry_client::{Client, ClientConfig};
 use ferry_control::jain_index;
+use ferry_experiment::model::FunctionSpec;
 use ferry_func::builtins::traverse::{self, TraverseArgs};
-use ferry_sim::model::FunctionSpec;
 
 use crate::child::{ChildServer, ChildSpec};
 use crate::BenchError;

@@ -2,7 +2,7 @@
 //!
 //! The storage node runs as a child pinned to its CPUs, the app side (this process: load
 //! generator and local execution) on its own. The workload is the simulator's
-//! ([`ferry_sim::model::Workload`], parsed from the same flag values), each function run as
+//! ([`ferry_experiment::model::Workload`], parsed from the same flag values), each function run as
 //! the built-in `traverse` with its depth and compute. A saturating backlog is released
 //! through the policy's rate limiter: a request is due the moment the limiter admits it, and
 //! its latency is measured from then. The report has the simulator's fields and meanings.
@@ -21,11 +21,11 @@ use serde::Serialize;
 
 use ferry_client::{Adaptive, Backend, ClientError, Invocation, Overhead, Placement};
 use ferry_control::{FnId, LatencySketch, Nanos, PolicyState, Schedule};
+use ferry_experiment::model::{ComputeDist, FunctionKind, Workload};
+use ferry_experiment::spec::PolicySpec;
+use ferry_experiment::timeline::{converge_ms, TimelineRow, CONVERGE_TOLERANCE, STEADY_FRACTION};
 use ferry_func::builtins::traverse;
 use ferry_func::builtins::ycsbt;
-use ferry_sim::model::{ComputeDist, FunctionKind, Workload};
-use ferry_sim::scenario::{converge_ms, TimelineRow, CONVERGE_TOLERANCE, STEADY_FRACTION};
-use ferry_sim::spec::PolicySpec;
 
 use crate::latency::{LatencySummary, Recorder};
 use crate::loadgen::{error_kind, wait_until};

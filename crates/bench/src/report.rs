@@ -4,14 +4,14 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use ferry_sim::plot::{Chart, Figure, Series, Style};
-use ferry_sim::scenario::TimelineRow;
+use ferry_experiment::plot::{Chart, Figure, Series, Style};
+use ferry_experiment::timeline::TimelineRow;
 
 use crate::placement::PlacementReport;
 use crate::BenchError;
 
 /// The timeline as CSV: the simulator's format.
-pub use ferry_sim::scenario::timeline_csv;
+pub use ferry_experiment::timeline::timeline_csv;
 
 /// Throughput, p99 (against the SLO) and X over time.
 pub fn timeline_figure(title: &str, rows: &[TimelineRow], slo_us: f64) -> Figure {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use ferry_client::Adaptive;
 use ferry_control::FixedRate;
-use ferry_sim::model::Workload;
+use ferry_experiment::model::Workload;
 
 use crate::placement::{drive, load_graph, DriveSpec};
 use crate::testbed::{Testbed, TestbedConfig};

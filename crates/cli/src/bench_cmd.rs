@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ferry_bench::placement::{PlacementBenchConfig, PlacementReport, DEFAULT_GRAPH_NODES};
 use ferry_bench::testbed::TestbedConfig;
-use ferry_sim::spec::{parse_policy, parse_workload};
+use ferry_experiment::spec::{parse_policy, parse_workload};
 
 use crate::CmdResult;
 

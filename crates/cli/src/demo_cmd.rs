@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ferry_bench::demo::{DemoConfig, DemoReport};
 use ferry_bench::placement::{PlacementReport, DEFAULT_GRAPH_NODES};
-use ferry_sim::spec::{parse_policy, parse_workload};
+use ferry_experiment::spec::{parse_policy, parse_workload};
 
 use crate::bench_cmd::{duration_flag, slo_flag};
 use crate::CmdResult;

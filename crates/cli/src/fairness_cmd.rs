@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ferry_bench::fairness::{FairnessConfig, FairnessReport};
-use ferry_sim::spec::parse_workload;
+use ferry_experiment::spec::parse_workload;
 
 use crate::bench_cmd::duration_flag;
 use crate::CmdResult;

@@ -27,7 +27,7 @@ pub type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// Parses a human duration (`10us`, `1.5ms`, `5s`) for clap.
 pub fn parse_std_duration(text: &str) -> Result<Duration, String> {
-    ferry_sim::spec::parse_duration(text)
+    ferry_experiment::spec::parse_duration(text)
         .map(|nanos| Duration::from_nanos(nanos.as_nanos()))
         .map_err(|err| err.to_string())
 }

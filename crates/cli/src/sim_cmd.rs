@@ -7,10 +7,11 @@
 use std::path::PathBuf;
 
 use ferry_control::Nanos;
-use ferry_sim::model::{ClusterConfig, CostModel, Sharding};
+use ferry_experiment::model::{ClusterConfig, CostModel, Sharding};
+use ferry_experiment::{parse_duration, parse_policy, parse_workload, ExperimentError};
 use ferry_sim::scenario::TIMELINE_INTERVAL_DEFAULT;
 use ferry_sim::sweep::{self, SweepConfig};
-use ferry_sim::{parse_duration, parse_policy, parse_workload, Arrivals, Scenario, SimError, Slo};
+use ferry_sim::{Arrivals, Scenario, Slo};
 
 use crate::CmdResult;
 
@@ -166,28 +167,28 @@ pub struct SimSweepArgs {
 }
 
 /// Parses a duration flag, naming the flag in the error.
-fn duration(flag: &str, value: &str) -> Result<Nanos, SimError> {
-    parse_duration(value).map_err(|source| SimError::Spec {
+fn duration(flag: &str, value: &str) -> Result<Nanos, ExperimentError> {
+    parse_duration(value).map_err(|source| ExperimentError::Spec {
         flag: flag.to_string(),
         source,
     })
 }
 
-fn cores(which: &'static str, n: i64) -> Result<u32, SimError> {
-    if n < 1 || n > ferry_sim::model::CORES_MAX as i64 {
-        return Err(SimError::Cores {
+fn cores(which: &'static str, n: i64) -> Result<u32, ExperimentError> {
+    if n < 1 || n > ferry_experiment::model::CORES_MAX as i64 {
+        return Err(ExperimentError::Cores {
             which,
             value: n,
-            max: ferry_sim::model::CORES_MAX,
+            max: ferry_experiment::model::CORES_MAX,
         });
     }
     Ok(n as u32)
 }
 
 impl ScenarioArgs {
-    fn cluster(&self) -> Result<ClusterConfig, SimError> {
+    fn cluster(&self) -> Result<ClusterConfig, ExperimentError> {
         let mut costs = CostModel::default();
-        let set = |slot: &mut u64, flag: &str, v: &Option<String>| -> Result<(), SimError> {
+        let set = |slot: &mut u64, flag: &str, v: &Option<String>| -> Result<(), ExperimentError> {
             if let Some(v) = v {
                 *slot = duration(flag, v)?.0;
             }
@@ -205,11 +206,11 @@ impl ScenarioArgs {
         if let Some(f) = self.storage_compute_factor {
             costs.storage_compute_factor = f;
         }
-        let nodes = |name: &str, n: i64| -> Result<u32, SimError> {
+        let nodes = |name: &str, n: i64| -> Result<u32, ExperimentError> {
             u32::try_from(n)
                 .ok()
-                .filter(|n| (1..=ferry_sim::model::NODES_MAX).contains(n))
-                .ok_or_else(|| SimError::OutOfRange {
+                .filter(|n| (1..=ferry_experiment::model::NODES_MAX).contains(n))
+                .ok_or_else(|| ExperimentError::OutOfRange {
                     name: name.to_string(),
                     range: "[1, 1024]",
                     value: n.to_string(),
@@ -236,8 +237,8 @@ impl ScenarioArgs {
         Ok(cl)
     }
 
-    fn workload(&self) -> Result<ferry_sim::Workload, SimError> {
-        let w = parse_workload(&self.workload).map_err(|source| SimError::Spec {
+    fn workload(&self) -> Result<ferry_experiment::Workload, ExperimentError> {
+        let w = parse_workload(&self.workload).map_err(|source| ExperimentError::Spec {
             flag: "--workload".into(),
             source,
         })?;
@@ -245,10 +246,10 @@ impl ScenarioArgs {
         Ok(w)
     }
 
-    fn slo(&self) -> Result<Slo, SimError> {
+    fn slo(&self) -> Result<Slo, ExperimentError> {
         let latency = duration("--slo-p99", &self.slo_p99)?;
         if latency == Nanos::ZERO {
-            return Err(SimError::OutOfRange {
+            return Err(ExperimentError::OutOfRange {
                 name: "--slo-p99".into(),
                 range: "(0, ∞)",
                 value: self.slo_p99.clone(),
@@ -257,11 +258,11 @@ impl ScenarioArgs {
         Ok(Slo::p99(latency))
     }
 
-    fn arrivals(&self) -> Result<Arrivals, SimError> {
+    fn arrivals(&self) -> Result<Arrivals, ExperimentError> {
         match self.arrivals.as_str() {
             "poisson" => Ok(Arrivals::Poisson),
             "paced" => Ok(Arrivals::Paced),
-            other => Err(SimError::OutOfRange {
+            other => Err(ExperimentError::OutOfRange {
                 name: "--arrivals".into(),
                 range: "{poisson, paced}",
                 value: other.to_string(),
@@ -278,29 +279,34 @@ fn write(path: &PathBuf, text: &str) -> CmdResult {
 pub fn run_sim(args: SimArgs) -> CmdResult {
     let s = &args.scenario;
     let mut cluster = s.cluster()?;
-    cluster.placement_groups = u32::try_from(args.placement_groups).map_err(|_| SimError::OutOfRange {
+    cluster.placement_groups = u32::try_from(args.placement_groups).map_err(|_| ExperimentError::OutOfRange {
         name: "--placement-groups".into(),
         range: "[1, storage nodes]",
         value: args.placement_groups.to_string(),
     })?;
     if let Some(e) = &args.elastic {
-        cluster.elastic = Some(ferry_sim::scaling::parse_elastic(e).map_err(|source| SimError::Spec {
-            flag: "--elastic".into(),
-            source,
-        })?);
+        cluster.elastic =
+            Some(
+                ferry_experiment::scaling::parse_elastic(e).map_err(|source| ExperimentError::Spec {
+                    flag: "--elastic".into(),
+                    source,
+                })?,
+            );
     }
     cluster.validate()?;
     let mut workload = s.workload()?;
     if let Some(d) = &args.demand {
-        workload.demand = Some(ferry_sim::scaling::parse_demand(d).map_err(|source| SimError::Spec {
-            flag: "--demand".into(),
-            source,
-        })?);
+        workload.demand = Some(
+            ferry_experiment::scaling::parse_demand(d).map_err(|source| ExperimentError::Spec {
+                flag: "--demand".into(),
+                source,
+            })?,
+        );
     }
     let scenario = Scenario {
         cluster,
         workload,
-        policy: parse_policy(&args.policy).map_err(|source| SimError::Spec {
+        policy: parse_policy(&args.policy).map_err(|source| ExperimentError::Spec {
             flag: "--policy".into(),
             source,
         })?,
@@ -367,7 +373,7 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
 pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
     let s = &args.scenario;
     if !(args.x_step > 0.0 && args.x_step <= 1.0) {
-        return Err(SimError::OutOfRange {
+        return Err(ExperimentError::OutOfRange {
             name: "--x-step".into(),
             range: "(0, 1]",
             value: args.x_step.to_string(),
@@ -387,7 +393,7 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
         let run = duration("--duration", d)?;
         let steady = Nanos((run.0 as f64 * ferry_sim::scenario::STEADY_FRACTION) as u64);
         if steady == Nanos::ZERO {
-            return Err(SimError::OutOfRange {
+            return Err(ExperimentError::OutOfRange {
                 name: "--duration".into(),
                 range: "(0, 1000000s]",
                 value: d.clone(),
@@ -412,7 +418,7 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
     let probe = Scenario {
         cluster: cfg.cluster.clone(),
         workload: cfg.workload.clone(),
-        policy: ferry_sim::spec::default_policy(),
+        policy: ferry_experiment::spec::default_policy(),
         slo: cfg.slo,
         duration: Nanos::from_secs(1),
         seed: cfg.seed,

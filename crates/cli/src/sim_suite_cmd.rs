@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use ferry_experiment::{parse_duration, parse_policy, ExperimentError};
 use ferry_sim::suite::{self, BoundCache, Space, SuiteConfig};
-use ferry_sim::{parse_duration, parse_policy, SimError};
 
 use crate::CmdResult;
 
@@ -54,21 +54,21 @@ pub struct SimSuiteArgs {
 pub fn run(args: SimSuiteArgs) -> CmdResult {
     let space = Space::parse(&args.space)?;
     let policy = match &args.policy {
-        Some(p) => parse_policy(p).map_err(|source| SimError::Spec {
+        Some(p) => parse_policy(p).map_err(|source| ExperimentError::Spec {
             flag: "--policy".into(),
             source,
         })?,
-        None => ferry_sim::spec::default_policy(),
+        None => ferry_experiment::spec::default_policy(),
     };
     let duration = match &args.duration {
-        Some(d) => parse_duration(d).map_err(|source| SimError::Spec {
+        Some(d) => parse_duration(d).map_err(|source| ExperimentError::Spec {
             flag: "--duration".into(),
             source,
         })?,
         None => space.duration_default(),
     };
     if args.scenarios < 1 || args.scenarios > suite::SCENARIOS_MAX as i64 {
-        return Err(SimError::OutOfRange {
+        return Err(ExperimentError::OutOfRange {
             name: "--scenarios".into(),
             range: "[1, 10000]",
             value: args.scenarios.to_string(),

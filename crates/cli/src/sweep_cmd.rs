@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use ferry_bench::sweep::{SweepConfig, SweepReport};
-use ferry_sim::spec::parse_workload;
+use ferry_experiment::spec::parse_workload;
 
 use crate::bench_cmd::{duration_flag, slo_flag, TestbedArgs};
 use crate::CmdResult;

@@ -11,9 +11,10 @@
 use std::path::{Path, PathBuf};
 
 use ferry_control::Nanos;
-use ferry_sim::plot::{Chart, Figure, Series, Style};
+use ferry_experiment::plot::{Chart, Figure, Series, Style};
+use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
-use ferry_sim::{parse_policy, parse_workload, ClusterConfig, Scenario, SimReport, Slo, PAPER_SLO};
+use ferry_sim::{Scenario, SimReport, Slo, PAPER_SLO};
 use serde_json::json;
 
 /// Seed of every run.
@@ -94,7 +95,7 @@ fn run(workload: &str, policy: &str, duration: Nanos) -> SimReport {
     .expect("valid scenario")
 }
 
-fn series(name: &str, r: &SimReport, f: impl Fn(&ferry_sim::scenario::TimelineRow) -> f64) -> Series {
+fn series(name: &str, r: &SimReport, f: impl Fn(&ferry_experiment::timeline::TimelineRow) -> f64) -> Series {
     Series::new(name, r.timeline.iter().map(|t| (t.t_ms, f(t))).collect(), Style::Line)
 }
 
@@ -301,7 +302,8 @@ fn main() {
     let rx_run = run("heavy", "kayak", Nanos::from_secs(3));
     let xr_run = run("heavy", "kayak-xr", Nanos::from_secs(3));
     let late = |r: &SimReport| {
-        let rows: Vec<&ferry_sim::scenario::TimelineRow> = r.timeline.iter().filter(|t| t.t_ms > 1000.0).collect();
+        let rows: Vec<&ferry_experiment::timeline::TimelineRow> =
+            r.timeline.iter().filter(|t| t.t_ms > 1000.0).collect();
         let xs: Vec<f64> = rows.iter().map(|t| t.rpc_fraction).collect();
         let thr: Vec<f64> = rows.iter().map(|t| t.throughput_ops).collect();
         let sd = |v: &[f64]| {

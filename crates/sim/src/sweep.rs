@@ -10,7 +10,7 @@ use ferry_control::{FixedRate, Nanos};
 use serde::Serialize;
 
 use crate::engine::{self, Abort, Arrivals, EngineConfig};
-use crate::error::SimError;
+use crate::error::ExperimentError;
 use crate::model::{ClusterConfig, Workload};
 use crate::scenario::Slo;
 
@@ -107,32 +107,32 @@ impl SweepConfig {
     }
 
     /// Rejects configurations a sweep cannot run.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub fn validate(&self) -> Result<(), ExperimentError> {
         self.cluster.validate()?;
         self.workload.validate()?;
         if self.cluster.placement_groups != 1 || self.cluster.elastic.is_some() || self.workload.demand.is_some() {
-            return Err(SimError::Unsupported(
+            return Err(ExperimentError::Unsupported(
                 "a sweep runs the whole cluster at fixed rates on all its cores: it takes no placement \
                  groups, elastic range or demand"
                     .into(),
             ));
         }
         if self.workload.phases.len() != 1 {
-            return Err(SimError::Unsupported(
+            return Err(ExperimentError::Unsupported(
                 "a sweep needs a single-phase workload: sweep each phase of a bimodal workload \
                  separately (e.g. --workload medium, then --workload light)"
                     .into(),
             ));
         }
         if self.measure == Nanos::ZERO {
-            return Err(SimError::OutOfRange {
+            return Err(ExperimentError::OutOfRange {
                 name: "measure".into(),
                 range: "(0, ∞)",
                 value: self.measure.to_string(),
             });
         }
         if self.bisection_steps == 0 || self.bisection_steps > BISECTION_STEPS_MAX {
-            return Err(SimError::OutOfRange {
+            return Err(ExperimentError::OutOfRange {
                 name: "bisection steps".into(),
                 range: "[1, 30]",
                 value: self.bisection_steps.to_string(),
@@ -168,7 +168,7 @@ pub struct Measurement {
 }
 
 /// Runs the workload at fixed X and rate, measuring after the warm-up.
-pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, SimError> {
+pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, ExperimentError> {
     let seed = cfg.seed ^ 0x5eed;
     let mut policy = match &cfg.axis {
         Axis::Fraction => FixedRate::new(x, rate_ops, seed)?,
@@ -258,7 +258,7 @@ impl SweepConfig {
 }
 
 /// Bisection of the rate in [0, capacity(X)] to the SLO.
-pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, SimError> {
+pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, ExperimentError> {
     max_rate_between(cfg, x, 0.0, cfg.capacity_ops(x))
 }
 
@@ -266,7 +266,7 @@ pub fn max_rate(cfg: &SweepConfig, x: f64) -> Result<SweepRow, SimError> {
 /// and `hi_ops` as not. A narrow bracket around a known estimate (a coarser sweep's rate)
 /// reaches the same precision in fewer runs; if no rate inside it is feasible, `lo_ops`
 /// itself is measured (and the row has rate 0 if it fails too).
-pub fn max_rate_between(cfg: &SweepConfig, x: f64, lo_ops: f64, hi_ops: f64) -> Result<SweepRow, SimError> {
+pub fn max_rate_between(cfg: &SweepConfig, x: f64, lo_ops: f64, hi_ops: f64) -> Result<SweepRow, ExperimentError> {
     let capacity = cfg.capacity_ops(x);
     let (mut lo, mut hi) = (lo_ops.max(0.0), hi_ops.max(0.0));
     let mut best: Option<Measurement> = None;
@@ -349,7 +349,7 @@ pub fn x_grid(step: f64) -> Vec<f64> {
 
 /// Sweeps the given X values (in parallel over `cfg.threads`; the result does not depend
 /// on the thread count).
-pub fn sweep(cfg: &SweepConfig, xs: &[f64]) -> Result<SweepReport, SimError> {
+pub fn sweep(cfg: &SweepConfig, xs: &[f64]) -> Result<SweepReport, ExperimentError> {
     let rows = rows_in_parallel(cfg, xs, |x| max_rate(cfg, x))?;
     let best = rows.iter().enumerate().fold(0, |b, (i, r)| {
         if r.throughput_ops > rows[b].throughput_ops {
@@ -386,7 +386,7 @@ pub fn refine(
     coarse: &SweepReport,
     xs: &[f64],
     bracket: (f64, f64),
-) -> Result<Vec<SweepRow>, SimError> {
+) -> Result<Vec<SweepRow>, ExperimentError> {
     rows_in_parallel(cfg, xs, |x| {
         let near_ops = coarse
             .rows
@@ -402,12 +402,12 @@ pub fn refine(
 fn rows_in_parallel(
     cfg: &SweepConfig,
     xs: &[f64],
-    row: impl Fn(f64) -> Result<SweepRow, SimError> + Sync,
-) -> Result<Vec<SweepRow>, SimError> {
+    row: impl Fn(f64) -> Result<SweepRow, ExperimentError> + Sync,
+) -> Result<Vec<SweepRow>, ExperimentError> {
     cfg.validate()?;
     for &x in xs {
         if !(0.0..=1.0).contains(&x) {
-            return Err(SimError::OutOfRange {
+            return Err(ExperimentError::OutOfRange {
                 name: "rpc fraction".into(),
                 range: "[0, 1]",
                 value: x.to_string(),
@@ -452,10 +452,10 @@ pub struct GridReport {
 }
 
 /// The grid sweep over `(x_a, x_b)` in `x_grid(step)`², for a mix of exactly two functions.
-pub fn grid(cfg: &SweepConfig, step: f64) -> Result<GridReport, SimError> {
+pub fn grid(cfg: &SweepConfig, step: f64) -> Result<GridReport, ExperimentError> {
     cfg.validate()?;
     if cfg.workload.functions.len() != 2 {
-        return Err(SimError::Unsupported(format!(
+        return Err(ExperimentError::Unsupported(format!(
             "a grid sweep needs a mix of two functions; this workload has {}",
             cfg.workload.functions.len()
         )));

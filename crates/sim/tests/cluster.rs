@@ -5,10 +5,11 @@
 //! around them, since each rests on one seed's run.
 
 use ferry_control::Nanos;
-use ferry_sim::model::Sharding;
-use ferry_sim::scaling::parse_demand;
+use ferry_experiment::model::Sharding;
+use ferry_experiment::scaling::parse_demand;
+use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
-use ferry_sim::{parse_policy, parse_workload, ClusterConfig, Scenario, SimReport, Slo};
+use ferry_sim::{Scenario, SimReport, Slo};
 
 const A: &str = "task:accesses=4,size=49152,compute=50ns";
 const B: &str = "task:accesses=1,size=64,compute=50us";

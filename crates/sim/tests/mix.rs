@@ -14,8 +14,9 @@
 //! run, not over the judged window: docs/SIMULATION.md, "Why the misses"); `kayak` 108k.
 
 use ferry_control::Nanos;
+use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
-use ferry_sim::{parse_policy, parse_workload, ClusterConfig, Scenario, Slo};
+use ferry_sim::{Scenario, Slo};
 
 const POLARIZED: &str = "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8";
 

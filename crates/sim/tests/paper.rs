@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ferry_control::Nanos;
+use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
-use ferry_sim::{parse_policy, parse_workload, ClusterConfig, Scenario, SimReport, Slo, PAPER_SLO};
+use ferry_sim::{Scenario, SimReport, Slo, PAPER_SLO};
 
 /// X step of the coarse sweeps.
 const SWEEP_X_STEP: f64 = 0.1;
@@ -451,7 +452,8 @@ fn std_dev(v: &[f64]) -> f64 {
 fn d_xr_ordering_oscillates_rx_does_not() {
     let stats = |policy: &str| {
         let r = run("heavy", policy, Nanos::from_secs(3));
-        let late: Vec<&ferry_sim::scenario::TimelineRow> = r.timeline.iter().filter(|t| t.t_ms > 1000.0).collect();
+        let late: Vec<&ferry_experiment::timeline::TimelineRow> =
+            r.timeline.iter().filter(|t| t.t_ms > 1000.0).collect();
         let xs: Vec<f64> = late.iter().map(|t| t.rpc_fraction).collect();
         let thr: Vec<f64> = late.iter().map(|t| t.throughput_ops).collect();
         let mean = thr.iter().sum::<f64>() / thr.len() as f64;

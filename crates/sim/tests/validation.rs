@@ -1,10 +1,11 @@
 //! The engine against closed-form queueing results, and its determinism.
 
 use ferry_control::Nanos;
-use ferry_sim::model::{ClusterConfig, ComputeDist, CostModel, FunctionSpec, Workload};
+use ferry_experiment::model::{ClusterConfig, ComputeDist, CostModel, FunctionSpec, Workload};
+use ferry_experiment::{parse_policy, parse_workload};
 use ferry_sim::queueing::{md1_wait_s, mm1_wait_s, mmc_wait_s};
 use ferry_sim::sweep::{measure, SweepConfig};
-use ferry_sim::{parse_policy, parse_workload, Arrivals, Scenario, Slo};
+use ferry_sim::{Arrivals, Scenario, Slo};
 
 /// A bare queue: zero message costs, zero network, no stalls, `cores` storage cores serving
 /// one job per request whose length is the function's compute (mean 1 µs).

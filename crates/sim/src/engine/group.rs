@@ -13,16 +13,10 @@ use ferry_control::{Elastic, Nanos, Policy, PolicyState, TokenBucket};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::{ClusterConfig, Workload};
+use crate::model::{nodes_of_group, ClusterConfig, Workload};
 
 /// Burst of the token bucket in paced mode: one request, i.e. evenly spaced arrivals.
 const PACED_BURST: f64 = 1.0;
-
-/// Which of `count` nodes group `g` of `groups` holds: a contiguous, near-equal share.
-pub fn nodes_of_group(count: u32, groups: u32, g: u32) -> Range<u32> {
-    let (count, groups, g) = (u64::from(count), u64::from(groups), u64::from(g));
-    (g * count / groups) as u32..((g + 1) * count / groups) as u32
-}
 
 /// One group's arrivals, policy and nodes.
 pub(super) struct Group<'p> {
@@ -217,15 +211,6 @@ pub(super) fn combined_state(states: &[PolicyState]) -> PolicyState {
 mod tests {
     use super::*;
     use crate::model::Sharding;
-
-    #[test]
-    fn groups_split_the_nodes_contiguously() {
-        assert_eq!(nodes_of_group(4, 1, 0), 0..4);
-        assert_eq!(nodes_of_group(4, 4, 2), 2..3);
-        assert_eq!(nodes_of_group(8, 3, 0), 0..2);
-        assert_eq!(nodes_of_group(8, 3, 1), 2..5);
-        assert_eq!(nodes_of_group(8, 3, 2), 5..8);
-    }
 
     #[test]
     fn a_function_s_share_of_a_group_follows_its_nodes() {

@@ -32,7 +32,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::model::{ClusterConfig, Workload};
-pub use group::nodes_of_group;
 use group::{combined_state, Group};
 use node::{Link, Node, Stalls};
 use stats::Interval;

@@ -8,7 +8,7 @@
 use ferry_control::Nanos;
 use serde::{Deserialize, Serialize};
 
-use crate::error::SimError;
+use crate::error::ExperimentError;
 use crate::sweep::{self, SweepConfig, SweepRow};
 
 /// The coarse grid of X.
@@ -43,7 +43,7 @@ pub struct Bound {
 }
 
 /// The best fixed (X, R) meeting `cfg.slo` over `window`, with `cfg`'s seed and model.
-pub fn same_window_bound(cfg: &SweepConfig, window: (Nanos, Nanos)) -> Result<Bound, SimError> {
+pub fn same_window_bound(cfg: &SweepConfig, window: (Nanos, Nanos)) -> Result<Bound, ExperimentError> {
     let mut cfg = cfg.clone();
     cfg.measure_from = Some(window.0);
     cfg.measure = window.1.saturating_sub(window.0);

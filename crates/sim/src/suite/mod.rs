@@ -23,7 +23,7 @@ use ferry_control::Nanos;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Arrivals;
-use crate::error::SimError;
+use crate::error::ExperimentError;
 use crate::model::ClusterConfig;
 use crate::scenario::{converge_ms, Scenario, SimReport, CONVERGE_SMOOTHING, CONVERGE_TOLERANCE, STEADY_FRACTION};
 use crate::spec::PolicySpec;
@@ -159,16 +159,16 @@ pub fn bound_key(s: &SuiteScenario, window: (Nanos, Nanos)) -> String {
 
 impl SuiteConfig {
     /// Rejects suites that cannot run.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub fn validate(&self) -> Result<(), ExperimentError> {
         if self.scenarios == 0 || self.scenarios > SCENARIOS_MAX {
-            return Err(SimError::OutOfRange {
+            return Err(ExperimentError::OutOfRange {
                 name: "--scenarios".into(),
                 range: "[1, 10000]",
                 value: self.scenarios.to_string(),
             });
         }
         if self.duration < Nanos::from_ms(100) || self.duration > Nanos::from_secs(600) {
-            return Err(SimError::OutOfRange {
+            return Err(ExperimentError::OutOfRange {
                 name: "--duration".into(),
                 range: "[100ms, 600s]",
                 value: self.duration.to_string(),
@@ -179,7 +179,7 @@ impl SuiteConfig {
             let cores = ClusterConfig::default().capacity();
             self.policy.build(Nanos::from_us(100), 0.99, Some(cores), 0)?;
         } else if matches!(self.policy, PolicySpec::Asfp) {
-            return Err(SimError::Unsupported(
+            return Err(ExperimentError::Unsupported(
                 "the simulator does not model ASFP's pushback; run `ferry bench --policy asfp` on the real system"
                     .into(),
             ));
@@ -195,7 +195,7 @@ impl SuiteConfig {
 }
 
 /// Runs the suite. `cache` supplies bounds measured before and receives the new ones.
-pub fn run(cfg: &SuiteConfig, cache: &mut BoundCache) -> Result<SuiteReport, SimError> {
+pub fn run(cfg: &SuiteConfig, cache: &mut BoundCache) -> Result<SuiteReport, ExperimentError> {
     cfg.validate()?;
     let window = cfg.window();
     let known = cache.bounds.clone();
@@ -225,7 +225,7 @@ fn run_one(
     index: usize,
     window: (Nanos, Nanos),
     known: &BTreeMap<String, Bound>,
-) -> Result<(ScenarioResult, String, Bound), SimError> {
+) -> Result<(ScenarioResult, String, Bound), ExperimentError> {
     let s = draw(cfg.space, cfg.seed, index)?;
     let key = bound_key(&s, window);
     let b = match known.get(&key) {

@@ -33,10 +33,11 @@ use ferry_control::{Nanos, Placement};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::error::SimError;
+use crate::error::ExperimentError;
 use crate::model::{ClusterConfig, CostModel, FunctionSpec, Workload};
 use crate::scenario::Slo;
 use crate::sweep::{self, SweepConfig};
+use ferry_experiment::tasks::log_uniform;
 
 /// Fewest and most cores per node in the default space.
 pub const CORES_RANGE: (u32, u32) = (1, 16);
@@ -83,12 +84,12 @@ pub enum Space {
 
 impl Space {
     /// Parses `default`, `1+1` or `mixed`.
-    pub fn parse(s: &str) -> Result<Space, SimError> {
+    pub fn parse(s: &str) -> Result<Space, ExperimentError> {
         match s {
             "default" => Ok(Space::Default),
             "1+1" => Ok(Space::OnePlusOne),
             "mixed" => Ok(Space::Mixed),
-            other => Err(SimError::OutOfRange {
+            other => Err(ExperimentError::OutOfRange {
                 name: "--space".into(),
                 range: "{default, 1+1, mixed}",
                 value: other.to_string(),
@@ -175,12 +176,8 @@ pub struct SuiteScenario {
     pub unloaded_p99_ns: f64,
 }
 
-pub(crate) fn log_uniform(rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)) -> f64 {
-    (rng.gen_range(lo.ln()..=hi.ln())).exp()
-}
-
 /// Draws scenario `index` of the suite seeded `seed` from `space`.
-pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimError> {
+pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, ExperimentError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(index as u64);
     let cluster = space.cluster(&mut rng);
@@ -193,7 +190,7 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimE
             })
             .collect();
         let spec = elements.join("+");
-        let workload = crate::spec::parse_workload(&spec).map_err(|source| SimError::Spec {
+        let workload = crate::spec::parse_workload(&spec).map_err(|source| ExperimentError::Spec {
             flag: "--space mixed".into(),
             source,
         })?;
@@ -208,7 +205,7 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, SimE
     let unloaded_p99_ns = [Placement::Local, Placement::Remote]
         .into_iter()
         .map(|p| unloaded_p99_ns(&cluster, &workload, p, sim_seed))
-        .collect::<Result<Vec<f64>, SimError>>()?
+        .collect::<Result<Vec<f64>, ExperimentError>>()?
         .into_iter()
         .fold(f64::INFINITY, f64::min);
     let slo_us = (slo_factor * unloaded_p99_ns / 1e3).ceil();
@@ -240,7 +237,7 @@ fn draw_function(rng: &mut ChaCha8Rng, object_bytes: (f64, f64)) -> (String, Fun
 }
 
 /// The p99 of one placement at [`UNLOADED_LOAD`] of its capacity.
-fn unloaded_p99_ns(cl: &ClusterConfig, w: &Workload, p: Placement, seed: u64) -> Result<f64, SimError> {
+fn unloaded_p99_ns(cl: &ClusterConfig, w: &Workload, p: Placement, seed: u64) -> Result<f64, ExperimentError> {
     let x = if p == Placement::Remote { 1.0 } else { 0.0 };
     let rate = UNLOADED_LOAD * w.capacity_ops(cl, 0, x);
     let mut cfg = SweepConfig::new(cl.clone(), w.clone(), Slo::p99(Nanos::from_secs(1)), seed);

@@ -9,7 +9,6 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::model::{FunctionSpec, PhaseMix, Workload};
 use crate::spec::{parse_params, parse_u64_max, SpecError};
-use crate::suite::space::log_uniform;
 
 /// Most tasks a random mix may have: the policies tell apart 64 functions.
 pub const RANDOM_TASKS_MAX: u64 = ferry_control::placement::mix::FUNCTIONS_MAX as u64;
@@ -64,6 +63,11 @@ pub fn parse_random_tasks(params: &str) -> Result<Workload, SpecError> {
         phase_period: Nanos::MAX,
         demand: None,
     })
+}
+
+/// A draw log-uniform in [lo, hi].
+pub fn log_uniform(rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)) -> f64 {
+    (rng.gen_range(lo.ln()..=hi.ln())).exp()
 }
 
 #[cfg(test)]

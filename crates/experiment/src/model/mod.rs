@@ -6,7 +6,7 @@
 
 use ferry_control::Nanos;
 
-use crate::error::SimError;
+use crate::error::ExperimentError;
 
 /// Largest supported core count per node: the simulator scans cores linearly per job.
 pub const CORES_MAX: u32 = 256;
@@ -92,11 +92,11 @@ pub const NODES_MAX: u32 = 1024;
 mod cluster;
 mod workload;
 
-pub use cluster::{ClusterConfig, CostModel, Sharding};
+pub use cluster::{nodes_of_group, ClusterConfig, CostModel, Sharding};
 pub use workload::{ComputeDist, FunctionKind, FunctionSpec, PhaseMix, Workload};
 
-pub(crate) fn out_of_range(name: &str, range: &'static str, value: impl ToString) -> SimError {
-    SimError::OutOfRange {
+pub(crate) fn out_of_range(name: &str, range: &'static str, value: impl ToString) -> ExperimentError {
+    ExperimentError::OutOfRange {
         name: name.to_string(),
         range,
         value: value.to_string(),

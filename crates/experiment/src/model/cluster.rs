@@ -1,9 +1,11 @@
 //! The nodes, the network between them and the CPU cost of each message.
 
+use std::ops::Range;
+
 use ferry_control::Nanos;
 
 use super::*;
-use crate::error::SimError;
+use crate::error::ExperimentError;
 
 /// Where a request's data lives: which storage nodes a function's requests go to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -106,14 +108,14 @@ impl Default for ClusterConfig {
 
 impl ClusterConfig {
     /// Rejects configurations the simulator does not support.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub fn validate(&self) -> Result<(), ExperimentError> {
         for (name, n) in [("--app-nodes", self.app_nodes), ("--storage-nodes", self.storage_nodes)] {
             if n == 0 || n > NODES_MAX {
                 return Err(out_of_range(name, "[1, 1024]", n));
             }
         }
         if self.placement_groups == 0 || self.placement_groups > self.storage_nodes.min(self.app_nodes) {
-            return Err(SimError::Groups {
+            return Err(ExperimentError::Groups {
                 groups: self.placement_groups,
                 storage_nodes: self.storage_nodes,
                 app_nodes: self.app_nodes,
@@ -126,12 +128,12 @@ impl ClusterConfig {
                 .min()
                 .unwrap_or(0);
             if min == 0 || min > max || max > limit {
-                return Err(SimError::Elastic { min, max, limit });
+                return Err(ExperimentError::Elastic { min, max, limit });
             }
         }
         for (which, n) in [("--app-cores", self.app_cores), ("--storage-cores", self.storage_cores)] {
             if n == 0 || n > CORES_MAX {
-                return Err(SimError::Cores {
+                return Err(ExperimentError::Cores {
                     which,
                     value: n as i64,
                     max: CORES_MAX,
@@ -229,7 +231,7 @@ impl ClusterConfig {
     /// Placement group `g`'s share of the cluster: its nodes, as one cluster of one group
     /// (what its policy's load model sees).
     pub fn group(&self, g: u32) -> ClusterConfig {
-        let count = |n| crate::engine::nodes_of_group(n, self.placement_groups, g).len() as u32;
+        let count = |n| nodes_of_group(n, self.placement_groups, g).len() as u32;
         ClusterConfig {
             app_nodes: count(self.app_nodes),
             storage_nodes: count(self.storage_nodes),
@@ -252,5 +254,25 @@ impl ClusterConfig {
             bytes as f64 * 8.0 / self.bandwidth_gbps
         };
         self.rtt.0 / 2 + transfer.round() as u64
+    }
+}
+
+/// Which of `count` nodes group `g` of `groups` holds: a contiguous, near-equal share.
+pub fn nodes_of_group(count: u32, groups: u32, g: u32) -> Range<u32> {
+    let (count, groups, g) = (u64::from(count), u64::from(groups), u64::from(g));
+    (g * count / groups) as u32..((g + 1) * count / groups) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_split_the_nodes_contiguously() {
+        assert_eq!(nodes_of_group(4, 1, 0), 0..4);
+        assert_eq!(nodes_of_group(4, 4, 2), 2..3);
+        assert_eq!(nodes_of_group(8, 3, 0), 0..2);
+        assert_eq!(nodes_of_group(8, 3, 1), 2..5);
+        assert_eq!(nodes_of_group(8, 3, 2), 5..8);
     }
 }

@@ -7,7 +7,7 @@ use crate::spec::SpecError;
 
 /// Why a scenario cannot be simulated.
 #[derive(Debug, Clone, PartialEq, Error)]
-pub enum SimError {
+pub enum ExperimentError {
     /// A flag value could not be parsed.
     #[error("{flag}: {source}")]
     Spec {

@@ -5,7 +5,7 @@ use ferry_control::placement::mix::{split, Slice, Slicing};
 use ferry_control::{Nanos, Placement};
 
 use super::*;
-use crate::error::SimError;
+use crate::error::ExperimentError;
 
 /// How the compute after each access is distributed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl FunctionSpec {
     }
 
     /// Rejects functions outside the supported ranges.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub fn validate(&self) -> Result<(), ExperimentError> {
         if self.accesses == 0 || self.accesses > ACCESSES_MAX {
             return Err(out_of_range("depth", "[1, 1024]", self.accesses));
         }
@@ -188,7 +188,7 @@ impl Workload {
     }
 
     /// Rejects workloads outside the supported ranges.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub fn validate(&self) -> Result<(), ExperimentError> {
         if self.functions.is_empty() || self.functions.len() > FUNCTIONS_MAX {
             return Err(out_of_range("functions", "[1, 256]", self.functions.len()));
         }
