@@ -44,9 +44,13 @@ pub struct ScenarioArgs {
     /// (mixes with '+' and '@weight') | bimodal:a=PRESET,b=PRESET,period=DUR.
     #[arg(long, default_value = "medium", allow_hyphen_values = true)]
     workload: String,
-    /// The p99 latency SLO (e.g. 200us).
+    /// The p99 latency SLO (e.g. 200us), for every function.
     #[arg(long, default_value = "200us", allow_hyphen_values = true)]
     slo_p99: String,
+    /// Pyxis' slowdown SLO instead of --slo-p99: each function's p99 at most K times its
+    /// service time (its mean unloaded latency on the faster placement, at least 5 us).
+    #[arg(long, allow_negative_numbers = true, conflicts_with = "slo_p99")]
+    slo_slowdown: Option<f64>,
     /// Seed of all randomness; the same seed gives byte-identical output.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -166,6 +170,9 @@ pub struct SimSweepArgs {
     json: Option<PathBuf>,
 }
 
+/// Largest accepted slowdown SLO factor.
+const SLOWDOWN_MAX: f64 = 1e6;
+
 /// Parses a duration flag, naming the flag in the error.
 fn duration(flag: &str, value: &str) -> Result<Nanos, ExperimentError> {
     parse_duration(value).map_err(|source| ExperimentError::Spec {
@@ -258,6 +265,29 @@ impl ScenarioArgs {
         Ok(Slo::p99(latency))
     }
 
+    /// The SLO and the workload's per-function SLOs: with `--slo-slowdown K` each function's
+    /// own, and the strictest of them as the policy's reference SLO.
+    fn slos(&self, cluster: &ClusterConfig, workload: &mut ferry_experiment::Workload) -> Result<Slo, ExperimentError> {
+        let Some(k) = self.slo_slowdown else {
+            return self.slo();
+        };
+        if !(k.is_finite() && k > 1.0 && k <= SLOWDOWN_MAX) {
+            return Err(ExperimentError::OutOfRange {
+                name: "--slo-slowdown".into(),
+                range: "(1, 1000000]",
+                value: k.to_string(),
+            });
+        }
+        workload.set_slowdown_slo(cluster, k);
+        let strictest = workload
+            .functions
+            .iter()
+            .filter_map(|f| f.slo)
+            .min()
+            .unwrap_or(Nanos::ZERO);
+        Ok(Slo::p99(strictest))
+    }
+
     fn arrivals(&self) -> Result<Arrivals, ExperimentError> {
         match self.arrivals.as_str() {
             "poisson" => Ok(Arrivals::Poisson),
@@ -295,6 +325,7 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
     }
     cluster.validate()?;
     let mut workload = s.workload()?;
+    let slo = s.slos(&cluster, &mut workload)?;
     if let Some(d) = &args.demand {
         workload.demand = Some(
             ferry_experiment::scaling::parse_demand(d).map_err(|source| ExperimentError::Spec {
@@ -310,7 +341,7 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
             flag: "--policy".into(),
             source,
         })?,
-        slo: s.slo()?,
+        slo,
         duration: duration("--duration", &args.duration)?,
         seed: s.seed,
         arrivals: s.arrivals()?,
@@ -349,6 +380,19 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
         report.completed,
         report.dropped
     );
+    if scenario.workload.has_function_slos() {
+        let worst = report.slo_ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+        println!("per-function SLOs (slowdown): worst p99 / SLO {worst}");
+        for t in &report.functions {
+            println!(
+                "  {}: p99 {} us against {:.1} us ({} completions)",
+                t.name,
+                opt(t.p99_us),
+                t.slo_us,
+                t.completions
+            );
+        }
+    }
     if scenario.cluster.elastic.is_some() {
         println!(
             "elastic compute: {:.1} app cores active on average in the steady state",
@@ -380,7 +424,10 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
         }
         .into());
     }
-    let mut cfg = SweepConfig::new(s.cluster()?, s.workload()?, s.slo()?, s.seed);
+    let cluster = s.cluster()?;
+    let mut workload = s.workload()?;
+    let slo = s.slos(&cluster, &mut workload)?;
+    let mut cfg = SweepConfig::new(cluster, workload, slo, s.seed);
     cfg.arrivals = s.arrivals()?;
     cfg.warmup = duration("--warmup", &args.warmup)?;
     cfg.measure = duration("--measure", &args.measure)?;

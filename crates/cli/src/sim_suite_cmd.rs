@@ -25,8 +25,9 @@ pub struct SimSuiteArgs {
     /// Scenario space: `default` (1–16 + 1–16 cores, RTT 2–50 us, traverse depth 1–8,
     /// compute 0–50 us, objects 64 B–4 KiB, SLO 3–20x the better side's unloaded p99),
     /// `1+1` (one core each, costs calibrated to the real loopback machine, VM stalls) or
-    /// `mixed` (the default space's nodes with a mix of 2–16 such functions, judged against
-    /// the turning-point bound).
+    /// `mixed` (1–4 app nodes and 1–4 storage nodes of the default space's cores, a mix of
+    /// 2–16 such functions with objects up to 64 KiB, judged against the turning-point
+    /// bound).
     #[arg(long, default_value = "default")]
     space: String,
     /// Length of each policy run; the last quarter is the steady window judged (default:

@@ -64,6 +64,11 @@ fn bad_cluster_shapes_are_rejected() {
     sim_fails(&["--elastic", "8"], "not of the form MIN..MAX");
     sim_fails(&["--demand", "1k,2k"], "give how long each lasts");
     sim_fails(&["--demand", "lots"], "--demand");
+    sim_fails(
+        &["--slo-slowdown", "1"],
+        "--slo-slowdown must be in (1, 1000000], got 1",
+    );
+    sim_fails(&["--slo-slowdown", "5", "--slo-p99", "1ms"], "cannot be used with");
     // A sweep runs at fixed rates on the whole cluster.
     let out = ferry(&["sim-sweep", "--storage-nodes", "2", "--skew", "--x-step", "0.5"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

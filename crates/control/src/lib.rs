@@ -17,6 +17,7 @@
 //! - [`policy`]: the [`Policy`] trait every policy implements, and the static policies.
 //! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`, the baseline.
 //! - [`elastic`]: Pyxis' elastic-compute loop, sizing the app side to the demand.
+//! - [`slo`]: SLOs per function on one policy (Pyxis' slowdown SLO).
 //! - [`fairness`]: Jain's index of how evenly tenants share a resource.
 //! - [`error`]: typed configuration errors.
 
@@ -30,6 +31,7 @@ pub mod placement;
 pub mod policy;
 pub mod quantile;
 pub mod rate;
+pub mod slo;
 pub mod time;
 
 pub use arbiter::Arbiter;

@@ -80,6 +80,19 @@ pub struct Chart {
     pub vlines: Vec<(f64, String)>,
 }
 
+impl Chart {
+    /// A panel of `series` with a title and axis labels, its ranges fitted to the data.
+    pub fn new(title: &str, x_label: &str, y_label: &str, series: Vec<Series>) -> Self {
+        Chart {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            series,
+            ..Chart::default()
+        }
+    }
+}
+
 /// Panels stacked vertically in one SVG.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figure {

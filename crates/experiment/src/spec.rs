@@ -314,6 +314,7 @@ fn parse_traverse(params: &str) -> Result<FunctionSpec, SpecError> {
         object_bytes,
         compute,
         dist,
+        slo: None,
     })
 }
 
@@ -402,6 +403,7 @@ fn parse_ycsbt(params: &str) -> Result<Workload, SpecError> {
         object_bytes,
         compute,
         dist: crate::model::ComputeDist::Fixed,
+        slo: None,
     };
     Ok(Workload {
         label: format!("ycsbt:{params}"),

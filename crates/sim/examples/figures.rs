@@ -105,16 +105,6 @@ fn save(dir: &Path, name: &str, fig: Figure) {
     println!("wrote {}", path.display());
 }
 
-fn chart(title: &str, x: &str, y: &str, series: Vec<Series>) -> Chart {
-    Chart {
-        title: title.into(),
-        x_label: x.into(),
-        y_label: y.into(),
-        series,
-        ..Chart::default()
-    }
-}
-
 fn main() {
     let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "docs/sim".into()));
     std::fs::create_dir_all(&dir).expect("create output dir");
@@ -160,7 +150,7 @@ fn main() {
                 ));
             }
         }
-        by_slo.push(chart(
+        by_slo.push(Chart::new(
             &format!("{w}: throughput at the SLO"),
             "p99 SLO (us)",
             "Mops",
@@ -172,13 +162,13 @@ fn main() {
         ));
         best_x.push(Series::new(w, bx, Style::LinePoints));
     }
-    let mut panels = vec![chart(
+    let mut panels = vec![Chart::new(
         "Throughput at p99 <= 200 us vs RPC fraction X (8+8 cores, 10 us RTT)",
         "X (fraction of requests run remotely)",
         "Mops",
         rx,
     )];
-    let mut bx_chart = chart("Best X vs SLO (Kayak Fig. 5)", "p99 SLO (us)", "best X", best_x);
+    let mut bx_chart = Chart::new("Best X vs SLO (Kayak Fig. 5)", "p99 SLO (us)", "best X", best_x);
     bx_chart.y_range = Some((0.0, 1.05));
     panels.push(bx_chart);
     panels.extend(by_slo);
@@ -235,7 +225,7 @@ fn main() {
                    "rpc_fraction_mean": dual.rpc_fraction_mean, "p99_us": dual.p99_us,
                    "gap_to_bound": dual.throughput_ops / best.throughput_ops - 1.0}),
         );
-        let mut c = chart(
+        let mut c = Chart::new(
             &format!("{w}: throughput (R loop alone at X = 1, balance, kayak)"),
             "time (ms)",
             "Mops",
@@ -253,7 +243,7 @@ fn main() {
         x_series.push(series(&format!("{w}: X"), &dual, |t| t.rpc_fraction));
         bounds.insert(w, best);
     }
-    let mut xc = chart("balance: RPC fraction X", "time (ms)", "X", x_series);
+    let mut xc = Chart::new("balance: RPC fraction X", "time (ms)", "X", x_series);
     xc.y_range = Some((0.0, 1.05));
     thr_panels.push(xc);
     save(&dir, "b_convergence.svg", Figure::new(thr_panels));
@@ -271,7 +261,7 @@ fn main() {
             .collect::<Vec<_>>()),
     );
     let switches: Vec<(f64, String)> = [5_000.0, 10_000.0].iter().map(|&t| (t, "switch".to_string())).collect();
-    let mut c1 = chart(
+    let mut c1 = Chart::new(
         "Bimodal (medium 5 s / light 5 s): throughput",
         "time (ms)",
         "Mops",
@@ -288,7 +278,7 @@ fn main() {
             "medium bound (2 s runs' window)".into(),
         ),
     ];
-    let mut c2 = chart(
+    let mut c2 = Chart::new(
         "Bimodal: X",
         "time (ms)",
         "X",
@@ -321,7 +311,7 @@ fn main() {
         "ordering".into(),
         json!({"rx": late(&rx_run), "xr": late(&xr_run), "rx_p99_us": rx_run.p99_us, "xr_p99_us": xr_run.p99_us}),
     );
-    let mut d2 = chart(
+    let mut d2 = Chart::new(
         "heavy: X",
         "time (ms)",
         "X",
@@ -335,7 +325,7 @@ fn main() {
         &dir,
         "d_ordering.svg",
         Figure::new(vec![
-            chart(
+            Chart::new(
                 "heavy: throughput under the two loop orderings",
                 "time (ms)",
                 "Mops",
@@ -363,10 +353,10 @@ fn main() {
         et.push(series(&format!("x0 = {x0}"), &r, |t| t.throughput_ops / 1e6));
     }
     numbers.insert("starts".into(), json!(starts));
-    let mut e1 = chart("heavy: X from four starting points", "time (ms)", "X", ex);
+    let mut e1 = Chart::new("heavy: X from four starting points", "time (ms)", "X", ex);
     e1.y_range = Some((0.0, 1.05));
     e1.hlines = vec![(bounds["heavy"].rpc_fraction, "bound's best X".into())];
-    let mut e2 = chart("heavy: throughput", "time (ms)", "Mops", et);
+    let mut e2 = Chart::new("heavy: throughput", "time (ms)", "Mops", et);
     e2.hlines = vec![(bounds["heavy"].throughput_ops / 1e6, "bound (same window)".into())];
     save(&dir, "e_starts.svg", Figure::new(vec![e1, e2]));
 

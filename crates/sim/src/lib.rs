@@ -12,10 +12,12 @@
 //!   measurable on any span of a run (a policy run's steady window).
 //! - [`suite`]: `ferry sim-suite`: scenarios drawn from a documented space, each policy run
 //!   judged against its same-window bound.
+//! - [`judge`]: whether a window met its SLO, pooled or per function.
 //! - [`parallel`]: independent runs spread over threads, results in a fixed order.
 //! - [`queueing`]: closed-form M/M/1, M/D/1 and M/M/c results for validation.
 
 pub mod engine;
+pub mod judge;
 pub mod parallel;
 pub mod queueing;
 pub mod scenario;

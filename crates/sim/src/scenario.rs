@@ -1,6 +1,7 @@
 //! A scenario (cluster, workload, policy, SLO, duration, seed) and the report of its run:
 //! a timeline of throughput, p99, X and R, and a summary over the steady state.
 
+use ferry_control::slo::PerFunctionSlo;
 use ferry_control::{Nanos, Placement};
 use serde::Serialize;
 
@@ -150,6 +151,11 @@ pub struct SimReport {
     /// With placement groups, each group's mean X (its share sent remote; Pyxis' α with
     /// share slicing) over the steady window; empty without groups.
     pub group_rpc_fractions: Vec<f64>,
+    /// The steady window's quantile over its SLO: pooled, or the worst function's where
+    /// functions have SLOs of their own (`--slo-slowdown`); at most 1 is met.
+    pub slo_ratio: Option<f64>,
+    /// Each function's tail over the steady window against its SLO.
+    pub functions: Vec<crate::judge::FunctionTail>,
     /// App cores active on average over the steady window (all of them unless elastic).
     pub app_cores_active_mean: f64,
     /// Requests completed over the run.
@@ -259,7 +265,9 @@ impl Scenario {
             None if local <= remote => (local, "on the faster, local path"),
             None => (remote, "on the faster, remote path"),
         };
-        if (self.slo.latency.0 as f64) <= no_load {
+        // Functions with SLOs of their own (a slowdown over their service time, more than 1)
+        // are above their unloaded latency by construction.
+        if !self.workload.has_function_slos() && (self.slo.latency.0 as f64) <= no_load {
             return Err(ExperimentError::SloBelowNoLoad {
                 quantile_pct: self.slo.quantile * 100.0,
                 slo_us: self.slo.latency.as_us_f64(),
@@ -281,14 +289,25 @@ impl Scenario {
         // the one a run without groups uses.
         let mut policies = (0..self.cluster.placement_groups)
             .map(|g| {
-                self.policy.build(
+                let policy = self.policy.build(
                     self.slo.latency,
                     self.slo.quantile,
                     Some(self.cluster.group(g).capacity()),
                     (self.seed ^ POLICY_SEED_SALT).wrapping_add(u64::from(g)),
-                )
+                )?;
+                Ok(if self.workload.has_function_slos() {
+                    let slos: Vec<f64> = self
+                        .workload
+                        .functions
+                        .iter()
+                        .map(|f| f.slo.unwrap_or(self.slo.latency).0 as f64)
+                        .collect();
+                    Box::new(PerFunctionSlo::new(policy, self.slo.latency.0 as f64, &slos))
+                } else {
+                    policy
+                })
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<Box<dyn ferry_control::Policy>>, ExperimentError>>()?;
         let spans = phase_spans(&self.workload, self.duration);
         let windows: Vec<(Nanos, Nanos)> = spans.iter().map(|&(_, s, e)| steady_window(s, e)).collect();
         let cfg = EngineConfig {
@@ -431,6 +450,8 @@ impl Scenario {
                 / (self.cluster.storage_cores_total() as f64 * win_s * 1e9),
             searches: out.final_state.searches,
             group_rpc_fractions,
+            slo_ratio: crate::judge::slo_ratio(&self.workload, &self.slo, last),
+            functions: crate::judge::function_tails(&self.workload, &self.slo, last),
             app_cores_active_mean: if steady_samples.is_empty() {
                 self.cluster.app_cores_total() as f64
             } else {

@@ -198,7 +198,7 @@ pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, 
     let w = &out.windows[0];
     let win_s = cfg.measure.as_secs_f64();
     let p99 = w.latency.quantile(cfg.slo.quantile);
-    let feasible = !out.aborted && p99.is_some_and(|p| p <= cfg.slo.latency.0 as f64);
+    let feasible = !out.aborted && crate::judge::slo_ratio(&cfg.workload, &cfg.slo, w).is_some_and(|r| r <= 1.0);
     Ok(Measurement {
         rpc_fraction: x,
         rate_ops,

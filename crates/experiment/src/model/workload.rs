@@ -52,6 +52,8 @@ pub struct FunctionSpec {
     pub compute: Nanos,
     /// Distribution of that compute.
     pub dist: ComputeDist,
+    /// This function's own latency SLO (None: the experiment's one SLO).
+    pub slo: Option<Nanos>,
 }
 
 impl FunctionSpec {
@@ -65,6 +67,7 @@ impl FunctionSpec {
             object_bytes: OBJECT_BYTES_DEFAULT,
             compute,
             dist: ComputeDist::Fixed,
+            slo: None,
         }
     }
 
@@ -150,6 +153,10 @@ impl FunctionSpec {
         }
     }
 }
+
+/// The least service time a slowdown SLO is taken over: Pyxis (§VI, note 5) uses 5 µs for
+/// tasks whose mean service time is below it, whose tails are hard to bound.
+pub const SLOWDOWN_FLOOR: Nanos = Nanos::from_us(5);
 
 /// One phase of a workload: which functions run, in which proportions.
 #[derive(Clone, Debug, PartialEq)]
@@ -328,6 +335,24 @@ impl Workload {
             f64::INFINITY
         };
         app.min(sto).min(links)
+    }
+
+    /// Gives each function the SLO `k` times its service time (Pyxis §VI's slowdown SLO):
+    /// its mean unloaded latency on the faster placement, at least [`SLOWDOWN_FLOOR`].
+    pub fn set_slowdown_slo(&mut self, cl: &ClusterConfig, k: f64) {
+        for f in &mut self.functions {
+            let service = [Placement::Local, Placement::Remote]
+                .into_iter()
+                .map(|p| f.no_load_latency_ns(cl, p))
+                .fold(f64::INFINITY, f64::min)
+                .max(SLOWDOWN_FLOOR.0 as f64);
+            f.slo = Some(Nanos((k * service).round() as u64));
+        }
+    }
+
+    /// Whether any function has an SLO of its own.
+    pub fn has_function_slos(&self) -> bool {
+        self.functions.iter().any(|f| f.slo.is_some())
     }
 
     /// Worst unloaded latency over all functions of all phases for a placement.

@@ -262,7 +262,11 @@ pub fn run_groups(cfg: &EngineConfig<'_>, policies: Vec<&mut dyn Policy>) -> Eng
         ),
         rng_shards: stream(cfg.seed, STREAM_SHARDS),
         rng_service: stream(cfg.seed, STREAM_SERVICE),
-        windows: cfg.windows.iter().map(|&(s, t)| WindowStats::new(s, t)).collect(),
+        windows: cfg
+            .windows
+            .iter()
+            .map(|&(s, t)| WindowStats::new(s, t, cfg.workload.functions.len()))
+            .collect(),
         interval: Interval::default(),
         samples: Vec::new(),
         completed: 0,
@@ -467,13 +471,16 @@ impl Engine<'_, '_> {
                 .record(latency_ns as f64);
         }
         let abort = self.cfg.abort;
+        // A function with an SLO of its own is judged by it.
+        let own_slo = self.cfg.workload.functions[r.fn_idx as usize].slo;
         if let Some(w) = self.window_at(t) {
             w.latency.record(latency_ns as f64);
+            w.fn_latency[r.fn_idx as usize].record(latency_ns as f64);
             if r.placement == Placement::Remote {
                 w.remote_completed += 1;
             }
             if let Some(a) = abort {
-                if latency_ns > a.latency_ns {
+                if latency_ns > own_slo.map_or(a.latency_ns, |s| s.0) {
                     self.violations += 1;
                     if self.violations >= a.violations_max {
                         self.aborted = true;

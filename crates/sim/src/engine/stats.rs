@@ -20,6 +20,8 @@ pub struct WindowStats {
     pub end: Nanos,
     /// Latencies of the completions in the window, ns.
     pub latency: LatencySketch,
+    /// The same, per function (by index).
+    pub fn_latency: Vec<LatencySketch>,
     /// Completions that were placed remote.
     pub remote_completed: u64,
     /// Requests admitted in the window.
@@ -39,11 +41,12 @@ pub struct WindowStats {
 }
 
 impl WindowStats {
-    pub(super) fn new(start: Nanos, end: Nanos) -> Self {
+    pub(super) fn new(start: Nanos, end: Nanos, functions: usize) -> Self {
         WindowStats {
             start,
             end,
             latency: LatencySketch::new(),
+            fn_latency: (0..functions).map(|_| LatencySketch::new()).collect(),
             remote_completed: 0,
             admitted: 0,
             app_busy_ns: 0,
