@@ -79,7 +79,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "medium")]
     workload: String,
     /// Policy: balance[:search=on,slicing=share|equal,budget=F,without=...] (ferry's
-    /// default: placement from measured costs), pyxis[:alpha0=F,slicing=...] (Pyxis'
+    /// default: placement from measured costs), pyxis[:alpha0=F,slicing=...,m=M] (Pyxis'
     /// Algorithm 1 over the turning point), kv, rpc, fixed:X,
     /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] (the paper's dual loop), kayak-xr[:...],
     /// kayak-plus[:...] (one X per function), asfp.

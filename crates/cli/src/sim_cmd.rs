@@ -89,7 +89,7 @@ pub struct SimArgs {
     #[command(flatten)]
     scenario: ScenarioArgs,
     /// Policy: balance[:search=on,slicing=share|equal,budget=F,without=...] (the default:
-    /// placement from measured costs) | pyxis[:alpha0=F,slicing=...] | kv | rpc | fixed:X |
+    /// placement from measured costs) | pyxis[:alpha0=F,slicing=...,m=M] | kv | rpc | fixed:X |
     /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] | kayak-xr[:...] | kayak-plus[:...].
     #[arg(long, default_value = "balance", allow_hyphen_values = true)]
     policy: String,

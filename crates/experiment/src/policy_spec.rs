@@ -8,7 +8,7 @@
 //!   load model's prediction; with `search=on` refined by Pyxis' Algorithm 1), the default;
 //!   on a mix of functions X is Pyxis' turning point, cut into the functions' slices by
 //!   their shares of the requests (`share`, the default) or equally (`equal`);
-//! - `pyxis[:alpha0=F,slicing=share|equal,...]`: Pyxis as published: profile at 50 %, then
+//! - `pyxis[:alpha0=F,slicing=share|equal,m=M,...]`: Pyxis as published: profile at 50 %, then
 //!   Algorithm 1 over the whole of [0, 1] from α0 (default 0.5), no prediction (default
 //!   slicing `equal`, the paper's equation (14));
 //! - `kayak[:x0=F,r-hz=F,x-hz=F,...]`: Kayak's dual loop as published (Algorithm II: the R
@@ -28,7 +28,7 @@ use ferry_control::rate::guards::GUARD_NAMES;
 use ferry_control::rate::RateLoopConfig;
 use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy};
 
-use crate::spec::{parse_f64_in, parse_params, SpecError};
+use crate::spec::{parse_f64_in, parse_params, parse_u64_max, SpecError};
 
 /// Largest accepted loop frequency: 1 MHz, a period of 1 µs (the R loop's minimum period).
 pub const LOOP_HZ_MAX: f64 = 1e6;
@@ -63,6 +63,8 @@ pub struct PyxisParams {
     pub alpha0: Option<f64>,
     /// How the turning point is cut (`slicing=`; default `equal`).
     pub slicing: Option<Slicing>,
+    /// Algorithm 1's grid segments M (`m=`; default 5).
+    pub segments: Option<u32>,
     /// The R loop's parameters (and the policy's parts to switch off).
     pub rate: RateParams,
 }
@@ -227,7 +229,7 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
             Ok(PolicySpec::Balance(p))
         }
         "pyxis" => {
-            let kv = parse_params("pyxis", params, "alpha0, slicing, budget, without")?;
+            let kv = parse_params("pyxis", params, "alpha0, slicing, m, budget, without")?;
             let (rate, rest) = take_rate_params(kv, BALANCE_PARTS)?;
             let mut p = PyxisParams {
                 rate,
@@ -236,6 +238,7 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
             for (k, v) in rest {
                 match k {
                     "alpha0" => p.alpha0 = Some(parse_f64_in("alpha0", v, 0.0, 1.0, "[0, 1]")?),
+                    "m" => p.segments = Some(parse_u64_max("m", v, 100, "[3, 100]")? as u32),
                     _ => p.slicing = Some(parse_slicing(v)?),
                 }
             }
@@ -343,6 +346,9 @@ impl PolicySpec {
                 let alpha0 = p.alpha0.unwrap_or(PYXIS_ALPHA0_DEFAULT);
                 let slicing = p.slicing.unwrap_or(Slicing::Equal);
                 let mut cfg = BalanceConfig::pyxis(slo.0 as f64, capacity, alpha0, slicing, seed);
+                if let Some(m) = p.segments {
+                    cfg.segments = m;
+                }
                 cfg.rate = rate;
                 cfg.parts = BalanceParts {
                     search: true,
@@ -410,6 +416,7 @@ mod tests {
             PolicySpec::Pyxis(PyxisParams {
                 alpha0: Some(0.0),
                 slicing: Some(Slicing::Share),
+                segments: None,
                 rate: RateParams::default(),
             })
         );
@@ -453,6 +460,7 @@ mod tests {
             ("balance:slicing=even", "slicing 'even' is not one of share, equal"),
             ("pyxis:alpha0=1.5", "out of range"),
             ("pyxis:search=on", "unknown parameter 'search'"),
+            ("pyxis:m=x", "not a number"),
             ("balance:without=nothing", "unknown part 'nothing'"),
             ("rpc:x0=1", "unknown parameter"),
         ] {

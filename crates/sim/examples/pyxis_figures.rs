@@ -178,6 +178,7 @@ fn main() {
         .map(|n| (n.to_string(), Vec::new()))
         .collect();
     let mut tasks = Vec::new();
+    let mut convergence = Vec::new();
     for n in [4, 8, 16] {
         let w = format!("random-tasks:n={n},seed=1");
         let (tp, _) = bound(&cl, &w, Axis::TurningPoint, TASKS_STEP, threads);
@@ -186,6 +187,9 @@ fn main() {
         for (i, p) in POLICIES.iter().enumerate() {
             let r = run(&cl, &w, p, Nanos::from_secs(3), Nanos::from_ms(10));
             by_n[1 + i].1.push((n as f64, r.throughput_ops / 1e6));
+            if *p == "pyxis" {
+                convergence.push(timeline(&format!("{n} tasks"), &r, |t| t.throughput_ops / 1e6));
+            }
             row[*p] = json!({"throughput_ops": r.throughput_ops, "converge_ms": r.converge_ms, "p99_us": r.p99_us});
         }
         tasks.push(row);
@@ -200,6 +204,84 @@ fn main() {
             "Mops (p99 <= 1 ms)",
             by_n.into_iter().map(|(n, p)| line(&n, p)).collect(),
         )]),
+    );
+
+    // Fig. 8: pyxis converging on 4, 8 and 16 tasks.
+    save(
+        &dir,
+        "p_convergence.svg",
+        Figure::new(vec![Chart::new(
+            "pyxis on random tasks, 16 + 4 cores",
+            "time (ms)",
+            "Mops",
+            convergence,
+        )]),
+    );
+
+    // Fig. 7: R(alpha) on the 20:80 pair, 16 + 4 cores, and the (x_A, x_B) grid's best.
+    let pair = format!("{A}@0.2+{B}@0.8");
+    let mut cfg = SweepConfig::new(cl.clone(), parse_workload(&pair).expect("valid"), Slo::p99(SLO), SEED);
+    cfg.axis = Axis::TurningPoint;
+    cfg.threads = threads;
+    let r_alpha = sweep::sweep(&cfg, &sweep::x_grid(PAIR_STEP)).expect("valid sweep");
+    cfg.axis = Axis::Fraction;
+    let grid = sweep::grid(&cfg, 0.125).expect("valid grid");
+    numbers.insert(
+        "r_alpha".into(),
+        json!({"rows": r_alpha.rows.iter().map(|r| json!([r.rpc_fraction, r.throughput_ops])).collect::<Vec<_>>(),
+               "grid_best_ops": grid.best_throughput_ops, "grid_best": [grid.best_x_a, grid.best_x_b]}),
+    );
+    let mut c = Chart::new(
+        "R(alpha), A:B = 20:80, 16 + 4 cores",
+        "alpha (share sent remote)",
+        "Mops (p99 <= 1 ms)",
+        vec![line(
+            "R(alpha)",
+            r_alpha
+                .rows
+                .iter()
+                .map(|r| (r.rpc_fraction, r.throughput_ops / 1e6))
+                .collect(),
+        )],
+    );
+    c.hlines = vec![(grid.best_throughput_ops / 1e6, "best of the (x_A, x_B) grid".into())];
+    save(&dir, "p_r_alpha.svg", Figure::new(vec![c]));
+
+    // Fig. 16: pyxis from alpha0 in {0, 0.5, 1}, and with M in {3, 5, 7, 9} from 0.
+    let half = format!("{A}@0.5+{B}@0.5");
+    let mut starts = Vec::new();
+    let mut start_lines = Vec::new();
+    for a0 in [0.0, 0.5, 1.0] {
+        let r = run(&cl, &half, &format!("pyxis:alpha0={a0}"), Nanos::from_secs(3), tick);
+        starts.push(json!({"alpha0": a0, "throughput_ops": r.throughput_ops, "converge_ms": r.converge_ms}));
+        start_lines.push(timeline(&format!("alpha0 = {a0}"), &r, |t| {
+            t.remote_share.unwrap_or(0.0)
+        }));
+    }
+    let mut m_lines = Vec::new();
+    for m in [3, 5, 7, 9] {
+        let r = run(&cl, &half, &format!("pyxis:alpha0=0,m={m}"), Nanos::from_secs(3), tick);
+        starts.push(json!({"alpha0": 0.0, "m": m, "throughput_ops": r.throughput_ops, "converge_ms": r.converge_ms}));
+        m_lines.push(timeline(&format!("M = {m}"), &r, |t| t.remote_share.unwrap_or(0.0)));
+    }
+    numbers.insert("starts".into(), json!(starts));
+    save(
+        &dir,
+        "p_starts.svg",
+        Figure::new(vec![
+            Chart::new(
+                "pyxis, A:B = 50:50: from three starts",
+                "time (ms)",
+                "remote share",
+                start_lines,
+            ),
+            Chart::new(
+                "pyxis from alpha0 = 0 with M segments",
+                "time (ms)",
+                "remote share",
+                m_lines,
+            ),
+        ]),
     );
 
     // Fig. 13: scaling out, the 50:50 pair, 8-core nodes.
