@@ -94,7 +94,7 @@ impl Graph {
         for &i in &index.members {
             let inv = &h.invocations[i];
             for (key, v) in &inv.writes {
-                let Some(v) = v.or_else(|| inferred_version(index, key, i)) else {
+                let Some(v) = v.or_else(|| index.inferred.get(&(i, key.clone())).copied()) else {
                     continue;
                 };
                 if let Some(next) = index.next_version(key, v) {
@@ -302,13 +302,4 @@ impl Graph {
         }
         comp
     }
-}
-
-/// The version an unknown-outcome invocation was found to have written to `key`.
-fn inferred_version(index: &Index, key: &Key, i: usize) -> Option<u64> {
-    index
-        .writer
-        .iter()
-        .find(|((k, _), &w)| k == key && w == i)
-        .map(|((_, v), _)| *v)
 }

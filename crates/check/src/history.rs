@@ -1,7 +1,7 @@
 //! A recorded history: every invocation with its times, outcome, the versions its reads saw
 //! and the versions its writes installed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::Violation;
 
@@ -106,7 +106,8 @@ impl History {
                 }
             }
         }
-        let mut unresolved = Vec::new();
+        let mut unresolved = HashSet::new();
+        let mut inferred = HashMap::new();
         for inv in &self.invocations {
             if inv.outcome != Outcome::Committed {
                 continue;
@@ -118,10 +119,13 @@ impl History {
                 }
                 match unknown_writers.get(k).map(Vec::as_slice) {
                     Some([only]) => {
+                        inferred.insert((*only, k.clone()), *v);
                         writer.insert(slot, *only);
                         member[*only] = true;
                     }
-                    Some(_) => unresolved.push(slot),
+                    Some(_) => {
+                        unresolved.insert(slot);
+                    }
                     None => {}
                 }
             }
@@ -138,6 +142,7 @@ impl History {
             aborted,
             versions,
             unresolved,
+            inferred,
             members: (0..self.invocations.len()).filter(|&i| member[i]).collect(),
         })
     }
@@ -152,7 +157,9 @@ pub(crate) struct Index {
     /// Each key's judged versions, ascending.
     pub(crate) versions: HashMap<Key, Vec<u64>>,
     /// Versions read that several invocations of unknown outcome might have written.
-    pub(crate) unresolved: Vec<(Key, u64)>,
+    pub(crate) unresolved: HashSet<(Key, u64)>,
+    /// (invocation of unknown outcome, key) → the version it was seen to have written.
+    pub(crate) inferred: HashMap<(usize, Key), u64>,
     /// The judged invocations: committed, or of unknown outcome and seen to have committed.
     pub(crate) members: Vec<usize>,
 }

@@ -8,7 +8,10 @@
 //! (the bounds are computed on worker threads, each row by itself, so the thread count does
 //! not change them).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+mod common;
+use common::{save, timeline};
 
 use ferry_control::Nanos;
 use ferry_experiment::plot::{Chart, Figure, Series, Style};
@@ -93,16 +96,6 @@ fn run(workload: &str, policy: &str, duration: Nanos) -> SimReport {
     )
     .run()
     .expect("valid scenario")
-}
-
-fn series(name: &str, r: &SimReport, f: impl Fn(&ferry_experiment::timeline::TimelineRow) -> f64) -> Series {
-    Series::new(name, r.timeline.iter().map(|t| (t.t_ms, f(t))).collect(), Style::Line)
-}
-
-fn save(dir: &Path, name: &str, fig: Figure) {
-    let path: PathBuf = dir.join(name);
-    std::fs::write(&path, fig.to_svg()).expect("write svg");
-    println!("wrote {}", path.display());
 }
 
 fn main() {
@@ -230,9 +223,9 @@ fn main() {
             "time (ms)",
             "Mops",
             vec![
-                series("R loop only, X = 1", &fast, |t| t.throughput_ops / 1e6),
-                series("balance (default)", &dual, |t| t.throughput_ops / 1e6),
-                series("kayak (paper, R-X)", &kayak, |t| t.throughput_ops / 1e6),
+                timeline("R loop only, X = 1", &fast, |t| t.throughput_ops / 1e6),
+                timeline("balance (default)", &dual, |t| t.throughput_ops / 1e6),
+                timeline("kayak (paper, R-X)", &kayak, |t| t.throughput_ops / 1e6),
             ],
         );
         c.hlines = vec![
@@ -240,7 +233,7 @@ fn main() {
             (at_one / 1e6, "bound at X = 1".into()),
         ];
         thr_panels.push(c);
-        x_series.push(series(&format!("{w}: X"), &dual, |t| t.rpc_fraction));
+        x_series.push(timeline(&format!("{w}: X"), &dual, |t| t.rpc_fraction));
         bounds.insert(w, best);
     }
     let mut xc = Chart::new("balance: RPC fraction X", "time (ms)", "X", x_series);
@@ -265,7 +258,7 @@ fn main() {
         "Bimodal (medium 5 s / light 5 s): throughput",
         "time (ms)",
         "Mops",
-        vec![series("balance", &bi, |t| t.throughput_ops / 1e6)],
+        vec![timeline("balance", &bi, |t| t.throughput_ops / 1e6)],
     );
     c1.vlines = switches.clone();
     c1.hlines = vec![
@@ -282,7 +275,7 @@ fn main() {
         "Bimodal: X",
         "time (ms)",
         "X",
-        vec![series("balance", &bi, |t| t.rpc_fraction)],
+        vec![timeline("balance", &bi, |t| t.rpc_fraction)],
     );
     c2.vlines = switches;
     c2.y_range = Some((0.0, 1.05));
@@ -316,8 +309,8 @@ fn main() {
         "time (ms)",
         "X",
         vec![
-            series("R-X (kayak)", &rx_run, |t| t.rpc_fraction),
-            series("X-R (kayak-xr)", &xr_run, |t| t.rpc_fraction),
+            timeline("R-X (kayak)", &rx_run, |t| t.rpc_fraction),
+            timeline("X-R (kayak-xr)", &xr_run, |t| t.rpc_fraction),
         ],
     );
     d2.y_range = Some((0.0, 1.05));
@@ -330,8 +323,8 @@ fn main() {
                 "time (ms)",
                 "Mops",
                 vec![
-                    series("R-X (kayak)", &rx_run, |t| t.throughput_ops / 1e6),
-                    series("X-R (kayak-xr)", &xr_run, |t| t.throughput_ops / 1e6),
+                    timeline("R-X (kayak)", &rx_run, |t| t.throughput_ops / 1e6),
+                    timeline("X-R (kayak-xr)", &xr_run, |t| t.throughput_ops / 1e6),
                 ],
             ),
             d2,
@@ -349,8 +342,8 @@ fn main() {
                            "converge_ms": r.converge_ms, "p99_us": r.p99_us,
                            "gap_to_bound": r.throughput_ops / bounds["heavy"].throughput_ops - 1.0}),
         );
-        ex.push(series(&format!("x0 = {x0}"), &r, |t| t.rpc_fraction));
-        et.push(series(&format!("x0 = {x0}"), &r, |t| t.throughput_ops / 1e6));
+        ex.push(timeline(&format!("x0 = {x0}"), &r, |t| t.rpc_fraction));
+        et.push(timeline(&format!("x0 = {x0}"), &r, |t| t.throughput_ops / 1e6));
     }
     numbers.insert("starts".into(), json!(starts));
     let mut e1 = Chart::new("heavy: X from four starting points", "time (ms)", "X", ex);

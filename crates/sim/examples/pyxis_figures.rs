@@ -8,7 +8,10 @@
 //! Seeded throughout, so the SVGs and `pyxis.json` come out byte-identical on every run.
 //! About 10 minutes on 2 cores (Table III's 12 cells are most of it).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+mod common;
+use common::{save, timeline};
 
 use ferry_control::Nanos;
 use ferry_experiment::model::Sharding;
@@ -71,16 +74,6 @@ fn bound(cluster: &ClusterConfig, workload: &str, axis: Axis, step: f64, threads
 
 fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
     Series::new(name, points, Style::Line)
-}
-
-fn timeline(name: &str, r: &SimReport, f: impl Fn(&ferry_experiment::TimelineRow) -> f64) -> Series {
-    line(name, r.timeline.iter().map(|t| (t.t_ms, f(t))).collect())
-}
-
-fn save(dir: &Path, name: &str, fig: Figure) {
-    let path: PathBuf = dir.join(name);
-    std::fs::write(&path, fig.to_svg()).expect("write svg");
-    println!("wrote {}", path.display());
 }
 
 fn main() {

@@ -445,8 +445,8 @@ impl Scenario {
             },
             no_load_latency_us_local: local / 1e3,
             no_load_latency_us_remote: remote / 1e3,
-            app_utilization: last.app_busy_ns as f64 / (self.cluster.app_cores_total() as f64 * win_s * 1e9),
-            storage_utilization: last.storage_busy_ns as f64
+            app_utilization: last.app.busy_ns as f64 / (self.cluster.app_cores_total() as f64 * win_s * 1e9),
+            storage_utilization: last.storage.busy_ns as f64
                 / (self.cluster.storage_cores_total() as f64 * win_s * 1e9),
             searches: out.final_state.searches,
             group_rpc_fractions,

@@ -46,9 +46,7 @@ impl Engine<'_, '_> {
         let (start, finish) = self.apps[r.app_node as usize].0.serve(t, service);
         self.groups[r.group as usize].app_busy_ns += service;
         if let Some(w) = self.window_at(t) {
-            w.app_busy_ns += service;
-            w.app_wait_ns += start - t;
-            w.app_jobs += 1;
+            w.app.record(service, start - t);
         }
         let req = &mut self.reqs[id as usize];
         req.app_cpu += service;
@@ -103,9 +101,7 @@ impl Engine<'_, '_> {
         };
         let (start, finish) = self.storages[r.storage_node as usize].0.serve(t, service);
         if let Some(w) = self.window_at(t) {
-            w.storage_busy_ns += service;
-            w.storage_wait_ns += start - t;
-            w.storage_jobs += 1;
+            w.storage.record(service, start - t);
         }
         let req = &mut self.reqs[id as usize];
         req.storage_cpu += service;

@@ -35,7 +35,7 @@ use crate::model::{ClusterConfig, Workload};
 use group::{combined_state, Group};
 use node::{Link, Node, Stalls};
 use stats::Interval;
-pub use stats::{EngineOutput, IntervalSample, WindowStats};
+pub use stats::{CoreJobs, EngineOutput, IntervalSample, WindowStats};
 
 /// Most requests in flight at once; arrivals beyond it are dropped (counted, as the paper's
 /// rate limiter drops overflow). 10⁶ requests is seconds of backlog at any rate the

@@ -26,18 +26,30 @@ pub struct WindowStats {
     pub remote_completed: u64,
     /// Requests admitted in the window.
     pub admitted: u64,
-    /// App CPU time of jobs started in the window.
-    pub app_busy_ns: u64,
-    /// Storage CPU time of jobs started in the window.
-    pub storage_busy_ns: u64,
-    /// Sum of queueing delays of storage jobs arriving in the window.
-    pub storage_wait_ns: u64,
-    /// Storage jobs arriving in the window.
-    pub storage_jobs: u64,
-    /// Sum of queueing delays of app jobs arriving in the window.
-    pub app_wait_ns: u64,
-    /// App jobs arriving in the window.
-    pub app_jobs: u64,
+    /// The app cores' jobs that arrived in the window.
+    pub app: CoreJobs,
+    /// The storage cores' jobs that arrived in the window.
+    pub storage: CoreJobs,
+}
+
+/// The jobs one side's cores took on in a window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CoreJobs {
+    /// Their CPU time.
+    pub busy_ns: u64,
+    /// The sum of their queueing delays.
+    pub wait_ns: u64,
+    /// How many.
+    pub count: u64,
+}
+
+impl CoreJobs {
+    /// One job of `service_ns` that waited `wait_ns` for a core.
+    pub(super) fn record(&mut self, service_ns: u64, wait_ns: u64) {
+        self.busy_ns += service_ns;
+        self.wait_ns += wait_ns;
+        self.count += 1;
+    }
 }
 
 impl WindowStats {
@@ -49,12 +61,8 @@ impl WindowStats {
             fn_latency: (0..functions).map(|_| LatencySketch::new()).collect(),
             remote_completed: 0,
             admitted: 0,
-            app_busy_ns: 0,
-            storage_busy_ns: 0,
-            storage_wait_ns: 0,
-            storage_jobs: 0,
-            app_wait_ns: 0,
-            app_jobs: 0,
+            app: CoreJobs::default(),
+            storage: CoreJobs::default(),
         }
     }
 
