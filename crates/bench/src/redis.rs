@@ -396,6 +396,7 @@ impl RedisBackend {
             result: traverse_result(node, bytes),
             placement: Placement::Remote,
             pushed_back: false,
+            trace: None,
             latency: started.elapsed(),
             cost: InvokeCost {
                 round_trips: 1,
@@ -435,6 +436,7 @@ impl RedisBackend {
             result: traverse_result(node, bytes),
             placement: Placement::Local,
             pushed_back: false,
+            trace: None,
             latency: started.elapsed(),
             cost,
         })

@@ -16,7 +16,8 @@ pub enum Outcome {
     /// It aborted: none of its writes may be visible.
     Aborted,
     /// The client never learned (a connection cut mid-commit): it may or may not have
-    /// committed. Its writes' versions are unknown, and it never completed.
+    /// committed, and it never completed. Writes with a version were seen by the recorder
+    /// to have been installed (so it committed); writes without one may or may not have.
     Unknown,
 }
 
@@ -81,6 +82,9 @@ impl History {
                     }
                     continue;
                 }
+                // Its client never learned the outcome, but if the recorder saw its writes
+                // (and gave their versions) it committed: judge it, without a completion.
+                Outcome::Unknown if inv.writes.iter().any(|(_, v)| v.is_some()) => member[i] = true,
                 Outcome::Unknown => continue,
             }
             for (k, v) in &inv.writes {

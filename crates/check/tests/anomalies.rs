@@ -133,6 +133,34 @@ fn a_version_nobody_wrote_is_caught_and_an_unknown_outcome_can_explain_one() {
 }
 
 #[test]
+fn an_unknown_outcome_seen_to_commit_is_judged_without_a_completion() {
+    // The recorder learned (from a value read) that T0, whose reply was lost, installed
+    // x at 5. T0 then counts as a writer: T2, which read x at 0 and began after T1 read
+    // x at 5, is a stale read. T0 has no completion time, so real time orders nothing after it.
+    let mut seen = inv(1, (0, 0), Outcome::Unknown, &[], &[("x", 5)]);
+    seen.complete_ns = u64::MAX;
+    let h = History {
+        invocations: vec![
+            seen.clone(),
+            committed(2, (10, 20), &[("x", 5)], &[]),
+            committed(3, (30, 40), &[("x", 0)], &[]),
+        ],
+    };
+    let v = check(&h);
+    assert_eq!(v.judged, 3);
+    assert!(matches!(v.violation, Some(Violation::Cycle(_))), "{:?}", v.violation);
+    // Reading x at 0 concurrently with it, before anything was seen of it, is fine.
+    let fine = History {
+        invocations: vec![
+            seen,
+            committed(3, (1, 2), &[("x", 0)], &[]),
+            committed(2, (10, 20), &[("x", 5)], &[]),
+        ],
+    };
+    assert_eq!(check(&fine).violation, None);
+}
+
+#[test]
 fn two_writers_of_one_version_are_caught() {
     let h = History {
         invocations: vec![

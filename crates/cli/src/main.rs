@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod bench_kv_cmd;
+mod check_cmd;
 mod connect;
 mod demo_cmd;
 mod fairness_cmd;
@@ -67,6 +68,9 @@ enum Command {
     SimSweep(sim_cmd::SimSweepArgs),
     /// Judge a policy on randomly drawn simulator scenarios against each one's bound.
     SimSuite(sim_suite_cmd::SimSuiteArgs),
+    /// Soak: random invocations with connections cut and workers replaced, each run's
+    /// history checked for strict serializability.
+    Check(check_cmd::CheckArgs),
 }
 
 fn main() {
@@ -83,6 +87,7 @@ fn main() {
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),
         Command::SimSuite(args) => sim_suite_cmd::run(args),
+        Command::Check(args) => check_cmd::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err}");

@@ -11,9 +11,17 @@
 //! many requests, and the sweep measured 60.0k at X = 0 against 49.2k at X = 1. The policy
 //! profiles at X = 0.5 and then places by the costs it measured. Bars are generous: X must
 //! stay on the right side of 0.5's neighbourhood over the steady window; where exactly it
-//! settles is a benchmark question (docs/BENCHMARKS.md). Real costs are noisy on these VMs,
-//! so each workload gets up to three runs and must go the right way in one of them. A
-//! policy that never moves X, or moves it the wrong way, fails all three.
+//! settles is a benchmark question (docs/BENCHMARKS.md).
+//!
+//! A statistical test, without retries that mask a wrong outcome: each workload is run
+//! until two runs agree, at most three, and the majority must go the right way. Measured
+//! per run (8 runs each of this test's build, plus 8 of the light one in release): the light
+//! workload settled at X = 1.0 in 16 of 16, the heavy one at X = 0.41–0.50 in 8 of 8. If a
+//! run goes the wrong way with probability q, the test fails falsely with probability
+//! 3q² − 2q³ (under 0.8 % for q ≤ 0.05); a policy that goes the wrong way in half its runs
+//! fails it with probability 1/2 (the old "any one of three" passed it 7 times in 8). Before
+//! the node and client crates were optimised in test builds, the light workload went the
+//! wrong way in 6 of 10 runs and the old test passed regardless.
 
 use std::process::Command;
 
@@ -32,35 +40,33 @@ fn steady_x(workload: &str) -> f64 {
     report["rpc_fraction_mean"].as_f64().unwrap()
 }
 
-/// Runs per workload at most: the first that moves X the right way passes.
+/// Runs per workload at most; the majority decides.
 const RUNS_MAX: usize = 3;
 
-/// The steady X of up to RUNS_MAX runs of `workload`, until one satisfies `right_way`; all
-/// of them when none does.
-fn steady_xs(workload: &str, right_way: impl Fn(f64) -> bool) -> Vec<f64> {
-    let mut xs = Vec::new();
-    for _ in 0..RUNS_MAX {
-        let x = steady_x(workload);
-        xs.push(x);
-        if right_way(x) {
-            break;
+/// The steady X of runs of `workload` until two of them agree on `right_way`, and whether
+/// the majority went the right way.
+fn majority(workload: &str, right_way: impl Fn(f64) -> bool) -> (bool, Vec<f64>) {
+    let mut xs: Vec<f64> = Vec::new();
+    loop {
+        xs.push(steady_x(workload));
+        let right = xs.iter().filter(|&&x| right_way(x)).count();
+        let wrong = xs.len() - right;
+        if right * 2 > RUNS_MAX || wrong * 2 > RUNS_MAX {
+            return (right > wrong, xs);
         }
     }
-    xs
 }
 
 #[test]
 fn the_default_policy_ships_compute_for_light_work_and_shares_heavy_work() {
-    let toward_rpc = |x: f64| x > 0.6;
-    let light = steady_xs("traverse:depth=8,compute=0ns,size=16384", toward_rpc);
+    let (light_right, light) = majority("traverse:depth=8,compute=0ns,size=16384", |x| x > 0.6);
     assert!(
-        light.iter().any(|&x| toward_rpc(x)),
+        light_right,
         "light work must go mostly remote; steady X of each run {light:.2?}"
     );
-    let toward_kv = |x: f64| x < 0.8;
-    let heavy = steady_xs("heavy", toward_kv);
+    let (heavy_right, heavy) = majority("heavy", |x| x < 0.8);
     assert!(
-        heavy.iter().any(|&x| toward_kv(x)),
+        heavy_right,
         "heavy work must not all go to the one node core; steady X of each run {heavy:.2?}"
     );
     eprintln!("steady X per run: light {light:.2?}, heavy {heavy:.2?}");

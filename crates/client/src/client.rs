@@ -40,6 +40,10 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Functions available for local execution (must match the node's).
     pub registry: Registry,
+    /// Record what every invocation read and installed in [`crate::Invocation::trace`]
+    /// (remote ones ask the node for it), for checking a history. Off by default: it
+    /// costs a copy of the read and write sets per invocation.
+    pub trace: bool,
 }
 
 impl ClientConfig {
@@ -53,6 +57,7 @@ impl ClientConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             registry: Registry::with_builtins(),
+            trace: false,
         }
     }
 }
@@ -279,8 +284,18 @@ impl Client {
             function: function.to_string(),
             args: args.clone(),
             allow_pushback,
+            trace: self.inner.config.trace,
         };
-        let response = self.call(&request).await?;
+        let response = match self.call(&request).await {
+            Ok(response) => response,
+            // Sent but unanswered: the node may have run and committed it, or may still.
+            Err(err @ (ClientError::Disconnected(_) | ClientError::Timeout(_))) => {
+                return Err(ClientError::CommitOutcomeUnknown(format!(
+                    "invocation of {function:?} sent but not answered: {err}"
+                )))
+            }
+            Err(err) => return Err(err),
+        };
         let cost = crate::InvokeCost {
             storage_cpu_ns: response.cpu_ns,
             bytes_returned: u64::from(response.bytes_returned),
@@ -300,13 +315,21 @@ impl Client {
             return crate::local::finish_pushed_back(self, function, args, &state.reads, started, cost).await;
         }
         match check_status(response)?.body {
-            ResponseBody::Invoke { result } => Ok(crate::Invocation {
-                result,
-                placement: crate::Placement::Remote,
-                latency: started.elapsed(),
-                cost,
-                pushed_back: false,
-            }),
+            ResponseBody::Invoke { result, trace } => {
+                if self.inner.config.trace && trace.is_none() {
+                    return Err(ClientError::Protocol(
+                        "a traced invocation was answered without its trace".into(),
+                    ));
+                }
+                Ok(crate::Invocation {
+                    result,
+                    placement: crate::Placement::Remote,
+                    latency: started.elapsed(),
+                    cost,
+                    pushed_back: false,
+                    trace,
+                })
+            }
             other => Err(ClientError::Protocol(format!("unexpected invoke answer {other:?}"))),
         }
     }

@@ -25,6 +25,7 @@ pub use adaptive::{Adaptive, Backend, BackendFuture, Overhead};
 pub use client::{Client, ClientConfig, Versioned};
 pub use conn::MAX_PENDING_PER_CONNECTION;
 pub use error::ClientError;
+pub use ferry_proto::InvokeTrace;
 pub use local::MAX_LOCAL_ATTEMPTS;
 
 /// Where an invocation runs: the control plane's decision, shared by every layer.
@@ -67,6 +68,8 @@ pub struct Invocation {
     pub cost: InvokeCost,
     /// The storage node started it and handed it back (ASFP pushback); it finished here.
     pub pushed_back: bool,
+    /// What it read and installed, when [`ClientConfig::trace`] is on.
+    pub trace: Option<InvokeTrace>,
 }
 
 /// Calibrates emulated compute for this process with the real clock (see

@@ -246,13 +246,14 @@ async fn run_local(
         cost.absorb(&ctx.cost);
         let conflict = match result {
             Ok(result) => match commit(client, &ctx.tx, &mut cost).await {
-                Ok(()) => {
+                Ok(installed) => {
                     return Ok(Invocation {
                         result,
                         placement: Placement::Local,
                         latency: started.elapsed(),
                         cost,
                         pushed_back,
+                        trace: client.config().trace.then(|| ctx.tx.trace(installed)),
                     })
                 }
                 Err(ClientError::Server {
@@ -275,11 +276,11 @@ async fn run_local(
     }
 }
 
-/// Commits the writes of a finished attempt. A read-only attempt was validated at its last
-/// read and needs nothing.
-async fn commit(client: &Client, tx: &TxState, cost: &mut InvokeCost) -> Result<(), ClientError> {
+/// Commits the writes of a finished attempt; returns the version installed. A read-only
+/// attempt was validated at its last read and needs nothing.
+async fn commit(client: &Client, tx: &TxState, cost: &mut InvokeCost) -> Result<u64, ClientError> {
     if tx.writes().is_empty() {
-        return Ok(());
+        return Ok(ferry_store::VERSION_ABSENT);
     }
     let request = Request::Commit {
         reads: tx.read_versions(),
@@ -296,7 +297,7 @@ async fn commit(client: &Client, tx: &TxState, cost: &mut InvokeCost) -> Result<
     };
     cost.storage_cpu_ns += response.cpu_ns;
     match check_status(response)?.body {
-        ResponseBody::Commit { .. } => Ok(()),
+        ResponseBody::Commit { version } => Ok(version),
         other => Err(ClientError::Protocol(format!("unexpected commit answer {other:?}"))),
     }
 }

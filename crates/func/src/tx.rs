@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use ferry_proto::{CommitWrite, PushbackRead, ReadVersion};
+use ferry_proto::{CommitWrite, InvokeTrace, PushbackRead, ReadVersion};
 
 use crate::ctx::CtxError;
 
@@ -235,6 +235,23 @@ impl TxState {
                 value: write.value.clone(),
             })
             .collect()
+    }
+
+    /// What this transaction read and, committed at `installed`, wrote: the record a
+    /// history checker takes (`installed` is ignored when it wrote nothing).
+    pub fn trace(&self, installed: u64) -> InvokeTrace {
+        InvokeTrace {
+            reads: self.read_versions(),
+            writes: self
+                .writes
+                .iter()
+                .map(|write| ReadVersion {
+                    table: write.table.clone(),
+                    key: write.key.clone(),
+                    version: installed,
+                })
+                .collect(),
+        }
     }
 
     /// The read set in the order objects were first read.

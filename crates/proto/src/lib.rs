@@ -18,7 +18,8 @@ pub use frame::{
     MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
 pub use message::{
-    encode_unknown_opcode_response, CommitWrite, DecodeError, HelloInfo, MultiGetEntry, PushbackRead, PushbackState,
-    ReadVersion, Request, Response, ResponseBody, StatEntry, MAX_MULTIGET_KEYS, MAX_STAT_ENTRIES, MAX_TX_ITEMS,
+    encode_unknown_opcode_response, CommitWrite, DecodeError, HelloInfo, InvokeTrace, MultiGetEntry, PushbackRead,
+    PushbackState, ReadVersion, Request, Response, ResponseBody, StatEntry, MAX_MULTIGET_KEYS, MAX_STAT_ENTRIES,
+    MAX_TX_ITEMS,
 };
 pub use wire::EncodeError;

@@ -16,6 +16,9 @@ pub const MAX_TX_ITEMS: usize = 4096;
 /// Invoke flag: the client accepts a `pushback` answer.
 const INVOKE_FLAG_PUSHBACK: u8 = 1;
 
+/// Invoke flag: the client wants the invocation's [`InvokeTrace`] with its result.
+const INVOKE_FLAG_TRACE: u8 = 2;
+
 /// Most entries in a stats response.
 pub const MAX_STAT_ENTRIES: usize = 4096;
 
@@ -68,6 +71,15 @@ pub struct ReadVersion {
     pub key: Bytes,
     /// Version seen (0 = the object did not exist).
     pub version: u64,
+}
+
+/// The versions one invocation read and installed: what a history checker needs of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InvokeTrace {
+    /// Every object it read, with the version seen, in the order first read.
+    pub reads: Vec<ReadVersion>,
+    /// Every object it wrote, with the version its commit installed.
+    pub writes: Vec<ReadVersion>,
 }
 
 /// One entry of an OCC write set.
@@ -135,6 +147,9 @@ pub enum Request {
         /// The client accepts a `pushback` answer (ASFP): an overloaded node may suspend
         /// the invocation and hand back its read and write sets for the client to finish.
         allow_pushback: bool,
+        /// The client wants the versions the invocation read and installed with its
+        /// result (for recording a history to check).
+        trace: bool,
     },
     /// Validate `reads` and install `writes` atomically (OCC commit).
     Commit {
@@ -197,10 +212,18 @@ impl Request {
                 function,
                 args,
                 allow_pushback,
+                trace,
             } => {
                 put_bytes16(out, function.as_bytes(), "function name")?;
                 put_bytes32(out, args, "args")?;
-                out.put_u8(if *allow_pushback { INVOKE_FLAG_PUSHBACK } else { 0 });
+                let mut flags = 0;
+                if *allow_pushback {
+                    flags |= INVOKE_FLAG_PUSHBACK;
+                }
+                if *trace {
+                    flags |= INVOKE_FLAG_TRACE;
+                }
+                out.put_u8(flags);
                 Ok(())
             }
             Request::Commit { reads, writes } => {
@@ -249,7 +272,7 @@ impl Request {
                 let function = r.string16("function name")?;
                 let args = r.bytes32("args")?;
                 let flags = r.u8("invoke flags")?;
-                if flags & !INVOKE_FLAG_PUSHBACK != 0 {
+                if flags & !(INVOKE_FLAG_PUSHBACK | INVOKE_FLAG_TRACE) != 0 {
                     return Err(DecodeError::BadTag {
                         what: "invoke flags",
                         tag: flags,
@@ -259,6 +282,7 @@ impl Request {
                     function,
                     args,
                     allow_pushback: flags & INVOKE_FLAG_PUSHBACK != 0,
+                    trace: flags & INVOKE_FLAG_TRACE != 0,
                 }
             }
             Opcode::Commit => Request::Commit {
@@ -346,6 +370,8 @@ pub enum ResponseBody {
     Invoke {
         /// Opaque bytes the function returned.
         result: Bytes,
+        /// What it read and installed, when the request asked for it.
+        trace: Option<InvokeTrace>,
     },
     /// `commit` installed the write set.
     Commit {
@@ -444,7 +470,15 @@ impl Response {
                 }
                 Ok(())
             }
-            ResponseBody::Invoke { result } => put_bytes32(out, result, "result"),
+            ResponseBody::Invoke { result, trace } => {
+                put_bytes32(out, result, "result")?;
+                // The trace, when asked for, follows the result; its absence is an end.
+                if let Some(trace) = trace {
+                    put_read_set(out, &trace.reads)?;
+                    put_read_set(out, &trace.writes)?;
+                }
+                Ok(())
+            }
             ResponseBody::Stats(entries) => {
                 put_count(out, entries.len(), "stats")?;
                 for entry in entries {
@@ -550,9 +584,18 @@ fn decode_ok_body(opcode: Opcode, r: &mut Reader) -> Result<ResponseBody, Decode
             }
             ResponseBody::MultiGet(entries)
         }
-        Opcode::Invoke => ResponseBody::Invoke {
-            result: r.bytes32("result")?,
-        },
+        Opcode::Invoke => {
+            let result = r.bytes32("result")?;
+            let trace = if r.has_remaining() {
+                Some(InvokeTrace {
+                    reads: read_read_set(r)?,
+                    writes: read_read_set(r)?,
+                })
+            } else {
+                None
+            };
+            ResponseBody::Invoke { result, trace }
+        }
         Opcode::Stats => {
             let count = r.count(MAX_STAT_ENTRIES, "stats")?;
             let mut entries = Vec::with_capacity(count);

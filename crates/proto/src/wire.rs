@@ -84,6 +84,11 @@ impl Reader {
         Ok(count)
     }
 
+    /// Whether any bytes are left (for a body that ends in an optional part).
+    pub fn has_remaining(&self) -> bool {
+        self.body.has_remaining()
+    }
+
     /// Ends decoding: leftover bytes mean the peer and this build disagree on the layout.
     pub fn finish(self) -> Result<(), DecodeError> {
         if self.body.has_remaining() {

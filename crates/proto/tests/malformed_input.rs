@@ -3,8 +3,8 @@
 
 use bytes::{Bytes, BytesMut};
 use ferry_proto::{
-    CommitWrite, Decoded, FrameDecoder, FrameKind, MultiGetEntry, Opcode, ReadVersion, Request, Response, ResponseBody,
-    Status, HEADER_LEN,
+    CommitWrite, Decoded, FrameDecoder, FrameKind, InvokeTrace, MultiGetEntry, Opcode, ReadVersion, Request, Response,
+    ResponseBody, Status, HEADER_LEN,
 };
 use proptest::prelude::*;
 
@@ -99,13 +99,14 @@ fn request_strategy() -> impl Strategy<Value = Request> {
             proptest::collection::vec(read_version(), 0..4)
         )
             .prop_map(|(table, keys, validate)| Request::MultiGet { table, keys, validate }),
-        ("[a-z_]{0,12}", bytes_strategy(64), any::<bool>()).prop_map(|(function, args, allow_pushback)| {
-            Request::Invoke {
+        ("[a-z_]{0,12}", bytes_strategy(64), any::<bool>(), any::<bool>()).prop_map(
+            |(function, args, allow_pushback, trace)| Request::Invoke {
                 function,
                 args,
                 allow_pushback,
+                trace,
             }
-        }),
+        ),
         (
             proptest::collection::vec(read_version(), 0..4),
             proptest::collection::vec(
@@ -163,6 +164,28 @@ proptest! {
         };
         let mut buf = BytesMut::new();
         response.encode_frame(Opcode::MultiGet, 3, 9, &mut buf).unwrap();
+        let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
+            panic!("a whole frame was encoded");
+        };
+        prop_assert_eq!(Response::decode(&frame.header, frame.body).unwrap(), response);
+    }
+
+    #[test]
+    fn invoke_responses_round_trip_with_and_without_a_trace(
+        result in bytes_strategy(32),
+        trace in proptest::option::of((
+            proptest::collection::vec(read_version(), 0..4),
+            proptest::collection::vec(read_version(), 0..4),
+        )),
+    ) {
+        // The trace is the optional tail of the body: an empty result followed by an empty
+        // trace must still decode as a trace, and no trace as none.
+        let response = Response::ok(ResponseBody::Invoke {
+            result,
+            trace: trace.map(|(reads, writes)| InvokeTrace { reads, writes }),
+        });
+        let mut buf = BytesMut::new();
+        response.encode_frame(Opcode::Invoke, 3, 9, &mut buf).unwrap();
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
             panic!("a whole frame was encoded");
         };

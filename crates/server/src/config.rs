@@ -136,6 +136,29 @@ pub struct ServerConfig {
     pub inline_data_ops: bool,
     /// When invocations are handed back to clients that accept it (ASFP).
     pub pushback: PushbackConfig,
+    /// How workers share out tasks; both mechanisms on by default. Switching one off
+    /// exists for ablations and for the tests that show each mechanism matters.
+    pub scheduling: Scheduling,
+}
+
+/// The workers' scheduling mechanisms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheduling {
+    /// Hand out a worker's queued tasks by start-time fair queueing on tenants' CPU time;
+    /// off: in arrival order (FIFO).
+    pub fair_queueing: bool,
+    /// Let a worker with nothing to do take tasks from other workers' queues; off: each
+    /// worker runs only what was queued on it.
+    pub work_stealing: bool,
+}
+
+impl Default for Scheduling {
+    fn default() -> Scheduling {
+        Scheduling {
+            fair_queueing: true,
+            work_stealing: true,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -152,6 +175,7 @@ impl ServerConfig {
             spin_iters_per_ms: None,
             inline_data_ops: true,
             pushback: PushbackConfig::default(),
+            scheduling: Scheduling::default(),
         }
     }
 

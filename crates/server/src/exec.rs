@@ -49,6 +49,8 @@ pub(crate) struct Invocation {
     state: SharedAttempt,
     /// The client accepts a pushback answer (ASFP).
     allow_pushback: bool,
+    /// The client wants the versions read and installed with the result.
+    trace: bool,
     /// Attempts started so far.
     attempts: u32,
     /// Worker time spent on all attempts, ns.
@@ -138,6 +140,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         function,
         args,
         allow_pushback,
+        trace,
     } = request
     {
         let Some(function) = node.registry.get(&function) else {
@@ -156,6 +159,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
             attempt,
             state,
             allow_pushback,
+            trace,
             outbox,
             tenant,
             request_id,
@@ -273,17 +277,27 @@ fn printable(key: &[u8]) -> String {
 /// Polls an invocation once and deals with the outcome.
 pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> Stepped {
     let slot = &node.pool.slots[worker];
+    let generation = slot.generation.load(std::sync::atomic::Ordering::SeqCst);
     *slot.current.lock() = Some(CurrentPoll {
         outbox: Arc::clone(&invocation.outbox),
         tenant: Arc::clone(&invocation.tenant),
         request_id: invocation.request_id,
         started_ns: node.now_ns(),
+        generation,
     });
     let started = Instant::now();
     let mut cx = Context::from_waker(Waker::noop());
     let polled = catch_unwind(AssertUnwindSafe(|| invocation.attempt.as_mut().poll(&mut cx)));
-    if slot.current.lock().take().is_none() {
-        // The watchdog declared this poll stuck and already answered for it.
+    let still_ours = {
+        let mut current = slot.current.lock();
+        match current.as_ref() {
+            Some(poll) if poll.generation == generation => current.take(),
+            _ => None,
+        }
+    };
+    if still_ours.is_none() {
+        // The watchdog declared this poll stuck and already answered for it; what is in
+        // `current` now, if anything, is the replacement thread's poll.
         return Stepped::Abandoned;
     }
     let elapsed = started.elapsed().as_nanos() as u64;
@@ -406,6 +420,7 @@ fn complete(
     // Reads were validated together at the last read, so a read-only invocation is
     // already serialized there; one that wrote must validate again and install.
     let wrote = !ctx.state.lock().tx.writes().is_empty();
+    let mut installed = ferry_store::VERSION_ABSENT;
     if wrote {
         let started = Instant::now();
         let state = ctx.state.lock();
@@ -416,7 +431,7 @@ fn complete(
         invocation.cpu_ns += elapsed;
         charge_cpu(node, worker, &invocation.tenant, elapsed);
         match committed {
-            Ok(_) => {}
+            Ok(version) => installed = version,
             Err(StoreError::Conflict { .. }) => return retry(invocation),
             Err(err) => {
                 TenantCounters::bump(&invocation.tenant.counters.invocation_failures);
@@ -426,7 +441,8 @@ fn complete(
     }
     TenantCounters::bump(&invocation.tenant.counters.invocations);
     let bytes_returned = u32::try_from(result.len()).unwrap_or(u32::MAX);
-    let mut response = Response::ok(ResponseBody::Invoke { result });
+    let trace = invocation.trace.then(|| ctx.state.lock().tx.trace(installed));
+    let mut response = Response::ok(ResponseBody::Invoke { result, trace });
     response.bytes_returned = bytes_returned;
     invocation.finish(response)
 }

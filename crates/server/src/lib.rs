@@ -24,5 +24,5 @@ pub mod stats;
 mod store_ctx;
 mod worker;
 
-pub use config::{ConfigError, ConfigFile, ServerConfig, TenantConfig};
+pub use config::{ConfigError, ConfigFile, PushbackConfig, Scheduling, ServerConfig, TenantConfig};
 pub use server::{start, ServerError, ServerHandle};

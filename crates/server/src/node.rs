@@ -79,7 +79,7 @@ impl Node {
         Node {
             tenants,
             registry,
-            pool: Pool::new(config.cores, config.queue_capacity),
+            pool: Pool::new(config.cores, config.queue_capacity, config.scheduling),
             counters: NodeCounters::default(),
             invoke_budget_ns: config.invoke_budget.as_nanos() as u64,
             max_connections: config.max_connections,

@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 
 use ferry_proto::{Opcode, Request, Response, Status};
 
+use crate::config::Scheduling;
 use crate::conn::Outbox;
 use crate::exec::{self, Invocation};
 use crate::fair::FairQueue;
@@ -71,6 +72,9 @@ pub(crate) struct CurrentPoll {
     pub(crate) request_id: u64,
     /// When the poll started (node clock, ns).
     pub(crate) started_ns: u64,
+    /// The worker thread's generation: a replaced thread that wakes up must not mistake
+    /// its replacement's poll for its own.
+    pub(crate) generation: u64,
 }
 
 struct Queue {
@@ -111,13 +115,14 @@ pub(crate) struct Pool {
     queues: Box<[Queue]>,
     pub(crate) slots: Box<[Slot]>,
     capacity: usize,
+    scheduling: Scheduling,
     shutdown: AtomicBool,
     /// Workers currently parked.
     idle: AtomicUsize,
 }
 
 impl Pool {
-    pub(crate) fn new(workers: usize, capacity: usize) -> Pool {
+    pub(crate) fn new(workers: usize, capacity: usize, scheduling: Scheduling) -> Pool {
         Pool {
             queues: (0..workers)
                 .map(|_| Queue {
@@ -138,6 +143,7 @@ impl Pool {
                 })
                 .collect(),
             capacity,
+            scheduling,
             shutdown: AtomicBool::new(false),
             idle: AtomicUsize::new(0),
         }
@@ -155,7 +161,9 @@ impl Pool {
 
     /// Charges `ns` of CPU to `tenant` in the fair queue of its home worker `home`.
     pub(crate) fn charge(&self, home: usize, tenant: u32, ns: u64) {
-        self.queues[home].tasks.lock().charge(tenant, ns);
+        if self.scheduling.fair_queueing {
+            self.queues[home].tasks.lock().charge(tenant, ns);
+        }
     }
 
     /// Invocations waiting in worker `index`'s queue.
@@ -174,14 +182,20 @@ impl Pool {
             if is_invoke(&task) {
                 queue.invokes.fetch_add(1, Ordering::SeqCst);
             }
-            tasks.push(task.tenant.id, task);
+            // Without fair queueing every task shares one lane: arrival order.
+            let lane = if self.scheduling.fair_queueing {
+                task.tenant.id
+            } else {
+                0
+            };
+            tasks.push(lane, task);
             queue.len.fetch_add(1, Ordering::SeqCst);
         }
         // `swap` so that of many submitters only the first pays for the wake-up system call;
         // the rest see the worker already woken.
         if self.slots[home].sleeping.swap(false, Ordering::SeqCst) {
             self.unpark(home);
-        } else if self.idle.load(Ordering::SeqCst) > 0 {
+        } else if self.scheduling.work_stealing && self.idle.load(Ordering::SeqCst) > 0 {
             // The home worker is busy: wake an idle one to steal (work conservation).
             if let Some(other) =
                 (0..self.workers()).find(|&i| i != home && self.slots[i].sleeping.swap(false, Ordering::SeqCst))
@@ -237,10 +251,22 @@ impl Pool {
         if let Some(task) = self.pop(index) {
             return Some((task, false));
         }
+        if !self.scheduling.work_stealing {
+            return None;
+        }
         let victim = (0..self.workers())
             .filter(|&i| i != index)
             .max_by_key(|&i| self.queues[i].len.load(Ordering::SeqCst))?;
         self.pop(victim).map(|task| (task, true))
+    }
+
+    /// Whether worker `index` has a task it may take: anywhere when it may steal.
+    fn any_runnable(&self, index: usize) -> bool {
+        if self.scheduling.work_stealing {
+            self.any_queued()
+        } else {
+            self.queue_len(index) > 0
+        }
     }
 
     fn any_queued(&self) -> bool {
@@ -315,7 +341,7 @@ fn worker_loop(node: &Node, index: usize, generation: u64) {
             if pool.is_shutting_down() && !pool.any_queued() && slot.running.lock().is_empty() {
                 return;
             }
-            park(pool, slot);
+            park(pool, index, slot);
         }
     }
 }
@@ -327,13 +353,13 @@ fn take_seat(slot: &Slot) {
     }
 }
 
-fn park(pool: &Pool, slot: &Slot) {
+fn park(pool: &Pool, index: usize, slot: &Slot) {
     slot.seat.store(false, Ordering::SeqCst);
     slot.sleeping.store(true, Ordering::SeqCst);
     pool.idle.fetch_add(1, Ordering::SeqCst);
     // Re-check after announcing sleep: a submitter that pushed before seeing `sleeping`
     // left its task in a queue we can now see (SeqCst on both sides).
-    if !pool.any_queued() && !pool.is_shutting_down() {
+    if !pool.any_runnable(index) && !pool.is_shutting_down() {
         thread::park_timeout(IDLE_PARK);
     }
     pool.idle.fetch_sub(1, Ordering::SeqCst);

@@ -152,3 +152,74 @@ async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
     assert_eq!(actual.iter().sum::<u64>(), ACCOUNTS * ycsbt::INITIAL_BALANCE);
     server.shutdown();
 }
+
+/// Pushbacks among `invocations` pushable calls of `test.reads_two` (2 ms of compute
+/// between its two reads), `in_flight` at a time, on a 1-worker node with `pushback`.
+async fn pushbacks(pushback: PushbackConfig, invocations: u64, in_flight: u64) -> u64 {
+    let mut config = config(1);
+    config.pushback = pushback;
+    let server = start_with(config);
+    let client = client_a(&server).await;
+    client.put("pushback", b"a", b"A").await.unwrap();
+    client.put("pushback", b"b", b"B").await.unwrap();
+    let lanes: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut pushed_back = 0;
+                for _ in 0..invocations / in_flight {
+                    let args = Bytes::copy_from_slice(&2_000_000u64.to_le_bytes());
+                    let done = client.invoke_pushable("test.reads_two", args).await.unwrap();
+                    assert_eq!(done.result, Bytes::from_static(b"A|B"));
+                    pushed_back += u64::from(done.pushed_back);
+                }
+                pushed_back
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for lane in lanes {
+        total += lane.await.unwrap();
+    }
+    let stats = client.stats().await.unwrap();
+    let counted = stats.iter().find(|s| s.name == "tenant.1.pushbacks").unwrap().value;
+    assert_eq!(counted, total, "the node's count matches what the client saw");
+    server.shutdown();
+    total
+}
+
+/// ASFP with the default thresholds: under overload (16 compute-bound invocations in
+/// flight on one worker) some are pushed back; one at a time, none is. Both halves are
+/// shown to depend on the thresholds: with all of them 0 (always "overloaded") the quiet
+/// run pushes back too, and with thresholds no node reaches none is pushed back under
+/// overload. Measured (4 runs): 32–38 of 48 pushed back under overload, 0 of 12 one at a
+/// time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_thresholds_push_back_under_overload_and_never_without_it() {
+    let defaults = PushbackConfig::default();
+    let overloaded = pushbacks(defaults.clone(), 48, 16).await;
+    let quiet = pushbacks(defaults.clone(), 12, 1).await;
+    eprintln!("pushed back with the defaults: {overloaded} of 48 overloaded, {quiet} of 12 one at a time");
+    assert!(overloaded > 0, "nothing was pushed back under overload");
+    assert_eq!(quiet, 0, "invocations were pushed back with nothing else running");
+
+    let always = PushbackConfig {
+        old_invocations_min: 0,
+        new_invocations_min: 0,
+        keep_min: 0,
+        ..defaults.clone()
+    };
+    assert!(
+        pushbacks(always, 12, 1).await > 0,
+        "the quiet run cannot tell the thresholds apart"
+    );
+    let never = PushbackConfig {
+        old_invocations_min: usize::MAX,
+        ..defaults
+    };
+    assert_eq!(
+        pushbacks(never, 48, 16).await,
+        0,
+        "pushback must depend on the thresholds"
+    );
+}
