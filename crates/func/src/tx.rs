@@ -321,6 +321,88 @@ mod tests {
         assert_eq!(tx.reads().len(), 200);
     }
 
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    /// A transaction that read `a` (v3) and `gone` (absent) and wrote `b` and deleted `a`.
+    fn sample() -> TxState {
+        let mut tx = TxState::new();
+        tx.record_read("t", b("a"), 3, Some(b("A"))).unwrap();
+        tx.record_read("t", b("gone"), 0, None).unwrap();
+        tx.buffer_write("t", b"b", Some(b("B"))).unwrap();
+        tx.buffer_write("t", b"a", None).unwrap();
+        tx
+    }
+
+    #[test]
+    fn missing_and_known_follow_the_read_and_write_sets() {
+        // Catches `missing` and `known` returning constants.
+        let mut tx = sample();
+        let keys: [&[u8]; 4] = [b"a", b"b", b"c", b"gone"];
+        assert_eq!(tx.missing("t", &keys), vec![b"c" as &[u8]]);
+        assert_eq!(tx.missing("u", &keys[..2]), vec![b"a" as &[u8], b"b"]);
+        assert!(matches!(tx.known("t", &keys), Err(CtxError::Unavailable(_))));
+        tx.record_read("t", b("c"), 5, Some(b("C"))).unwrap();
+        assert!(tx.missing("t", &keys).is_empty());
+        assert_eq!(
+            tx.known("t", &keys).unwrap(),
+            vec![None, Some(b("B")), Some(b("C")), None],
+            "own delete, own write, storage read, absent"
+        );
+    }
+
+    #[test]
+    fn protocol_forms_carry_every_entry_in_order() {
+        // Catches `read_versions`, `reads_with_values`, `commit_writes`, `trace` and
+        // `preloaded` returning empty or default values.
+        let tx = sample();
+        let read = |key: &str, version| ReadVersion {
+            table: "t".into(),
+            key: b(key),
+            version,
+        };
+        assert_eq!(tx.read_versions(), vec![read("a", 3), read("gone", 0)]);
+        let with_values = tx.reads_with_values();
+        assert_eq!(
+            with_values,
+            vec![
+                PushbackRead {
+                    read: read("a", 3),
+                    value: Some(b("A"))
+                },
+                PushbackRead {
+                    read: read("gone", 0),
+                    value: None
+                },
+            ]
+        );
+        assert_eq!(
+            tx.commit_writes(),
+            vec![
+                CommitWrite {
+                    table: "t".into(),
+                    key: b("b"),
+                    value: Some(b("B"))
+                },
+                CommitWrite {
+                    table: "t".into(),
+                    key: b("a"),
+                    value: None
+                },
+            ]
+        );
+        let trace = tx.trace(42);
+        assert_eq!(trace.reads, tx.read_versions());
+        assert_eq!(trace.writes, vec![read("b", 42), read("a", 42)]);
+        // A pushed-back transaction resumes from the same reads.
+        let resumed = TxState::preloaded(&with_values).unwrap();
+        assert_eq!(resumed.read_versions(), tx.read_versions());
+        assert_eq!(resumed.lookup("t", b"a"), Some(Some(b("A"))));
+        assert_eq!(resumed.lookup("t", b"gone"), Some(None));
+        assert!(resumed.writes().is_empty());
+    }
+
     #[test]
     fn sets_are_bounded() {
         let mut tx = TxState::new();
