@@ -34,7 +34,8 @@ fn every_length_limit_admits_its_maximum_and_refuses_one_more() {
     assert!(check_table_name("users_v2.idx-1").is_ok());
 }
 
-/// Catches `+` → `*` in the per-object charge and `-` → `+` when a write shrinks.
+/// Catches `+` → `*` in the per-object charge and `-` → `+` when a commit shrinks more
+/// than it grows.
 #[test]
 fn the_quota_charges_key_value_and_overhead_and_gives_back_what_shrinks() {
     let store = TenantStore::new(QUOTA);
@@ -49,6 +50,23 @@ fn the_quota_charges_key_value_and_overhead_and_gives_back_what_shrinks() {
     store.delete("t", b"key").unwrap();
     assert_eq!(store.stats().used_bytes, 5 + 10 + OBJECT_OVERHEAD_BYTES);
     assert_eq!(store.stats().objects, 1);
+    // One commit that grows one object by 10 bytes and shrinks another by 50 gives back 40.
+    store.put("t", b"key", &[7; 100]).unwrap();
+    let before = store.stats().used_bytes;
+    let writes = [
+        WriteRef {
+            table: "t",
+            key: b"other",
+            value: Some(&[7; 20]),
+        },
+        WriteRef {
+            table: "t",
+            key: b"key",
+            value: Some(&[7; 50]),
+        },
+    ];
+    store.commit(&[], &writes).unwrap();
+    assert_eq!(store.stats().used_bytes, before - 40);
 }
 
 #[test]
