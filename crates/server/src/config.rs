@@ -40,6 +40,17 @@ pub const MAX_INVOKE_BUDGET: Duration = Duration::from_secs(60);
 /// Default most simultaneous client connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
+/// Default longest time a connection may take to authenticate (`hello`) before it is
+/// closed: generous for any real client, short enough that idle connections cannot pile up.
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default most connections waiting to authenticate at once, besides the authenticated
+/// ones.
+pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 256;
+
+/// Longest configurable hello timeout.
+pub const MAX_HELLO_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Default I/O threads (socket reading, framing, writing). One keeps up with several
 /// workers because the heavy work happens on the workers.
 pub const DEFAULT_IO_THREADS: usize = 1;
@@ -126,8 +137,13 @@ pub struct ServerConfig {
     pub queue_capacity: usize,
     /// CPU-time budget of one server-side invocation.
     pub invoke_budget: Duration,
-    /// Most simultaneous connections.
+    /// Most simultaneous authenticated connections (those waiting to authenticate are
+    /// bounded separately by `max_unauthenticated`).
     pub max_connections: usize,
+    /// Longest a connection may take to authenticate before it is closed.
+    pub hello_timeout: Duration,
+    /// Most connections waiting to authenticate at once; a new one evicts the oldest.
+    pub max_unauthenticated: usize,
     /// Emulated-work calibration to use instead of measuring (iterations per ms), so a
     /// benchmark's client and node spin identically.
     pub spin_iters_per_ms: Option<u64>,
@@ -172,6 +188,8 @@ impl ServerConfig {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             invoke_budget: DEFAULT_INVOKE_BUDGET,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
+            max_unauthenticated: DEFAULT_MAX_UNAUTHENTICATED,
             spin_iters_per_ms: None,
             inline_data_ops: true,
             pushback: PushbackConfig::default(),
@@ -207,6 +225,14 @@ impl ServerConfig {
         }
         if self.max_connections == 0 {
             return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
+        }
+        if self.max_unauthenticated == 0 {
+            return Err(ConfigError::Invalid("max_unauthenticated must be at least 1".into()));
+        }
+        if self.hello_timeout.is_zero() || self.hello_timeout > MAX_HELLO_TIMEOUT {
+            return Err(ConfigError::Invalid(format!(
+                "hello_timeout must be above 0 and at most {MAX_HELLO_TIMEOUT:?}"
+            )));
         }
         if self.tenants.is_empty() {
             return Err(ConfigError::Invalid(
@@ -264,6 +290,10 @@ pub struct ConfigFile {
     pub invoke_budget_ms: Option<u64>,
     /// Most simultaneous connections.
     pub max_connections: Option<usize>,
+    /// Longest a connection may take to authenticate, in milliseconds.
+    pub hello_timeout_ms: Option<u64>,
+    /// Most connections waiting to authenticate at once.
+    pub max_unauthenticated: Option<usize>,
     /// Pushback credit D per data access, in nanoseconds.
     pub pushback_credit_ns: Option<u64>,
     /// Pushback: suspended invocations needed before pushing back.

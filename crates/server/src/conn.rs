@@ -22,6 +22,7 @@ use ferry_proto::{
 };
 
 use crate::node::{Node, TenantState};
+use crate::preauth::Ticket;
 use crate::stats::TenantCounters;
 use crate::worker::Task;
 
@@ -112,9 +113,20 @@ impl Outbox {
 }
 
 /// What the reader knows about the connection's peer.
-struct Session {
+struct Session<'n> {
     tenant: Option<Arc<TenantState>>,
     failed_hellos: u32,
+    /// Counts the connection among the authenticated ones until it closes.
+    authenticated: Option<AuthenticatedSlot<'n>>,
+}
+
+/// One of the node's `max_connections` authenticated connections, given back on drop.
+struct AuthenticatedSlot<'n>(&'n Node);
+
+impl Drop for AuthenticatedSlot<'_> {
+    fn drop(&mut self) {
+        self.0.counters.connections_authenticated.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Whether the reader keeps going after a frame.
@@ -142,7 +154,11 @@ async fn read_loop(node: &Node, mut reader: OwnedReadHalf, outbox: &Arc<Outbox>,
     let mut session = Session {
         tenant: None,
         failed_hellos: 0,
+        authenticated: None,
     };
+    // Held until the connection authenticates: bounds how long and how many may wait.
+    let mut ticket = Some(node.preauth.admit());
+    let hello_deadline = tokio::time::Instant::now() + node.hello_timeout;
     loop {
         while !outbox.has_space() {
             tokio::select! {
@@ -154,6 +170,10 @@ async fn read_loop(node: &Node, mut reader: OwnedReadHalf, outbox: &Arc<Outbox>,
         let read = tokio::select! {
             read = reader.read_buf(&mut buf) => read,
             _ = shutdown.changed() => return,
+            _ = unauthenticated_over(ticket.as_ref(), hello_deadline) => {
+                TenantCounters::bump(&node.counters.connections_unauthenticated_closed);
+                return;
+            }
         };
         match read {
             Ok(0) | Err(_) => return, // peer left; a partial frame is simply dropped
@@ -165,6 +185,9 @@ async fn read_loop(node: &Node, mut reader: OwnedReadHalf, outbox: &Arc<Outbox>,
                 Ok(Some(Decoded::Frame(frame))) => {
                     if let Next::Close = handle_frame(node, &mut session, outbox, frame) {
                         return;
+                    }
+                    if session.tenant.is_some() {
+                        ticket = None;
                     }
                 }
                 Ok(Some(Decoded::UnknownOpcode(unknown))) => {
@@ -189,7 +212,19 @@ async fn read_loop(node: &Node, mut reader: OwnedReadHalf, outbox: &Arc<Outbox>,
     }
 }
 
-fn handle_frame(node: &Node, session: &mut Session, outbox: &Arc<Outbox>, frame: Frame) -> Next {
+/// Resolves when an unauthenticated connection must go: its hello timeout passed, or a newer
+/// connection evicted it. Never, once it authenticated (`ticket` is `None`).
+async fn unauthenticated_over(ticket: Option<&Ticket>, deadline: tokio::time::Instant) {
+    match ticket {
+        Some(ticket) => tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = ticket.evicted() => {}
+        },
+        None => std::future::pending().await,
+    }
+}
+
+fn handle_frame<'n>(node: &'n Node, session: &mut Session<'n>, outbox: &Arc<Outbox>, frame: Frame) -> Next {
     let header = frame.header;
     outbox.accept();
     let reply = |response: Response| outbox.respond(header.opcode, header.tenant, header.request_id, &response);
@@ -263,7 +298,13 @@ fn handle_frame(node: &Node, session: &mut Session, outbox: &Arc<Outbox>, frame:
     Next::Continue
 }
 
-fn hello(node: &Node, session: &mut Session, tenant_id: u32, frame: Frame, reply: impl Fn(Response)) -> Next {
+fn hello<'n>(
+    node: &'n Node,
+    session: &mut Session<'n>,
+    tenant_id: u32,
+    frame: Frame,
+    reply: impl Fn(Response),
+) -> Next {
     if session.tenant.is_some() {
         reply(Response::error(Status::BadRequest, "connection already authenticated"));
         return Next::Continue;
@@ -278,6 +319,25 @@ fn hello(node: &Node, session: &mut Session, tenant_id: u32, frame: Frame, reply
     };
     match node.tenants.get(&tenant_id) {
         Some(tenant) if tenant.token_matches(&token) => {
+            let counters = &node.counters;
+            let admitted = counters
+                .connections_authenticated
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < node.max_connections as u64).then_some(n + 1)
+                })
+                .is_ok();
+            if !admitted {
+                counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+                reply(Response::error(
+                    Status::Overloaded,
+                    format!(
+                        "the node serves at most {} authenticated connections",
+                        node.max_connections
+                    ),
+                ));
+                return Next::Close;
+            }
+            session.authenticated = Some(AuthenticatedSlot(node));
             reply(Response::ok(ResponseBody::Hello(HelloInfo {
                 workers: node.pool.workers() as u32,
                 home_core: tenant.home as u32,

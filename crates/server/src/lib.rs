@@ -12,6 +12,7 @@
 //!   step by step with a CPU budget, OCC commit and bounded retries.
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx`.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
+//! - `preauth`: the bound on connections that have not authenticated yet.
 //! - [`stats`]: counters reported by the `stats` operation.
 
 pub mod config;
@@ -19,6 +20,7 @@ mod conn;
 mod exec;
 mod fair;
 mod node;
+mod preauth;
 pub mod server;
 pub mod stats;
 mod store_ctx;

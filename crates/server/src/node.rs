@@ -49,8 +49,12 @@ pub(crate) struct Node {
     pub(crate) counters: NodeCounters,
     /// CPU budget of one invocation.
     pub(crate) invoke_budget_ns: u64,
-    /// Most simultaneous connections.
+    /// Most simultaneous authenticated connections.
     pub(crate) max_connections: usize,
+    /// Longest a connection may take to authenticate.
+    pub(crate) hello_timeout: std::time::Duration,
+    /// Connections waiting to authenticate.
+    pub(crate) preauth: crate::preauth::PreAuth,
     /// ASFP pushback thresholds.
     pub(crate) pushback: crate::config::PushbackConfig,
     /// Whether I/O threads may run data operations in a sleeping worker's seat.
@@ -83,6 +87,8 @@ impl Node {
             counters: NodeCounters::default(),
             invoke_budget_ns: config.invoke_budget.as_nanos() as u64,
             max_connections: config.max_connections,
+            hello_timeout: config.hello_timeout,
+            preauth: crate::preauth::PreAuth::new(config.max_unauthenticated),
             inline_data_ops: config.inline_data_ops,
             pushback: config.pushback.clone(),
             epoch: Instant::now(),

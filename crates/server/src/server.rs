@@ -140,7 +140,9 @@ async fn accept_loop(node: Arc<Node>, listener: TcpListener, mut shutdown: watch
             }
         };
         let counters = &node.counters;
-        if counters.connections_open.load(Ordering::SeqCst) >= node.max_connections as u64 {
+        // Unauthenticated connections are bounded by eviction (`preauth`); a new one is
+        // refused only when no further connection could authenticate.
+        if counters.connections_authenticated.load(Ordering::SeqCst) >= node.max_connections as u64 {
             counters.connections_refused.fetch_add(1, Ordering::Relaxed);
             drop(stream);
             continue;
@@ -183,6 +185,11 @@ pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
     push(
         "node.connections_refused".into(),
         counters.connections_refused.load(Ordering::Relaxed),
+    );
+    push("node.connections_waiting_hello".into(), node.preauth.waiting() as u64);
+    push(
+        "node.connections_unauthenticated_closed".into(),
+        counters.connections_unauthenticated_closed.load(Ordering::Relaxed),
     );
     push(
         "node.framing_errors".into(),

@@ -77,12 +77,16 @@ pub struct WorkerCounters {
 pub struct NodeCounters {
     /// Connections currently open.
     pub connections_open: AtomicU64,
+    /// Connections currently open and authenticated (at most `max_connections`).
+    pub connections_authenticated: AtomicU64,
     /// Connections accepted since start.
     pub connections_total: AtomicU64,
-    /// Connections refused because the limit was reached.
+    /// Connections refused because `max_connections` authenticated ones were open.
     pub connections_refused: AtomicU64,
     /// Connections closed because their framing broke.
     pub framing_errors: AtomicU64,
+    /// Connections closed before they authenticated: hello timeout, or evicted by a newer one.
+    pub connections_unauthenticated_closed: AtomicU64,
     /// Worker threads replaced by the watchdog after a runaway invocation.
     pub worker_replacements: AtomicU64,
 }

@@ -245,3 +245,94 @@ async fn graceful_shutdown_answers_requests_in_flight() {
         "{err}"
     );
 }
+
+/// The pre-authentication limit (issue 16): idle connections that never say hello once
+/// locked a legitimate client out of a node (6,000 of them). Now at most a few wait at a
+/// time, the oldest is evicted by each newcomer, and each waits at most the hello timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_unauthenticated_connections_cannot_lock_out_a_client() {
+    use tokio::io::AsyncReadExt;
+
+    let mut config = config(1);
+    config.max_connections = 64;
+    config.max_unauthenticated = 16;
+    config.hello_timeout = Duration::from_millis(500);
+    let server = start_with(config);
+    let addr = server.local_addr();
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // A real client still gets in and is served. Its first try may be evicted: the
+    // listen backlog (128) overflows under this burst, and idle connects retried by the
+    // kernel can arrive after the client's and push it out before its hello; a client
+    // retries, as any would. Without the limit every try fails (the node stays full).
+    let mut tries = 0;
+    let client = loop {
+        tries += 1;
+        let mut config = ferry_client::ClientConfig::new(addr.to_string(), TENANT_A, TOKEN_A);
+        config.registry = registry();
+        match ferry_client::Client::connect(config).await {
+            Ok(client) => break client,
+            Err(err) if tries < 5 => eprintln!("try {tries}: {err}"),
+            Err(err) => panic!("the client never got in: {err}"),
+        }
+    };
+    client.put("t", b"k", b"v").await.unwrap();
+    assert_eq!(&client.get("t", b"k").await.unwrap().unwrap().value[..], b"v");
+    // Every idle connection is closed: evicted, refused, or timed out.
+    for mut socket in idle {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut byte))
+            .await
+            .expect("an idle unauthenticated connection is closed");
+        assert!(matches!(read, Ok(0) | Err(_)), "an idle connection got data: {read:?}");
+    }
+    // One that sends nothing after connecting is closed by the timeout, not by eviction.
+    let started = Instant::now();
+    let mut late = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(5), late.read(&mut byte)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "closed before its timeout"
+    );
+    // The authenticated client was never evicted.
+    assert_eq!(&client.get("t", b"k").await.unwrap().unwrap().value[..], b"v");
+    let stats = client.stats().await.unwrap();
+    let stat = |name: &str| stats.iter().find(|s| s.name == name).unwrap().value;
+    assert!(stat("node.connections_unauthenticated_closed") + stat("node.connections_refused") >= 300);
+    assert_eq!(stat("node.connections_waiting_hello"), 0);
+    server.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authenticated_connections_are_capped_and_a_freed_place_is_reused() {
+    let mut config = config(1);
+    config.max_connections = 2;
+    let server = start_with(config);
+    let addr = server.local_addr().to_string();
+    let connect = || {
+        let mut config = ferry_client::ClientConfig::new(addr.clone(), TENANT_A, TOKEN_A);
+        config.registry = registry();
+        ferry_client::Client::connect(config)
+    };
+    let first = connect().await.unwrap();
+    let second = connect().await.unwrap();
+    let third = connect().await;
+    assert!(third.is_err(), "a third authenticated connection was admitted");
+    drop(first);
+    // The first's place comes back once its connection has closed on the node.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let fourth = loop {
+        match connect().await {
+            Ok(client) => break client,
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(err) => panic!("the freed place was never reused: {err}"),
+        }
+    };
+    fourth.put("t", b"k", b"v").await.unwrap();
+    second.get("t", b"k").await.unwrap();
+    server.shutdown();
+}

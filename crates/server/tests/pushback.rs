@@ -15,6 +15,9 @@ use ferry_server::config::PushbackConfig;
 /// A node that considers itself always overloaded, with credit `credit` per access.
 fn eager_pushback_node(credit: Duration) -> ferry_server::ServerHandle {
     let mut config = config(1);
+    // Far above the 20 ms a test function spins in one poll, even on a loaded machine
+    // where that poll is preempted (with the 50 ms test budget it flaked).
+    config.invoke_budget = Duration::from_secs(2);
     config.pushback = PushbackConfig {
         old_invocations_min: 0,
         new_invocations_min: 0,
@@ -157,6 +160,7 @@ async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
 /// between its two reads), `in_flight` at a time, on a 1-worker node with `pushback`.
 async fn pushbacks(pushback: PushbackConfig, invocations: u64, in_flight: u64) -> u64 {
     let mut config = config(1);
+    config.invoke_budget = Duration::from_secs(2);
     config.pushback = pushback;
     let server = start_with(config);
     let client = client_a(&server).await;

@@ -1,0 +1,124 @@
+//! Connections that have not said hello yet, bounded in number and in time, so idle or slow
+//! unauthenticated connections cannot crowd out clients that authenticate.
+//!
+//! Each one holds a [`Ticket`] until it authenticates or closes. A connection that has not
+//! authenticated within the hello timeout is closed. When as many are waiting as the limit
+//! allows, a new one evicts the *oldest*: a flood of idle connections then only ever holds
+//! the newest few, and a client that says hello promptly (a loopback round trip) gets in
+//! unless the limit's worth of new connections arrives in that time.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// The waiting connections of one node.
+pub(crate) struct PreAuth {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// (ticket id, its eviction signal), oldest first.
+    waiting: Mutex<VecDeque<(u64, Arc<Notify>)>>,
+    limit: usize,
+    next_id: AtomicU64,
+}
+
+/// One unauthenticated connection's place; released on drop.
+pub(crate) struct Ticket {
+    id: u64,
+    evict: Arc<Notify>,
+    inner: Arc<Inner>,
+}
+
+impl PreAuth {
+    /// At most `limit` (at least 1) connections wait to authenticate at once.
+    pub(crate) fn new(limit: usize) -> PreAuth {
+        PreAuth {
+            inner: Arc::new(Inner {
+                waiting: Mutex::new(VecDeque::new()),
+                limit: limit.max(1),
+                next_id: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// A place for a new connection, evicting the oldest waiting one if none is free.
+    pub(crate) fn admit(&self) -> Ticket {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let evict = Arc::new(Notify::new());
+        let mut waiting = self.inner.waiting.lock();
+        if waiting.len() >= self.inner.limit {
+            if let Some((_, oldest)) = waiting.pop_front() {
+                // A stored permit: the connection sees it even if it is not waiting now.
+                oldest.notify_one();
+            }
+        }
+        waiting.push_back((id, Arc::clone(&evict)));
+        Ticket {
+            id,
+            evict,
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
+    /// Connections waiting now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.inner.waiting.lock().len()
+    }
+}
+
+impl Ticket {
+    /// Resolves when a newer connection evicted this one.
+    pub(crate) async fn evicted(&self) {
+        self.evict.notified().await;
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut waiting = self.inner.waiting.lock();
+        if let Some(at) = waiting.iter().position(|(id, _)| *id == self.id) {
+            waiting.remove(at);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_is_evicted_and_a_released_place_is_reused() {
+        let preauth = PreAuth::new(2);
+        let first = preauth.admit();
+        let second = preauth.admit();
+        assert_eq!(preauth.waiting(), 2);
+        let third = preauth.admit();
+        assert_eq!(preauth.waiting(), 2);
+        // The first holds a permit: its wait ends at once.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), first.evicted())
+                .await
+                .expect("the oldest was told to go");
+        });
+        drop(second);
+        assert_eq!(preauth.waiting(), 1);
+        let _fourth = preauth.admit();
+        assert_eq!(preauth.waiting(), 2);
+        // A free place evicts no one: the second's replacement did not signal the third.
+        runtime.block_on(async {
+            let waited = tokio::time::timeout(std::time::Duration::from_millis(50), third.evicted()).await;
+            assert!(waited.is_err(), "the third was evicted without cause");
+        });
+        drop(third);
+        drop(first);
+        assert_eq!(preauth.waiting(), 1);
+    }
+}
