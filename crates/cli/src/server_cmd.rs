@@ -75,6 +75,13 @@ pub struct ServerArgs {
     /// (by default an I/O thread runs them in the sleeping worker's seat; for measurements).
     #[arg(long)]
     no_inline_data_ops: bool,
+    /// Serve as one node of a sharded cluster: the cluster map (TOML: [[node]] id, addr,
+    /// slots = ["0-8191", ...]); keys of other nodes' slots are refused with `moved`.
+    #[arg(long, requires = "node_id")]
+    cluster_map: Option<PathBuf>,
+    /// This node's id in --cluster-map.
+    #[arg(long, requires = "cluster_map")]
+    node_id: Option<String>,
 }
 
 fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -145,6 +152,15 @@ pub fn run(args: ServerArgs) -> CmdResult {
         pushback.keep_min = min;
     }
     config.inline_data_ops = !args.no_inline_data_ops;
+    if let (Some(path), Some(node_id)) = (&args.cluster_map, &args.node_id) {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read --cluster-map {}: {err}", path.display()))?;
+        let map = ferry_cluster::ClusterMap::parse(&text)?;
+        config.cluster = Some(ferry_server::routing::ClusterRole {
+            map,
+            node_id: node_id.clone(),
+        });
+    }
     let handle = ferry_server::start(config.clone(), ferry_func::Registry::with_builtins())?;
     // The first stdout line is a contract: tools and tests read the port from it.
     let mut stdout = std::io::stdout();

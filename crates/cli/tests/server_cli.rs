@@ -223,3 +223,53 @@ fn bench_kv_runs_end_to_end_in_its_short_form() {
     }
     let _ = std::fs::remove_file(json);
 }
+
+/// A map of two nodes: this one (s1, slots 0-8191) and s2, which is never contacted.
+fn cluster_map_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("ferry-map-{}-{name}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const TWO_NODE_MAP: &str = "[[node]]\nid = \"s1\"\naddr = \"127.0.0.1:7701\"\nslots = [\"0-8191\"]\n\n\
+                            [[node]]\nid = \"s2\"\naddr = \"127.0.0.1:7702\"\nslots = [\"8192-16383\"]\n";
+
+#[test]
+fn a_cluster_node_serves_its_slots_and_answers_moved_for_others() {
+    let map = cluster_map_file("good", TWO_NODE_MAP);
+    let server = Server::start(&["--cluster-map", map.to_str().unwrap(), "--node-id", "s1"]);
+    // "hello" is slot 866 (s1's), "foo" slot 12182 (s2's).
+    let put = server.kv(&["put", "t", "hello", "v"]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    let moved = server.kv(&["put", "t", "foo", "v"]);
+    assert!(!moved.status.success());
+    assert!(
+        stderr(&moved).contains("moved 12182 s2 127.0.0.1:7702"),
+        "{}",
+        stderr(&moved)
+    );
+    server.stop();
+    // A node missing from the map, a map with a gap, and half of the flag pair are refused.
+    let gap = cluster_map_file("gap", &TWO_NODE_MAP.replace("8192-16383", "8192-16000"));
+    for (args, expected) in [
+        (
+            vec!["--cluster-map", map.to_str().unwrap(), "--node-id", "s9"],
+            "not in the cluster map",
+        ),
+        (
+            vec!["--cluster-map", gap.to_str().unwrap(), "--node-id", "s1"],
+            "slots 16001-16383 are served by no node",
+        ),
+        (vec!["--cluster-map", map.to_str().unwrap()], "--node-id"),
+    ] {
+        let output = ferry()
+            .args(["server", "--listen", "127.0.0.1:0", "--tenant", "1:ferry"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?} started");
+        assert!(stderr(&output).contains(expected), "{args:?}: {}", stderr(&output));
+    }
+    let _ = std::fs::remove_file(map);
+    let _ = std::fs::remove_file(gap);
+}

@@ -6,6 +6,8 @@
 //!   rate, loops ticked on a timer.
 //! - [`client`]: [`Client`] and [`ClientConfig`] — a pool of multiplexed, pipelined
 //!   connections and the operations get/put/delete/multiget/commit/stats/invoke.
+//! - [`cluster`]: [`ClusterClient`] — one client per node of a sharded cluster, each
+//!   data operation routed to the node serving its keys.
 //! - `conn`: one connection: request ids, the outbox its writer task flushes, the reader
 //!   task that routes answers to waiters in any order.
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
@@ -13,6 +15,7 @@
 
 pub mod adaptive;
 pub mod client;
+pub mod cluster;
 mod conn;
 pub mod error;
 mod local;
@@ -23,6 +26,7 @@ use bytes::Bytes;
 
 pub use adaptive::{Adaptive, Backend, BackendFuture, Overhead};
 pub use client::{Client, ClientConfig, Versioned};
+pub use cluster::ClusterClient;
 pub use conn::MAX_PENDING_PER_CONNECTION;
 pub use error::ClientError;
 pub use ferry_proto::InvokeTrace;

@@ -102,6 +102,11 @@ pub enum Status {
     TxAbort = 8,
     /// The storage node handed an invocation back to the client (ASFP); reserved.
     Pushback = 9,
+    /// The key belongs to another node of the cluster; the message is
+    /// `moved SLOT NODE_ID HOST:PORT`.
+    Moved = 10,
+    /// The request's keys live on different nodes of the cluster.
+    CrossSlot = 11,
 }
 
 impl Status {
@@ -118,6 +123,8 @@ impl Status {
             7 => Status::Overloaded,
             8 => Status::TxAbort,
             9 => Status::Pushback,
+            10 => Status::Moved,
+            11 => Status::CrossSlot,
             _ => return None,
         })
     }
@@ -135,6 +142,8 @@ impl Status {
             Status::Overloaded => "overloaded",
             Status::TxAbort => "tx_abort",
             Status::Pushback => "pushback",
+            Status::Moved => "moved",
+            Status::CrossSlot => "cross_slot",
         }
     }
 }

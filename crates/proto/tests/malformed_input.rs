@@ -204,6 +204,8 @@ fn every_error_status_round_trips_with_its_message() {
         Status::FunctionFailed,
         Status::Overloaded,
         Status::TxAbort,
+        Status::Moved,
+        Status::CrossSlot,
     ] {
         let response = Response::error(status, format!("because {status}"));
         let mut buf = BytesMut::new();

@@ -152,6 +152,9 @@ pub struct ServerConfig {
     pub inline_data_ops: bool,
     /// When invocations are handed back to clients that accept it (ASFP).
     pub pushback: PushbackConfig,
+    /// This node's place in a sharded cluster, if it is one: it then refuses keys it does
+    /// not serve (`moved`) and requests spanning nodes (`cross_slot`).
+    pub cluster: Option<crate::routing::ClusterRole>,
     /// How workers share out tasks; both mechanisms on by default. Switching one off
     /// exists for ablations and for the tests that show each mechanism matters.
     pub scheduling: Scheduling,
@@ -194,6 +197,7 @@ impl ServerConfig {
             inline_data_ops: true,
             pushback: PushbackConfig::default(),
             scheduling: Scheduling::default(),
+            cluster: None,
         }
     }
 
@@ -225,6 +229,14 @@ impl ServerConfig {
         }
         if self.max_connections == 0 {
             return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
+        }
+        if let Some(role) = &self.cluster {
+            if role.map.node(&role.node_id).is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "node id {:?} is not in the cluster map",
+                    role.node_id
+                )));
+            }
         }
         if self.max_unauthenticated == 0 {
             return Err(ConfigError::Invalid("max_unauthenticated must be at least 1".into()));

@@ -253,6 +253,14 @@ fn handle_frame<'n>(node: &'n Node, session: &mut Session<'n>, outbox: &Arc<Outb
             return Next::Continue;
         }
     };
+    if let Some(refusal) = node
+        .cluster
+        .as_ref()
+        .and_then(|role| crate::routing::misrouted(role, &request))
+    {
+        reply(refusal);
+        return Next::Continue;
+    }
     match &request {
         Request::Stats => {
             reply(Response::ok(ResponseBody::Stats(crate::server::stats_for(

@@ -17,6 +17,7 @@ use ferry_store::{ObjectRef, StoreError, WriteRef};
 
 use crate::conn::Outbox;
 use crate::node::{Node, TenantState};
+use crate::routing::ClusterRole;
 use crate::stats::TenantCounters;
 use crate::store_ctx::{object_refs, write_refs, SharedAttempt, StoreCtx};
 use crate::worker::{CurrentPoll, Task};
@@ -51,6 +52,8 @@ pub(crate) struct Invocation {
     allow_pushback: bool,
     /// The client wants the versions read and installed with the result.
     trace: bool,
+    /// The node's place in a cluster, for the attempts' key checks.
+    cluster: Option<Arc<ClusterRole>>,
     /// Attempts started so far.
     attempts: u32,
     /// Worker time spent on all attempts, ns.
@@ -69,11 +72,16 @@ pub(crate) enum Stepped {
     Abandoned,
 }
 
-fn start_attempt(tenant: Arc<TenantState>, function: StorageFn, args: Bytes) -> (AttemptFuture, SharedAttempt) {
+fn start_attempt(
+    tenant: Arc<TenantState>,
+    cluster: Option<Arc<ClusterRole>>,
+    function: StorageFn,
+    args: Bytes,
+) -> (AttemptFuture, SharedAttempt) {
     let state = SharedAttempt::default();
     let ctx_state = Arc::clone(&state);
     let future = Box::pin(async move {
-        let mut ctx = StoreCtx::new(tenant, args, ctx_state);
+        let mut ctx = StoreCtx::new(tenant, cluster, args, ctx_state);
         let result = function(&mut ctx).await;
         (ctx, result)
     });
@@ -154,12 +162,13 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
             );
             return None;
         };
-        let (attempt, state) = start_attempt(Arc::clone(&tenant), function, args.clone());
+        let (attempt, state) = start_attempt(Arc::clone(&tenant), node.cluster.clone(), function, args.clone());
         let invocation = Invocation {
             attempt,
             state,
             allow_pushback,
             trace,
+            cluster: node.cluster.clone(),
             outbox,
             tenant,
             request_id,
@@ -458,6 +467,7 @@ fn retry(mut invocation: Invocation) -> Stepped {
     invocation.attempts += 1;
     (invocation.attempt, invocation.state) = start_attempt(
         Arc::clone(&invocation.tenant),
+        invocation.cluster.clone(),
         invocation.function,
         invocation.args.clone(),
     );

@@ -13,6 +13,8 @@
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx`.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
 //! - `preauth`: the bound on connections that have not authenticated yet.
+//! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
+//!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
 
 pub mod config;
@@ -21,6 +23,7 @@ mod exec;
 mod fair;
 mod node;
 mod preauth;
+pub mod routing;
 pub mod server;
 pub mod stats;
 mod store_ctx;

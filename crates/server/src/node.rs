@@ -55,6 +55,8 @@ pub(crate) struct Node {
     pub(crate) hello_timeout: std::time::Duration,
     /// Connections waiting to authenticate.
     pub(crate) preauth: crate::preauth::PreAuth,
+    /// This node's place in a cluster, if any.
+    pub(crate) cluster: Option<Arc<crate::routing::ClusterRole>>,
     /// ASFP pushback thresholds.
     pub(crate) pushback: crate::config::PushbackConfig,
     /// Whether I/O threads may run data operations in a sleeping worker's seat.
@@ -89,6 +91,7 @@ impl Node {
             max_connections: config.max_connections,
             hello_timeout: config.hello_timeout,
             preauth: crate::preauth::PreAuth::new(config.max_unauthenticated),
+            cluster: config.cluster.clone().map(Arc::new),
             inline_data_ops: config.inline_data_ops,
             pushback: config.pushback.clone(),
             epoch: Instant::now(),

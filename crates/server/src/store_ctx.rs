@@ -21,6 +21,7 @@ use ferry_func::{Ctx, CtxError, CtxFuture, TxState, TxWrite};
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
 use crate::node::TenantState;
+use crate::routing::ClusterRole;
 
 /// A future that is pending exactly once: the yield point of every access.
 struct YieldOnce {
@@ -75,13 +76,35 @@ pub(crate) type SharedAttempt = Arc<Mutex<AttemptState>>;
 pub(crate) struct StoreCtx {
     args: Bytes,
     tenant: Arc<TenantState>,
+    /// The node's place in a cluster: a function may touch only this node's keys.
+    cluster: Option<Arc<ClusterRole>>,
     /// Shared with the worker, which commits it when the function returns.
     pub(crate) state: SharedAttempt,
 }
 
 impl StoreCtx {
-    pub(crate) fn new(tenant: Arc<TenantState>, args: Bytes, state: SharedAttempt) -> StoreCtx {
-        StoreCtx { args, tenant, state }
+    pub(crate) fn new(
+        tenant: Arc<TenantState>,
+        cluster: Option<Arc<ClusterRole>>,
+        args: Bytes,
+        state: SharedAttempt,
+    ) -> StoreCtx {
+        StoreCtx {
+            args,
+            tenant,
+            cluster,
+            state,
+        }
+    }
+
+    /// Refuses keys another node of the cluster serves: functions cannot reach other
+    /// nodes' data yet, and reading an empty local table instead would be a wrong answer.
+    fn check_owned(&self, keys: &[&[u8]]) -> Result<(), CtxError> {
+        let Some(role) = &self.cluster else { return Ok(()) };
+        match keys.iter().find_map(|key| crate::routing::not_owned(role, key)) {
+            Some(why) => Err(CtxError::Refused(why)),
+            None => Ok(()),
+        }
     }
 
     /// Counts an access before its yield point, so a worker deciding at that point knows
@@ -93,6 +116,7 @@ impl StoreCtx {
     /// Reads `keys` of `table` (those not already known to the transaction), validating
     /// the read set atomically with the read.
     fn read(&mut self, table: &str, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, CtxError> {
+        self.check_owned(keys)?;
         let started = Instant::now();
         let mut state = self.state.lock();
         let result = read_into(&self.tenant, &mut state.tx, table, keys);
@@ -101,6 +125,7 @@ impl StoreCtx {
     }
 
     fn write(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
+        self.check_owned(&[key])?;
         let started = Instant::now();
         let mut state = self.state.lock();
         let result = ferry_store::tenant::check_write(table, key, value.as_deref())

@@ -1,0 +1,101 @@
+//! A client of a sharded cluster: one [`Client`] per storage node and the cluster map every
+//! process reads. Each get, put, delete, multiget and commit goes to the node that serves
+//! its keys; a multiget or commit whose keys live on several nodes is refused here, before
+//! anything is sent (`cross_slot`), so a commit is never half-applied. Keep related keys
+//! together with `{hash tags}`.
+//!
+//! Not yet: invocations (a function's routing key and its accesses to other nodes' keys).
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use ferry_cluster::ClusterMap;
+use ferry_proto::{CommitWrite, ReadVersion, Status};
+
+use crate::client::{Client, ClientConfig, Versioned};
+use crate::error::ClientError;
+
+/// Clients of every node of a cluster, and its map.
+#[derive(Clone)]
+pub struct ClusterClient {
+    map: ClusterMap,
+    /// By node id.
+    nodes: HashMap<String, Client>,
+}
+
+impl ClusterClient {
+    /// Connects to every node of `map` with `config` (its address is ignored: each node's
+    /// comes from the map).
+    pub async fn connect(map: ClusterMap, config: ClientConfig) -> Result<ClusterClient, ClientError> {
+        let mut nodes = HashMap::new();
+        for node in map.nodes() {
+            let mut node_config = config.clone();
+            node_config.addr = node.addr.clone();
+            nodes.insert(node.id.clone(), Client::connect(node_config).await?);
+        }
+        Ok(ClusterClient { map, nodes })
+    }
+
+    /// The map it routes by.
+    pub fn map(&self) -> &ClusterMap {
+        &self.map
+    }
+
+    /// The client of the node serving `key`.
+    pub fn node_for(&self, key: &[u8]) -> &Client {
+        &self.nodes[&self.map.owner(key).id]
+    }
+
+    /// The one node serving all of `keys` (the first's, for none).
+    fn node_for_all<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<&Client, ClientError> {
+        let mut owner: Option<&str> = None;
+        for key in keys {
+            let id = self.map.owner(key).id.as_str();
+            match owner {
+                None => owner = Some(id),
+                Some(first) if first != id => return Err(ClientError::server(
+                    Status::CrossSlot,
+                    format!(
+                        "the keys live on different nodes ({first} and {id}); use {{hash tags}} to keep them together"
+                    ),
+                )),
+                Some(_) => {}
+            }
+        }
+        let id = owner.unwrap_or(self.map.owner(b"").id.as_str());
+        Ok(&self.nodes[id])
+    }
+
+    /// Reads one object from the node serving it.
+    pub async fn get(&self, table: &str, key: &[u8]) -> Result<Option<Versioned>, ClientError> {
+        self.node_for(key).get(table, key).await
+    }
+
+    /// Writes one object on the node serving it; returns its new version.
+    pub async fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<u64, ClientError> {
+        self.node_for(key).put(table, key, value).await
+    }
+
+    /// Deletes one object on the node serving it; `false` if it did not exist.
+    pub async fn delete(&self, table: &str, key: &[u8]) -> Result<bool, ClientError> {
+        self.node_for(key).delete(table, key).await
+    }
+
+    /// Reads objects that live on one node as one snapshot.
+    pub async fn multiget(&self, table: &str, keys: &[Bytes]) -> Result<Vec<Option<Versioned>>, ClientError> {
+        self.node_for_all(keys.iter().map(|k| &k[..]))?
+            .multiget(table, keys)
+            .await
+    }
+
+    /// OCC commit on the one node serving every key of `reads` and `writes`; refused
+    /// before sending when they span nodes.
+    pub async fn commit(&self, reads: Vec<ReadVersion>, writes: Vec<CommitWrite>) -> Result<u64, ClientError> {
+        let keys = reads
+            .iter()
+            .map(|r| &r.key[..])
+            .chain(writes.iter().map(|w| &w.key[..]));
+        let node = self.node_for_all(keys)?.clone();
+        node.commit(reads, writes).await
+    }
+}

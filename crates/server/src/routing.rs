@@ -1,0 +1,122 @@
+//! One node of a sharded cluster: requests for keys another node serves are refused with
+//! `moved` (naming the owner), and requests whose keys live on several nodes with
+//! `cross_slot`, as Redis Cluster does. A commit is applied by one node, so refusing a
+//! cross-node commit before anything is applied is what keeps it all-or-nothing.
+//!
+//! Keys are routed by their key bytes alone (the table is not hashed), so one key's rows in
+//! different tables live together, and `{tag}` keys group related objects.
+
+use ferry_cluster::{key_slot, ClusterMap};
+use ferry_proto::{Request, Response, Status};
+
+/// This node's place in a cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterRole {
+    /// The map every process of the cluster reads.
+    pub map: ClusterMap,
+    /// This node's id in the map.
+    pub node_id: String,
+}
+
+/// The keys a request names (none for hello, stats and invoke).
+fn keys(request: &Request) -> Vec<&[u8]> {
+    match request {
+        Request::Get { key, validate, .. } => std::iter::once(&key[..])
+            .chain(validate.iter().map(|r| &r.key[..]))
+            .collect(),
+        Request::Put { key, .. } | Request::Delete { key, .. } => vec![&key[..]],
+        Request::MultiGet { keys, validate, .. } => keys
+            .iter()
+            .map(|k| &k[..])
+            .chain(validate.iter().map(|r| &r.key[..]))
+            .collect(),
+        Request::Commit { reads, writes } => reads
+            .iter()
+            .map(|r| &r.key[..])
+            .chain(writes.iter().map(|w| &w.key[..]))
+            .collect(),
+        Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => Vec::new(),
+    }
+}
+
+/// Why this node may not touch `key` (`moved …`), or `None` if it serves it.
+pub(crate) fn not_owned(role: &ClusterRole, key: &[u8]) -> Option<String> {
+    let owner = role.map.owner(key);
+    (owner.id != role.node_id).then(|| {
+        format!(
+            "moved {} {} {}: a function on a cluster node can only reach that node's keys",
+            key_slot(key),
+            owner.id,
+            owner.addr
+        )
+    })
+}
+
+/// The refusal for a request this node must not serve, or `None` to serve it.
+pub(crate) fn misrouted(role: &ClusterRole, request: &Request) -> Option<Response> {
+    let keys = keys(request);
+    let first = keys.first()?;
+    let owner = role.map.owner(first);
+    if let Some(other) = keys.iter().map(|k| role.map.owner(k)).find(|o| o.id != owner.id) {
+        return Some(Response::error(
+            Status::CrossSlot,
+            format!(
+                "the request's keys live on different nodes ({} and {}); use {{hash tags}} to keep them together",
+                owner.id, other.id
+            ),
+        ));
+    }
+    (owner.id != role.node_id).then(|| {
+        Response::error(
+            Status::Moved,
+            format!("moved {} {} {}", key_slot(first), owner.id, owner.addr),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use ferry_proto::CommitWrite;
+
+    fn role(node_id: &str) -> ClusterRole {
+        let addrs = vec!["127.0.0.1:7701".to_string(), "127.0.0.1:7702".to_string()];
+        ClusterRole {
+            map: ClusterMap::even(&addrs).unwrap(),
+            node_id: node_id.into(),
+        }
+    }
+
+    fn put(key: &'static [u8]) -> Request {
+        Request::Put {
+            table: "t".into(),
+            key: Bytes::from_static(key),
+            value: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn owned_keys_pass_others_are_moved_and_mixed_ones_cross_slot() {
+        // "hello" is slot 866 (s1: 0-8191), "foo" slot 12182 (s2).
+        assert_eq!(misrouted(&role("s1"), &put(b"hello")), None);
+        let moved = misrouted(&role("s1"), &put(b"foo")).unwrap();
+        assert_eq!(moved.status, Status::Moved);
+        assert_eq!(moved, Response::error(Status::Moved, "moved 12182 s2 127.0.0.1:7702"));
+        let commit = Request::Commit {
+            reads: Vec::new(),
+            writes: [&b"hello"[..], b"foo"]
+                .iter()
+                .map(|k| CommitWrite {
+                    table: "t".into(),
+                    key: Bytes::copy_from_slice(k),
+                    value: None,
+                })
+                .collect(),
+        };
+        for node in ["s1", "s2"] {
+            assert_eq!(misrouted(&role(node), &commit).unwrap().status, Status::CrossSlot);
+        }
+        assert_eq!(misrouted(&role("s2"), &Request::Stats), None);
+    }
+}

@@ -1,0 +1,161 @@
+//! Two storage nodes sharing the slots of a cluster map, on loopback: keys land on their
+//! owners, a node refuses keys it does not serve with `moved` naming the owner, hash tags
+//! keep keys together, and a commit spanning nodes is refused before anything is applied.
+//! (Issue 16's first part: invocations across nodes are not routed yet.)
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use ferry_client::{Client, ClientConfig, ClientError, ClusterClient};
+use ferry_cluster::ClusterMap;
+use ferry_proto::{CommitWrite, Status};
+use ferry_server::routing::ClusterRole;
+use ferry_server::ServerHandle;
+
+/// Two nodes on free loopback ports (picked by binding port 0 first: the map must name the
+/// addresses before the nodes start) and their map.
+fn two_nodes() -> (Vec<ServerHandle>, ClusterMap) {
+    let ports: Vec<u16> = (0..2)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let map = ClusterMap::even(&addrs).unwrap();
+    let servers = map
+        .nodes()
+        .iter()
+        .map(|node| {
+            let mut config = config(1);
+            config.listen = node.addr.parse().unwrap();
+            config.cluster = Some(ClusterRole {
+                map: map.clone(),
+                node_id: node.id.clone(),
+            });
+            start_with(config)
+        })
+        .collect();
+    (servers, map)
+}
+
+async fn direct(addr: &str) -> Client {
+    let mut config = ClientConfig::new(addr, TENANT_A, TOKEN_A);
+    config.registry = registry();
+    Client::connect(config).await.unwrap()
+}
+
+fn write(key: &[u8], value: &[u8]) -> CommitWrite {
+    CommitWrite {
+        table: "t".into(),
+        key: Bytes::copy_from_slice(key),
+        value: Some(Bytes::copy_from_slice(value)),
+    }
+}
+
+fn status(err: ClientError) -> Option<Status> {
+    err.status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_routed_to_their_owner_and_refused_elsewhere() {
+    let (servers, map) = two_nodes();
+    let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
+    config.registry = registry();
+    let cluster = ClusterClient::connect(map.clone(), config).await.unwrap();
+    let keys: Vec<Vec<u8>> = (0..200u32).map(|i| format!("key{i}").into_bytes()).collect();
+    for key in &keys {
+        cluster.put("t", key, key).await.unwrap();
+    }
+    let s1 = direct(&map.nodes()[0].addr).await;
+    let s2 = direct(&map.nodes()[1].addr).await;
+    let mut on = [0, 0];
+    for key in &keys {
+        assert_eq!(&cluster.get("t", key).await.unwrap().unwrap().value[..], &key[..]);
+        let (owner, other) = if map.owner(key).id == "s1" {
+            (&s1, &s2)
+        } else {
+            (&s2, &s1)
+        };
+        on[usize::from(map.owner(key).id == "s2")] += 1;
+        assert!(owner.get("t", key).await.unwrap().is_some());
+        let refused = other.get("t", key).await.unwrap_err();
+        assert_eq!(status(refused.clone()), Some(Status::Moved), "{refused}");
+        let owner_entry = map.owner(key);
+        assert!(
+            refused
+                .to_string()
+                .contains(&format!("{} {}", owner_entry.id, owner_entry.addr)),
+            "{refused}"
+        );
+    }
+    assert!(on[0] > 50 && on[1] > 50, "keys spread over both nodes: {on:?}");
+    // A function reads `a` and then `b`, which live on different nodes: each node refuses
+    // the access to the other's key rather than answering from its own empty table.
+    assert_ne!(map.owner(b"a").id, map.owner(b"b").id);
+    for node in [&s1, &s2] {
+        let args = Bytes::copy_from_slice(&0u64.to_le_bytes());
+        let refused = node.invoke_remote("test.reads_two", args).await.unwrap_err();
+        assert_eq!(status(refused.clone()), Some(Status::FunctionFailed), "{refused}");
+        assert!(refused.to_string().contains("moved"), "{refused}");
+    }
+    for server in servers {
+        server.shutdown();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hash_tags_keep_a_commit_on_one_node_and_a_cross_node_commit_applies_nothing() {
+    let (servers, map) = two_nodes();
+    let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
+    config.registry = registry();
+    let cluster = ClusterClient::connect(map.clone(), config).await.unwrap();
+    // Tagged keys share a slot, so one node commits both.
+    cluster
+        .commit(
+            Vec::new(),
+            vec![write(b"{user1}.name", b"ann"), write(b"{user1}.age", b"41")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        &cluster.get("t", b"{user1}.age").await.unwrap().unwrap().value[..],
+        b"41"
+    );
+    let tagged = cluster
+        .multiget(
+            "t",
+            &[Bytes::from_static(b"{user1}.name"), Bytes::from_static(b"{user1}.age")],
+        )
+        .await
+        .unwrap();
+    assert!(tagged.iter().all(Option::is_some));
+    // "hello" (slot 866) and "foo" (slot 12182) live on different nodes.
+    assert_ne!(map.owner(b"hello").id, map.owner(b"foo").id);
+    let spanning = vec![write(b"hello", b"1"), write(b"foo", b"2")];
+    let refused = cluster.commit(Vec::new(), spanning.clone()).await.unwrap_err();
+    assert_eq!(status(refused), Some(Status::CrossSlot));
+    // Sent to a node directly, the node refuses it too.
+    for node in map.nodes() {
+        let refused = direct(&node.addr)
+            .await
+            .commit(Vec::new(), spanning.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(status(refused), Some(Status::CrossSlot));
+    }
+    assert_eq!(cluster.get("t", b"hello").await.unwrap(), None, "nothing half-applied");
+    assert_eq!(cluster.get("t", b"foo").await.unwrap(), None, "nothing half-applied");
+    let multiget = cluster
+        .multiget("t", &[Bytes::from_static(b"hello"), Bytes::from_static(b"foo")])
+        .await
+        .unwrap_err();
+    assert_eq!(status(multiget), Some(Status::CrossSlot));
+    for server in servers {
+        server.shutdown();
+    }
+}
