@@ -53,12 +53,7 @@ impl ClusterClient {
             let id = self.map.owner(key).id.as_str();
             match owner {
                 None => owner = Some(id),
-                Some(first) if first != id => return Err(ClientError::server(
-                    Status::CrossSlot,
-                    format!(
-                        "the keys live on different nodes ({first} and {id}); use {{hash tags}} to keep them together"
-                    ),
-                )),
+                Some(first) if first != id => return Err(cross_slot(first, id)),
                 Some(_) => {}
             }
         }
@@ -98,4 +93,12 @@ impl ClusterClient {
         let node = self.node_for_all(keys)?.clone();
         node.commit(reads, writes).await
     }
+}
+
+/// The refusal of a request whose keys live on nodes `a` and `b`.
+fn cross_slot(a: &str, b: &str) -> ClientError {
+    ClientError::server(
+        Status::CrossSlot,
+        format!("the keys live on different nodes ({a} and {b}); use {{hash tags}} to keep them together"),
+    )
 }
