@@ -79,6 +79,10 @@ pub struct ServerArgs {
     /// slots = ["0-8191", ...]); keys of other nodes' slots are refused with `moved`.
     #[arg(long, requires = "node_id")]
     cluster_map: Option<PathBuf>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address (port 0: any free one;
+    /// printed as `metrics on HOST:PORT` after the `listening on` line).
+    #[arg(long)]
+    metrics: Option<String>,
     /// This node's id in --cluster-map.
     #[arg(long, requires = "cluster_map")]
     node_id: Option<String>,
@@ -152,6 +156,9 @@ pub fn run(args: ServerArgs) -> CmdResult {
         pushback.keep_min = min;
     }
     config.inline_data_ops = !args.no_inline_data_ops;
+    if let Some(metrics) = &args.metrics {
+        config.metrics_listen = Some(resolve(metrics).map_err(|err| err.replace("--listen", "--metrics"))?);
+    }
     if let (Some(path), Some(node_id)) = (&args.cluster_map, &args.node_id) {
         let text = std::fs::read_to_string(path)
             .map_err(|err| format!("cannot read --cluster-map {}: {err}", path.display()))?;
@@ -165,6 +172,9 @@ pub fn run(args: ServerArgs) -> CmdResult {
     // The first stdout line is a contract: tools and tests read the port from it.
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on {}", handle.local_addr())?;
+    if let Some(metrics) = handle.metrics_addr() {
+        writeln!(stdout, "metrics on {metrics}")?;
+    }
     stdout.flush()?;
     eprintln!(
         "ferry storage node: {} cores, {} tenants, invoke budget {:?}; SIGINT or SIGTERM stops it",

@@ -273,3 +273,32 @@ fn a_cluster_node_serves_its_slots_and_answers_moved_for_others() {
     let _ = std::fs::remove_file(map);
     let _ = std::fs::remove_file(gap);
 }
+
+#[test]
+fn the_metrics_address_is_announced_after_the_data_address() {
+    let mut child = ferry()
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--tenant",
+            "1:ferry",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let second = lines.next().unwrap().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(first.starts_with("listening on 127.0.0.1:"), "{first}");
+    let metrics = second.strip_prefix("metrics on ").unwrap_or_else(|| panic!("{second}"));
+    assert!(
+        metrics.starts_with("127.0.0.1:") && !metrics.ends_with(":0"),
+        "{metrics}"
+    );
+}

@@ -152,6 +152,8 @@ pub struct ServerConfig {
     pub inline_data_ops: bool,
     /// When invocations are handed back to clients that accept it (ASFP).
     pub pushback: PushbackConfig,
+    /// Where to serve `GET /metrics` (Prometheus text), if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
     /// This node's place in a sharded cluster, if it is one: it then refuses keys it does
     /// not serve (`moved`) and requests spanning nodes (`cross_slot`).
     pub cluster: Option<crate::routing::ClusterRole>,
@@ -198,6 +200,7 @@ impl ServerConfig {
             pushback: PushbackConfig::default(),
             scheduling: Scheduling::default(),
             cluster: None,
+            metrics_listen: None,
         }
     }
 

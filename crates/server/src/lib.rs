@@ -16,11 +16,13 @@
 //! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
 //!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
+//! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
 
 pub mod config;
 mod conn;
 mod exec;
 mod fair;
+mod metrics;
 mod node;
 mod preauth;
 pub mod routing;

@@ -46,6 +46,7 @@ pub enum ServerError {
 /// A running storage node. Dropping it shuts the node down.
 pub struct ServerHandle {
     local_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     node: Arc<Node>,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: watch::Sender<bool>,
@@ -73,6 +74,18 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
     listener.set_nonblocking(true).map_err(ServerError::Start)?;
     let local_addr = listener.local_addr().map_err(ServerError::Start)?;
 
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => {
+            let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
+            listener.set_nonblocking(true).map_err(ServerError::Start)?;
+            Some(listener)
+        }
+        None => None,
+    };
+    let metrics_addr = match &metrics_listener {
+        Some(listener) => Some(listener.local_addr().map_err(ServerError::Start)?),
+        None => None,
+    };
     let node = Arc::new(Node::new(&config, registry));
     for index in 0..config.cores {
         worker::spawn_worker(Arc::clone(&node), index).map_err(ServerError::Start)?;
@@ -90,9 +103,17 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
         let _guard = runtime.enter();
         TcpListener::from_std(listener).map_err(ServerError::Start)?
     };
+    if let Some(listener) = metrics_listener {
+        let listener = {
+            let _guard = runtime.enter();
+            TcpListener::from_std(listener).map_err(ServerError::Start)?
+        };
+        runtime.spawn(crate::metrics::serve(Arc::clone(&node), listener, shutdown_rx.clone()));
+    }
     runtime.spawn(accept_loop(Arc::clone(&node), listener, shutdown_rx));
     Ok(ServerHandle {
         local_addr,
+        metrics_addr,
         node,
         runtime: Some(runtime),
         shutdown,
@@ -222,6 +243,11 @@ impl ServerHandle {
     /// The address the node listens on (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `GET /metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Blocks until SIGINT or SIGTERM arrives.
