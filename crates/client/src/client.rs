@@ -165,6 +165,18 @@ impl Client {
         check_status(response)
     }
 
+    /// Sends a request that writes; an answer lost after sending (a broken connection, a
+    /// timeout) is [`ClientError::CommitOutcomeUnknown`]: the node may have applied it.
+    async fn call_write(&self, request: &Request) -> Result<Response, ClientError> {
+        match self.call(request).await {
+            Ok(response) => check_status(response),
+            Err(err @ (ClientError::Disconnected(_) | ClientError::Timeout(_))) => Err(
+                ClientError::CommitOutcomeUnknown(format!("{} sent but not answered: {err}", request.opcode().name())),
+            ),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Reads one object.
     pub async fn get(&self, table: &str, key: &[u8]) -> Result<Option<Versioned>, ClientError> {
         let request = Request::Get {
@@ -186,14 +198,15 @@ impl Client {
         }
     }
 
-    /// Writes one object (creating its table if needed); returns its new version.
+    /// Writes one object (creating its table if needed); returns its new version. An answer
+    /// lost after sending is `CommitOutcomeUnknown` (the write may have been applied).
     pub async fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<u64, ClientError> {
         let request = Request::Put {
             table: table.to_string(),
             key: Bytes::copy_from_slice(key),
             value: Bytes::copy_from_slice(value),
         };
-        match self.call_ok(&request).await? {
+        match self.call_write(&request).await? {
             Response {
                 body: ResponseBody::Put { version },
                 ..
@@ -202,13 +215,14 @@ impl Client {
         }
     }
 
-    /// Deletes one object; `false` if it did not exist.
+    /// Deletes one object; `false` if it did not exist. An answer lost after sending is
+    /// `CommitOutcomeUnknown`.
     pub async fn delete(&self, table: &str, key: &[u8]) -> Result<bool, ClientError> {
         let request = Request::Delete {
             table: table.to_string(),
             key: Bytes::copy_from_slice(key),
         };
-        match self.call_ok(&request).await {
+        match self.call_write(&request).await {
             Ok(Response {
                 body: ResponseBody::Delete { .. },
                 ..
@@ -239,9 +253,10 @@ impl Client {
     }
 
     /// OCC commit: validates `reads` and installs `writes` atomically; returns the commit
-    /// version. A conflict is `ClientError::Server { status: TxAbort, .. }`.
+    /// version. A conflict is `ClientError::Server { status: TxAbort, .. }`; an answer lost
+    /// after sending is `CommitOutcomeUnknown`.
     pub async fn commit(&self, reads: Vec<ReadVersion>, writes: Vec<CommitWrite>) -> Result<u64, ClientError> {
-        match self.call_ok(&Request::Commit { reads, writes }).await? {
+        match self.call_write(&Request::Commit { reads, writes }).await? {
             Response {
                 body: ResponseBody::Commit { version },
                 ..

@@ -32,8 +32,8 @@ pub enum ClientError {
     /// No answer within the request timeout.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
-    /// The connection broke or the answer timed out while a commit or a remote invocation
-    /// was in flight: it may or may not have been applied (and may still be). Reported
+    /// The connection broke or the answer timed out while a write (put, delete, commit) or a
+    /// remote invocation was in flight: it may or may not have been applied (and may still be). Reported
     /// rather than retried, so a write is never applied twice.
     #[error("commit outcome unknown: {0}")]
     CommitOutcomeUnknown(String),

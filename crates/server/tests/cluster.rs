@@ -159,3 +159,64 @@ async fn hash_tags_keep_a_commit_on_one_node_and_a_cross_node_commit_applies_not
         server.shutdown();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_run_fails_its_slots_clearly_and_the_other_keeps_everything() {
+    let (mut servers, map) = two_nodes();
+    let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
+    config.registry = registry();
+    config.connect_timeout = std::time::Duration::from_secs(2);
+    config.request_timeout = std::time::Duration::from_secs(5);
+    let cluster = ClusterClient::connect(map.clone(), config).await.unwrap();
+    let s2_addr = map.node("s2").unwrap().addr.clone();
+    // Writers on keys of both nodes; s2 is shut down while they run.
+    let writer = {
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            let mut failed_on_s2 = Vec::new();
+            for i in 0..400u32 {
+                let key = format!("k{i}").into_bytes();
+                match cluster.put("t", &key, &i.to_le_bytes()).await {
+                    Ok(_) => acknowledged.push((key, i)),
+                    Err(err) => failed_on_s2.push((key, err)),
+                }
+                tokio::task::yield_now().await;
+            }
+            (acknowledged, failed_on_s2)
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let s2 = servers.pop().unwrap();
+    tokio::task::spawn_blocking(move || s2.shutdown()).await.unwrap();
+    let (acknowledged, failed) = writer.await.unwrap();
+    // Only s2's keys failed, each with an error that names the lost connection or address.
+    for (key, err) in &failed {
+        assert_eq!(map.owner(key).id, "s2", "a key of the surviving node failed: {err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&s2_addr) || text.contains("connection") || text.contains("unknown"),
+            "unclear error for a dead node: {text}"
+        );
+    }
+    assert!(!failed.is_empty(), "the writer never saw s2 go");
+    // Everything acknowledged by the survivor is there; its keys keep being served.
+    let mut survivors = 0;
+    for (key, i) in &acknowledged {
+        if map.owner(key).id == "s1" {
+            survivors += 1;
+            let stored = cluster.get("t", key).await.unwrap().unwrap();
+            assert_eq!(&stored.value[..], &i.to_le_bytes());
+        }
+    }
+    assert!(survivors > 100, "{survivors}");
+    cluster.put("t", b"hello", b"still here").await.unwrap();
+    let dead = cluster.get("t", b"foo").await.unwrap_err();
+    assert!(
+        dead.to_string().contains(&s2_addr) || dead.to_string().contains("connection"),
+        "{dead}"
+    );
+    for server in servers {
+        server.shutdown();
+    }
+}
