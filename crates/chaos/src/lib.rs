@@ -28,7 +28,7 @@ use ferry_func::Registry;
 use ferry_server::{PushbackConfig, ServerConfig, TenantConfig};
 
 use program::{Program, Step};
-use record::{Record, Seen};
+use record::{Finished, Record, Seen};
 
 /// Tenant the run acts as.
 const TENANT: u32 = 1;
@@ -191,12 +191,9 @@ pub fn run(config: &ChaosConfig) -> Result<ChaosReport, ChaosError> {
     let replacements = server_replacements(&runtime, server.local_addr());
     drop(runtime);
     server.shutdown();
-    let (records, cuts, counts) = outcome?;
+    let (records, cuts) = outcome?;
     let mut report = summarize(&records);
     report.cuts = cuts;
-    [report.remote, report.local, report.pushed_back] =
-        [COUNT_REMOTE, COUNT_LOCAL, COUNT_PUSHED_BACK].map(|c| counts[c] as usize);
-    report.retries = counts[COUNT_RETRIES];
     report.worker_replacements = replacements;
     let history = record::history(&records)?;
     let verdict = ferry_check::check(&history);
@@ -227,7 +224,15 @@ fn summarize(records: &[Record]) -> ChaosReport {
     };
     for r in records {
         match r.seen {
-            Seen::Committed { .. } => report.committed += 1,
+            Seen::Committed { finished, retries, .. } => {
+                report.committed += 1;
+                report.retries += u64::from(retries);
+                match finished {
+                    Finished::Remote => report.remote += 1,
+                    Finished::Local => report.local += 1,
+                    Finished::PushedBack => report.pushed_back += 1,
+                }
+            }
             Seen::Failed => report.failed += 1,
             Seen::Unknown => report.unknown += 1,
         }
@@ -248,19 +253,13 @@ struct Shared {
     started: Instant,
     deadline: Instant,
     stalls: AtomicU64,
-    counts: [AtomicU64; 4],
 }
-
-const COUNT_REMOTE: usize = 0;
-const COUNT_LOCAL: usize = 1;
-const COUNT_PUSHED_BACK: usize = 2;
-const COUNT_RETRIES: usize = 3;
 
 async fn drive(
     config: &ChaosConfig,
     node: std::net::SocketAddr,
     registry: Registry,
-) -> Result<(Vec<Record>, u64, [u64; 4]), ChaosError> {
+) -> Result<(Vec<Record>, u64), ChaosError> {
     let proxy = match config.cut_mean_bytes {
         Some(mean) => Some(
             proxy::CuttingProxy::start(node, mean, config.seed ^ 0x9e37_79b9)
@@ -275,7 +274,6 @@ async fn drive(
         started,
         deadline: started + config.duration,
         stalls: AtomicU64::new(0),
-        counts: Default::default(),
     });
     let mut tasks = Vec::new();
     for client in 0..config.clients as u64 {
@@ -314,11 +312,7 @@ async fn drive(
         return Err(ChaosError::Client(format!("the final read failed: {:?}", record.seen)));
     }
     records.push(record);
-    Ok((
-        records,
-        cuts,
-        shared.counts.each_ref().map(|c| c.load(Ordering::Relaxed)),
-    ))
+    Ok((records, cuts))
 }
 
 async fn client_loop(
@@ -398,19 +392,22 @@ async fn invoke(
     let complete_ns = shared.started.elapsed().as_nanos() as u64;
     let seen = match result {
         Ok(done) => {
-            let count = match (done.placement, done.pushed_back) {
-                (_, true) => COUNT_PUSHED_BACK,
-                (ferry_client::Placement::Remote, false) => COUNT_REMOTE,
-                _ => COUNT_LOCAL,
+            let finished = match (done.placement, done.pushed_back) {
+                (_, true) => Finished::PushedBack,
+                (ferry_client::Placement::Remote, false) => Finished::Remote,
+                _ => Finished::Local,
             };
-            shared.counts[count].fetch_add(1, Ordering::Relaxed);
-            shared.counts[COUNT_RETRIES].fetch_add(u64::from(done.cost.attempts.saturating_sub(1)), Ordering::Relaxed);
             let trace = done
                 .trace
                 .ok_or_else(|| ChaosError::Client("a traced invocation came back without its trace".into()))?;
             let tags = program::decode_result(&done.result)
                 .ok_or_else(|| ChaosError::Client(format!("result of {} bytes is not tags", done.result.len())))?;
-            Seen::Committed { trace, tags }
+            Seen::Committed {
+                trace,
+                tags,
+                finished,
+                retries: done.cost.attempts.saturating_sub(1),
+            }
         }
         Err(ClientError::CommitOutcomeUnknown(_)) => Seen::Unknown,
         Err(

@@ -24,12 +24,27 @@ pub enum Seen {
         trace: InvokeTrace,
         /// From the function's result, in the order of its reads.
         tags: Vec<u64>,
+        /// Where it finished.
+        finished: Finished,
+        /// Attempts beyond the first (OCC conflicts retried).
+        retries: u32,
     },
     /// Failed with an answer that says nothing was applied (an abort, a refusal, a
     /// broken connection before anything that could commit was sent).
     Failed,
     /// The client could not tell whether it was applied.
     Unknown,
+}
+
+/// Where a committed invocation finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// On the storage node.
+    Remote,
+    /// On the client, from the start.
+    Local,
+    /// On the client, after the node handed it back.
+    PushedBack,
 }
 
 /// One invocation of a chaos run.
@@ -92,7 +107,7 @@ pub fn history(records: &[Record]) -> Result<History, RecordError> {
     let mut installed: HashMap<(u8, u64), u64> = HashMap::new();
     let mut reads_of: Vec<Vec<(u8, u64, u64)>> = vec![Vec::new(); records.len()];
     for (i, r) in records.iter().enumerate() {
-        let Seen::Committed { trace, tags } = &r.seen else {
+        let Seen::Committed { trace, tags, .. } = &r.seen else {
             continue;
         };
         let mismatch = || RecordError::TraceMismatch {

@@ -11,6 +11,8 @@ fn ferry() -> Command {
 struct Server {
     child: Child,
     addr: String,
+    /// The rest of its stdout, after the `listening on` line.
+    stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
 }
 
 impl Server {
@@ -30,17 +32,15 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = stdout.next().unwrap().unwrap();
         let addr = first
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("first line must announce the address, got {first:?}"))
             .trim()
             .to_string();
         assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{addr}");
-        Server { child, addr }
+        Server { child, addr, stdout }
     }
 
     fn kv(&self, args: &[&str]) -> Output {
@@ -276,26 +276,8 @@ fn a_cluster_node_serves_its_slots_and_answers_moved_for_others() {
 
 #[test]
 fn the_metrics_address_is_announced_after_the_data_address() {
-    let mut child = ferry()
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--tenant",
-            "1:ferry",
-            "--metrics",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let second = lines.next().unwrap().unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(first.starts_with("listening on 127.0.0.1:"), "{first}");
+    let mut server = Server::start(&["--metrics", "127.0.0.1:0"]);
+    let second = server.stdout.next().unwrap().unwrap();
     let metrics = second.strip_prefix("metrics on ").unwrap_or_else(|| panic!("{second}"));
     assert!(
         metrics.starts_with("127.0.0.1:") && !metrics.ends_with(":0"),

@@ -46,19 +46,13 @@ impl ClusterClient {
         &self.nodes[&self.map.owner(key).id]
     }
 
-    /// The one node serving all of `keys` (the first's, for none).
+    /// The one node serving all of `keys` (the first slot's, for none).
     fn node_for_all<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<&Client, ClientError> {
-        let mut owner: Option<&str> = None;
-        for key in keys {
-            let id = self.map.owner(key).id.as_str();
-            match owner {
-                None => owner = Some(id),
-                Some(first) if first != id => return Err(cross_slot(first, id)),
-                Some(_) => {}
-            }
-        }
-        let id = owner.unwrap_or(self.map.owner(b"").id.as_str());
-        Ok(&self.nodes[id])
+        let owner = self
+            .map
+            .single_owner(keys)
+            .map_err(|spread| ClientError::server(Status::CrossSlot, spread.to_string()))?;
+        Ok(&self.nodes[&owner.unwrap_or(self.map.owner(b"")).id])
     }
 
     /// Reads one object from the node serving it.
@@ -93,12 +87,4 @@ impl ClusterClient {
         let node = self.node_for_all(keys)?.clone();
         node.commit(reads, writes).await
     }
-}
-
-/// The refusal of a request whose keys live on nodes `a` and `b`.
-fn cross_slot(a: &str, b: &str) -> ClientError {
-    ClientError::server(
-        Status::CrossSlot,
-        format!("the keys live on different nodes ({a} and {b}); use {{hash tags}} to keep them together"),
-    )
 }

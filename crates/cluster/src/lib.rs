@@ -12,5 +12,5 @@
 pub mod map;
 pub mod slot;
 
-pub use map::{ClusterMap, MapError, NodeEntry};
+pub use map::{ClusterMap, MapError, NodeEntry, Spread};
 pub use slot::{key_slot, SLOTS};

@@ -85,6 +85,16 @@ struct NodeFile {
     slots: Vec<String>,
 }
 
+/// Keys that live on more than one node (Redis's CROSSSLOT).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the keys live on different nodes ({first} and {second}); use {{hash tags}} to keep them together")]
+pub struct Spread {
+    /// The first key's node.
+    pub first: String,
+    /// Another key's node.
+    pub second: String,
+}
+
 /// A checked cluster map.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterMap {
@@ -206,6 +216,26 @@ impl ClusterMap {
     /// The node serving `key`.
     pub fn owner(&self, key: &[u8]) -> &NodeEntry {
         self.owner_of_slot(key_slot(key))
+    }
+
+    /// The one node serving every key of `keys` (`None` for no keys), or the two nodes
+    /// that show they span several.
+    pub fn single_owner<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<Option<&NodeEntry>, Spread> {
+        let mut owner: Option<&NodeEntry> = None;
+        for key in keys {
+            let this = self.owner(key);
+            match owner {
+                None => owner = Some(this),
+                Some(first) if first.id != this.id => {
+                    return Err(Spread {
+                        first: first.id.clone(),
+                        second: this.id.clone(),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(owner)
     }
 
     /// The node named `id`.

@@ -1,7 +1,7 @@
 //! `GET /metrics`: the node's counters in the Prometheus text format, on a listener of its
 //! own (`--metrics ADDR`), so scraping never competes with the data port's limits.
 //!
-//! The values are the ones `stats` reports (one source of truth), for every tenant: a
+//! The values are the ones `stats` reports (the same functions build them), for every tenant: a
 //! dotted name `tenant.ID.NAME`, `worker.INDEX.NAME` or `node.NAME` becomes the family
 //! `ferry_tenant_NAME{tenant="ID"}`, `ferry_worker_NAME{worker="INDEX"}` or
 //! `ferry_node_NAME`. Not yet exported: latency histograms by operation and status, and
@@ -42,22 +42,24 @@ const GAUGES: &[&str] = &[
 
 /// The exposition of every counter of `node`.
 pub(crate) fn exposition(node: &Node) -> String {
-    // Family → (labels → value); node and worker entries repeat for every tenant.
+    let mut entries = Vec::new();
+    crate::server::node_stats(node, &mut entries);
+    for tenant in node.tenants.values() {
+        crate::server::tenant_stats(tenant, &mut entries);
+        tenant.counters.report(tenant.id, &mut entries);
+    }
+    // Family → (labels → value).
     let mut families: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    let mut tenants: Vec<_> = node.tenants.values().collect();
-    tenants.sort_by_key(|t| t.id);
-    for tenant in tenants {
-        for entry in crate::server::stats_for(node, tenant) {
-            let mut parts = entry.name.splitn(3, '.');
-            let (family, labels) = match (parts.next(), parts.next(), parts.next()) {
-                (Some(scope @ ("tenant" | "worker")), Some(id), Some(name)) => {
-                    (format!("ferry_{scope}_{name}"), format!("{{{scope}=\"{id}\"}}"))
-                }
-                (Some("node"), Some(name), None) => (format!("ferry_node_{name}"), String::new()),
-                _ => continue,
-            };
-            families.entry(family).or_default().insert(labels, entry.value);
-        }
+    for entry in entries {
+        let mut parts = entry.name.splitn(3, '.');
+        let (family, labels) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(scope @ ("tenant" | "worker")), Some(id), Some(name)) => {
+                (format!("ferry_{scope}_{name}"), format!("{{{scope}=\"{id}\"}}"))
+            }
+            (Some("node"), Some(name), None) => (format!("ferry_node_{name}"), String::new()),
+            _ => continue,
+        };
+        families.entry(family).or_default().insert(labels, entry.value);
     }
     let mut out = String::new();
     for (family, series) in &families {

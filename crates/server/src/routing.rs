@@ -39,39 +39,24 @@ fn keys(request: &Request) -> Vec<&[u8]> {
     }
 }
 
+/// `moved SLOT NODE_ID HOST:PORT` for `key`, if another node serves it.
+fn moved(role: &ClusterRole, key: &[u8]) -> Option<String> {
+    let owner = role.map.owner(key);
+    (owner.id != role.node_id).then(|| format!("moved {} {} {}", key_slot(key), owner.id, owner.addr))
+}
+
 /// Why this node may not touch `key` (`moved …`), or `None` if it serves it.
 pub(crate) fn not_owned(role: &ClusterRole, key: &[u8]) -> Option<String> {
-    let owner = role.map.owner(key);
-    (owner.id != role.node_id).then(|| {
-        format!(
-            "moved {} {} {}: a function on a cluster node can only reach that node's keys",
-            key_slot(key),
-            owner.id,
-            owner.addr
-        )
-    })
+    moved(role, key).map(|why| format!("{why}: a function on a cluster node can only reach that node's keys"))
 }
 
 /// The refusal for a request this node must not serve, or `None` to serve it.
 pub(crate) fn misrouted(role: &ClusterRole, request: &Request) -> Option<Response> {
     let keys = keys(request);
-    let first = keys.first()?;
-    let owner = role.map.owner(first);
-    if let Some(other) = keys.iter().map(|k| role.map.owner(k)).find(|o| o.id != owner.id) {
-        return Some(Response::error(
-            Status::CrossSlot,
-            format!(
-                "the request's keys live on different nodes ({} and {}); use {{hash tags}} to keep them together",
-                owner.id, other.id
-            ),
-        ));
+    if let Err(spread) = role.map.single_owner(keys.iter().copied()) {
+        return Some(Response::error(Status::CrossSlot, spread.to_string()));
     }
-    (owner.id != role.node_id).then(|| {
-        Response::error(
-            Status::Moved,
-            format!("moved {} {} {}", key_slot(first), owner.id, owner.addr),
-        )
-    })
+    moved(role, keys.first()?).map(|why| Response::error(Status::Moved, why))
 }
 
 #[cfg(test)]

@@ -182,6 +182,15 @@ async fn accept_loop(node: Arc<Node>, listener: TcpListener, mut shutdown: watch
 /// The counters a tenant may see: its own, and the node's (never another tenant's).
 pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
     let mut out = Vec::new();
+    tenant_stats(tenant, &mut out);
+    node_stats(node, &mut out);
+    tenant.counters.report(tenant.id, &mut out);
+    out
+}
+
+/// One tenant's store counters (`tenant.ID.…`; the request counters come from
+/// `TenantCounters::report`).
+pub(crate) fn tenant_stats(tenant: &TenantState, out: &mut Vec<StatEntry>) {
     let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
     let id = tenant.id;
     let store = tenant.store.stats();
@@ -192,6 +201,11 @@ pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
     push(format!("tenant.{id}.quota_bytes"), store.quota_bytes);
     push(format!("tenant.{id}.commits"), store.commits);
     push(format!("tenant.{id}.conflicts"), store.conflicts);
+}
+
+/// The node's and its workers' counters (`node.…`, `worker.INDEX.…`).
+pub(crate) fn node_stats(node: &Node, out: &mut Vec<StatEntry>) {
+    let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
     push("node.workers".into(), node.pool.workers() as u64);
     push("node.uptime_ns".into(), node.now_ns());
     let counters = &node.counters;
@@ -235,8 +249,6 @@ pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
             slot.counters.busy_ns.load(Ordering::Relaxed),
         );
     }
-    tenant.counters.report(id, &mut out);
-    out
 }
 
 impl ServerHandle {
