@@ -12,6 +12,7 @@ use ferry_proto::{CommitWrite, MultiGetEntry, ReadVersion, Request, Response, Re
 
 use crate::conn::Connection;
 use crate::error::ClientError;
+use crate::route::Route;
 
 /// Default request timeout: far above any healthy round trip (≈ 0.1 ms here), short enough
 /// that a dead node is reported while a person is still watching.
@@ -278,28 +279,33 @@ impl Client {
 
     /// Runs `function` on the storage node (ship compute): one round trip.
     pub async fn invoke_remote(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
-        self.invoke_on_node(function, args, false).await
+        self.invoke_on_node(function, args, false, Route::Node(self)).await
     }
 
     /// Runs `function` on the storage node, but lets an overloaded node hand it back
     /// (ASFP pushback): then it is finished here, starting from the reads the node already
     /// made, and committed with OCC. The result says whether that happened.
     pub async fn invoke_pushable(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
-        self.invoke_on_node(function, args, true).await
+        self.invoke_on_node(function, args, true, Route::Node(self)).await
     }
 
-    async fn invoke_on_node(
+    /// Runs `function` on this node; a pushback (or, in a cluster, a handoff at another
+    /// node's key) is finished here over `route`.
+    pub(crate) async fn invoke_on_node(
         &self,
         function: &str,
         args: Bytes,
         allow_pushback: bool,
+        route: Route<'_>,
     ) -> Result<crate::Invocation, ClientError> {
         let started = Instant::now();
+        let handoff = matches!(route, Route::Cluster(_));
         let request = Request::Invoke {
             function: function.to_string(),
             args: args.clone(),
             allow_pushback,
             trace: self.inner.config.trace,
+            handoff,
         };
         let response = match self.call(&request).await {
             Ok(response) => response,
@@ -322,12 +328,12 @@ impl Client {
             let ResponseBody::Pushback(state) = response.body else {
                 return Err(ClientError::Protocol("pushback without its read and write sets".into()));
             };
-            if !allow_pushback {
+            if !allow_pushback && !handoff {
                 return Err(ClientError::Protocol(
                     "the node pushed back an invocation that did not allow it".into(),
                 ));
             }
-            return crate::local::finish_pushed_back(self, function, args, &state.reads, started, cost).await;
+            return crate::local::finish_pushed_back(route, function, args, &state.reads, started, cost).await;
         }
         match check_status(response)?.body {
             ResponseBody::Invoke { result, trace } => {
@@ -352,7 +358,7 @@ impl Client {
     /// Runs `function` on this app node (ship data): every access is a round trip, and the
     /// writes are committed with OCC at the end, retried on conflict.
     pub async fn invoke_local(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
-        crate::local::invoke_local(self, function, args).await
+        crate::local::invoke_local(Route::Node(self), function, args).await
     }
 }
 

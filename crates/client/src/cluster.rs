@@ -4,7 +4,11 @@
 //! anything is sent (`cross_slot`), so a commit is never half-applied. Keep related keys
 //! together with `{hash tags}`.
 //!
-//! Not yet: invocations (a function's routing key and its accesses to other nodes' keys).
+//! An invocation sent to the cluster (`invoke_remote`, `invoke_pushable`) runs on the node
+//! serving its routing key (the key its registered route finds in its arguments; any node
+//! for a function without one). When it reaches a key another node serves, that node hands
+//! it back and it is finished here over the whole cluster, like a pushback (see `local` for
+//! what keeps such an invocation serializable).
 
 use std::collections::HashMap;
 
@@ -12,8 +16,11 @@ use bytes::Bytes;
 use ferry_cluster::ClusterMap;
 use ferry_proto::{CommitWrite, ReadVersion, Status};
 
+use crate::adaptive::{Backend, BackendFuture};
 use crate::client::{Client, ClientConfig, Versioned};
 use crate::error::ClientError;
+use crate::route::Route;
+use crate::Invocation;
 
 /// Clients of every node of a cluster, and its map.
 #[derive(Clone)]
@@ -21,6 +28,8 @@ pub struct ClusterClient {
     map: ClusterMap,
     /// By node id.
     nodes: HashMap<String, Client>,
+    /// What every node's client was configured with (its address aside).
+    config: ClientConfig,
 }
 
 impl ClusterClient {
@@ -33,7 +42,12 @@ impl ClusterClient {
             node_config.addr = node.addr.clone();
             nodes.insert(node.id.clone(), Client::connect(node_config).await?);
         }
-        Ok(ClusterClient { map, nodes })
+        Ok(ClusterClient { map, nodes, config })
+    }
+
+    /// The configuration every node's client shares.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
     }
 
     /// The map it routes by.
@@ -47,7 +61,7 @@ impl ClusterClient {
     }
 
     /// The one node serving all of `keys` (the first slot's, for none).
-    fn node_for_all<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<&Client, ClientError> {
+    pub(crate) fn node_for_all<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Result<&Client, ClientError> {
         let owner = self
             .map
             .single_owner(keys)
@@ -86,5 +100,47 @@ impl ClusterClient {
             .chain(writes.iter().map(|w| &w.key[..]));
         let node = self.node_for_all(keys)?.clone();
         node.commit(reads, writes).await
+    }
+
+    /// The node an invocation of `function` starts on: the one serving its routing key, or
+    /// for a function without one, the one serving its arguments' bytes (spreading such
+    /// invocations over the nodes).
+    pub fn node_for_invocation(&self, function: &str, args: &Bytes) -> &Client {
+        match self.config.registry.route(function, args) {
+            Some(key) => self.node_for(&key),
+            None => self.node_for(args),
+        }
+    }
+
+    /// Runs `function` on the node serving its routing key (ship compute); if it reaches
+    /// another node's key it is finished here.
+    pub async fn invoke_remote(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
+        self.node_for_invocation(function, &args)
+            .invoke_on_node(function, args, false, Route::Cluster(self))
+            .await
+    }
+
+    /// Like [`ClusterClient::invoke_remote`], accepting an ASFP pushback too.
+    pub async fn invoke_pushable(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
+        self.node_for_invocation(function, &args)
+            .invoke_on_node(function, args, true, Route::Cluster(self))
+            .await
+    }
+
+    /// Runs `function` here (ship data), each access going to its key's node.
+    pub async fn invoke_local(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
+        crate::local::invoke_local(Route::Cluster(self), function, args).await
+    }
+}
+
+impl Backend for ClusterClient {
+    fn invoke_remote<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(ClusterClient::invoke_remote(self, function, args))
+    }
+    fn invoke_local<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(ClusterClient::invoke_local(self, function, args))
+    }
+    fn invoke_pushable<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(ClusterClient::invoke_pushable(self, function, args))
     }
 }

@@ -11,6 +11,7 @@
 //! - `conn`: one connection: request ids, the outbox its writer task flushes, the reader
 //!   task that routes answers to waiters in any order.
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
+//! - `route`: where a local invocation's requests go (one node, or each key's node).
 //! - [`error`]: the client's error type, [`ClientError`].
 
 pub mod adaptive;
@@ -19,6 +20,7 @@ pub mod cluster;
 mod conn;
 pub mod error;
 mod local;
+mod route;
 
 use std::time::{Duration, Instant};
 

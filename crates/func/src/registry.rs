@@ -15,6 +15,11 @@ pub type FnFuture<'a> = Pin<Box<dyn Future<Output = Result<Bytes, FnError>> + Se
 /// A storage function: `fn f(ctx: &mut dyn Ctx) -> FnFuture<'_> { Box::pin(async move { .. }) }`.
 pub type StorageFn = for<'a> fn(&'a mut dyn Ctx) -> FnFuture<'a>;
 
+/// Where an invocation should run in a sharded cluster: the key its arguments say it
+/// starts from (the node serving that key runs it), or `None` if they name none. Must be
+/// cheap and must not fail on any input: bad arguments are the function's to report.
+pub type RouteFn = fn(&Bytes) -> Option<Bytes>;
+
 /// Longest function name; names travel in every invoke request.
 pub const MAX_FUNCTION_NAME_BYTES: usize = 128;
 
@@ -45,7 +50,13 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
 /// Functions by name. Built once at start-up and shared read-only.
 #[derive(Clone, Default)]
 pub struct Registry {
-    functions: HashMap<String, StorageFn>,
+    functions: HashMap<String, Entry>,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    function: StorageFn,
+    route: Option<RouteFn>,
 }
 
 /// A function name that cannot be registered.
@@ -68,10 +79,10 @@ impl Registry {
     /// A registry holding the built-in functions (see [`crate::builtins`]).
     pub fn with_builtins() -> Registry {
         let mut registry = Registry::new();
-        for (name, function) in crate::builtins::ALL {
+        for (name, function, route) in crate::builtins::ALL {
             // Invariant: built-in names are valid and distinct (checked by a unit test).
             registry
-                .register(name, *function)
+                .register_routed(name, *function, *route)
                 .expect("built-in names are valid and unique");
         }
         registry
@@ -79,6 +90,22 @@ impl Registry {
 
     /// Adds a function under `name`.
     pub fn register(&mut self, name: &str, function: StorageFn) -> Result<(), RegisterError> {
+        self.insert(name, Entry { function, route: None })
+    }
+
+    /// Registers `function` under `name` with the way its arguments name its routing key:
+    /// in a sharded cluster it is sent to the node serving that key.
+    pub fn register_routed(&mut self, name: &str, function: StorageFn, route: RouteFn) -> Result<(), RegisterError> {
+        self.insert(
+            name,
+            Entry {
+                function,
+                route: Some(route),
+            },
+        )
+    }
+
+    fn insert(&mut self, name: &str, entry: Entry) -> Result<(), RegisterError> {
         let valid_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
         if name.is_empty() || name.len() > MAX_FUNCTION_NAME_BYTES || !name.chars().all(valid_char) {
             return Err(RegisterError::BadName(name.to_string()));
@@ -86,13 +113,19 @@ impl Registry {
         if self.functions.contains_key(name) {
             return Err(RegisterError::Duplicate(name.to_string()));
         }
-        self.functions.insert(name.to_string(), function);
+        self.functions.insert(name.to_string(), entry);
         Ok(())
     }
 
     /// The function registered under `name`.
     pub fn get(&self, name: &str) -> Option<StorageFn> {
-        self.functions.get(name).copied()
+        self.functions.get(name).map(|entry| entry.function)
+    }
+
+    /// The routing key of an invocation of `name` with `args`: `None` for an unknown
+    /// function, one registered without a route, or arguments that name no key.
+    pub fn route(&self, name: &str, args: &Bytes) -> Option<Bytes> {
+        self.functions.get(name)?.route?(args)
     }
 
     /// Registered names, sorted.
@@ -124,5 +157,36 @@ mod tests {
             Err(RegisterError::BadName(_))
         ));
         assert!(matches!(registry.register("", noop), Err(RegisterError::BadName(_))));
+    }
+
+    #[test]
+    fn routes_name_the_key_a_function_starts_from() {
+        use crate::builtins::{auth, traverse, ycsbt};
+        let registry = Registry::with_builtins();
+        let walk = traverse::TraverseArgs {
+            start: 7,
+            depth: 3,
+            compute_ns: 0,
+        };
+        assert_eq!(registry.route("traverse", &walk.encode()), Some(traverse::key(7)));
+        let transfer = ycsbt::YcsbtArgs::Transfer {
+            from: 5,
+            to: 9,
+            amount: 1,
+            compute_ns: 0,
+        };
+        assert_eq!(registry.route("ycsbt", &transfer.encode()), Some(traverse::key(5)));
+        let check = auth::AuthArgs {
+            user: auth::username(3),
+            password: auth::password(3),
+        };
+        assert_eq!(registry.route("auth", &check.encode()), Some(auth::username(3)));
+        // No key: no data touched, garbage arguments, unknown or unrouted functions.
+        assert_eq!(registry.route("noop", &Bytes::new()), None);
+        assert_eq!(registry.route("traverse", &Bytes::from_static(b"junk")), None);
+        assert_eq!(registry.route("nope", &walk.encode()), None);
+        let mut plain = Registry::new();
+        plain.register("walk", traverse::run).unwrap();
+        assert_eq!(plain.route("walk", &walk.encode()), None);
     }
 }

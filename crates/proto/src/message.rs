@@ -18,6 +18,9 @@ const INVOKE_FLAG_PUSHBACK: u8 = 1;
 
 /// Invoke flag: the client wants the invocation's [`InvokeTrace`] with its result.
 const INVOKE_FLAG_TRACE: u8 = 2;
+/// Invoke flag: on a cluster node, hand the invocation back (as a pushback) when it
+/// reaches a key another node serves, instead of failing it with `moved`.
+const INVOKE_FLAG_HANDOFF: u8 = 4;
 
 /// Most entries in a stats response.
 pub const MAX_STAT_ENTRIES: usize = 4096;
@@ -150,6 +153,9 @@ pub enum Request {
         /// The client wants the versions the invocation read and installed with its
         /// result (for recording a history to check).
         trace: bool,
+        /// The client can finish the invocation itself when it reaches a key another
+        /// cluster node serves: the node hands it back (`pushback`) at that access.
+        handoff: bool,
     },
     /// Validate `reads` and install `writes` atomically (OCC commit).
     Commit {
@@ -213,6 +219,7 @@ impl Request {
                 args,
                 allow_pushback,
                 trace,
+                handoff,
             } => {
                 put_bytes16(out, function.as_bytes(), "function name")?;
                 put_bytes32(out, args, "args")?;
@@ -222,6 +229,9 @@ impl Request {
                 }
                 if *trace {
                     flags |= INVOKE_FLAG_TRACE;
+                }
+                if *handoff {
+                    flags |= INVOKE_FLAG_HANDOFF;
                 }
                 out.put_u8(flags);
                 Ok(())
@@ -272,7 +282,7 @@ impl Request {
                 let function = r.string16("function name")?;
                 let args = r.bytes32("args")?;
                 let flags = r.u8("invoke flags")?;
-                if flags & !(INVOKE_FLAG_PUSHBACK | INVOKE_FLAG_TRACE) != 0 {
+                if flags & !(INVOKE_FLAG_PUSHBACK | INVOKE_FLAG_TRACE | INVOKE_FLAG_HANDOFF) != 0 {
                     return Err(DecodeError::BadTag {
                         what: "invoke flags",
                         tag: flags,
@@ -283,6 +293,7 @@ impl Request {
                     args,
                     allow_pushback: flags & INVOKE_FLAG_PUSHBACK != 0,
                     trace: flags & INVOKE_FLAG_TRACE != 0,
+                    handoff: flags & INVOKE_FLAG_HANDOFF != 0,
                 }
             }
             Opcode::Commit => Request::Commit {

@@ -99,14 +99,20 @@ fn request_strategy() -> impl Strategy<Value = Request> {
             proptest::collection::vec(read_version(), 0..4)
         )
             .prop_map(|(table, keys, validate)| Request::MultiGet { table, keys, validate }),
-        ("[a-z_]{0,12}", bytes_strategy(64), any::<bool>(), any::<bool>()).prop_map(
-            |(function, args, allow_pushback, trace)| Request::Invoke {
+        (
+            "[a-z_]{0,12}",
+            bytes_strategy(64),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(function, args, allow_pushback, trace, handoff)| Request::Invoke {
                 function,
                 args,
                 allow_pushback,
                 trace,
-            }
-        ),
+                handoff,
+            }),
         (
             proptest::collection::vec(read_version(), 0..4),
             proptest::collection::vec(

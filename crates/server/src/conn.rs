@@ -253,11 +253,13 @@ fn handle_frame<'n>(node: &'n Node, session: &mut Session<'n>, outbox: &Arc<Outb
             return Next::Continue;
         }
     };
-    if let Some(refusal) = node
-        .cluster
-        .as_ref()
-        .and_then(|role| crate::routing::misrouted(role, &request))
-    {
+    if let Some(refusal) = node.cluster.as_ref().and_then(|role| {
+        let route = match &request {
+            Request::Invoke { function, args, .. } => node.registry.route(function, args),
+            _ => None,
+        };
+        crate::routing::misrouted(role, &request, route.as_deref())
+    }) {
         reply(refusal);
         return Next::Continue;
     }

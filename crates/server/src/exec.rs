@@ -52,6 +52,8 @@ pub(crate) struct Invocation {
     allow_pushback: bool,
     /// The client wants the versions read and installed with the result.
     trace: bool,
+    /// The client finishes the invocation if it reaches another cluster node's key.
+    handoff: bool,
     /// The node's place in a cluster, for the attempts' key checks.
     cluster: Option<Arc<ClusterRole>>,
     /// Attempts started so far.
@@ -75,13 +77,14 @@ pub(crate) enum Stepped {
 fn start_attempt(
     tenant: Arc<TenantState>,
     cluster: Option<Arc<ClusterRole>>,
+    handoff: bool,
     function: StorageFn,
     args: Bytes,
 ) -> (AttemptFuture, SharedAttempt) {
     let state = SharedAttempt::default();
     let ctx_state = Arc::clone(&state);
     let future = Box::pin(async move {
-        let mut ctx = StoreCtx::new(tenant, cluster, args, ctx_state);
+        let mut ctx = StoreCtx::new(tenant, cluster, handoff, args, ctx_state);
         let result = function(&mut ctx).await;
         (ctx, result)
     });
@@ -149,6 +152,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         args,
         allow_pushback,
         trace,
+        handoff,
     } = request
     {
         let Some(function) = node.registry.get(&function) else {
@@ -162,12 +166,19 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
             );
             return None;
         };
-        let (attempt, state) = start_attempt(Arc::clone(&tenant), node.cluster.clone(), function, args.clone());
+        let (attempt, state) = start_attempt(
+            Arc::clone(&tenant),
+            node.cluster.clone(),
+            handoff,
+            function,
+            args.clone(),
+        );
         let invocation = Invocation {
             attempt,
             state,
             allow_pushback,
             trace,
+            handoff,
             cluster: node.cluster.clone(),
             outbox,
             tenant,
@@ -334,6 +345,7 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
                     "function did not finish before its wall-clock deadline".to_string(),
                 )
             } else if invocation.allow_pushback && should_push_back(node, worker, &invocation) {
+                TenantCounters::bump(&invocation.tenant.counters.pushbacks);
                 push_back(invocation)
             } else {
                 Stepped::Suspended(invocation)
@@ -375,14 +387,28 @@ fn should_push_back(node: &Node, worker: usize, invocation: &Invocation) -> bool
 }
 
 /// Suspends the invocation for good and hands its read set (with values, so the client
-/// need not fetch them again) and write set back to the client.
+/// need not fetch them again) and write set back to the client. A read set too large for
+/// one frame is left out: the client then starts over, which is correct, only slower.
 fn push_back(invocation: Invocation) -> Stepped {
-    let (reads, writes) = {
+    let (mut reads, mut writes) = {
         let state = invocation.state.lock();
         (state.tx.reads_with_values(), state.tx.commit_writes())
     };
+    let read_bytes: usize = reads
+        .iter()
+        .filter_map(|read| read.value.as_ref())
+        .map(|v| v.len())
+        .sum();
+    let write_bytes: usize = writes
+        .iter()
+        .filter_map(|write| write.value.as_ref())
+        .map(|v| v.len())
+        .sum();
+    if read_bytes + write_bytes > MAX_PUSHBACK_VALUE_BYTES {
+        reads.clear();
+        writes.clear();
+    }
     let counters = &invocation.tenant.counters;
-    TenantCounters::bump(&counters.pushbacks);
     counters
         .pushback_wasted_cpu_ns
         .fetch_add(invocation.cpu_ns, std::sync::atomic::Ordering::Relaxed);
@@ -421,6 +447,10 @@ fn complete(
     ctx: StoreCtx,
     result: Result<Bytes, FnError>,
 ) -> Stepped {
+    if ctx.state.lock().handed_off {
+        TenantCounters::bump(&invocation.tenant.counters.handoffs);
+        return push_back(invocation);
+    }
     let result = match result {
         Ok(result) => result,
         Err(FnError::Ctx(CtxError::Conflict(_))) => return retry(invocation),
@@ -468,6 +498,7 @@ fn retry(mut invocation: Invocation) -> Stepped {
     (invocation.attempt, invocation.state) = start_attempt(
         Arc::clone(&invocation.tenant),
         invocation.cluster.clone(),
+        invocation.handoff,
         invocation.function,
         invocation.args.clone(),
     );

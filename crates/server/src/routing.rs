@@ -18,7 +18,8 @@ pub struct ClusterRole {
     pub node_id: String,
 }
 
-/// The keys a request names (none for hello, stats and invoke).
+/// The keys a request names (none for hello, stats and invoke: an invocation's is its
+/// routing key, which only the registry can find in its arguments).
 fn keys(request: &Request) -> Vec<&[u8]> {
     match request {
         Request::Get { key, validate, .. } => std::iter::once(&key[..])
@@ -50,9 +51,12 @@ pub(crate) fn not_owned(role: &ClusterRole, key: &[u8]) -> Option<String> {
     moved(role, key).map(|why| format!("{why}: a function on a cluster node can only reach that node's keys"))
 }
 
-/// The refusal for a request this node must not serve, or `None` to serve it.
-pub(crate) fn misrouted(role: &ClusterRole, request: &Request) -> Option<Response> {
-    let keys = keys(request);
+/// The refusal for a request this node must not serve, or `None` to serve it. An
+/// invocation is refused when its routing key (`route`) lives elsewhere, before it runs;
+/// one without a routing key runs here until it reaches another node's key.
+pub(crate) fn misrouted(role: &ClusterRole, request: &Request, route: Option<&[u8]>) -> Option<Response> {
+    let mut keys = keys(request);
+    keys.extend(route);
     if let Err(spread) = role.map.single_owner(keys.iter().copied()) {
         return Some(Response::error(Status::CrossSlot, spread.to_string()));
     }
@@ -84,8 +88,8 @@ mod tests {
     #[test]
     fn owned_keys_pass_others_are_moved_and_mixed_ones_cross_slot() {
         // "hello" is slot 866 (s1: 0-8191), "foo" slot 12182 (s2).
-        assert_eq!(misrouted(&role("s1"), &put(b"hello")), None);
-        let moved = misrouted(&role("s1"), &put(b"foo")).unwrap();
+        assert_eq!(misrouted(&role("s1"), &put(b"hello"), None), None);
+        let moved = misrouted(&role("s1"), &put(b"foo"), None).unwrap();
         assert_eq!(moved.status, Status::Moved);
         assert_eq!(moved, Response::error(Status::Moved, "moved 12182 s2 127.0.0.1:7702"));
         let commit = Request::Commit {
@@ -100,8 +104,20 @@ mod tests {
                 .collect(),
         };
         for node in ["s1", "s2"] {
-            assert_eq!(misrouted(&role(node), &commit).unwrap().status, Status::CrossSlot);
+            assert_eq!(misrouted(&role(node), &commit, None).unwrap().status, Status::CrossSlot);
         }
-        assert_eq!(misrouted(&role("s2"), &Request::Stats), None);
+        assert_eq!(misrouted(&role("s2"), &Request::Stats, None), None);
+        // An invocation goes by its routing key: foo's owner runs it, hello's refuses it.
+        let invoke = Request::Invoke {
+            function: "f".into(),
+            args: Bytes::new(),
+            allow_pushback: false,
+            trace: false,
+            handoff: true,
+        };
+        assert_eq!(misrouted(&role("s2"), &invoke, Some(b"foo")), None);
+        assert_eq!(misrouted(&role("s2"), &invoke, None), None);
+        let moved = misrouted(&role("s2"), &invoke, Some(b"hello")).unwrap();
+        assert_eq!(moved.status, Status::Moved);
     }
 }

@@ -28,6 +28,8 @@ pub struct TenantCounters {
     pub pushbacks: AtomicU64,
     /// Node CPU spent on invocations before they were pushed back: work the client redoes.
     pub pushback_wasted_cpu_ns: AtomicU64,
+    /// Invocations handed back because they reached another cluster node's key.
+    pub handoffs: AtomicU64,
 }
 
 impl TenantCounters {
@@ -38,7 +40,7 @@ impl TenantCounters {
 
     /// Appends this tenant's counters, named `tenant.<id>.<counter>`.
     pub fn report(&self, tenant: u32, out: &mut Vec<StatEntry>) {
-        let fields: [(&str, &AtomicU64); 10] = [
+        let fields: [(&str, &AtomicU64); 11] = [
             ("requests", &self.requests),
             ("cpu_ns", &self.cpu_ns),
             ("bytes_returned", &self.bytes_returned),
@@ -49,6 +51,7 @@ impl TenantCounters {
             ("tx_aborts", &self.tx_aborts),
             ("pushbacks", &self.pushbacks),
             ("pushback_wasted_cpu_ns", &self.pushback_wasted_cpu_ns),
+            ("handoffs", &self.handoffs),
         ];
         for (name, counter) in fields {
             out.push(StatEntry {

@@ -67,6 +67,9 @@ pub(crate) struct AttemptState {
     /// Time spent inside data accesses; the rest of the poll time is the function's own
     /// compute.
     pub(crate) access_ns: u64,
+    /// The function reached a key another cluster node serves and the client takes it
+    /// from here (handoff): the attempt ends in a pushback whatever the function returns.
+    pub(crate) handed_off: bool,
 }
 
 /// An attempt's state, shared by its `StoreCtx` (inside the future) and the worker.
@@ -78,6 +81,8 @@ pub(crate) struct StoreCtx {
     tenant: Arc<TenantState>,
     /// The node's place in a cluster: a function may touch only this node's keys.
     cluster: Option<Arc<ClusterRole>>,
+    /// The client finishes the invocation if it reaches another node's key.
+    handoff: bool,
     /// Shared with the worker, which commits it when the function returns.
     pub(crate) state: SharedAttempt,
 }
@@ -86,6 +91,7 @@ impl StoreCtx {
     pub(crate) fn new(
         tenant: Arc<TenantState>,
         cluster: Option<Arc<ClusterRole>>,
+        handoff: bool,
         args: Bytes,
         state: SharedAttempt,
     ) -> StoreCtx {
@@ -93,18 +99,24 @@ impl StoreCtx {
             args,
             tenant,
             cluster,
+            handoff,
             state,
         }
     }
 
-    /// Refuses keys another node of the cluster serves: functions cannot reach other
-    /// nodes' data yet, and reading an empty local table instead would be a wrong answer.
+    /// Stops at keys another node of the cluster serves (reading an empty local table
+    /// instead would be a wrong answer): the invocation is handed back to a client that can
+    /// reach every node, or fails with `moved` for one that cannot.
     fn check_owned(&self, keys: &[&[u8]]) -> Result<(), CtxError> {
         let Some(role) = &self.cluster else { return Ok(()) };
-        match keys.iter().find_map(|key| crate::routing::not_owned(role, key)) {
-            Some(why) => Err(CtxError::Refused(why)),
-            None => Ok(()),
+        let Some(why) = keys.iter().find_map(|key| crate::routing::not_owned(role, key)) else {
+            return Ok(());
+        };
+        if self.handoff {
+            self.state.lock().handed_off = true;
+            return Err(CtxError::Stopped(format!("handed off: {why}")));
         }
+        Err(CtxError::Refused(why))
     }
 
     /// Counts an access before its yield point, so a worker deciding at that point knows

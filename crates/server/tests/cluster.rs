@@ -1,47 +1,14 @@
 //! Two storage nodes sharing the slots of a cluster map, on loopback: keys land on their
 //! owners, a node refuses keys it does not serve with `moved` naming the owner, hash tags
 //! keep keys together, and a commit spanning nodes is refused before anything is applied.
-//! (Issue 16's first part: invocations across nodes are not routed yet.)
+//! (Invocations across nodes: `cluster_functions.rs`.)
 
 mod common;
 
 use bytes::Bytes;
 use common::*;
 use ferry_client::{Client, ClientConfig, ClientError, ClusterClient};
-use ferry_cluster::ClusterMap;
 use ferry_proto::{CommitWrite, Status};
-use ferry_server::routing::ClusterRole;
-use ferry_server::ServerHandle;
-
-/// Two nodes on free loopback ports (picked by binding port 0 first: the map must name the
-/// addresses before the nodes start) and their map.
-fn two_nodes() -> (Vec<ServerHandle>, ClusterMap) {
-    let ports: Vec<u16> = (0..2)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        })
-        .collect();
-    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let map = ClusterMap::even(&addrs).unwrap();
-    let servers = map
-        .nodes()
-        .iter()
-        .map(|node| {
-            let mut config = config(1);
-            config.listen = node.addr.parse().unwrap();
-            config.cluster = Some(ClusterRole {
-                map: map.clone(),
-                node_id: node.id.clone(),
-            });
-            start_with(config)
-        })
-        .collect();
-    (servers, map)
-}
 
 async fn direct(addr: &str) -> Client {
     let mut config = ClientConfig::new(addr, TENANT_A, TOKEN_A);

@@ -56,6 +56,12 @@ impl AggregateArgs {
     }
 }
 
+/// Routing key: the first sample read.
+pub fn route(args: &Bytes) -> Option<Bytes> {
+    let first = *AggregateArgs::decode(args).ok()?.keys.first()?;
+    Some(Bytes::copy_from_slice(&first.to_le_bytes()))
+}
+
 /// Result: sum, min, max and number of samples found (4 × u64, little-endian; min is
 /// `u64::MAX` and max 0 when nothing was found).
 pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {

@@ -103,6 +103,11 @@ fn verify(stored: &[u8], password: &[u8]) -> Result<bool, FnError> {
     Ok(Scrypt.verify_password(password, &hash).is_ok())
 }
 
+/// Routing key: the user's key.
+pub fn route(args: &Bytes) -> Option<Bytes> {
+    AuthArgs::decode(args).ok().map(|args| args.user)
+}
+
 /// Result: one outcome byte, [`AUTH_OK`] or [`AUTH_DENIED`].
 pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     Box::pin(async move {

@@ -13,15 +13,15 @@ pub mod noop;
 pub mod traverse;
 pub mod ycsbt;
 
-use crate::registry::StorageFn;
+use crate::registry::{RouteFn, StorageFn};
 
-/// Every built-in function with its registered name.
-pub const ALL: &[(&str, StorageFn)] = &[
-    (noop::NAME, noop::run),
-    (traverse::NAME, traverse::run),
-    (ycsbt::NAME, ycsbt::run),
-    (aggregate::NAME, aggregate::run),
-    (auth::NAME, auth::run),
+/// Every built-in function with its registered name and routing key.
+pub const ALL: &[(&str, StorageFn, RouteFn)] = &[
+    (noop::NAME, noop::run, noop::route),
+    (traverse::NAME, traverse::run, traverse::route),
+    (ycsbt::NAME, ycsbt::run, ycsbt::route),
+    (aggregate::NAME, aggregate::run, aggregate::route),
+    (auth::NAME, auth::run, auth::route),
 ];
 
 /// Largest emulated work per access a built-in accepts (1 ms): beyond that a "storage

@@ -83,6 +83,11 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     })
 }
 
+/// Routing key: the node the traversal starts from.
+pub fn route(args: &Bytes) -> Option<Bytes> {
+    TraverseArgs::decode(args).ok().map(|args| key(args.start))
+}
+
 /// Key of node `id`.
 pub fn key(id: u64) -> Bytes {
     Bytes::copy_from_slice(&id.to_le_bytes())

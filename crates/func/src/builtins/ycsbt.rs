@@ -116,6 +116,15 @@ fn with_balance(value: &Bytes, balance: u64) -> Bytes {
     out.freeze()
 }
 
+/// Routing key: the account read, or the debited account of a transfer.
+pub fn route(args: &Bytes) -> Option<Bytes> {
+    let account = match YcsbtArgs::decode(args).ok()? {
+        YcsbtArgs::Read { account, .. } => account,
+        YcsbtArgs::Transfer { from, .. } => from,
+    };
+    Some(Bytes::copy_from_slice(&account.to_le_bytes()))
+}
+
 /// Read: returns the balance (8 bytes). Transfer: returns the outcome byte and both
 /// balances afterwards (17 bytes).
 pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {

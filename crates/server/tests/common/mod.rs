@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferry_client::{Client, ClientConfig};
+use ferry_cluster::ClusterMap;
 use ferry_func::{Ctx, FnError, FnFuture, Registry};
+use ferry_server::routing::ClusterRole;
 use ferry_server::{ServerConfig, ServerHandle, TenantConfig};
 
 pub const TENANT_A: u32 = 1;
@@ -72,6 +74,46 @@ fn reads_two(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     })
 }
 
+/// Sums the balances of YCSB-T accounts `0..n` (`n` in the arguments) in one multiget: a
+/// snapshot spanning the nodes of a cluster.
+fn sums_accounts(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    let n = u64::from_le_bytes(ctx.args()[..8].try_into().unwrap_or([0; 8]));
+    Box::pin(async move {
+        let keys: Vec<Bytes> = (0..n).map(ferry_func::builtins::traverse::key).collect();
+        let values = ctx.multiget(ferry_func::builtins::ycsbt::TABLE, &keys).await?;
+        let mut sum = 0u64;
+        for value in values.iter().flatten() {
+            sum += u64::from_le_bytes(
+                value[..8]
+                    .try_into()
+                    .map_err(|_| FnError::Failed("short account".into()))?,
+            );
+        }
+        Ok(Bytes::copy_from_slice(&sum.to_le_bytes()))
+    })
+}
+
+/// Reads two counters of table `pair` one after the other (keys `A|B` in the arguments)
+/// and returns both values (u64 each, 0 when absent).
+fn reads_pair(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    let args = ctx.args().clone();
+    Box::pin(async move {
+        let split = args
+            .iter()
+            .position(|b| *b == b'|')
+            .ok_or_else(|| FnError::BadArgs("A|B".into()))?;
+        let mut out = Vec::with_capacity(16);
+        for key in [&args[..split], &args[split + 1..]] {
+            let value = ctx
+                .get("pair", key)
+                .await?
+                .unwrap_or_else(|| Bytes::from_static(&[0; 8]));
+            out.extend_from_slice(&value[..8]);
+        }
+        Ok(Bytes::from(out))
+    })
+}
+
 pub fn registry() -> Registry {
     let mut registry = Registry::with_builtins();
     registry.register("test.panic", panics).unwrap();
@@ -80,6 +122,8 @@ pub fn registry() -> Registry {
     registry.register("test.loop", loops).unwrap();
     registry.register("test.write", writes).unwrap();
     registry.register("test.reads_two", reads_two).unwrap();
+    registry.register("test.sum_accounts", sums_accounts).unwrap();
+    registry.register("test.reads_pair", reads_pair).unwrap();
     registry
 }
 
@@ -202,4 +246,34 @@ impl RawConn {
         .await;
         self.recv_response().await.1
     }
+}
+
+/// Two nodes on free loopback ports (picked by binding port 0 first: the map must name the
+/// addresses before the nodes start) and their map.
+pub fn two_nodes() -> (Vec<ServerHandle>, ClusterMap) {
+    let ports: Vec<u16> = (0..2)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let map = ClusterMap::even(&addrs).unwrap();
+    let servers = map
+        .nodes()
+        .iter()
+        .map(|node| {
+            let mut config = config(1);
+            config.listen = node.addr.parse().unwrap();
+            config.cluster = Some(ClusterRole {
+                map: map.clone(),
+                node_id: node.id.clone(),
+            });
+            start_with(config)
+        })
+        .collect();
+    (servers, map)
 }
