@@ -22,9 +22,9 @@ use ferry_proto::{
 };
 
 use crate::node::{Node, TenantState};
-use crate::preauth::Ticket;
 use crate::stats::TenantCounters;
 use crate::worker::Task;
+use ferry_net::preauth::unauthenticated_over;
 
 /// Requests one connection may have in flight (dispatched, not yet answered). Past it the
 /// node stops reading from that connection until answers drain: a client cannot queue
@@ -209,18 +209,6 @@ async fn read_loop(node: &Node, mut reader: OwnedReadHalf, outbox: &Arc<Outbox>,
                 }
             }
         }
-    }
-}
-
-/// Resolves when an unauthenticated connection must go: its hello timeout passed, or a newer
-/// connection evicted it. Never, once it authenticated (`ticket` is `None`).
-async fn unauthenticated_over(ticket: Option<&Ticket>, deadline: tokio::time::Instant) {
-    match ticket {
-        Some(ticket) => tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = ticket.evicted() => {}
-        },
-        None => std::future::pending().await,
     }
 }
 

@@ -12,7 +12,6 @@
 //!   step by step with a CPU budget, OCC commit and bounded retries.
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx`.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
-//! - `preauth`: the bound on connections that have not authenticated yet.
 //! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
 //!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
@@ -24,7 +23,6 @@ mod exec;
 mod fair;
 mod metrics;
 mod node;
-mod preauth;
 pub mod routing;
 pub mod server;
 pub mod stats;

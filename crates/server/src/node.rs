@@ -54,7 +54,7 @@ pub(crate) struct Node {
     /// Longest a connection may take to authenticate.
     pub(crate) hello_timeout: std::time::Duration,
     /// Connections waiting to authenticate.
-    pub(crate) preauth: crate::preauth::PreAuth,
+    pub(crate) preauth: ferry_net::preauth::PreAuth,
     /// This node's place in a cluster, if any.
     pub(crate) cluster: Option<Arc<crate::routing::ClusterRole>>,
     /// ASFP pushback thresholds.
@@ -90,7 +90,7 @@ impl Node {
             invoke_budget_ns: config.invoke_budget.as_nanos() as u64,
             max_connections: config.max_connections,
             hello_timeout: config.hello_timeout,
-            preauth: crate::preauth::PreAuth::new(config.max_unauthenticated),
+            preauth: ferry_net::preauth::PreAuth::new(config.max_unauthenticated),
             cluster: config.cluster.clone().map(Arc::new),
             inline_data_ops: config.inline_data_ops,
             pushback: config.pushback.clone(),

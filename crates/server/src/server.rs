@@ -108,7 +108,9 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
             let _guard = runtime.enter();
             TcpListener::from_std(listener).map_err(ServerError::Start)?
         };
-        runtime.spawn(crate::metrics::serve(Arc::clone(&node), listener, shutdown_rx.clone()));
+        let scraped = Arc::clone(&node);
+        let render: ferry_net::metrics::Render = Arc::new(move || crate::metrics::exposition(&scraped));
+        runtime.spawn(ferry_net::metrics::serve(listener, render, shutdown_rx.clone()));
     }
     runtime.spawn(accept_loop(Arc::clone(&node), listener, shutdown_rx));
     Ok(ServerHandle {

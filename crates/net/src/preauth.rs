@@ -14,8 +14,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-/// The waiting connections of one node.
-pub(crate) struct PreAuth {
+/// The waiting connections of one listening process.
+pub struct PreAuth {
     inner: Arc<Inner>,
 }
 
@@ -27,7 +27,7 @@ struct Inner {
 }
 
 /// One unauthenticated connection's place; released on drop.
-pub(crate) struct Ticket {
+pub struct Ticket {
     id: u64,
     evict: Arc<Notify>,
     inner: Arc<Inner>,
@@ -35,7 +35,7 @@ pub(crate) struct Ticket {
 
 impl PreAuth {
     /// At most `limit` (at least 1) connections wait to authenticate at once.
-    pub(crate) fn new(limit: usize) -> PreAuth {
+    pub fn new(limit: usize) -> PreAuth {
         PreAuth {
             inner: Arc::new(Inner {
                 waiting: Mutex::new(VecDeque::new()),
@@ -46,7 +46,7 @@ impl PreAuth {
     }
 
     /// A place for a new connection, evicting the oldest waiting one if none is free.
-    pub(crate) fn admit(&self) -> Ticket {
+    pub fn admit(&self) -> Ticket {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let evict = Arc::new(Notify::new());
         let mut waiting = self.inner.waiting.lock();
@@ -65,15 +65,27 @@ impl PreAuth {
     }
 
     /// Connections waiting now.
-    pub(crate) fn waiting(&self) -> usize {
+    pub fn waiting(&self) -> usize {
         self.inner.waiting.lock().len()
     }
 }
 
 impl Ticket {
     /// Resolves when a newer connection evicted this one.
-    pub(crate) async fn evicted(&self) {
+    pub async fn evicted(&self) {
         self.evict.notified().await;
+    }
+}
+
+/// Resolves when an unauthenticated connection must go: its hello deadline passed, or a
+/// newer connection evicted it. Never, once it authenticated (`ticket` is `None`).
+pub async fn unauthenticated_over(ticket: Option<&Ticket>, deadline: tokio::time::Instant) {
+    match ticket {
+        Some(ticket) => tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = ticket.evicted() => {}
+        },
+        None => std::future::pending().await,
     }
 }
 

@@ -1,0 +1,7 @@
+//! What every listening ferry process (storage node, gateway, compute node) shares:
+//!
+//! - [`preauth`]: connections that have not said hello yet, bounded in number and time;
+//! - [`metrics`]: `GET /metrics` in the Prometheus text format on a listener of its own.
+
+pub mod metrics;
+pub mod preauth;
