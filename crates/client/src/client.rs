@@ -166,16 +166,26 @@ impl Client {
         check_status(response)
     }
 
+    /// Sends `request` as it is and returns the node's answer whatever its status (for a
+    /// process forwarding its clients' requests). A write or invocation whose answer is lost
+    /// after sending is [`ClientError::CommitOutcomeUnknown`].
+    pub async fn forward(&self, request: &Request) -> Result<Response, ClientError> {
+        let writes = matches!(
+            request,
+            Request::Put { .. } | Request::Delete { .. } | Request::Commit { .. } | Request::Invoke { .. }
+        );
+        match self.call(request).await {
+            Err(err @ (ClientError::Disconnected(_) | ClientError::Timeout(_))) if writes => Err(
+                ClientError::CommitOutcomeUnknown(format!("{} sent but not answered: {err}", request.opcode().name())),
+            ),
+            other => other,
+        }
+    }
+
     /// Sends a request that writes; an answer lost after sending (a broken connection, a
     /// timeout) is [`ClientError::CommitOutcomeUnknown`]: the node may have applied it.
     async fn call_write(&self, request: &Request) -> Result<Response, ClientError> {
-        match self.call(request).await {
-            Ok(response) => check_status(response),
-            Err(err @ (ClientError::Disconnected(_) | ClientError::Timeout(_))) => Err(
-                ClientError::CommitOutcomeUnknown(format!("{} sent but not answered: {err}", request.opcode().name())),
-            ),
-            Err(err) => Err(err),
-        }
+        check_status(self.forward(request).await?)
     }
 
     /// Reads one object.

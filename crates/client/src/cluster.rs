@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use ferry_cluster::ClusterMap;
-use ferry_proto::{CommitWrite, ReadVersion, Status};
+use ferry_proto::{CommitWrite, ReadVersion, Request, Response, Status};
 
 use crate::adaptive::{Backend, BackendFuture};
 use crate::client::{Client, ClientConfig, Versioned};
@@ -100,6 +100,13 @@ impl ClusterClient {
             .chain(writes.iter().map(|w| &w.key[..]));
         let node = self.node_for_all(keys)?.clone();
         node.commit(reads, writes).await
+    }
+
+    /// Sends a data operation (get, put, delete, multiget, commit) as it is to the node
+    /// serving its keys and returns that node's answer whatever its status; refused with
+    /// `cross_slot` if its keys span nodes. See [`Client::forward`].
+    pub async fn forward(&self, request: &Request) -> Result<Response, ClientError> {
+        self.node_for_all(request.keys())?.forward(request).await
     }
 
     /// The node an invocation of `function` starts on: the one serving its routing key, or

@@ -63,10 +63,16 @@ impl ClientError {
         }
     }
 
+    /// The error for an answer with `status`: `outcome_unknown` (from a gateway or compute
+    /// node that lost a forwarded write's answer) is [`ClientError::CommitOutcomeUnknown`],
+    /// like a lost answer here.
     pub(crate) fn server(status: Status, message: impl Into<String>) -> ClientError {
-        ClientError::Server {
-            status,
-            message: message.into(),
+        match status {
+            Status::OutcomeUnknown => ClientError::CommitOutcomeUnknown(message.into()),
+            status => ClientError::Server {
+                status,
+                message: message.into(),
+            },
         }
     }
 }

@@ -1,7 +1,9 @@
 //! What every listening ferry process (storage node, gateway, compute node) shares:
 //!
 //! - [`preauth`]: connections that have not said hello yet, bounded in number and time;
-//! - [`metrics`]: `GET /metrics` in the Prometheus text format on a listener of its own.
+//! - [`metrics`]: `GET /metrics` in the Prometheus text format on a listener of its own;
+//! - [`histogram`]: request counts and latency histograms by operation and status.
 
+pub mod histogram;
 pub mod metrics;
 pub mod preauth;

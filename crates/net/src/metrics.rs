@@ -34,13 +34,17 @@ pub fn exposition(entries: Vec<StatEntry>, gauges: &[&str]) -> String {
     // Family → (labels → value).
     let mut families: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for entry in entries {
-        let mut parts = entry.name.splitn(3, '.');
-        let (family, labels) = match (parts.next(), parts.next(), parts.next()) {
-            (Some(scope), Some(id), Some(name)) if LABELLED_SCOPES.contains(&scope) => {
+        // SCOPE.ID.NAME: the scope and the name hold no dots, the id may (function names).
+        let (head, name) = match entry.name.rsplit_once('.') {
+            Some(split) => split,
+            None => continue,
+        };
+        let (family, labels) = match head.split_once('.') {
+            Some((scope, id)) if LABELLED_SCOPES.contains(&scope) => {
                 (format!("ferry_{scope}_{name}"), format!("{{{scope}=\"{id}\"}}"))
             }
-            (Some(process), Some(name), None) => (format!("ferry_{process}_{name}"), String::new()),
-            _ => continue,
+            Some(_) => continue,
+            None => (format!("ferry_{head}_{name}"), String::new()),
         };
         families.entry(family).or_default().insert(labels, entry.value);
     }
@@ -142,6 +146,7 @@ mod tests {
                 entry("tenant.2.requests", 7),
                 entry("gateway.active_workers", 3),
                 entry("odd.three.part.name", 1),
+                entry("function.chaos.ops.calls", 4),
             ],
             &["active_workers"],
         );
@@ -153,5 +158,9 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("odd"), "an unknown scope is left out: {text}");
+        assert!(
+            text.contains("ferry_function_calls{function=\"chaos.ops\"} 4\n"),
+            "{text}"
+        );
     }
 }

@@ -10,9 +10,33 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+/// Default most simultaneous authenticated connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Default longest time a connection may take to authenticate (`hello`) before it is
+/// closed: generous for any real client, short enough that idle connections cannot pile up.
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default most connections waiting to authenticate at once, besides the authenticated
+/// ones.
+pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 256;
+
+/// Failed `hello` attempts before the connection is closed: slows token guessing.
+pub const MAX_FAILED_HELLOS: u32 = 3;
+
+/// Whether `offered` equals `expected`, in time that depends only on their lengths (a
+/// token must not be guessable byte by byte from response times).
+pub fn token_matches(expected: &[u8], offered: &[u8]) -> bool {
+    if expected.len() != offered.len() {
+        return false;
+    }
+    expected.iter().zip(offered).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
 
 /// The waiting connections of one listening process.
 pub struct PreAuth {

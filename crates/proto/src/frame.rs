@@ -107,6 +107,12 @@ pub enum Status {
     Moved = 10,
     /// The request's keys live on different nodes of the cluster.
     CrossSlot = 11,
+    /// A gateway or compute node could not reach the node the request needed; nothing
+    /// was applied.
+    Unavailable = 12,
+    /// A gateway or compute node lost the answer to a write or invocation it forwarded:
+    /// it may have been applied (and may still be). Never retried blindly.
+    OutcomeUnknown = 13,
 }
 
 impl Status {
@@ -125,6 +131,8 @@ impl Status {
             9 => Status::Pushback,
             10 => Status::Moved,
             11 => Status::CrossSlot,
+            12 => Status::Unavailable,
+            13 => Status::OutcomeUnknown,
             _ => return None,
         })
     }
@@ -144,6 +152,8 @@ impl Status {
             Status::Pushback => "pushback",
             Status::Moved => "moved",
             Status::CrossSlot => "cross_slot",
+            Status::Unavailable => "unavailable",
+            Status::OutcomeUnknown => "outcome_unknown",
         }
     }
 }

@@ -169,6 +169,28 @@ pub enum Request {
 }
 
 impl Request {
+    /// The keys a request names (none for hello, stats and invoke: an invocation's is its
+    /// routing key, which only the registry can find in its arguments).
+    pub fn keys(&self) -> Vec<&[u8]> {
+        match self {
+            Request::Get { key, validate, .. } => std::iter::once(&key[..])
+                .chain(validate.iter().map(|r| &r.key[..]))
+                .collect(),
+            Request::Put { key, .. } | Request::Delete { key, .. } => vec![&key[..]],
+            Request::MultiGet { keys, validate, .. } => keys
+                .iter()
+                .map(|k| &k[..])
+                .chain(validate.iter().map(|r| &r.key[..]))
+                .collect(),
+            Request::Commit { reads, writes } => reads
+                .iter()
+                .map(|r| &r.key[..])
+                .chain(writes.iter().map(|w| &w.key[..]))
+                .collect(),
+            Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => Vec::new(),
+        }
+    }
+
     /// The opcode this request travels under.
     pub fn opcode(&self) -> Opcode {
         match self {

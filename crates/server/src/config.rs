@@ -37,16 +37,7 @@ pub const MIN_INVOKE_BUDGET: Duration = Duration::from_millis(1);
 /// Largest configurable budget.
 pub const MAX_INVOKE_BUDGET: Duration = Duration::from_secs(60);
 
-/// Default most simultaneous client connections.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
-
-/// Default longest time a connection may take to authenticate (`hello`) before it is
-/// closed: generous for any real client, short enough that idle connections cannot pile up.
-pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Default most connections waiting to authenticate at once, besides the authenticated
-/// ones.
-pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 256;
+pub use ferry_net::preauth::{DEFAULT_HELLO_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_UNAUTHENTICATED};
 
 /// Longest configurable hello timeout.
 pub const MAX_HELLO_TIMEOUT: Duration = Duration::from_secs(600);

@@ -39,8 +39,7 @@ pub const MAX_OUTBOX_BYTES: usize = 8 * 1024 * 1024;
 /// requests in one system call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-/// Failed `hello` attempts before the connection is closed: slows token guessing.
-pub const MAX_FAILED_HELLOS: u32 = 3;
+pub use ferry_net::preauth::MAX_FAILED_HELLOS;
 
 /// Responses waiting to be written to one connection.
 pub(crate) struct Outbox {

@@ -29,11 +29,7 @@ impl TenantState {
     /// Compares tokens in time independent of where they differ, so response timing does
     /// not leak a token byte by byte.
     pub(crate) fn token_matches(&self, token: &[u8]) -> bool {
-        if token.len() != self.token.len() {
-            return false;
-        }
-        let diff = self.token.iter().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        diff == 0
+        ferry_net::preauth::token_matches(&self.token, token)
     }
 }
 

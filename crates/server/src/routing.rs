@@ -18,28 +18,6 @@ pub struct ClusterRole {
     pub node_id: String,
 }
 
-/// The keys a request names (none for hello, stats and invoke: an invocation's is its
-/// routing key, which only the registry can find in its arguments).
-fn keys(request: &Request) -> Vec<&[u8]> {
-    match request {
-        Request::Get { key, validate, .. } => std::iter::once(&key[..])
-            .chain(validate.iter().map(|r| &r.key[..]))
-            .collect(),
-        Request::Put { key, .. } | Request::Delete { key, .. } => vec![&key[..]],
-        Request::MultiGet { keys, validate, .. } => keys
-            .iter()
-            .map(|k| &k[..])
-            .chain(validate.iter().map(|r| &r.key[..]))
-            .collect(),
-        Request::Commit { reads, writes } => reads
-            .iter()
-            .map(|r| &r.key[..])
-            .chain(writes.iter().map(|w| &w.key[..]))
-            .collect(),
-        Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => Vec::new(),
-    }
-}
-
 /// `moved SLOT NODE_ID HOST:PORT` for `key`, if another node serves it.
 fn moved(role: &ClusterRole, key: &[u8]) -> Option<String> {
     let owner = role.map.owner(key);
@@ -55,7 +33,7 @@ pub(crate) fn not_owned(role: &ClusterRole, key: &[u8]) -> Option<String> {
 /// invocation is refused when its routing key (`route`) lives elsewhere, before it runs;
 /// one without a routing key runs here until it reaches another node's key.
 pub(crate) fn misrouted(role: &ClusterRole, request: &Request, route: Option<&[u8]>) -> Option<Response> {
-    let mut keys = keys(request);
+    let mut keys = request.keys();
     keys.extend(route);
     if let Err(spread) = role.map.single_owner(keys.iter().copied()) {
         return Some(Response::error(Status::CrossSlot, spread.to_string()));

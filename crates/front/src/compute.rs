@@ -1,0 +1,134 @@
+//! `ferry compute`: a compute node. It runs the invocations sent to it here, over the
+//! cluster's data (ship data): today's local runtime, every access going to its key's
+//! storage node, writes committed with OCC. Its active workers follow demand between a
+//! minimum and a maximum (`workers`).
+//!
+//! It serves `invoke` (and `hello`, `stats`); data operations belong to the gateway or the
+//! storage nodes and are refused.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_client::{ClientConfig, ClusterClient};
+use ferry_cluster::ClusterMap;
+use ferry_func::Registry;
+use ferry_proto::{Request, Response, StatEntry, Status};
+
+use crate::config::FrontConfig;
+use crate::forward::{error_response, invocation_response, not_served};
+use crate::handle::FrontHandle;
+use crate::listener::{Service, ServiceFuture};
+use crate::workers::Workers;
+use crate::FrontError;
+
+/// Longest a compute node waits for a storage node's answer.
+pub const STORAGE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a compute node needs.
+#[derive(Clone)]
+pub struct ComputeConfig {
+    /// Listening, tenants, limits.
+    pub front: FrontConfig,
+    /// The storage nodes and their slots.
+    pub cluster: ClusterMap,
+    /// Fewest active workers.
+    pub min_workers: u32,
+    /// Most active workers.
+    pub max_workers: u32,
+    /// The functions it can run.
+    pub registry: Registry,
+}
+
+struct Compute {
+    /// A client of the whole cluster per tenant, authenticated as that tenant.
+    tenants: HashMap<u32, ClusterClient>,
+    workers: Arc<Workers>,
+    invocations: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// Starts a compute node: connects to every storage node as every tenant, then listens.
+pub fn start_compute(config: ComputeConfig) -> Result<FrontHandle, FrontError> {
+    let workers = Arc::new(Workers::new(config.min_workers, config.max_workers).map_err(FrontError::Config)?);
+    let front = config.front.clone();
+    crate::handle::start(front, "ferry_compute", move || async move {
+        let mut tenants = HashMap::new();
+        for tenant in &config.front.tenants {
+            let mut client = ClientConfig::new("", tenant.id, tenant.token.clone());
+            client.registry = config.registry.clone();
+            client.request_timeout = STORAGE_REQUEST_TIMEOUT;
+            let cluster = ClusterClient::connect(config.cluster.clone(), client)
+                .await
+                .map_err(|err| FrontError::Backend(format!("tenant {}: {err}", tenant.id)))?;
+            tenants.insert(tenant.id, cluster);
+        }
+        let elastic = Arc::clone(&workers);
+        tokio::spawn(async move { elastic.elastic_loop().await });
+        Ok(Compute {
+            tenants,
+            workers,
+            invocations: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        })
+    })
+}
+
+impl Service for Compute {
+    fn call(self: Arc<Self>, tenant: u32, request: Request) -> ServiceFuture {
+        Box::pin(async move {
+            let Request::Invoke {
+                function, args, trace, ..
+            } = request
+            else {
+                return not_served("a compute node runs invocations only; send data operations to the gateway");
+            };
+            if trace {
+                return not_served("a compute node does not record traces");
+            }
+            let Some(cluster) = self.tenants.get(&tenant) else {
+                return Response::error(Status::Unauthorized, "unknown tenant");
+            };
+            let ran = self
+                .workers
+                .run(async {
+                    let outcome = cluster.invoke_local(&function, args).await;
+                    let busy_ns = outcome.as_ref().map_or(0, |invocation| invocation.cost.app_cpu_ns);
+                    (outcome, busy_ns)
+                })
+                .await;
+            match ran {
+                Ok(Ok(invocation)) => {
+                    self.invocations.fetch_add(1, Ordering::Relaxed);
+                    invocation_response(invocation)
+                }
+                Ok(Err(err)) => {
+                    self.failures.fetch_add(1, Ordering::Relaxed);
+                    error_response(err)
+                }
+                Err(_) => Response::error(Status::Overloaded, "every worker is busy and the wait queue is full"),
+            }
+        })
+    }
+
+    fn workers(&self) -> u32 {
+        self.workers.snapshot().0
+    }
+
+    fn stats(&self, out: &mut Vec<StatEntry>) {
+        let (active, running, waiting, refused) = self.workers.snapshot();
+        let mut push = |name: &str, value: u64| {
+            out.push(StatEntry {
+                name: format!("compute.{name}"),
+                value,
+            })
+        };
+        push("active_workers", u64::from(active));
+        push("running", u64::from(running));
+        push("waiting", u64::from(waiting));
+        push("refused", refused);
+        push("invocations", self.invocations.load(Ordering::Relaxed));
+        push("invocation_failures", self.failures.load(Ordering::Relaxed));
+    }
+}

@@ -1,0 +1,256 @@
+//! `ferry gateway`: Pyxis' scheduler tier (§III, Fig. 5). Clients send it invocations and
+//! data operations over the ferry protocol, with none of ferry's runtime of their own.
+//!
+//! - Data operations go to the storage node serving their keys, answered as that node
+//!   answered (`cross_slot` for keys spanning nodes).
+//! - Each invocation passes the tenant's rate limiter and is placed by its policy (the same
+//!   state machine the embedded client and the simulator run): ship compute sends it to the
+//!   storage node serving its routing key; ship data sends it to a compute node (round
+//!   robin), or runs it here if there is none.
+//! - Its metrics carry each tenant's R and X and each function's measured c_i (app CPU
+//!   per local run) and s_i (storage CPU per remote run).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use ferry_client::{Adaptive, Backend, BackendFuture, Client, ClientConfig, ClientError, ClusterClient, Invocation};
+use ferry_cluster::ClusterMap;
+use ferry_control::{Placement, Policy};
+use ferry_func::Registry;
+use ferry_proto::{Request, Response, StatEntry, Status};
+
+use crate::compute::STORAGE_REQUEST_TIMEOUT;
+use crate::config::FrontConfig;
+use crate::forward::{error_response, invocation_response, not_served};
+use crate::handle::FrontHandle;
+use crate::listener::{Service, ServiceFuture};
+use crate::FrontError;
+
+/// Builds one tenant's placement policy (each tenant gets its own loops).
+pub type PolicyFactory = Arc<dyn Fn() -> Result<Box<dyn Policy>, String> + Send + Sync>;
+
+/// Most distinct functions whose costs the gateway reports (the rest are still placed).
+pub const MAX_REPORTED_FUNCTIONS: usize = 256;
+
+/// Weight of the newest sample in a function's moving cost means.
+const COST_EWMA_WEIGHT: f64 = 0.05;
+
+/// What a gateway needs.
+#[derive(Clone)]
+pub struct GatewayConfig {
+    /// Listening, tenants, limits.
+    pub front: FrontConfig,
+    /// The storage nodes and their slots.
+    pub cluster: ClusterMap,
+    /// `HOST:PORT` of each compute node (none: ship-data runs happen in the gateway).
+    pub compute_nodes: Vec<String>,
+    /// The placement policy of every tenant.
+    pub policy: PolicyFactory,
+    /// The functions (and their routes) it can place.
+    pub registry: Registry,
+}
+
+/// Where a tenant's invocations go, for the policy's two placements.
+struct Placer {
+    cluster: ClusterClient,
+    compute: Vec<Client>,
+    next_compute: AtomicUsize,
+}
+
+impl Placer {
+    async fn run_on_compute(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
+        if self.compute.is_empty() {
+            return self.cluster.invoke_local(function, args).await;
+        }
+        let node = &self.compute[self.next_compute.fetch_add(1, Ordering::Relaxed) % self.compute.len()];
+        let mut invocation = node.invoke_remote(function, args).await?;
+        // The compute node reports the app CPU it spent where a storage node reports its own.
+        invocation.cost.app_cpu_ns = invocation.cost.storage_cpu_ns;
+        invocation.cost.storage_cpu_ns = 0;
+        invocation.placement = Placement::Local;
+        Ok(invocation)
+    }
+}
+
+impl Backend for Placer {
+    fn invoke_remote<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(self.cluster.invoke_remote(function, args))
+    }
+    fn invoke_local<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(self.run_on_compute(function, args))
+    }
+    fn invoke_pushable<'a>(&'a self, function: &'a str, args: Bytes) -> BackendFuture<'a> {
+        Box::pin(self.cluster.invoke_pushable(function, args))
+    }
+}
+
+/// Measured costs of one function.
+#[derive(Default)]
+struct FunctionCosts {
+    calls_remote: u64,
+    calls_local: u64,
+    /// c_i: app CPU per local run, moving mean, ns.
+    app_cpu_ns_mean: f64,
+    /// s_i: storage CPU per remote run, moving mean, ns.
+    storage_cpu_ns_mean: f64,
+}
+
+impl FunctionCosts {
+    fn record(&mut self, invocation: &Invocation) {
+        let mean = |old: f64, new: u64, first: bool| {
+            if first {
+                new as f64
+            } else {
+                old + COST_EWMA_WEIGHT * (new as f64 - old)
+            }
+        };
+        // A remote invocation handed back (pushback, or a handoff at another node's key)
+        // finished here but was placed remote: it counts, and costs, as remote.
+        let placement = if invocation.pushed_back {
+            Placement::Remote
+        } else {
+            invocation.placement
+        };
+        match placement {
+            Placement::Local => {
+                self.app_cpu_ns_mean = mean(self.app_cpu_ns_mean, invocation.cost.app_cpu_ns, self.calls_local == 0);
+                self.calls_local += 1;
+            }
+            Placement::Remote => {
+                let first = self.calls_remote == 0;
+                self.storage_cpu_ns_mean = mean(self.storage_cpu_ns_mean, invocation.cost.storage_cpu_ns, first);
+                self.calls_remote += 1;
+            }
+        }
+    }
+}
+
+struct Gateway {
+    tenants: HashMap<u32, Adaptive<Placer>>,
+    functions: Mutex<HashMap<String, FunctionCosts>>,
+    throttled: AtomicU64,
+    compute_nodes: usize,
+}
+
+/// Starts a gateway: connects to every storage and compute node as every tenant, then
+/// listens.
+pub fn start_gateway(config: GatewayConfig) -> Result<FrontHandle, FrontError> {
+    let front = config.front.clone();
+    crate::handle::start(front, "ferry_gateway", move || async move {
+        let mut tenants = HashMap::new();
+        for tenant in &config.front.tenants {
+            let mut client = ClientConfig::new("", tenant.id, tenant.token.clone());
+            client.registry = config.registry.clone();
+            client.request_timeout = STORAGE_REQUEST_TIMEOUT;
+            let backend =
+                |what: &str, err: ClientError| FrontError::Backend(format!("tenant {}: {what}: {err}", tenant.id));
+            let cluster = ClusterClient::connect(config.cluster.clone(), client.clone())
+                .await
+                .map_err(|err| backend("storage nodes", err))?;
+            let mut compute = Vec::new();
+            for addr in &config.compute_nodes {
+                let mut node = client.clone();
+                node.addr = addr.clone();
+                compute.push(
+                    Client::connect(node)
+                        .await
+                        .map_err(|err| backend("compute node", err))?,
+                );
+            }
+            let placer = Placer {
+                cluster,
+                compute,
+                next_compute: AtomicUsize::new(0),
+            };
+            let policy = (config.policy)().map_err(FrontError::Config)?;
+            let adaptive = Adaptive::new(placer, policy).map_err(|err| FrontError::Config(err.to_string()))?;
+            tenants.insert(tenant.id, adaptive);
+        }
+        Ok(Gateway {
+            tenants,
+            functions: Mutex::new(HashMap::new()),
+            throttled: AtomicU64::new(0),
+            compute_nodes: config.compute_nodes.len(),
+        })
+    })
+}
+
+impl Gateway {
+    async fn invoke(&self, placer: &Adaptive<Placer>, function: String, args: Bytes) -> Response {
+        match placer.invoke(&function, args).await {
+            Ok(invocation) => {
+                let mut functions = self.functions.lock();
+                if functions.len() < MAX_REPORTED_FUNCTIONS || functions.contains_key(&function) {
+                    functions.entry(function).or_default().record(&invocation);
+                }
+                drop(functions);
+                invocation_response(invocation)
+            }
+            Err(err @ ClientError::Throttled { .. }) => {
+                self.throttled.fetch_add(1, Ordering::Relaxed);
+                error_response(err)
+            }
+            Err(err) => error_response(err),
+        }
+    }
+}
+
+impl Service for Gateway {
+    fn call(self: Arc<Self>, tenant: u32, request: Request) -> ServiceFuture {
+        Box::pin(async move {
+            let Some(placer) = self.tenants.get(&tenant) else {
+                return Response::error(Status::Unauthorized, "unknown tenant");
+            };
+            match request {
+                Request::Invoke { trace: true, .. } => not_served("the gateway does not record traces yet"),
+                Request::Invoke { function, args, .. } => self.invoke(placer, function, args).await,
+                request @ (Request::Get { .. }
+                | Request::Put { .. }
+                | Request::Delete { .. }
+                | Request::MultiGet { .. }
+                | Request::Commit { .. }) => match placer.backend().cluster.forward(&request).await {
+                    Ok(response) => response,
+                    Err(err) => error_response(err),
+                },
+                Request::Hello { .. } | Request::Stats => not_served("answered by the listener"),
+            }
+        })
+    }
+
+    fn workers(&self) -> u32 {
+        self.compute_nodes as u32
+    }
+
+    fn stats(&self, out: &mut Vec<StatEntry>) {
+        let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
+        push("gateway.compute_nodes".into(), self.compute_nodes as u64);
+        push("gateway.throttled".into(), self.throttled.load(Ordering::Relaxed));
+        for (id, placer) in &self.tenants {
+            let state = placer.state();
+            push(
+                format!("tenant.{id}.rate_ops"),
+                state.rate_ops.min(u64::MAX as f64) as u64,
+            );
+            push(
+                format!("tenant.{id}.rpc_fraction_ppm"),
+                (state.rpc_fraction * 1e6) as u64,
+            );
+            if let Some(estimate) = state.latency_ns_estimate {
+                push(format!("tenant.{id}.latency_estimate_ns"), estimate as u64);
+            }
+        }
+        for (name, costs) in self.functions.lock().iter() {
+            push(format!("function.{name}.calls_remote"), costs.calls_remote);
+            push(format!("function.{name}.calls_local"), costs.calls_local);
+            push(format!("function.{name}.app_cpu_ns_mean"), costs.app_cpu_ns_mean as u64);
+            push(
+                format!("function.{name}.storage_cpu_ns_mean"),
+                costs.storage_cpu_ns_mean as u64,
+            );
+        }
+    }
+}

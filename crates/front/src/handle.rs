@@ -1,0 +1,165 @@
+//! Starting, running and stopping a gateway or compute node.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use ferry_net::histogram::LatencyHistograms;
+use ferry_net::preauth::PreAuth;
+
+use crate::config::FrontConfig;
+use crate::listener::{ListenerCounters, Service, Shared};
+use crate::FrontError;
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// Families that go up and down; every other one only grows.
+const GAUGES: &[&str] = &[
+    "connections_open",
+    "connections_authenticated",
+    "connections_waiting_hello",
+    "active_workers",
+    "running",
+    "waiting",
+    "rate_ops",
+    "rpc_fraction_ppm",
+    "latency_estimate_ns",
+    "app_cpu_ns_mean",
+    "storage_cpu_ns_mean",
+    "compute_nodes",
+];
+
+/// A running gateway or compute node. Dropping it stops it.
+pub struct FrontHandle {
+    local_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+/// Starts a process: builds its runtime, makes the service in it (`make` may connect to the
+/// nodes behind it), binds, and serves. Returns once it accepts connections. Not callable
+/// from async code (it blocks on its own runtime while connecting).
+pub(crate) fn start<S, F, Fut>(config: FrontConfig, process: &'static str, make: F) -> Result<FrontHandle, FrontError>
+where
+    S: Service,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<S, FrontError>>,
+{
+    config.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads)
+        .thread_name(process)
+        .enable_all()
+        .build()
+        .map_err(FrontError::Start)?;
+    let service = Arc::new(runtime.block_on(make())?);
+    let bind = |addr: SocketAddr| {
+        let _guard = runtime.enter();
+        let listener = std::net::TcpListener::bind(addr).map_err(|source| FrontError::Bind { addr, source })?;
+        listener.set_nonblocking(true).map_err(FrontError::Start)?;
+        TcpListener::from_std(listener).map_err(FrontError::Start)
+    };
+    let listener = bind(config.listen)?;
+    let local_addr = listener.local_addr().map_err(FrontError::Start)?;
+    let metrics = config.metrics_listen.map(bind).transpose()?;
+    let metrics_addr = match &metrics {
+        Some(listener) => Some(listener.local_addr().map_err(FrontError::Start)?),
+        None => None,
+    };
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        service,
+        preauth: PreAuth::new(config.max_unauthenticated),
+        config,
+        counters: ListenerCounters::default(),
+        latency: LatencyHistograms::default(),
+        process,
+    });
+    if let Some(listener) = metrics {
+        let scraped = Arc::clone(&shared);
+        let render: ferry_net::metrics::Render = Arc::new(move || {
+            let mut text = ferry_net::metrics::exposition(scraped.stats(), GAUGES);
+            scraped.latency.render(scraped.process, &mut text);
+            text
+        });
+        runtime.spawn(ferry_net::metrics::serve(listener, render, shutdown_rx.clone()));
+    }
+    runtime.spawn(accept_loop(shared, listener, shutdown_rx));
+    Ok(FrontHandle {
+        local_addr,
+        metrics_addr,
+        shutdown,
+        runtime: Some(runtime),
+    })
+}
+
+async fn accept_loop<S: Service>(shared: Arc<Shared<S>>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => return,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                tokio::spawn(crate::listener::serve(Arc::clone(&shared), stream, shutdown.clone()));
+            }
+            Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
+        }
+    }
+}
+
+impl FrontHandle {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The address of `GET /metrics`, if served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Blocks until SIGINT or SIGTERM.
+    pub fn wait_for_signal(&self) -> std::io::Result<()> {
+        let runtime = self.runtime.as_ref().expect("runtime lives until shutdown");
+        runtime.block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut terminate = signal(SignalKind::terminate())?;
+            let mut interrupt = signal(SignalKind::interrupt())?;
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+            Ok(())
+        })
+    }
+
+    /// Stops accepting and reading; requests in flight are dropped with the runtime.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(runtime) = self.runtime.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                // Called from async code (e.g. a test): blocking on the runtime is not allowed.
+                runtime.shutdown_background();
+            } else {
+                runtime.shutdown_timeout(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+impl Drop for FrontHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

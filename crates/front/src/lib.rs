@@ -1,0 +1,50 @@
+//! The processes in front of ferry's storage nodes, both speaking the ferry protocol:
+//!
+//! - [`gateway`]: Pyxis' scheduler — rate limiter and placement policy per tenant; ship
+//!   compute to the storage node serving an invocation's routing key, or ship data to a
+//!   compute node; data operations routed to their keys' nodes.
+//! - [`compute`]: a compute node — invocations run over the cluster's data with an elastic
+//!   number of active workers ([`workers`]).
+//! - `listener`: framing, hello, the pre-authentication bound and per-connection limits in
+//!   front of either; `handle`: starting and stopping a process, its metrics endpoint.
+//! - [`forward`]: the client runtime's outcomes turned back into protocol answers.
+
+pub mod compute;
+pub mod config;
+pub mod forward;
+pub mod gateway;
+mod handle;
+mod listener;
+pub mod workers;
+
+use std::net::SocketAddr;
+
+use thiserror::Error;
+
+pub use compute::{start_compute, ComputeConfig};
+pub use config::{FrontConfig, FrontTenant};
+pub use gateway::{start_gateway, GatewayConfig, PolicyFactory};
+pub use handle::FrontHandle;
+pub use listener::{ListenerCounters, Service, ServiceFuture, MAX_INFLIGHT_PER_CONNECTION};
+
+/// Why a gateway or compute node could not start.
+#[derive(Debug, Error)]
+pub enum FrontError {
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A node behind it could not be reached.
+    #[error("cannot reach the nodes behind it: {0}")]
+    Backend(String),
+    /// The runtime could not be started.
+    #[error("cannot start: {0}")]
+    Start(std::io::Error),
+}
