@@ -1,4 +1,5 @@
-//! A storage node run as a child process, pinned to its own CPUs, for benchmarks.
+//! A ferry process (storage node, compute node, gateway) run as a child process, pinned
+//! to its own CPUs, for benchmarks and `ferry cluster up`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -34,10 +35,11 @@ pub struct ChildSpec {
     pub extra_args: Vec<String>,
 }
 
-/// A running child node; stopped (SIGTERM, then kill) when dropped.
+/// A running child process; stopped (SIGTERM, then kill) when dropped.
 pub struct ChildServer {
     child: Child,
     addr: String,
+    metrics_addr: Option<String>,
 }
 
 impl ChildServer {
@@ -58,42 +60,59 @@ impl ChildServer {
             command.arg("--keep-warm");
         }
         command.args(&spec.extra_args);
+        ChildServer::start(command, "storage node", false)
+    }
+
+    /// Starts `command` (a `ferry` subcommand that prints `listening on HOST:PORT` first,
+    /// then `metrics on HOST:PORT` if `metrics` says it serves them) and waits for its
+    /// addresses. `what` names it in errors.
+    pub fn start(mut command: Command, what: &str, metrics: bool) -> Result<ChildServer, BenchError> {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|err| BenchError::Server(format!("cannot start {}: {err}", spec.exe.display())))?;
+            .map_err(|err| BenchError::Server(format!("cannot start the {what}: {err}")))?;
         let stdout = child.stdout.take().expect("stdout was piped");
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            let first = lines.next();
-            let _ = sender.send(first);
-            // Keep draining so the child never blocks on a full pipe.
-            for _ in lines {}
-        });
-        let line = match receiver.recv_timeout(START_TIMEOUT) {
-            Ok(Some(Ok(line))) => line,
-            Ok(_) => {
-                let status = child.wait().ok();
-                return Err(BenchError::Server(format!(
-                    "storage node exited before listening ({status:?})"
-                )));
+            for line in BufReader::new(stdout).lines() {
+                // Keep draining after the receiver is gone, so the child never blocks on a
+                // full pipe.
+                let _ = sender.send(line);
             }
-            Err(_) => {
+        });
+        let mut next_line = |prefix: &str| match receiver.recv_timeout(START_TIMEOUT) {
+            Ok(Ok(line)) => line
+                .strip_prefix(prefix)
+                .map(|addr| addr.trim().to_string())
+                .ok_or_else(|| format!("unexpected line from the {what}: {line:?}")),
+            Ok(Err(err)) => Err(format!("cannot read the {what}'s output: {err}")),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child.wait().ok();
+                Err(format!("the {what} exited before listening ({status:?})"))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
                 let _ = child.kill();
-                return Err(BenchError::Server(format!(
-                    "storage node did not start within {START_TIMEOUT:?}"
-                )));
+                Err(format!("the {what} did not start within {START_TIMEOUT:?}"))
             }
         };
-        let addr = line
-            .strip_prefix("listening on ")
-            .ok_or_else(|| BenchError::Server(format!("unexpected first line from the node: {line:?}")))?
-            .trim()
-            .to_string();
-        Ok(ChildServer { child, addr })
+        let addr = next_line("listening on ").map_err(BenchError::Server)?;
+        let metrics_addr = if metrics {
+            Some(next_line("metrics on ").map_err(BenchError::Server)?)
+        } else {
+            None
+        };
+        Ok(ChildServer {
+            child,
+            addr,
+            metrics_addr,
+        })
+    }
+
+    /// `host:port` of its metrics, if it serves them.
+    pub fn metrics_addr(&self) -> Option<&str> {
+        self.metrics_addr.as_deref()
     }
 
     /// `host:port` the child listens on.
@@ -104,6 +123,11 @@ impl ChildServer {
     /// Process id, for CPU accounting.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Whether it has exited (and how), without waiting.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Layout: `main.rs` parses the command line and maps errors to exit codes; each
 //! subcommand lives in its own module and is thin glue over the library crates:
-//! `server_cmd` (storage node), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
+//! `server_cmd` (storage node), `compute_cmd` and `gateway_cmd` (the tier in front of it,
+//! sharing `front_args`), `cluster_cmd` (`cluster up`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
 //! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator), `sim_suite_cmd` (the randomized scenario suite); `connect` holds the flags shared
 //! by commands that talk to a node.
 
@@ -13,9 +14,13 @@ use clap::{Parser, Subcommand};
 mod bench_cmd;
 mod bench_kv_cmd;
 mod check_cmd;
+mod cluster_cmd;
+mod compute_cmd;
 mod connect;
 mod demo_cmd;
 mod fairness_cmd;
+mod front_args;
+mod gateway_cmd;
 mod kv_cmd;
 mod load_cmd;
 mod server_cmd;
@@ -50,6 +55,12 @@ enum Command {
     Demo(demo_cmd::DemoArgs),
     /// Run a storage node (prints `listening on HOST:PORT` first).
     Server(server_cmd::ServerArgs),
+    /// Run a compute node: invocations over the cluster's data, elastic workers.
+    Compute(compute_cmd::ComputeArgs),
+    /// Run the gateway: rate limiter and placement in front of a cluster.
+    Gateway(gateway_cmd::GatewayArgs),
+    /// A whole cluster on this machine: `ferry cluster up`.
+    Cluster(cluster_cmd::ClusterArgs),
     /// Talk to a storage node by hand: put, get, delete, multiget, invoke, stats.
     Kv(kv_cmd::KvArgs),
     /// Load a built-in function's data set into a storage node.
@@ -78,6 +89,9 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => demo_cmd::run(args),
         Command::Server(args) => server_cmd::run(args),
+        Command::Compute(args) => compute_cmd::run(args),
+        Command::Gateway(args) => gateway_cmd::run(args),
+        Command::Cluster(args) => cluster_cmd::run(args),
         Command::Kv(args) => kv_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),

@@ -88,7 +88,7 @@ pub struct ServerArgs {
     node_id: Option<String>,
 }
 
-fn resolve(listen: &str) -> Result<SocketAddr, String> {
+pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
     listen
         .to_socket_addrs()
         .map_err(|err| format!("cannot resolve --listen {listen:?}: {err}"))?

@@ -102,11 +102,57 @@ impl ClusterClient {
         node.commit(reads, writes).await
     }
 
-    /// Sends a data operation (get, put, delete, multiget, commit) as it is to the node
-    /// serving its keys and returns that node's answer whatever its status; refused with
-    /// `cross_slot` if its keys span nodes. See [`Client::forward`].
+    /// Sends a data operation (get, put, delete, multiget, commit) to the node serving its
+    /// keys and returns that node's answer whatever its status (see [`Client::forward`]);
+    /// `cross_slot` if the keys it reads or writes span nodes.
+    ///
+    /// A read whose validation set names other nodes' objects (a client running a function
+    /// over the cluster through a gateway) is read with its own node's part, and the other
+    /// nodes' parts are validated after it: each of those objects was then current from
+    /// its read to that validation, so all of them were at this read (the argument of
+    /// `local`). A changed one answers `tx_abort`.
     pub async fn forward(&self, request: &Request) -> Result<Response, ClientError> {
-        self.node_for_all(request.keys())?.forward(request).await
+        let (read_keys, validate): (Vec<&[u8]>, &[ReadVersion]) = match request {
+            Request::Get { key, validate, .. } => (vec![&key[..]], validate),
+            Request::MultiGet { keys, validate, .. } => (keys.iter().map(|k| &k[..]).collect(), validate),
+            _ => return self.node_for_all(request.keys())?.forward(request).await,
+        };
+        let home = match self.map.single_owner(read_keys.iter().copied()) {
+            Ok(Some(owner)) => owner.id.clone(),
+            Ok(None) => return self.node_for_all(request.keys())?.forward(request).await,
+            Err(spread) => return Err(ClientError::server(Status::CrossSlot, spread.to_string())),
+        };
+        let (here, elsewhere): (Vec<ReadVersion>, Vec<ReadVersion>) = validate
+            .iter()
+            .cloned()
+            .partition(|read| self.map.owner(&read.key).id == home);
+        if elsewhere.is_empty() {
+            return self.nodes[&home].forward(request).await;
+        }
+        let mut local = request.clone();
+        if let Request::Get { validate, .. } | Request::MultiGet { validate, .. } = &mut local {
+            *validate = here;
+        }
+        let response = self.nodes[&home].forward(&local).await?;
+        if !matches!(response.status, Status::Ok | Status::NotFound) {
+            return Ok(response);
+        }
+        let mut by_node: HashMap<&str, Vec<ReadVersion>> = HashMap::new();
+        for read in elsewhere {
+            by_node.entry(&self.map.owner(&read.key).id).or_default().push(read);
+        }
+        for (node, reads) in by_node {
+            let check = Request::MultiGet {
+                table: reads[0].table.clone(),
+                keys: Vec::new(),
+                validate: reads,
+            };
+            let checked = self.nodes[node].forward(&check).await?;
+            if checked.status != Status::Ok {
+                return Ok(checked);
+            }
+        }
+        Ok(response)
     }
 
     /// The node an invocation of `function` starts on: the one serving its routing key, or

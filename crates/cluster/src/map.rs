@@ -243,8 +243,23 @@ impl ClusterMap {
         self.nodes.iter().find(|n| n.id == id)
     }
 
+    /// The map in the file format [`ClusterMap::parse`] reads.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let ranges: Vec<String> = node.slots.iter().map(|(lo, hi)| format!("\"{lo}-{hi}\"")).collect();
+            out.push_str(&format!(
+                "[[node]]\nid = {:?}\naddr = {:?}\nslots = [{}]\n\n",
+                node.id,
+                node.addr,
+                ranges.join(", ")
+            ));
+        }
+        out
+    }
+
     /// A map of `addrs.len()` nodes named `s1`, `s2`, … splitting the slots into equal
-    /// contiguous ranges (what `ferry cluster up` will write).
+    /// contiguous ranges (what `ferry cluster up` writes).
     pub fn even(addrs: &[String]) -> Result<ClusterMap, MapError> {
         let n = addrs.len().max(1) as u32;
         let nodes = addrs

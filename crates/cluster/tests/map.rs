@@ -107,3 +107,10 @@ proptest! {
         prop_assert_eq!(owner, expected);
     }
 }
+
+#[test]
+fn the_written_map_reads_back_the_same() {
+    let addrs: Vec<String> = (0..3).map(|i| format!("127.0.0.1:77{i:02}")).collect();
+    let map = ClusterMap::even(&addrs).unwrap();
+    assert_eq!(ClusterMap::parse(&map.to_toml()).unwrap(), map);
+}

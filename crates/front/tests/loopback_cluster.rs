@@ -67,6 +67,22 @@ async fn data_operations_through_the_gateway_land_on_their_owners() {
     assert_eq!(err.status(), Some(Status::CrossSlot), "{err}");
     assert!(gateway.get("t", a.as_bytes()).await.unwrap().is_none());
     assert!(gateway.get("t", b.as_bytes()).await.unwrap().is_none());
+    // A read validating objects on the other node (what a function run by a client
+    // through the gateway sends): served while they are current, `tx_abort` once one changed.
+    gateway.put("t", a.as_bytes(), b"1").await.unwrap();
+    let version = gateway.get("t", a.as_bytes()).await.unwrap().unwrap().version;
+    let read_b = |version: u64| ferry_proto::Request::Get {
+        table: "t".into(),
+        key: Bytes::copy_from_slice(b.as_bytes()),
+        validate: vec![ferry_proto::ReadVersion {
+            table: "t".into(),
+            key: Bytes::copy_from_slice(a.as_bytes()),
+            version,
+        }],
+    };
+    assert_eq!(gateway.call(&read_b(version)).await.unwrap().status, Status::NotFound);
+    gateway.put("t", a.as_bytes(), b"2").await.unwrap();
+    assert_eq!(gateway.call(&read_b(version)).await.unwrap().status, Status::TxAbort);
     // Not found and a multiget of one node's keys pass through as the node answered.
     assert_eq!(gateway.get("t", b"never-written").await.unwrap(), None);
     let keys = vec![
@@ -123,6 +139,9 @@ async fn invocations_placed_either_way_give_the_single_node_results() {
             // The gateway places it; to the client it is one remote invocation.
             let placed = invoke_admitted(&gateway, "traverse", walk(start)).await;
             assert_eq!(placed, expected, "{policy}: traverse from {start}");
+            // Run by the client itself, each access through the gateway.
+            let here = gateway.invoke_local("traverse", walk(start)).await.unwrap().result;
+            assert_eq!(here, expected, "{policy}: local traverse from {start}");
         }
         let compute = client(cluster.compute.local_addr()).await;
         let ran_on_compute = stat(&compute, "compute.invocations").await;

@@ -1,0 +1,271 @@
+//! `ferry cluster up`: a whole cluster on this machine's loopback — storage nodes, compute
+//! nodes and a gateway as child processes, pinned, until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use ferry_bench::child::ChildServer;
+use ferry_cluster::ClusterMap;
+
+use crate::CmdResult;
+
+/// Most processes of one kind `cluster up` starts.
+const MAX_NODES: usize = 64;
+
+/// How often the children are checked for having exited.
+const CHILD_POLL: Duration = Duration::from_millis(200);
+
+/// Flags of `ferry cluster`.
+#[derive(clap::Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    command: ClusterCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum ClusterCommand {
+    /// Start storage nodes, compute nodes and a gateway on loopback; prints their
+    /// addresses and runs until SIGINT or SIGTERM. Loads nothing.
+    Up(UpArgs),
+}
+
+#[derive(clap::Args)]
+struct UpArgs {
+    /// Storage nodes, sharing the 16,384 slots evenly.
+    #[arg(long, default_value_t = 2)]
+    storage_nodes: usize,
+    /// Compute nodes behind the gateway.
+    #[arg(long, default_value_t = 1)]
+    compute_nodes: usize,
+    /// The tenant every process lets in, as ID:TOKEN.
+    #[arg(long, default_value = "1:ferry")]
+    tenant: String,
+    /// The gateway's placement policy (the specs of `ferry bench --policy`).
+    #[arg(long, default_value = "balance")]
+    policy: String,
+    /// Worker threads of each storage node.
+    #[arg(long, default_value_t = 1)]
+    cores: usize,
+    /// Most active workers of each compute node.
+    #[arg(long, default_value_t = 2)]
+    max_workers: u32,
+    /// Write the addresses as JSON here once everything listens (`gateway`, and
+    /// `storage_nodes` / `compute_nodes`: arrays of `{addr, pid, metrics}`).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Directory for the cluster map (default: a fresh one under the system's temp dir).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+/// One started process, as the JSON names it.
+#[derive(Serialize)]
+struct ProcessInfo {
+    addr: String,
+    pid: u32,
+    metrics: String,
+}
+
+#[derive(Serialize)]
+struct ClusterInfo {
+    gateway: String,
+    gateway_pid: u32,
+    gateway_metrics: String,
+    storage_nodes: Vec<ProcessInfo>,
+    compute_nodes: Vec<ProcessInfo>,
+    cluster_map: PathBuf,
+}
+
+fn info(child: &ChildServer) -> ProcessInfo {
+    ProcessInfo {
+        addr: child.addr().to_string(),
+        pid: child.pid(),
+        metrics: child.metrics_addr().unwrap_or_default().to_string(),
+    }
+}
+
+/// CPUs for the storage side and for the rest: the first half of the machine's CPUs
+/// serve the storage nodes, the second half compute and gateway (on two CPUs: CPU 0 and
+/// CPU 1, as the benchmarks pin them); one CPU is not split.
+fn cpu_halves() -> (Vec<usize>, Vec<usize>) {
+    let cpus = ferry_bench::affinity::online_cpus();
+    if cpus < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    let storage = (0..cpus / 2).collect();
+    let rest = (cpus / 2..cpus).collect();
+    (storage, rest)
+}
+
+/// `--cpu-set` for the `index`-th process of a side (round robin over its CPUs).
+fn cpu_flag(cpus: &[usize], index: usize) -> Vec<String> {
+    match cpus.len() {
+        0 => Vec::new(),
+        n => vec!["--cpu-set".into(), cpus[index % n].to_string()],
+    }
+}
+
+fn ferry(exe: &Path, subcommand: &str, common: &[String]) -> Command {
+    let mut command = Command::new(exe);
+    command.arg(subcommand).args(common);
+    command
+}
+
+pub fn run(args: ClusterArgs) -> CmdResult {
+    let ClusterCommand::Up(args) = args.command;
+    up(args)
+}
+
+fn up(args: UpArgs) -> CmdResult {
+    if !(1..=MAX_NODES).contains(&args.storage_nodes) || args.compute_nodes > MAX_NODES {
+        return Err(format!("--storage-nodes must be 1 to {MAX_NODES} and --compute-nodes at most {MAX_NODES}").into());
+    }
+    ferry_server::config::parse_tenant_flag(&args.tenant)?;
+    ferry_experiment::spec::parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("ferry-cluster-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    // The map names the storage nodes' addresses before they start: take free ports now.
+    let addrs = (0..args.storage_nodes)
+        .map(|_| {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0")?;
+            Ok(probe.local_addr()?.to_string())
+        })
+        .collect::<std::io::Result<Vec<String>>>()?;
+    let map = ClusterMap::even(&addrs)?;
+    let map_path = dir.join("cluster.toml");
+    std::fs::write(&map_path, map.to_toml()).map_err(|err| format!("cannot write {}: {err}", map_path.display()))?;
+    let common: Vec<String> = vec![
+        "--cluster-map".into(),
+        map_path.display().to_string(),
+        "--tenant".into(),
+        args.tenant.clone(),
+        "--metrics".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let (storage_cpus, other_cpus) = cpu_halves();
+
+    let mut storage = Vec::new();
+    for (index, node) in map.nodes().iter().enumerate() {
+        let mut command = ferry(&exe, "server", &common);
+        command
+            .args(["--listen", &node.addr, "--node-id", &node.id])
+            .args(["--cores", &args.cores.to_string()])
+            .args(cpu_flag(&storage_cpus, index));
+        storage.push(ChildServer::start(command, &format!("storage node {}", node.id), true)?);
+    }
+    let mut compute = Vec::new();
+    for index in 0..args.compute_nodes {
+        let mut command = ferry(&exe, "compute", &common);
+        command
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--max-workers", &args.max_workers.to_string()])
+            .args(cpu_flag(&other_cpus, index));
+        compute.push(ChildServer::start(
+            command,
+            &format!("compute node {}", index + 1),
+            true,
+        )?);
+    }
+    let mut command = ferry(&exe, "gateway", &common);
+    command
+        .args(["--listen", "127.0.0.1:0", "--policy", &args.policy])
+        .args([
+            "--cores",
+            &format!(
+                "{},{}",
+                args.storage_nodes * args.cores,
+                (args.compute_nodes as u32 * args.max_workers).max(1)
+            ),
+        ])
+        .args(cpu_flag(&other_cpus, args.compute_nodes));
+    for node in &compute {
+        command.args(["--compute", node.addr()]);
+    }
+    let gateway = ChildServer::start(command, "gateway", true)?;
+
+    let cluster = ClusterInfo {
+        gateway: gateway.addr().to_string(),
+        gateway_pid: gateway.pid(),
+        gateway_metrics: gateway.metrics_addr().unwrap_or_default().to_string(),
+        storage_nodes: storage.iter().map(info).collect(),
+        compute_nodes: compute.iter().map(info).collect(),
+        cluster_map: map_path.clone(),
+    };
+    let mut stdout = std::io::stdout();
+    writeln!(
+        stdout,
+        "gateway on {} (metrics {})",
+        cluster.gateway, cluster.gateway_metrics
+    )?;
+    for (node, process) in map.nodes().iter().zip(&cluster.storage_nodes) {
+        writeln!(
+            stdout,
+            "storage node {} on {} (pid {}, metrics {})",
+            node.id, process.addr, process.pid, process.metrics
+        )?;
+    }
+    for (index, process) in cluster.compute_nodes.iter().enumerate() {
+        writeln!(
+            stdout,
+            "compute node {} on {} (pid {}, metrics {})",
+            index + 1,
+            process.addr,
+            process.pid,
+            process.metrics
+        )?;
+    }
+    writeln!(stdout, "cluster map {}", map_path.display())?;
+    stdout.flush()?;
+    if let Some(path) = &args.json {
+        // Written whole, then renamed: a reader never sees half a file.
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, serde_json::to_string_pretty(&cluster)?)
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    }
+    eprintln!(
+        "try: ferry kv --server {} put t k v; SIGINT or SIGTERM stops the cluster",
+        cluster.gateway
+    );
+    let mut children: Vec<(String, ChildServer)> = Vec::new();
+    children.push(("gateway".into(), gateway));
+    children.extend(compute.into_iter().map(|c| ("compute node".to_string(), c)));
+    children.extend(storage.into_iter().map(|c| ("storage node".to_string(), c)));
+    let exited = wait_for_signal_or_exit(&mut children)?;
+    // Dropping the children stops them: the gateway first, the storage nodes last.
+    drop(children);
+    match exited {
+        Some(what) => Err(format!("{what}; the cluster was stopped").into()),
+        None => Ok(()),
+    }
+}
+
+/// Waits for SIGINT or SIGTERM (`None`) or for a child to exit (what exited).
+fn wait_for_signal_or_exit(children: &mut [(String, ChildServer)]) -> Result<Option<String>, std::io::Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        loop {
+            tokio::select! {
+                _ = terminate.recv() => return Ok(None),
+                _ = interrupt.recv() => return Ok(None),
+                _ = tokio::time::sleep(CHILD_POLL) => {}
+            }
+            for (what, child) in children.iter_mut() {
+                if let Some(status) = child.exited() {
+                    return Ok(Some(format!("the {what} on {} exited ({status})", child.addr())));
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,105 @@
+//! Flags shared by `ferry gateway` and `ferry compute`, and their common run loop.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ferry_cluster::ClusterMap;
+use ferry_front::{FrontConfig, FrontHandle, FrontTenant};
+
+use crate::CmdResult;
+
+/// How a process in front of the storage nodes listens, whom it lets in, and where the
+/// storage nodes are.
+#[derive(clap::Args)]
+pub struct FrontArgs {
+    /// The cluster map every process reads (TOML: [[node]] id, addr, slots = ["0-8191"]).
+    #[arg(long)]
+    cluster_map: PathBuf,
+    /// A tenant as ID:TOKEN; repeatable. The same pair authenticates this process to the
+    /// nodes behind it.
+    #[arg(long = "tenant", value_name = "ID:TOKEN", required = true)]
+    tenants: Vec<String>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address (port 0: any free one;
+    /// printed as `metrics on HOST:PORT` after the `listening on` line).
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Threads of its runtime.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Most simultaneous authenticated connections (default 4096).
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Longest a connection may take to authenticate before it is closed (default 5s).
+    #[arg(long, value_parser = crate::parse_std_duration)]
+    hello_timeout: Option<Duration>,
+    /// Most connections waiting to authenticate at once (default 256); a new one evicts
+    /// the oldest.
+    #[arg(long)]
+    max_unauthenticated: Option<usize>,
+    /// Pin the process to these CPUs (e.g. 1 or 1-3).
+    #[arg(long)]
+    cpu_set: Option<String>,
+}
+
+impl FrontArgs {
+    /// Pins the process (before any thread starts, so every thread inherits the mask).
+    pub fn pin(&self) -> CmdResult {
+        if let Some(cpu_set) = &self.cpu_set {
+            let cpus = ferry_bench::affinity::parse_cpu_set(cpu_set)?;
+            ferry_bench::affinity::pin_current_thread(&cpus)?;
+        }
+        Ok(())
+    }
+
+    /// The cluster map, read and checked.
+    pub fn cluster_map(&self) -> Result<ClusterMap, String> {
+        let path = &self.cluster_map;
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read --cluster-map {}: {err}", path.display()))?;
+        ClusterMap::parse(&text).map_err(|err| format!("--cluster-map {}: {err}", path.display()))
+    }
+
+    /// The listening configuration for `listen`.
+    pub fn front_config(&self, listen: &str) -> Result<FrontConfig, String> {
+        let mut tenants = Vec::new();
+        for flag in &self.tenants {
+            let tenant = ferry_server::config::parse_tenant_flag(flag).map_err(|err| err.to_string())?;
+            tenants.push(FrontTenant {
+                id: tenant.id,
+                token: tenant.token,
+            });
+        }
+        let mut config = FrontConfig::new(crate::server_cmd::resolve(listen)?, tenants);
+        if let Some(metrics) = &self.metrics {
+            let addr = crate::server_cmd::resolve(metrics).map_err(|err| err.replace("--listen", "--metrics"))?;
+            config.metrics_listen = Some(addr);
+        }
+        config.threads = self.threads;
+        if let Some(max) = self.max_connections {
+            config.max_connections = max;
+        }
+        if let Some(timeout) = self.hello_timeout {
+            config.hello_timeout = timeout;
+        }
+        if let Some(max) = self.max_unauthenticated {
+            config.max_unauthenticated = max;
+        }
+        Ok(config)
+    }
+}
+
+/// Prints the addresses (the first stdout line is a contract: tools read the port from
+/// it), then serves until SIGINT or SIGTERM.
+pub fn serve_until_signal(handle: FrontHandle, what: &str) -> CmdResult {
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "listening on {}", handle.local_addr())?;
+    if let Some(metrics) = handle.metrics_addr() {
+        writeln!(stdout, "metrics on {metrics}")?;
+    }
+    stdout.flush()?;
+    eprintln!("ferry {what}; SIGINT or SIGTERM stops it");
+    handle.wait_for_signal()?;
+    handle.shutdown();
+    Ok(())
+}
