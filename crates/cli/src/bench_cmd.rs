@@ -18,7 +18,8 @@ const MAX_DURATION: Duration = Duration::from_secs(3600);
 /// Flags shared by `ferry bench` and `ferry sweep`: where the two sides run.
 #[derive(clap::Args, Clone, Debug)]
 pub struct TestbedArgs {
-    /// Use this running storage node (tenant/token below) instead of starting one.
+    /// Use this running storage node or gateway (tenant/token below) instead of starting
+    /// a node.
     #[arg(long)]
     pub server: Option<String>,
     /// Tenant id.
