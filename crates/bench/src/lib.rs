@@ -32,6 +32,7 @@ pub mod loadgen;
 pub mod placement;
 pub mod redis;
 pub mod report;
+pub mod social;
 pub mod sweep;
 pub mod testbed;
 pub mod zipf;

@@ -39,3 +39,25 @@ pub async fn load_dataset(
     }
     Ok(objects.len())
 }
+
+/// Loads the social application's graph for `vertices` vertices (four tables) and its
+/// `auth` users (one per vertex, scrypt cost `log_n`); returns the objects written.
+pub async fn load_social(client: &Client, vertices: u64, log_n: u8, seed: u64) -> Result<usize, ClientError> {
+    use ferry_func::builtins::{auth, social};
+    let mut by_table: Vec<(&'static str, Vec<(Bytes, Bytes)>)> = Vec::new();
+    for (table, key, value) in social::dataset(vertices, seed) {
+        match by_table.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, rows)) => rows.push((key, value)),
+            None => by_table.push((table, vec![(key, value)])),
+        }
+    }
+    let users: Vec<(Bytes, Bytes)> = auth::dataset(vertices, log_n, seed)
+        .collect::<Result<_, _>>()
+        .map_err(|err| ClientError::Invalid(err.to_string()))?;
+    by_table.push((auth::TABLE, users));
+    let mut written = 0;
+    for (table, rows) in by_table {
+        written += load_dataset(client, table, rows).await?;
+    }
+    Ok(written)
+}

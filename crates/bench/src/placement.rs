@@ -285,7 +285,8 @@ pub fn validate(config: &PlacementBenchConfig) -> Result<(), BenchError> {
 }
 
 /// Loads what the workload's functions read: the graph `traverse` walks (`nodes` nodes,
-/// values as large as the largest object) and, for YCSB-T, the accounts.
+/// values as large as the largest object), for YCSB-T the accounts, and for the social
+/// application its graph and users.
 pub async fn load_graph(
     client: &ferry_client::Client,
     workload: &Workload,
@@ -300,6 +301,10 @@ pub async fn load_graph(
     if let Some(accounts) = ycsbt_accounts(workload) {
         let data: Vec<(Bytes, Bytes)> = ycsbt::dataset(accounts, bytes, seed).collect();
         crate::load::load_dataset(client, ycsbt::TABLE, data).await?;
+    }
+    if let Some(vertices) = crate::social::social_vertices(workload) {
+        let log_n = ferry_func::builtins::auth::DEFAULT_LOG_N;
+        crate::load::load_social(client, vertices, log_n, seed).await?;
     }
     Ok(())
 }
@@ -318,7 +323,7 @@ async fn node_counter(client: &ferry_client::Client, name: &str) -> Option<u64> 
 pub fn ycsbt_accounts(workload: &Workload) -> Option<u64> {
     workload.functions.iter().find_map(|f| match f.kind {
         FunctionKind::YcsbtRead { accounts } | FunctionKind::YcsbtTransfer { accounts } => Some(accounts),
-        FunctionKind::Traverse => None,
+        FunctionKind::Traverse | FunctionKind::Social { .. } => None,
     })
 }
 
@@ -365,7 +370,7 @@ impl Requests {
                 FunctionKind::YcsbtRead { accounts } | FunctionKind::YcsbtTransfer { accounts } => {
                     Zipf::new(accounts, YCSB_THETA).map(Some).map_err(BenchError::Invalid)
                 }
-                FunctionKind::Traverse => Ok(None),
+                FunctionKind::Traverse | FunctionKind::Social { .. } => Ok(None),
             })
             .collect::<Result<_, _>>()?;
         Ok(Requests { zipf })
@@ -376,6 +381,7 @@ impl Requests {
         let compute_ns = compute_ns(function.compute, function.dist, rng);
         let zipf = self.zipf[index].as_ref();
         match (function.kind, zipf) {
+            (FunctionKind::Social { op, vertices }, _) => crate::social::request(op, vertices, rng),
             (FunctionKind::YcsbtRead { .. }, Some(zipf)) => (
                 ycsbt::NAME,
                 ycsbt::YcsbtArgs::Read {

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use ferry_func::builtins::{aggregate, auth, noop, traverse, ycsbt};
+use ferry_func::builtins::{aggregate, auth, noop, social, traverse, ycsbt};
 
 use crate::connect::ConnectArgs;
 use crate::CmdResult;
@@ -15,7 +15,8 @@ use crate::CmdResult;
 8-byte little-endian number (the built-ins' keys, e.g. `get graph u64:5`).\n\
 Built-in invoke arguments: traverse 'start=0,depth=2,compute=1us'; ycsbt 'read,account=3' or \
 'transfer,from=1,to=2,amount=5'; aggregate 'keys=0..10,compute=100ns' (or keys=1+2+3); \
-auth 'user=user1,password=password-1'; noop ''. Other functions take raw text or 0x... hex.")]
+auth 'user=user1,password=password-1'; social.aggrv, social.aggrs 'vertex=3'; social.topk \
+'vertex=3,k=5,compute=5us'; noop ''. Other functions take raw text or 0x... hex.")]
 pub struct KvArgs {
     #[command(flatten)]
     connect: ConnectArgs,
@@ -187,6 +188,28 @@ pub fn invoke_args(function: &str, text: &str) -> Result<Bytes, String> {
                 match key {
                     "user" => args.user = Bytes::copy_from_slice(value.as_bytes()),
                     "password" => args.password = Bytes::copy_from_slice(value.as_bytes()),
+                    _ => return Err(unknown(key, function)),
+                }
+            }
+            Ok(args.encode())
+        }
+        social::AGGR_V | social::TOP_K | social::AGGR_S => {
+            let mut args = social::VertexArgs {
+                vertex: 0,
+                k: if function == social::TOP_K { 5 } else { 0 },
+                compute_ns: if function == social::TOP_K {
+                    social::TOP_K_SCORE_NS_DEFAULT
+                } else {
+                    0
+                },
+            };
+            for (key, value) in params(text)? {
+                match key {
+                    "vertex" => args.vertex = number(value, key)?,
+                    "k" if function == social::TOP_K => {
+                        args.k = u32::try_from(number(value, key)?).map_err(|_| "k too large".to_string())?
+                    }
+                    "compute" => args.compute_ns = compute_ns(value)?,
                     _ => return Err(unknown(key, function)),
                 }
             }

@@ -84,6 +84,20 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
     assert!(load.status.success(), "{}", text(&load));
     let invoke = kv(&["invoke", "traverse", "start=5,depth=8"]);
     assert!(text(&invoke).contains("reached node"), "{}", text(&invoke));
+    // The social application: its graph over both nodes, top-k reading across them.
+    let social = ferry()
+        .args(["load", "--server", &gateway, "social", "--keys", "200"])
+        .output()
+        .unwrap();
+    assert!(social.status.success(), "{}", text(&social));
+    for (function, args) in [
+        ("social.topk", "vertex=3,k=4"),
+        ("social.aggrv", "vertex=7"),
+        ("auth", "user=user9,password=password-9"),
+    ] {
+        let invoke = kv(&["invoke", function, args]);
+        assert!(invoke.status.success(), "{function}: {}", text(&invoke));
+    }
 
     let processes = storage
         .iter()

@@ -20,6 +20,7 @@ pub mod phases;
 pub mod plot;
 pub mod policy_spec;
 pub mod scaling;
+pub mod social;
 pub mod spec;
 pub mod tasks;
 pub mod timeline;

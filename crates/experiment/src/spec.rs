@@ -88,7 +88,7 @@ pub enum SpecError {
         range: &'static str,
     },
     /// An unknown workload name.
-    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., task:..., random-tasks:..., phases:..., ycsbt:... or bimodal:...)")]
+    #[error("unknown workload '{name}' (expected {PRESETS}, traverse:..., task:..., random-tasks:..., phases:..., ycsbt:..., social[:...] or bimodal:...)")]
     UnknownWorkload {
         /// The name found.
         name: String,
@@ -530,6 +530,12 @@ pub fn parse_workload(input: &str) -> Result<Workload, SpecError> {
     }
     if s == "ycsbt" {
         return parse_ycsbt("");
+    }
+    if s == "social" {
+        return crate::social::parse_social("");
+    }
+    if let Some(params) = s.strip_prefix("social:") {
+        return crate::social::parse_social(params);
     }
     if let Some(params) = s.strip_prefix("ycsbt:") {
         return parse_ycsbt(params);

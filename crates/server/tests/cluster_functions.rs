@@ -14,11 +14,12 @@ use bytes::Bytes;
 use common::*;
 use ferry_client::{Client, ClientConfig, ClusterClient, Invocation};
 use ferry_cluster::ClusterMap;
-use ferry_func::builtins::{aggregate, traverse, ycsbt};
+use ferry_func::builtins::{aggregate, auth, social, traverse, ycsbt};
 use ferry_proto::Status;
 
 const GRAPH_NODES: u64 = 300;
 const ACCOUNTS: u64 = 32;
+const SOCIAL_VERTICES: u64 = 40;
 
 async fn cluster_client(map: &ClusterMap) -> ClusterClient {
     let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
@@ -48,6 +49,35 @@ where
     for (key, value) in ycsbt::dataset(ACCOUNTS, 16, 7) {
         put(ycsbt::TABLE, key, value).await;
     }
+    for (table, key, value) in social::dataset(SOCIAL_VERTICES, 7) {
+        put(table, key, value).await;
+    }
+    for user in auth::dataset(SOCIAL_VERTICES, auth::DEFAULT_LOG_N, 7) {
+        let (key, value) = user.unwrap();
+        put(auth::TABLE, key, value).await;
+    }
+}
+
+/// The social application's requests for vertex `v`: (function, arguments).
+fn social_requests(v: u64) -> [(&'static str, Bytes); 4] {
+    let args = |k| {
+        social::VertexArgs {
+            vertex: v,
+            k,
+            compute_ns: 0,
+        }
+        .encode()
+    };
+    let check = auth::AuthArgs {
+        user: auth::username(v),
+        password: auth::password(v),
+    };
+    [
+        (social::AGGR_V, args(0)),
+        (social::TOP_K, args(5)),
+        (social::AGGR_S, args(0)),
+        (auth::NAME, check.encode()),
+    ]
 }
 
 async fn handoffs(map: &ClusterMap) -> u64 {
@@ -155,6 +185,20 @@ async fn functions_across_nodes_give_the_single_node_results() {
         cluster.invoke_local("aggregate", samples).await.unwrap().result,
         expected
     );
+
+    // The social application: top-k reads neighbours on both nodes (handed off), the
+    // others stay on the vertex's node.
+    for v in (0..SOCIAL_VERTICES).step_by(3) {
+        for (function, args) in social_requests(v) {
+            let expected = one.invoke_remote(function, args.clone()).await.unwrap().result;
+            assert_eq!(one.invoke_local(function, args.clone()).await.unwrap().result, expected);
+            assert_eq!(
+                cluster.invoke_remote(function, args.clone()).await.unwrap().result,
+                expected
+            );
+            assert_eq!(cluster.invoke_local(function, args).await.unwrap().result, expected);
+        }
+    }
 
     // A transfer on one node runs there, with no handoff, and applies.
     let (a, b) = same_node_pair(&map);

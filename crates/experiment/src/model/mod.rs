@@ -93,7 +93,7 @@ mod cluster;
 mod workload;
 
 pub use cluster::{nodes_of_group, ClusterConfig, CostModel, Sharding};
-pub use workload::{ComputeDist, FunctionKind, FunctionSpec, PhaseMix, Workload, SLOWDOWN_FLOOR};
+pub use workload::{ComputeDist, FunctionKind, FunctionSpec, PhaseMix, SocialOp, Workload, SLOWDOWN_FLOOR};
 
 pub(crate) fn out_of_range(name: &str, range: &'static str, value: impl ToString) -> ExperimentError {
     ExperimentError::OutOfRange {

@@ -32,6 +32,27 @@ pub enum FunctionKind {
         /// Accounts in the table.
         accounts: u64,
     },
+    /// One of the social application's functions on a graph of `vertices` vertices
+    /// (uniformly chosen).
+    Social {
+        /// Which function.
+        op: SocialOp,
+        /// Vertices in the graph.
+        vertices: u64,
+    },
+}
+
+/// The social application's functions (Pyxis §VI-C).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocialOp {
+    /// Aggregation over one vertex's vectors: IO-heavy, compute-light.
+    AggrV,
+    /// Nearest neighbours by embedding distance: IO-heavy, compute-heavy.
+    TopK,
+    /// Aggregation over one vertex's scalars: IO-light, compute-light.
+    AggrS,
+    /// scrypt password check: IO-light, compute-heavy.
+    Auth,
 }
 
 /// One storage function of the workload (Pyxis' task: accesses, object size, computation).

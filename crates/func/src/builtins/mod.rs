@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod auth;
 pub mod noop;
+pub mod social;
 pub mod traverse;
 pub mod ycsbt;
 
@@ -22,6 +23,9 @@ pub const ALL: &[(&str, StorageFn, RouteFn)] = &[
     (ycsbt::NAME, ycsbt::run, ycsbt::route),
     (aggregate::NAME, aggregate::run, aggregate::route),
     (auth::NAME, auth::run, auth::route),
+    (social::AGGR_V, social::aggr_v, social::route),
+    (social::TOP_K, social::top_k, social::route),
+    (social::AGGR_S, social::aggr_s, social::route),
 ];
 
 /// Largest emulated work per access a built-in accepts (1 ms): beyond that a "storage
