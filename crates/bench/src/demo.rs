@@ -20,13 +20,20 @@ const DEMO_TENANT: u32 = 1;
 /// Its token (the node is bound to loopback only).
 const DEMO_TOKEN: &str = "ferry";
 
-/// Settings of a demo.
+/// One part of a demo: a workload run under each of its policies.
 #[derive(Clone, Debug)]
-pub struct DemoConfig {
-    /// Workload run under every policy.
+pub struct DemoPart {
+    /// Workload run under every policy of the part.
     pub workload: Workload,
     /// Policies, in order.
     pub policies: Vec<PolicySpec>,
+}
+
+/// Settings of a demo.
+#[derive(Clone, Debug)]
+pub struct DemoConfig {
+    /// The parts, in order (each loads its workload's data first).
+    pub parts: Vec<DemoPart>,
     /// Latency objective.
     pub slo: Duration,
     /// Length of each policy's run.
@@ -45,8 +52,8 @@ pub struct DemoConfig {
 
 /// What the demo measured.
 pub struct DemoReport {
-    /// One report per policy, in order.
-    pub runs: Vec<PlacementReport>,
+    /// Per part, one report per policy, in order.
+    pub runs: Vec<Vec<PlacementReport>>,
     /// Where the HTML report is.
     pub report_path: PathBuf,
     /// Whether the two sides were pinned apart.
@@ -111,32 +118,37 @@ pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoRe
             " (not pinned: fewer than 2 CPUs)"
         }
     ));
+    let total: usize = config.parts.iter().map(|part| part.policies.len()).sum();
+    let mut done = 0;
     let mut runs = Vec::new();
-    for (index, policy) in config.policies.iter().enumerate() {
-        progress(&format!(
-            "[{}/{}] {} on {} for {:?}",
-            index + 1,
-            config.policies.len(),
-            policy.name(),
-            config.workload.label,
-            config.duration_each
-        ));
-        let bench = PlacementBenchConfig {
-            testbed: testbed_config.clone(),
-            workload: config.workload.clone(),
-            policy: policy.clone(),
-            slo: config.slo,
-            quantile: 0.99,
-            duration: config.duration_each,
-            seed: config.seed,
-            graph_nodes: config.graph_nodes,
-            timeline_interval: Duration::from_millis(50),
-            progress: config.progress,
-        };
-        crate::placement::validate(&bench)?;
-        // The graph is loaded once, by the first run.
-        let report = testbed.runtime.block_on(run_on(&testbed, &bench, index == 0))?;
-        runs.push(report);
+    for part in &config.parts {
+        let mut part_runs = Vec::new();
+        for (index, policy) in part.policies.iter().enumerate() {
+            done += 1;
+            progress(&format!(
+                "[{done}/{total}] {} on {} for {:?}",
+                policy.name(),
+                part.workload.label,
+                config.duration_each
+            ));
+            let bench = PlacementBenchConfig {
+                testbed: testbed_config.clone(),
+                workload: part.workload.clone(),
+                policy: policy.clone(),
+                slo: config.slo,
+                quantile: 0.99,
+                duration: config.duration_each,
+                seed: config.seed,
+                graph_nodes: config.graph_nodes,
+                timeline_interval: Duration::from_millis(50),
+                progress: config.progress,
+            };
+            crate::placement::validate(&bench)?;
+            // A part's data is loaded once, by its first run.
+            let report = testbed.runtime.block_on(run_on(&testbed, &bench, index == 0))?;
+            part_runs.push(report);
+        }
+        runs.push(part_runs);
     }
     drop(testbed);
     node.shutdown();
@@ -151,11 +163,13 @@ pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoRe
 fn write_report(
     dir: &Path,
     config: &DemoConfig,
-    runs: &[PlacementReport],
+    runs: &[Vec<PlacementReport>],
     pinned: bool,
 ) -> Result<PathBuf, BenchError> {
+    let labels: Vec<&str> = config.parts.iter().map(|part| part.workload.label.as_str()).collect();
+    let runs: Vec<&PlacementReport> = runs.iter().flatten().collect();
     let mut facts = vec![
-        ("workload".to_string(), config.workload.label.clone()),
+        ("workloads".to_string(), labels.join(", ")),
         (
             "SLO".to_string(),
             format!("p99 ≤ {:.0} µs", config.slo.as_secs_f64() * 1e6),
@@ -169,9 +183,9 @@ fn write_report(
             },
         ),
     ];
-    for run in runs {
+    for run in &runs {
         facts.push((
-            run.policy.clone(),
+            format!("{} on {}", run.policy, run.workload),
             format!(
                 "{:.0} ops/s, p99 {} µs, X {:.2}",
                 run.throughput_ops,
@@ -181,10 +195,10 @@ fn write_report(
         ));
     }
     let mut figures = Vec::new();
-    for run in runs {
+    for run in &runs {
         let details: Vec<String> = bench_facts(run).iter().map(|(k, v)| format!("{k}: {v}")).collect();
         figures.push((
-            format!("{} — {}", run.policy, details.join("; ")),
+            format!("{} on {} — {}", run.policy, run.workload, details.join("; ")),
             timeline_figure(&run.policy, &run.timeline, run.slo_p99_us).to_svg(),
         ));
     }

@@ -231,7 +231,7 @@ fn up(args: UpArgs) -> CmdResult {
             .and_then(|()| std::fs::rename(&partial, path))
             .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
     }
-    eprintln!(
+    tracing::info!(
         "try: ferry kv --server {} put t k v; SIGINT or SIGTERM stops the cluster",
         cluster.gateway
     );

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ferry_bench::demo::{DemoConfig, DemoReport};
+use ferry_bench::demo::{DemoConfig, DemoPart};
 use ferry_bench::placement::{PlacementReport, DEFAULT_GRAPH_NODES};
+use ferry_experiment::policy_spec::PolicySpec;
 use ferry_experiment::spec::{parse_policy, parse_workload};
 
 use crate::bench_cmd::{duration_flag, slo_flag};
@@ -16,7 +17,11 @@ const QUICK_DURATION: Duration = Duration::from_secs(1);
 /// Graph nodes with `--quick`.
 const QUICK_GRAPH_NODES: u64 = 10_000;
 
-/// Flags of `ferry demo`. With none it runs kv, rpc and balance on medium traverse.
+/// Vertices of the mixed part's social graph with `--quick`.
+const QUICK_SOCIAL: &str = "social:vertices=500";
+
+/// Flags of `ferry demo`. With none it runs kv, rpc and balance on medium traverse, then
+/// the mixed part: kv, rpc, kayak and pyxis on the social application.
 #[derive(clap::Args)]
 pub struct DemoArgs {
     /// Workload (as for `ferry bench`).
@@ -25,6 +30,15 @@ pub struct DemoArgs {
     /// Policies to compare, comma-separated.
     #[arg(long, default_value = "kv,rpc,balance")]
     policies: String,
+    /// The mixed part's workload: four functions, one per corner of IO × compute.
+    #[arg(long, default_value = "social")]
+    mixed_workload: String,
+    /// Policies of the mixed part, comma-separated.
+    #[arg(long, default_value = "kv,rpc,kayak,pyxis")]
+    mixed_policies: String,
+    /// Skip the mixed part.
+    #[arg(long)]
+    no_mixed: bool,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
     /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.
     #[arg(long, default_value = "5ms")]
@@ -46,19 +60,36 @@ pub struct DemoArgs {
     no_pin: bool,
 }
 
-pub fn run(args: DemoArgs) -> CmdResult {
-    let workload = parse_workload(&args.workload).map_err(|err| format!("--workload: {err}"))?;
-    let policies = args
-        .policies
+fn policies(flag: &str, list: &str) -> Result<Vec<PolicySpec>, String> {
+    let policies = list
         .split(',')
-        .map(|p| parse_policy(p.trim()).map_err(|err| format!("--policies: {err}")))
+        .map(|p| parse_policy(p.trim()).map_err(|err| format!("{flag}: {err}")))
         .collect::<Result<Vec<_>, _>>()?;
     if policies.is_empty() {
-        return Err("--policies names no policy".into());
+        return Err(format!("{flag} names no policy"));
+    }
+    Ok(policies)
+}
+
+pub fn run(args: DemoArgs) -> CmdResult {
+    let workload = parse_workload(&args.workload).map_err(|err| format!("--workload: {err}"))?;
+    let mut parts = vec![DemoPart {
+        workload,
+        policies: policies("--policies", &args.policies)?,
+    }];
+    if !args.no_mixed {
+        let mixed = if args.quick && args.mixed_workload == "social" {
+            QUICK_SOCIAL
+        } else {
+            &args.mixed_workload
+        };
+        parts.push(DemoPart {
+            workload: parse_workload(mixed).map_err(|err| format!("--mixed-workload: {err}"))?,
+            policies: policies("--mixed-policies", &args.mixed_policies)?,
+        });
     }
     let config = DemoConfig {
-        workload,
-        policies,
+        parts,
         slo: slo_flag(&args.slo_p99)?,
         duration_each: if args.quick {
             QUICK_DURATION
@@ -76,18 +107,21 @@ pub fn run(args: DemoArgs) -> CmdResult {
         progress: true,
     };
     let report = ferry_bench::demo::run(&config, |line| eprintln!("{line}"))?;
-    print_table(&report, &config);
+    for (part, runs) in config.parts.iter().zip(&report.runs) {
+        print_table(runs, &part.workload.label, report.pinned, &config);
+    }
+    println!("report: {}", report.report_path.display());
     Ok(())
 }
 
-fn print_table(report: &DemoReport, config: &DemoConfig) {
+fn print_table(runs: &[PlacementReport], label: &str, pinned: bool, config: &DemoConfig) {
     println!();
     println!(
         "{} at p99 ≤ {:.0} µs, {:?} per policy{}",
-        config.workload.label,
+        label,
         config.slo.as_secs_f64() * 1e6,
         config.duration_each,
-        if report.pinned {
+        if pinned {
             ", node on CPU 0 / app side on CPU 1"
         } else {
             ", not pinned"
@@ -100,13 +134,12 @@ fn print_table(report: &DemoReport, config: &DemoConfig) {
         "{:<10} {:>14} {:>10} {:>10} {:>8} {:>12} {:>10} {:>8}",
         "policy", "goodput/s", "p50 µs", "p99 µs", "X", "converge ms", "node CPUs", "SLO"
     );
-    let best_static = report
-        .runs
+    let best_static = runs
         .iter()
         .filter(|run| run.policy == "kv" || run.policy == "rpc")
         .map(|run| run.throughput_ops)
         .fold(0.0f64, f64::max);
-    for run in &report.runs {
+    for run in runs {
         let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         println!(
             "{:<10} {:>14.0} {:>10} {:>10} {:>8.2} {:>12} {:>10} {:>8}",
@@ -121,11 +154,7 @@ fn print_table(report: &DemoReport, config: &DemoConfig) {
         );
     }
     if best_static > 0.0 {
-        for run in report
-            .runs
-            .iter()
-            .filter(|run| run.policy != "kv" && run.policy != "rpc")
-        {
+        for run in runs.iter().filter(|run| run.policy != "kv" && run.policy != "rpc") {
             println!(
                 "{} reaches {:.2}× the better of kv and rpc{}",
                 run.policy,
@@ -138,5 +167,12 @@ fn print_table(report: &DemoReport, config: &DemoConfig) {
             );
         }
     }
-    println!("report: {}", report.report_path.display());
+    let goodput = |name: &str| {
+        runs.iter()
+            .find(|run| run.policy == name && met(run))
+            .map(|run| run.throughput_ops)
+    };
+    if let (Some(pyxis), Some(kayak)) = (goodput("pyxis"), goodput("kayak")) {
+        println!("pyxis reaches {:.2}× kayak's goodput", pyxis / kayak.max(1.0));
+    }
 }

@@ -98,8 +98,9 @@ pub fn serve_until_signal(handle: FrontHandle, what: &str) -> CmdResult {
         writeln!(stdout, "metrics on {metrics}")?;
     }
     stdout.flush()?;
-    eprintln!("ferry {what}; SIGINT or SIGTERM stops it");
+    tracing::info!("{what}; SIGINT or SIGTERM stops it");
     handle.wait_for_signal()?;
+    tracing::info!("stopping");
     handle.shutdown();
     Ok(())
 }

@@ -84,8 +84,23 @@ enum Command {
     Check(check_cmd::CheckArgs),
 }
 
+/// Logs go to stderr through `tracing`, filtered by `RUST_LOG` (e.g.
+/// `RUST_LOG=ferry_server=debug`); by default warnings and errors, and the services' info
+/// lines.
+fn init_logs() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,ferry=info,ferry_server=info,ferry_front=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 fn main() {
     let cli = Cli::parse();
+    init_logs();
     let result = match cli.command {
         Command::Demo(args) => demo_cmd::run(args),
         Command::Server(args) => server_cmd::run(args),

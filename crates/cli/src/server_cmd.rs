@@ -176,14 +176,14 @@ pub fn run(args: ServerArgs) -> CmdResult {
         writeln!(stdout, "metrics on {metrics}")?;
     }
     stdout.flush()?;
-    eprintln!(
-        "ferry storage node: {} cores, {} tenants, invoke budget {:?}; SIGINT or SIGTERM stops it",
+    tracing::info!(
+        "storage node: {} cores, {} tenants, invoke budget {:?}; SIGINT or SIGTERM stops it",
         config.cores,
         config.tenants.len(),
         config.invoke_budget
     );
     handle.wait_for_signal()?;
-    eprintln!("shutting down: finishing queued requests");
+    tracing::info!("shutting down: finishing queued requests");
     handle.shutdown();
     Ok(())
 }

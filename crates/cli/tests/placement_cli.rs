@@ -21,12 +21,16 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn demo_quick_compares_the_three_policies_and_writes_a_report() {
+fn demo_quick_compares_the_policies_on_both_parts_and_writes_a_report() {
     let out = scratch_dir("demo");
     let output = ferry().args(["demo", "--quick", "--out"]).arg(&out).output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let table = stdout(&output);
-    for policy in ["kv ", "rpc ", "balance "] {
+    assert!(
+        table.contains("social:vertices=500 at p99"),
+        "the mixed part ran: {table}"
+    );
+    for policy in ["kv ", "rpc ", "balance ", "kayak ", "pyxis "] {
         let line = table
             .lines()
             .find(|line| line.starts_with(policy))
@@ -37,8 +41,8 @@ fn demo_quick_compares_the_three_policies_and_writes_a_report() {
     assert!(table.contains("better of kv and rpc"), "{table}");
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
-        report.contains("<svg") && report.contains("balance"),
-        "the report holds the charts"
+        report.contains("<svg") && report.contains("balance") && report.contains("pyxis on social"),
+        "the report holds the charts of both parts"
     );
     let _ = std::fs::remove_dir_all(out);
 }

@@ -58,7 +58,9 @@ struct Shared {
 impl Shared {
     /// Marks the connection dead and fails everything waiting on it.
     fn die(&self, why: String) {
-        self.dead.store(true, Ordering::SeqCst);
+        if !self.dead.swap(true, Ordering::SeqCst) {
+            tracing::debug!("connection lost: {why}");
+        }
         self.death.lock().get_or_insert(why.clone());
         let waiters: Vec<Waiter> = self.pending.lock().drain().map(|(_, waiter)| waiter).collect();
         for waiter in waiters {

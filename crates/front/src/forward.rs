@@ -9,6 +9,10 @@ use ferry_proto::{Response, ResponseBody, Status};
 /// `unavailable`; the nodes' own refusals pass through unchanged.
 pub fn error_response(err: ClientError) -> Response {
     let message = err.to_string();
+    if !matches!(err, ClientError::Server { .. } | ClientError::Throttled { .. }) {
+        // A node behind this process failed (not a refusal it chose): worth a line.
+        tracing::warn!("forwarded request failed: {message}");
+    }
     let status = match err {
         ClientError::Server { status, message } => return Response::error(status, message),
         ClientError::CommitOutcomeUnknown(_) => Status::OutcomeUnknown,

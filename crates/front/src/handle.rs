@@ -106,10 +106,14 @@ async fn accept_loop<S: Service>(shared: Arc<Shared<S>>, listener: TcpListener, 
             _ = shutdown.changed() => return,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
+                tracing::debug!(%peer, process = shared.process, "connection accepted");
                 tokio::spawn(crate::listener::serve(Arc::clone(&shared), stream, shutdown.clone()));
             }
-            Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
+            Err(err) => {
+                tracing::warn!(process = shared.process, "accept failed: {err}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
         }
     }
 }

@@ -163,6 +163,7 @@ pub(crate) async fn serve<S: Service>(shared: Arc<Shared<S>>, stream: TcpStream,
             _ = shutdown.changed() => break,
             _ = unauthenticated_over(ticket.as_ref(), hello_deadline) => {
                 shared.counters.connections_unauthenticated_closed.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(process = shared.process, "closed a connection that did not authenticate in time");
                 break;
             }
         };
@@ -183,6 +184,7 @@ pub(crate) async fn serve<S: Service>(shared: Arc<Shared<S>>, stream: TcpStream,
                 }
                 Err(err) => {
                     shared.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(process = shared.process, "closing a connection: {err}");
                     if let FrameError::BodyTooLarge { request_id, .. } = err {
                         let refusal = Response::error(Status::TooLarge, err.to_string());
                         let _ = answers.send(encode(Opcode::Stats, 0, request_id, &refusal)).await;

@@ -118,6 +118,15 @@ impl Workers {
             throttled,
         };
         let next = self.elastic.decide(&input);
+        if next != counts.active {
+            tracing::debug!(
+                from = counts.active,
+                to = next,
+                busy = input.busy_cores,
+                throttled,
+                "active workers resized"
+            );
+        }
         let grew = next > counts.active;
         counts.active = next;
         drop(counts);

@@ -275,3 +275,67 @@ async fn gateway_and_compute_node_serve_metrics() {
         assert!(text.contains(needle), "missing {needle} in\n{text}");
     }
 }
+
+/// YCSB-T through the gateway, placed half on the storage nodes and half on the compute
+/// node, from several clients at once: transfers on one node apply, transfers across nodes
+/// are refused with nothing applied, and the total of all balances never changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ycsbt_through_the_gateway_keeps_the_total_across_two_nodes() {
+    const CLIENTS: u64 = 4;
+    const TRANSFERS: u64 = 120;
+    let cluster = default_cluster("fixed:0.5").await;
+    let gateway = client(cluster.gateway.local_addr()).await;
+    for (key, value) in ycsbt::dataset(ACCOUNTS, 16, 3) {
+        gateway.put(ycsbt::TABLE, &key, &value).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let gateway = gateway.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut applied, mut refused, mut state) = (0u64, 0u64, c * 7919 + 5);
+            for _ in 0..TRANSFERS {
+                state = ferry_func::args::mix64(state);
+                let (from, to) = (state % ACCOUNTS, (state >> 24) % ACCOUNTS);
+                let args = ycsbt::YcsbtArgs::Transfer {
+                    from,
+                    to,
+                    amount: 3,
+                    compute_ns: 0,
+                }
+                .encode();
+                match gateway.invoke_remote("ycsbt", args).await {
+                    Ok(_) => applied += 1,
+                    Err(err) => match err.status() {
+                        Some(Status::CrossSlot) => refused += 1,
+                        // Admission refused, or contention exhausted the retries: nothing applied.
+                        Some(Status::Overloaded | Status::TxAbort) => {}
+                        _ => panic!("transfer {from} -> {to}: {err}"),
+                    },
+                }
+            }
+            (applied, refused)
+        }));
+    }
+    let (mut applied, mut refused) = (0, 0);
+    for task in tasks {
+        let (a, r) = task.await.unwrap();
+        applied += a;
+        refused += r;
+    }
+    assert!(applied > 0 && refused > 0, "applied {applied}, refused {refused}");
+    let mut total = 0;
+    for id in 0..ACCOUNTS {
+        let value = gateway
+            .get(ycsbt::TABLE, &traverse::key(id))
+            .await
+            .unwrap()
+            .unwrap()
+            .value;
+        total += u64::from_le_bytes(value[..8].try_into().unwrap());
+    }
+    assert_eq!(total, ACCOUNTS * ycsbt::INITIAL_BALANCE);
+    // Both placements ran transfers.
+    let compute = client(cluster.compute.local_addr()).await;
+    assert!(stat(&compute, "compute.invocations").await > 0);
+    assert!(stat(&gateway, "function.ycsbt.calls_remote").await > 0);
+}

@@ -138,8 +138,9 @@ fn install_worker_panic_hook() {
                         .location()
                         .map(|l| format!(" at {}:{}", l.file(), l.line()))
                         .unwrap_or_default();
-                    eprintln!(
-                        "ferry: storage function panicked on {name}{location}: {}",
+                    tracing::warn!(
+                        thread = name,
+                        "storage function panicked{location}: {}",
                         ferry_func::registry::panic_text(info.payload())
                     );
                 }
@@ -155,9 +156,10 @@ async fn accept_loop(node: Arc<Node>, listener: TcpListener, mut shutdown: watch
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => return,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
-            Err(_) => {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                tracing::warn!("accept failed: {err}");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
@@ -167,9 +169,11 @@ async fn accept_loop(node: Arc<Node>, listener: TcpListener, mut shutdown: watch
         // refused only when no further connection could authenticate.
         if counters.connections_authenticated.load(Ordering::SeqCst) >= node.max_connections as u64 {
             counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%peer, "connection refused: the node is full");
             drop(stream);
             continue;
         }
+        tracing::debug!(%peer, "connection accepted");
         counters.connections_open.fetch_add(1, Ordering::SeqCst);
         counters.connections_total.fetch_add(1, Ordering::Relaxed);
         let node = Arc::clone(&node);

@@ -418,14 +418,20 @@ fn replace_worker(node: &Arc<Node>, index: usize, poll: CurrentPoll) {
     slot.seat.store(false, Ordering::SeqCst);
     let replaced = node.counters.worker_replacements.fetch_add(1, Ordering::SeqCst);
     if replaced >= MAX_WORKER_REPLACEMENTS {
-        eprintln!(
-            "ferry: worker {index} is stuck in a runaway function and the replacement limit \
-             ({MAX_WORKER_REPLACEMENTS}) is reached; other workers will steal its queue"
+        tracing::error!(
+            worker = index,
+            "worker stuck in a runaway function and the replacement limit ({MAX_WORKER_REPLACEMENTS}) is reached; \
+             other workers will steal its queue"
         );
         *slot.thread.lock() = None;
         return;
     }
+    tracing::warn!(
+        worker = index,
+        replaced = replaced + 1,
+        "worker stuck past its budget; replaced"
+    );
     if let Err(err) = spawn_worker(Arc::clone(node), index) {
-        eprintln!("ferry: cannot start a replacement for worker {index}: {err}");
+        tracing::error!(worker = index, "cannot start a replacement worker: {err}");
     }
 }
