@@ -252,13 +252,11 @@ fn up(args: UpArgs) -> CmdResult {
 fn wait_for_signal_or_exit(children: &mut [(String, ChildServer)]) -> Result<Option<String>, std::io::Error> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut terminate = signal(SignalKind::terminate())?;
-        let mut interrupt = signal(SignalKind::interrupt())?;
+        let terminated = ferry_net::signal::terminated();
+        tokio::pin!(terminated);
         loop {
             tokio::select! {
-                _ = terminate.recv() => return Ok(None),
-                _ = interrupt.recv() => return Ok(None),
+                result = &mut terminated => return result.map(|()| None),
                 _ = tokio::time::sleep(CHILD_POLL) => {}
             }
             for (what, child) in children.iter_mut() {

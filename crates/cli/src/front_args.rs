@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use ferry_cluster::ClusterMap;
 use ferry_front::{FrontConfig, FrontHandle, FrontTenant};
@@ -27,16 +26,8 @@ pub struct FrontArgs {
     /// Threads of its runtime.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Most simultaneous authenticated connections (default 4096).
-    #[arg(long)]
-    max_connections: Option<usize>,
-    /// Longest a connection may take to authenticate before it is closed (default 5s).
-    #[arg(long, value_parser = crate::parse_std_duration)]
-    hello_timeout: Option<Duration>,
-    /// Most connections waiting to authenticate at once (default 256); a new one evicts
-    /// the oldest.
-    #[arg(long)]
-    max_unauthenticated: Option<usize>,
+    #[command(flatten)]
+    limits: crate::limits_args::ConnectionLimitArgs,
     /// Pin the process to these CPUs (e.g. 1 or 1-3).
     #[arg(long)]
     cpu_set: Option<String>,
@@ -76,13 +67,13 @@ impl FrontArgs {
             config.metrics_listen = Some(addr);
         }
         config.threads = self.threads;
-        if let Some(max) = self.max_connections {
+        if let Some(max) = self.limits.max_connections {
             config.max_connections = max;
         }
-        if let Some(timeout) = self.hello_timeout {
+        if let Some(timeout) = self.limits.hello_timeout {
             config.hello_timeout = timeout;
         }
-        if let Some(max) = self.max_unauthenticated {
+        if let Some(max) = self.limits.max_unauthenticated {
             config.max_unauthenticated = max;
         }
         Ok(config)

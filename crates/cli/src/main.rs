@@ -22,6 +22,7 @@ mod fairness_cmd;
 mod front_args;
 mod gateway_cmd;
 mod kv_cmd;
+mod limits_args;
 mod load_cmd;
 mod server_cmd;
 mod sim_cmd;

@@ -38,16 +38,8 @@ pub struct ServerArgs {
     /// CPU-time budget of one server-side invocation (e.g. 100ms).
     #[arg(long, value_parser = crate::parse_std_duration)]
     invoke_budget: Option<Duration>,
-    /// Most simultaneous authenticated connections.
-    #[arg(long)]
-    max_connections: Option<usize>,
-    /// Longest a connection may take to authenticate before it is closed (default 5s).
-    #[arg(long, value_parser = crate::parse_std_duration)]
-    hello_timeout: Option<Duration>,
-    /// Most connections waiting to authenticate at once, besides the authenticated ones
-    /// (default 256); a new one evicts the oldest.
-    #[arg(long)]
-    max_unauthenticated: Option<usize>,
+    #[command(flatten)]
+    limits: crate::limits_args::ConnectionLimitArgs,
     /// Pin the whole node to these CPUs (e.g. 0 or 0-1).
     #[arg(long)]
     cpu_set: Option<String>,
@@ -129,13 +121,17 @@ pub fn run(args: ServerArgs) -> CmdResult {
     if let Some(budget) = args.invoke_budget.or(file.invoke_budget_ms.map(Duration::from_millis)) {
         config.invoke_budget = budget;
     }
-    if let Some(max) = args.max_connections.or(file.max_connections) {
+    if let Some(max) = args.limits.max_connections.or(file.max_connections) {
         config.max_connections = max;
     }
-    if let Some(timeout) = args.hello_timeout.or(file.hello_timeout_ms.map(Duration::from_millis)) {
+    if let Some(timeout) = args
+        .limits
+        .hello_timeout
+        .or(file.hello_timeout_ms.map(Duration::from_millis))
+    {
         config.hello_timeout = timeout;
     }
-    if let Some(max) = args.max_unauthenticated.or(file.max_unauthenticated) {
+    if let Some(max) = args.limits.max_unauthenticated.or(file.max_unauthenticated) {
         config.max_unauthenticated = max;
     }
     config.spin_iters_per_ms = args.spin_iters_per_ms;

@@ -132,16 +132,7 @@ impl FrontHandle {
     /// Blocks until SIGINT or SIGTERM.
     pub fn wait_for_signal(&self) -> std::io::Result<()> {
         let runtime = self.runtime.as_ref().expect("runtime lives until shutdown");
-        runtime.block_on(async {
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut terminate = signal(SignalKind::terminate())?;
-            let mut interrupt = signal(SignalKind::interrupt())?;
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = interrupt.recv() => {}
-            }
-            Ok(())
-        })
+        runtime.block_on(ferry_net::signal::terminated())
     }
 
     /// Stops accepting and reading; requests in flight are dropped with the runtime.

@@ -2,8 +2,10 @@
 //!
 //! - [`preauth`]: connections that have not said hello yet, bounded in number and time;
 //! - [`metrics`]: `GET /metrics` in the Prometheus text format on a listener of its own;
-//! - [`histogram`]: request counts and latency histograms by operation and status.
+//! - [`histogram`]: request counts and latency histograms by operation and status;
+//! - [`signal`]: waiting for SIGINT or SIGTERM.
 
 pub mod histogram;
 pub mod metrics;
 pub mod preauth;
+pub mod signal;

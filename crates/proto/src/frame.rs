@@ -116,6 +116,24 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in wire order.
+    pub const ALL: [Status; 14] = [
+        Status::Ok,
+        Status::NotFound,
+        Status::BadRequest,
+        Status::Unauthorized,
+        Status::TooLarge,
+        Status::UnknownFunction,
+        Status::FunctionFailed,
+        Status::Overloaded,
+        Status::TxAbort,
+        Status::Pushback,
+        Status::Moved,
+        Status::CrossSlot,
+        Status::Unavailable,
+        Status::OutcomeUnknown,
+    ];
+
     /// Parses a wire status; `None` for values this version does not know.
     pub fn from_u8(value: u8) -> Option<Status> {
         Some(match value {

@@ -271,16 +271,7 @@ impl ServerHandle {
     /// Blocks until SIGINT or SIGTERM arrives.
     pub fn wait_for_signal(&self) -> std::io::Result<()> {
         let runtime = self.runtime.as_ref().expect("runtime lives until shutdown");
-        runtime.block_on(async {
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut terminate = signal(SignalKind::terminate())?;
-            let mut interrupt = signal(SignalKind::interrupt())?;
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = interrupt.recv() => {}
-            }
-            Ok(())
-        })
+        runtime.block_on(ferry_net::signal::terminated())
     }
 
     /// Every object of a tenant's table, sorted by key, as (key, version, value): lets

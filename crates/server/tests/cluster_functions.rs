@@ -80,6 +80,20 @@ fn social_requests(v: u64) -> [(&'static str, Bytes); 4] {
     ]
 }
 
+/// Two nodes with every data set loaded through a cluster client.
+async fn loaded_cluster() -> (Vec<ferry_server::ServerHandle>, ClusterMap, ClusterClient) {
+    let (servers, map) = two_nodes();
+    let cluster = cluster_client(&map).await;
+    load(|table, key, value| {
+        let cluster = cluster.clone();
+        async move {
+            cluster.put(table, &key, &value).await.unwrap();
+        }
+    })
+    .await;
+    (servers, map, cluster)
+}
+
 async fn handoffs(map: &ClusterMap) -> u64 {
     let mut total = 0;
     for node in map.nodes() {
@@ -140,15 +154,7 @@ async fn functions_across_nodes_give_the_single_node_results() {
         }
     })
     .await;
-    let (_servers, map) = two_nodes();
-    let cluster = cluster_client(&map).await;
-    load(|table, key, value| {
-        let cluster = cluster.clone();
-        async move {
-            cluster.put(table, &key, &value).await.unwrap();
-        }
-    })
-    .await;
+    let (_servers, map, cluster) = loaded_cluster().await;
 
     let mut handed_back = 0;
     for start in (0..GRAPH_NODES).step_by(7) {
@@ -225,15 +231,7 @@ fn cross_node_pair(map: &ClusterMap) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invocation_writing_on_two_nodes_is_refused_and_applies_nothing() {
-    let (_servers, map) = two_nodes();
-    let cluster = cluster_client(&map).await;
-    load(|table, key, value| {
-        let cluster = cluster.clone();
-        async move {
-            cluster.put(table, &key, &value).await.unwrap();
-        }
-    })
-    .await;
+    let (_servers, map, cluster) = loaded_cluster().await;
     let (from, to) = cross_node_pair(&map);
     for attempt in [
         cluster.invoke_remote("ycsbt", transfer(from, to)).await,
@@ -269,15 +267,7 @@ async fn an_invocation_writing_on_two_nodes_is_refused_and_applies_nothing() {
 async fn ycsbt_across_two_nodes_keeps_its_total_in_every_snapshot() {
     const WRITERS: u64 = 4;
     const TRANSFERS_PER_WRITER: u64 = 150;
-    let (_servers, map) = two_nodes();
-    let cluster = cluster_client(&map).await;
-    load(|table, key, value| {
-        let cluster = cluster.clone();
-        async move {
-            cluster.put(table, &key, &value).await.unwrap();
-        }
-    })
-    .await;
+    let (_servers, map, cluster) = loaded_cluster().await;
     let total = ACCOUNTS * ycsbt::INITIAL_BALANCE;
     let applied = Arc::new(AtomicU64::new(0));
     let refused = Arc::new(AtomicU64::new(0));
