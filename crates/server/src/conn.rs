@@ -267,6 +267,7 @@ fn handle_frame<'n>(node: &'n Node, session: &mut Session<'n>, outbox: &Arc<Outb
         _ => {}
     }
     let task = Task {
+        received: std::time::Instant::now(),
         outbox: Arc::clone(outbox),
         tenant: Arc::clone(&tenant),
         opcode: header.opcode,

@@ -60,6 +60,8 @@ pub(crate) struct Invocation {
     attempts: u32,
     /// Worker time spent on all attempts, ns.
     cpu_ns: u64,
+    /// When the request was decoded (its latency is measured from here).
+    received: Instant,
     /// Node clock time after which the invocation is failed.
     deadline_ns: u64,
 }
@@ -117,7 +119,16 @@ fn request_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {
 }
 
 /// Sends the answer to one request and charges it to its tenant.
-fn answer(outbox: &Outbox, tenant: &TenantState, opcode: Opcode, request_id: u64, response: &Response) {
+fn answer(
+    outbox: &Outbox,
+    tenant: &TenantState,
+    opcode: Opcode,
+    request_id: u64,
+    received: Instant,
+    response: &Response,
+) {
+    let latency_us = received.elapsed().as_micros() as u64;
+    tenant.latency.observe(opcode, response.status, latency_us);
     let counters = &tenant.counters;
     TenantCounters::bump(&counters.requests);
     counters
@@ -146,6 +157,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         opcode,
         request_id,
         request,
+        received,
     } = task;
     if let Request::Invoke {
         function,
@@ -162,6 +174,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
                 &tenant,
                 opcode,
                 request_id,
+                received,
                 &Response::error(Status::UnknownFunction, format!("no function named {function:?}")),
             );
             return None;
@@ -187,6 +200,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
             args,
             attempts: 1,
             cpu_ns: 0,
+            received,
             deadline_ns: node.now_ns() + node.invoke_budget_ns * WALL_DEADLINE_BUDGETS,
         };
         return Some(step(node, worker, invocation));
@@ -199,7 +213,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
     let cpu_ns = started.elapsed().as_nanos() as u64;
     response.cpu_ns = cpu_ns;
     charge_cpu(node, worker, &tenant, cpu_ns);
-    answer(&outbox, &tenant, opcode, request_id, &response);
+    answer(&outbox, &tenant, opcode, request_id, received, &response);
     None
 }
 
@@ -430,7 +444,14 @@ impl Invocation {
     /// Answers the invocation with `response`, charging it every attempt's CPU time.
     fn finish(self, mut response: Response) -> Stepped {
         response.cpu_ns = self.cpu_ns;
-        answer(&self.outbox, &self.tenant, Opcode::Invoke, self.request_id, &response);
+        answer(
+            &self.outbox,
+            &self.tenant,
+            Opcode::Invoke,
+            self.request_id,
+            self.received,
+            &response,
+        );
         Stepped::Finished
     }
 }

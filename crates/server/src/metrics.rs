@@ -4,8 +4,8 @@
 //! The values are the ones `stats` reports (the same functions build them), for every tenant: a
 //! dotted name `tenant.ID.NAME`, `worker.INDEX.NAME` or `node.NAME` becomes the family
 //! `ferry_tenant_NAME{tenant="ID"}`, `ferry_worker_NAME{worker="INDEX"}` or
-//! `ferry_node_NAME`. Not yet exported: latency histograms by operation and status, and
-//! the placement controller's state (issue 16).
+//! `ferry_node_NAME`; then the latency histograms by operation and status, from a request's
+//! decoding to its answer (`ferry_node_request_latency_us`, `ferry_node_requests`).
 
 use crate::node::Node;
 
@@ -30,5 +30,7 @@ pub(crate) fn exposition(node: &Node) -> String {
         crate::server::tenant_stats(tenant, &mut entries);
         tenant.counters.report(tenant.id, &mut entries);
     }
-    ferry_net::metrics::exposition(entries, GAUGES)
+    let mut text = ferry_net::metrics::exposition(entries, GAUGES);
+    node.latency.render("ferry_node", &mut text);
+    text
 }

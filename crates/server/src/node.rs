@@ -1,5 +1,6 @@
 //! State shared by every thread of the storage node.
 
+use ferry_net::histogram::LatencyHistograms;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +24,8 @@ pub(crate) struct TenantState {
     pub(crate) store: TenantStore,
     /// Its counters.
     pub(crate) counters: TenantCounters,
+    /// The node's latency histograms (shared by every tenant: one set per node).
+    pub(crate) latency: Arc<LatencyHistograms>,
 }
 
 impl TenantState {
@@ -59,10 +62,13 @@ pub(crate) struct Node {
     pub(crate) inline_data_ops: bool,
     /// Start time; worker timestamps are nanoseconds since it.
     pub(crate) epoch: Instant,
+    /// Latency from a request's decoding to its answer, by operation and status.
+    pub(crate) latency: Arc<LatencyHistograms>,
 }
 
 impl Node {
     pub(crate) fn new(config: &ServerConfig, registry: Registry) -> Node {
+        let latency = Arc::new(LatencyHistograms::default());
         let tenants = config
             .tenants
             .iter()
@@ -74,6 +80,7 @@ impl Node {
                     home: config.home_core(index),
                     store: TenantStore::new(tenant.quota_bytes),
                     counters: TenantCounters::default(),
+                    latency: Arc::clone(&latency),
                 };
                 (tenant.id, Arc::new(state))
             })
@@ -91,6 +98,7 @@ impl Node {
             inline_data_ops: config.inline_data_ops,
             pushback: config.pushback.clone(),
             epoch: Instant::now(),
+            latency,
         }
     }
 

@@ -63,6 +63,8 @@ pub(crate) struct Task {
     pub(crate) request_id: u64,
     /// The decoded request.
     pub(crate) request: Request,
+    /// When the I/O thread decoded it (latency is measured from here).
+    pub(crate) received: std::time::Instant,
 }
 
 /// The invocation a worker is polling right now, as the watchdog sees it.

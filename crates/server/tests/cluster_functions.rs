@@ -267,7 +267,7 @@ async fn an_invocation_writing_on_two_nodes_is_refused_and_applies_nothing() {
 async fn ycsbt_across_two_nodes_keeps_its_total_in_every_snapshot() {
     const WRITERS: u64 = 4;
     const TRANSFERS_PER_WRITER: u64 = 150;
-    let (_servers, map, cluster) = loaded_cluster().await;
+    let (_servers, _map, cluster) = loaded_cluster().await;
     let total = ACCOUNTS * ycsbt::INITIAL_BALANCE;
     let applied = Arc::new(AtomicU64::new(0));
     let refused = Arc::new(AtomicU64::new(0));

@@ -51,6 +51,16 @@ async fn a_scrape_shows_every_tenants_counters_and_bad_requests_get_errors() {
     assert!(body.contains("# TYPE ferry_tenant_cpu_ns counter"), "{body}");
     // Each family's TYPE line appears once.
     assert_eq!(body.matches("# TYPE ferry_node_workers ").count(), 1);
+    // Latency histograms by operation and status: the eleven puts, each in some bucket.
+    assert_eq!(value("ferry_node_requests{op=\"put\",status=\"ok\"}"), 11);
+    assert_eq!(
+        value("ferry_node_request_latency_us_bucket{op=\"put\",status=\"ok\",le=\"+Inf\"}"),
+        11
+    );
+    assert!(
+        body.contains("# TYPE ferry_node_request_latency_us histogram"),
+        "{body}"
+    );
 
     assert!(http(metrics, b"GET / HTTP/1.1\r\n\r\n")
         .await
