@@ -173,13 +173,14 @@ impl Pool {
         self.queues[index].invokes.load(Ordering::SeqCst)
     }
 
-    /// Queues `task` on worker `home`; gives it back when that queue is full.
-    pub(crate) fn submit(&self, home: usize, task: Task) -> Result<(), Task> {
+    /// Queues `task` on worker `home`; gives it back (boxed: the refusal path only) when
+    /// that queue is full.
+    pub(crate) fn submit(&self, home: usize, task: Task) -> Result<(), Box<Task>> {
         let queue = &self.queues[home];
         {
             let mut tasks = queue.tasks.lock();
             if tasks.len() >= self.capacity {
-                return Err(task);
+                return Err(Box::new(task));
             }
             if is_invoke(&task) {
                 queue.invokes.fetch_add(1, Ordering::SeqCst);
