@@ -75,6 +75,10 @@ pub struct ServerArgs {
     /// printed as `metrics on HOST:PORT` after the `listening on` line).
     #[arg(long)]
     metrics: Option<String>,
+    /// Speak RESP (redis-cli, redis-benchmark, Redis clients) on this address too (port 0:
+    /// any free one; printed as `resp on HOST:PORT` right after the `listening on` line).
+    #[arg(long)]
+    resp: Option<String>,
     /// This node's id in --cluster-map.
     #[arg(long, requires = "cluster_map")]
     node_id: Option<String>,
@@ -152,6 +156,9 @@ pub fn run(args: ServerArgs) -> CmdResult {
         pushback.keep_min = min;
     }
     config.inline_data_ops = !args.no_inline_data_ops;
+    if let Some(resp) = &args.resp {
+        config.resp_listen = Some(resolve(resp).map_err(|err| err.replace("--listen", "--resp"))?);
+    }
     if let Some(metrics) = &args.metrics {
         config.metrics_listen = Some(resolve(metrics).map_err(|err| err.replace("--listen", "--metrics"))?);
     }
@@ -168,6 +175,9 @@ pub fn run(args: ServerArgs) -> CmdResult {
     // The first stdout line is a contract: tools and tests read the port from it.
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on {}", handle.local_addr())?;
+    if let Some(resp) = handle.resp_addr() {
+        writeln!(stdout, "resp on {resp}")?;
+    }
     if let Some(metrics) = handle.metrics_addr() {
         writeln!(stdout, "metrics on {metrics}")?;
     }

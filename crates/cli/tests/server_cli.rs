@@ -284,3 +284,26 @@ fn the_metrics_address_is_announced_after_the_data_address() {
         "{metrics}"
     );
 }
+
+#[test]
+fn the_resp_address_is_announced_right_after_the_data_address_and_speaks_redis() {
+    use std::io::{Read, Write};
+    let mut server = Server::start(&["--resp", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]);
+    let second = server.stdout.next().unwrap().unwrap();
+    let resp = second.strip_prefix("resp on ").unwrap_or_else(|| panic!("{second}"));
+    let third = server.stdout.next().unwrap().unwrap();
+    assert!(third.starts_with("metrics on "), "{third}");
+    let mut stream = std::net::TcpStream::connect(resp).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"AUTH ferry\r\nSET greeting hello\r\nGET greeting\r\nQUIT\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert_eq!(reply, "+OK\r\n+OK\r\n$5\r\nhello\r\n+OK\r\n");
+    // The same object through the ferry protocol: database 0 is the table db0.
+    let get = server.kv(&["get", "db0", "greeting"]);
+    assert!(String::from_utf8_lossy(&get.stdout).starts_with("hello"), "{get:?}");
+}

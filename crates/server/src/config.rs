@@ -145,6 +145,8 @@ pub struct ServerConfig {
     pub pushback: PushbackConfig,
     /// Where to serve `GET /metrics` (Prometheus text), if anywhere.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where to speak RESP (redis-cli, Redis clients), if anywhere.
+    pub resp_listen: Option<SocketAddr>,
     /// This node's place in a sharded cluster, if it is one: it then refuses keys it does
     /// not serve (`moved`) and requests spanning nodes (`cross_slot`).
     pub cluster: Option<crate::routing::ClusterRole>,
@@ -192,6 +194,7 @@ impl ServerConfig {
             scheduling: Scheduling::default(),
             cluster: None,
             metrics_listen: None,
+            resp_listen: None,
         }
     }
 

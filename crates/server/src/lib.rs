@@ -16,6 +16,7 @@
 //!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
 //! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
+//! - `resp`, `resp_exec`: the RESP front end (`--resp ADDR`) and its data commands.
 
 pub mod config;
 mod conn;
@@ -23,6 +24,8 @@ mod exec;
 mod fair;
 mod metrics;
 mod node;
+mod resp;
+mod resp_exec;
 pub mod routing;
 pub mod server;
 pub mod stats;

@@ -47,6 +47,7 @@ pub enum ServerError {
 pub struct ServerHandle {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    resp_addr: Option<SocketAddr>,
     node: Arc<Node>,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: watch::Sender<bool>,
@@ -74,6 +75,16 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
     listener.set_nonblocking(true).map_err(ServerError::Start)?;
     let local_addr = listener.local_addr().map_err(ServerError::Start)?;
 
+    let bind_extra = |addr: SocketAddr| -> Result<std::net::TcpListener, ServerError> {
+        let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
+        listener.set_nonblocking(true).map_err(ServerError::Start)?;
+        Ok(listener)
+    };
+    let resp_listener = config.resp_listen.map(bind_extra).transpose()?;
+    let resp_addr = match &resp_listener {
+        Some(listener) => Some(listener.local_addr().map_err(ServerError::Start)?),
+        None => None,
+    };
     let metrics_listener = match config.metrics_listen {
         Some(addr) => {
             let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
@@ -112,10 +123,18 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
         let render: ferry_net::metrics::Render = Arc::new(move || crate::metrics::exposition(&scraped));
         runtime.spawn(ferry_net::metrics::serve(listener, render, shutdown_rx.clone()));
     }
+    if let Some(listener) = resp_listener {
+        let listener = {
+            let _guard = runtime.enter();
+            TcpListener::from_std(listener).map_err(ServerError::Start)?
+        };
+        runtime.spawn(crate::resp::serve(Arc::clone(&node), listener, shutdown_rx.clone()));
+    }
     runtime.spawn(accept_loop(Arc::clone(&node), listener, shutdown_rx));
     Ok(ServerHandle {
         local_addr,
         metrics_addr,
+        resp_addr,
         node,
         runtime: Some(runtime),
         shutdown,
@@ -266,6 +285,11 @@ impl ServerHandle {
     /// Where `GET /metrics` is served, if it is.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// Where RESP is served, if it is.
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp_addr
     }
 
     /// Blocks until SIGINT or SIGTERM arrives.

@@ -1,0 +1,325 @@
+//! A client's command as a typed value: the name matched case-insensitively, the arity and
+//! the options checked, so the executor only ever sees well-formed commands. Anything else
+//! becomes the error reply Redis would give.
+
+use bytes::Bytes;
+
+use crate::reply::Reply;
+
+/// SET's condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetCondition {
+    /// NX: only if the key does not exist.
+    IfAbsent,
+    /// XX: only if it exists.
+    IfPresent,
+}
+
+/// A command this front end knows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// PING [message].
+    Ping(Option<Bytes>),
+    /// ECHO message.
+    Echo(Bytes),
+    /// QUIT.
+    Quit,
+    /// AUTH [user] password.
+    Auth {
+        /// The user (a tenant id), if given.
+        user: Option<Bytes>,
+        /// The password (the tenant's token).
+        password: Bytes,
+    },
+    /// HELLO [protover [AUTH user password] [SETNAME name]].
+    Hello {
+        /// The protocol version asked for.
+        protocol: Option<Bytes>,
+        /// Credentials, if given.
+        auth: Option<(Bytes, Bytes)>,
+    },
+    /// SELECT index.
+    Select(Bytes),
+    /// GET key.
+    Get(Bytes),
+    /// SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT n | KEEPTTL].
+    Set {
+        /// Key.
+        key: Bytes,
+        /// Value.
+        value: Bytes,
+        /// NX or XX.
+        condition: Option<SetCondition>,
+        /// GET: reply with the old value.
+        get: bool,
+        /// An expiry option was given (ferry objects do not expire).
+        expiry: Option<String>,
+    },
+    /// DEL key [key ...].
+    Del(Vec<Bytes>),
+    /// EXISTS key [key ...].
+    Exists(Vec<Bytes>),
+    /// MGET key [key ...].
+    MGet(Vec<Bytes>),
+    /// MSET key value [key value ...].
+    MSet(Vec<(Bytes, Bytes)>),
+    /// INCR, DECR, INCRBY, DECRBY: add `delta` (an argument still to parse for the BY forms).
+    IncrBy {
+        /// Key.
+        key: Bytes,
+        /// The amount, as given (INCR is "1", DECR "-1").
+        delta: Bytes,
+        /// DECRBY: negate the amount.
+        negate: bool,
+    },
+    /// COMMAND [subcommand ...].
+    CommandInfo(Vec<Bytes>),
+    /// INFO [section].
+    Info,
+    /// CLIENT subcommand ...: SETNAME and SETINFO are accepted (and ignored), the rest refused.
+    Client(Bytes),
+}
+
+fn upper(arg: &Bytes) -> String {
+    String::from_utf8_lossy(arg).to_ascii_uppercase()
+}
+
+/// `-ERR wrong number of arguments for 'name' command`.
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::err(format!(
+        "wrong number of arguments for '{}' command",
+        name.to_ascii_lowercase()
+    ))
+}
+
+/// `-ERR syntax error`.
+pub fn syntax_error() -> Reply {
+    Reply::err("syntax error")
+}
+
+/// The reply for a command nobody serves: Redis's wording, with the first arguments.
+pub fn unknown(args: &[Bytes]) -> Reply {
+    let name = String::from_utf8_lossy(&args[0]);
+    let shown: Vec<String> = args[1..]
+        .iter()
+        .take(8)
+        .map(|arg| format!("'{}'", String::from_utf8_lossy(&arg[..arg.len().min(64)])))
+        .collect();
+    Reply::err(format!(
+        "unknown command '{}', with args beginning with: {}",
+        &name[..name.len().min(128)],
+        shown.join(" ")
+    ))
+}
+
+impl Command {
+    /// Parses `args` (never empty); the error is the reply to send.
+    pub fn parse(args: Vec<Bytes>) -> Result<Command, Reply> {
+        let name = upper(&args[0]);
+        if !SERVED.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(unknown(&args));
+        }
+        let n = args.len();
+        let arity = |ok: bool| if ok { Ok(()) } else { Err(wrong_arity(&name)) };
+        let mut rest = args.into_iter().skip(1);
+        let mut next = || rest.next().expect("arity checked");
+        Ok(match name.as_str() {
+            "PING" => {
+                arity(n <= 2)?;
+                Command::Ping((n == 2).then(&mut next))
+            }
+            "ECHO" => {
+                arity(n == 2)?;
+                Command::Echo(next())
+            }
+            "QUIT" => Command::Quit,
+            "AUTH" => {
+                arity(n == 2 || n == 3)?;
+                let first = next();
+                if n == 3 {
+                    Command::Auth {
+                        user: Some(first),
+                        password: next(),
+                    }
+                } else {
+                    Command::Auth {
+                        user: None,
+                        password: first,
+                    }
+                }
+            }
+            "HELLO" => {
+                let mut protocol = None;
+                let mut auth = None;
+                if n >= 2 {
+                    protocol = Some(next());
+                }
+                let mut i = 2;
+                while i < n {
+                    match upper(&next()).as_str() {
+                        "AUTH" if i + 2 < n => {
+                            auth = Some((next(), next()));
+                            i += 3;
+                        }
+                        "SETNAME" if i + 1 < n => {
+                            next();
+                            i += 2;
+                        }
+                        _ => return Err(syntax_error()),
+                    }
+                }
+                Command::Hello { protocol, auth }
+            }
+            "SELECT" => {
+                arity(n == 2)?;
+                Command::Select(next())
+            }
+            "GET" => {
+                arity(n == 2)?;
+                Command::Get(next())
+            }
+            "SET" => {
+                arity(n >= 3)?;
+                let key = next();
+                let value = next();
+                let (mut condition, mut get, mut expiry) = (None, false, None);
+                let mut i = 3;
+                while i < n {
+                    let option = upper(&next());
+                    i += 1;
+                    match option.as_str() {
+                        "NX" if condition.is_none() => condition = Some(SetCondition::IfAbsent),
+                        "XX" if condition.is_none() => condition = Some(SetCondition::IfPresent),
+                        "GET" => get = true,
+                        "KEEPTTL" if expiry.is_none() => expiry = Some(option),
+                        "EX" | "PX" | "EXAT" | "PXAT" if expiry.is_none() && i < n => {
+                            next();
+                            i += 1;
+                            expiry = Some(option);
+                        }
+                        _ => return Err(syntax_error()),
+                    }
+                }
+                Command::Set {
+                    key,
+                    value,
+                    condition,
+                    get,
+                    expiry,
+                }
+            }
+            "DEL" | "UNLINK" => {
+                arity(n >= 2)?;
+                Command::Del((1..n).map(|_| next()).collect())
+            }
+            "EXISTS" => {
+                arity(n >= 2)?;
+                Command::Exists((1..n).map(|_| next()).collect())
+            }
+            "MGET" => {
+                arity(n >= 2)?;
+                Command::MGet((1..n).map(|_| next()).collect())
+            }
+            "MSET" => {
+                arity(n >= 3 && n % 2 == 1)?;
+                Command::MSet((0..(n - 1) / 2).map(|_| (next(), next())).collect())
+            }
+            "INCR" | "DECR" => {
+                arity(n == 2)?;
+                Command::IncrBy {
+                    key: next(),
+                    delta: Bytes::from_static(if name == "INCR" { b"1" } else { b"-1" }),
+                    negate: false,
+                }
+            }
+            "INCRBY" | "DECRBY" => {
+                arity(n == 3)?;
+                Command::IncrBy {
+                    key: next(),
+                    delta: next(),
+                    negate: name == "DECRBY",
+                }
+            }
+            "COMMAND" => Command::CommandInfo((1..n).map(|_| next()).collect()),
+            "INFO" => {
+                arity(n <= 2)?;
+                Command::Info
+            }
+            "CLIENT" => {
+                arity(n >= 2)?;
+                Command::Client(Bytes::from(upper(&next())))
+            }
+            _ => unreachable!("every name of SERVED has an arm"),
+        })
+    }
+}
+
+/// The names of the commands served, lower case, for COMMAND.
+pub const SERVED: &[&str] = &[
+    "ping", "echo", "quit", "auth", "hello", "select", "get", "set", "del", "unlink", "exists", "mget", "mset", "incr",
+    "decr", "incrby", "decrby", "command", "info", "client",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(words: &[&str]) -> Result<Command, Reply> {
+        Command::parse(words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect())
+    }
+
+    #[test]
+    fn commands_parse_case_insensitively_with_their_options() {
+        assert_eq!(parse(&["get", "k"]), Ok(Command::Get(Bytes::from_static(b"k"))));
+        assert_eq!(
+            parse(&["SET", "k", "v", "nx", "GET"]),
+            Ok(Command::Set {
+                key: Bytes::from_static(b"k"),
+                value: Bytes::from_static(b"v"),
+                condition: Some(SetCondition::IfAbsent),
+                get: true,
+                expiry: None,
+            })
+        );
+        assert!(matches!(
+            parse(&["SET", "k", "v", "EX", "10"]),
+            Ok(Command::Set { expiry: Some(_), .. })
+        ));
+        assert_eq!(parse(&["SET", "k", "v", "NX", "XX"]), Err(syntax_error()));
+        assert_eq!(parse(&["SET", "k", "v", "EX"]), Err(syntax_error()));
+        assert_eq!(parse(&["GET"]), Err(wrong_arity("GET")));
+        assert_eq!(parse(&["MSET", "a", "1", "b"]), Err(wrong_arity("MSET")));
+        assert!(matches!(parse(&["MSET", "a", "1", "b", "2"]), Ok(Command::MSet(pairs)) if pairs.len() == 2));
+        assert!(matches!(
+            parse(&["decrby", "k", "5"]),
+            Ok(Command::IncrBy { negate: true, .. })
+        ));
+        assert!(matches!(
+            parse(&["AUTH", "1", "secret"]),
+            Ok(Command::Auth { user: Some(_), .. })
+        ));
+    }
+
+    #[test]
+    fn every_served_name_has_a_parser() {
+        for name in SERVED {
+            for extra in 0..4 {
+                let mut words = vec![*name];
+                words.extend(std::iter::repeat_n("1", extra));
+                // Any outcome but a panic (the `unreachable!` arm).
+                let _ = parse(&words);
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_commands_get_redis_wording() {
+        let Err(Reply::Error(text)) = parse(&["FLUSHALL", "ASYNC"]) else {
+            panic!("unknown must be an error")
+        };
+        assert_eq!(
+            text,
+            "ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC'"
+        );
+    }
+}

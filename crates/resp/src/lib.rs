@@ -1,0 +1,16 @@
+//! The Redis serialization protocol as values, for ferry's RESP front end:
+//!
+//! - [`command`]: a command as a typed value, arity and options checked;
+//! - [`parser`]: commands from clients (arrays of bulk strings, or inline), parsed
+//!   incrementally with every size bounded;
+//! - [`reply`]: replies, encoded as RESP2 or RESP3.
+//!
+//! No I/O: the listener feeds bytes in and writes bytes out.
+
+pub mod command;
+pub mod parser;
+pub mod reply;
+
+pub use command::Command;
+pub use parser::{ParseError, Parser};
+pub use reply::{Protocol, Reply};

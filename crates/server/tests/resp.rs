@@ -1,0 +1,213 @@
+//! The RESP front end through a real Redis client crate (redis-rs): every supported
+//! command, errors for the rest, AUTH and tenant isolation, pipelining, and what a
+//! well-behaved client never sends.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use common::*;
+use redis::{Commands, RedisResult};
+
+fn node() -> ferry_server::ServerHandle {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    // Short, so a garbage connection that never authenticates is closed quickly.
+    config.hello_timeout = Duration::from_secs(1);
+    start_with(config)
+}
+
+fn connect(server: &ferry_server::ServerHandle, tenant: u32, token: &str) -> redis::Connection {
+    let addr = server.resp_addr().unwrap();
+    let url = format!("redis://{tenant}:{token}@{addr}/");
+    let client = redis::Client::open(url).unwrap();
+    client.get_connection_with_timeout(Duration::from_secs(10)).unwrap()
+}
+
+fn error_text<T: std::fmt::Debug>(result: RedisResult<T>) -> String {
+    let err = result.expect_err("an error reply");
+    format!("{} {}", err.code().unwrap_or(""), err.detail().unwrap_or(""))
+}
+
+#[test]
+fn every_supported_command_works_and_the_rest_are_refused() {
+    let server = node();
+    let mut con = connect(&server, TENANT_A, TOKEN_A);
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    let echo: String = redis::cmd("ECHO").arg("hi").query(&mut con).unwrap();
+    assert_eq!(echo, "hi");
+
+    let () = con.set("k", "v1").unwrap();
+    assert_eq!(con.get::<_, String>("k").unwrap(), "v1");
+    assert_eq!(con.get::<_, Option<String>>("missing").unwrap(), None);
+    // NX on an existing key does nothing; XX on a missing one neither; GET returns the old.
+    let nx: Option<String> = redis::cmd("SET").arg("k").arg("v2").arg("NX").query(&mut con).unwrap();
+    assert_eq!(nx, None);
+    let xx: Option<String> = redis::cmd("SET")
+        .arg("nope")
+        .arg("v")
+        .arg("XX")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(xx, None);
+    let old: Option<String> = redis::cmd("SET").arg("k").arg("v3").arg("GET").query(&mut con).unwrap();
+    assert_eq!(old.as_deref(), Some("v1"));
+    assert_eq!(con.get::<_, String>("k").unwrap(), "v3");
+    let expiry = error_text(
+        redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .arg("EX")
+            .arg(10)
+            .query::<()>(&mut con),
+    );
+    assert!(expiry.contains("do not expire"), "{expiry}");
+
+    let () = con.mset(&[("a", "1"), ("b", "2")]).unwrap();
+    let values: Vec<Option<String>> = con.mget(&["a", "b", "c"]).unwrap();
+    assert_eq!(values, vec![Some("1".into()), Some("2".into()), None]);
+    assert_eq!(con.exists::<_, u32>(&["a", "b", "c"]).unwrap(), 2);
+    assert_eq!(con.del::<_, u32>(&["a", "c"]).unwrap(), 1);
+    assert_eq!(con.exists::<_, u32>("a").unwrap(), 0);
+
+    assert_eq!(con.incr::<_, _, i64>("n", 1).unwrap(), 1);
+    assert_eq!(con.incr::<_, _, i64>("n", 41).unwrap(), 42);
+    assert_eq!(con.decr::<_, _, i64>("n", 2).unwrap(), 40);
+    let decr: i64 = redis::cmd("DECR").arg("n").query(&mut con).unwrap();
+    assert_eq!(decr, 39);
+    let not_a_number = error_text(con.incr::<_, _, i64>("k", 1));
+    assert!(not_a_number.contains("not an integer"), "{not_a_number}");
+
+    // SELECT picks a table of its own.
+    let () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
+    assert_eq!(con.get::<_, Option<String>>("k").unwrap(), None);
+    let () = redis::cmd("SELECT").arg(0).query(&mut con).unwrap();
+    assert_eq!(con.get::<_, String>("k").unwrap(), "v3");
+    assert!(error_text(redis::cmd("SELECT").arg(99999).query::<()>(&mut con)).contains("out of range"));
+
+    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut con).unwrap();
+    assert!(count >= 15);
+    let info: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(info.contains("redis_version"), "{info}");
+    let () = redis::cmd("CLIENT").arg("SETNAME").arg("me").query(&mut con).unwrap();
+
+    let unknown = error_text(redis::cmd("FLUSHALL").query::<()>(&mut con));
+    assert!(unknown.contains("unknown command 'FLUSHALL'"), "{unknown}");
+    let arity = error_text(redis::cmd("GET").query::<()>(&mut con));
+    assert!(arity.contains("wrong number of arguments for 'get'"), "{arity}");
+}
+
+#[test]
+fn auth_maps_users_to_tenants_and_tenants_stay_apart() {
+    let server = node();
+    let addr = server.resp_addr().unwrap();
+    // Nothing before AUTH.
+    let anonymous = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let mut con = anonymous.get_connection().unwrap();
+    let refused = error_text(con.get::<_, Option<String>>("k"));
+    assert!(refused.contains("NOAUTH"), "{refused}");
+    let wrong = error_text(redis::cmd("AUTH").arg("1").arg("nope").query::<()>(&mut con));
+    assert!(wrong.contains("WRONGPASS"), "{wrong}");
+
+    let mut a = connect(&server, TENANT_A, TOKEN_A);
+    let mut b = connect(&server, TENANT_B, TOKEN_B);
+    let () = a.set("shared", "from a").unwrap();
+    assert_eq!(b.get::<_, Option<String>>("shared").unwrap(), None);
+    let () = b.set("shared", "from b").unwrap();
+    assert_eq!(a.get::<_, String>("shared").unwrap(), "from a");
+    // The same data through the ferry protocol: database 0 is the table `db0`.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let seen = runtime.block_on(async {
+        let client = client_a(&server).await;
+        client.get("db0", b"shared").await.unwrap().unwrap().value
+    });
+    assert_eq!(&seen[..], b"from a");
+}
+
+#[test]
+fn a_pipeline_of_increments_applies_each_once_in_order() {
+    let server = node();
+    let mut con = connect(&server, TENANT_A, TOKEN_A);
+    let mut pipe = redis::pipe();
+    for _ in 0..1000 {
+        pipe.incr("counter", 1);
+    }
+    let values: Vec<i64> = pipe.query(&mut con).unwrap();
+    assert_eq!(values, (1..=1000).collect::<Vec<i64>>());
+}
+
+/// Raw bytes: a reply, then `None` once the node closed the connection.
+fn exchange(addr: std::net::SocketAddr, input: &[u8]) -> (String, bool) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(input).unwrap();
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let closed = loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break true,
+            Ok(n) => {
+                reply.extend_from_slice(&chunk[..n]);
+                if reply.ends_with(b"\r\n") && reply.len() > 2 {
+                    // Give a close a moment to arrive after the last reply.
+                    stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    (String::from_utf8_lossy(&reply).into_owned(), closed)
+}
+
+#[test]
+fn garbage_and_truncated_resp_cost_only_their_connection() {
+    let server = node();
+    let addr = server.resp_addr().unwrap();
+    let auth = format!("AUTH {TENANT_A} {TOKEN_A}\r\n");
+    for (input, expect) in [
+        (format!("{auth}*1\r\n+PING\r\n"), "Protocol error"),
+        (format!("{auth}*99999999999\r\n"), "exceeds"),
+        (format!("{auth}*1\r\n$99999999999\r\n"), "exceeds"),
+        (format!("{auth}*1\r\n$2\r\nabcd\r\n"), "CRLF"),
+        (format!("{auth}SET \"unbalanced\r\n"), "quotes"),
+    ] {
+        let (reply, closed) = exchange(addr, input.as_bytes());
+        assert!(
+            reply.starts_with("+OK\r\n-ERR") && reply.contains(expect),
+            "{input:?}: {reply:?}"
+        );
+        assert!(closed, "{input:?}: the connection must close after a protocol error");
+    }
+    // Truncated: half a command, then gone; the node carries on.
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(format!("{auth}*3\r\n$3\r\nSET\r\n$4\r\nhalf").as_bytes())
+        .unwrap();
+    drop(stream);
+    // Random bytes: error replies, a close, or (with no line end) the hello timeout.
+    let mut state = 0x5eed_u64;
+    for round in 0..8 {
+        let garbage: Vec<u8> = (0..64 + round * 31)
+            .map(|_| {
+                state = ferry_func::args::mix64(state);
+                state as u8
+            })
+            .collect();
+        let _ = exchange(addr, &garbage);
+    }
+    // HELLO 3 switches to RESP3: the reply is a map.
+    let (reply, _) = exchange(
+        addr,
+        format!("HELLO 3 AUTH {TENANT_A} {TOKEN_A}\r\nQUIT\r\n").as_bytes(),
+    );
+    assert!(reply.starts_with("%7\r\n"), "{reply:?}");
+    let mut con = connect(&server, TENANT_A, TOKEN_A);
+    assert_eq!(con.get::<_, Option<String>>("half").unwrap(), None);
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}
