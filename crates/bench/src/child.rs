@@ -40,6 +40,7 @@ pub struct ChildServer {
     child: Child,
     addr: String,
     metrics_addr: Option<String>,
+    resp_addr: Option<String>,
 }
 
 impl ChildServer {
@@ -63,10 +64,23 @@ impl ChildServer {
         ChildServer::start(command, "storage node", false)
     }
 
+    /// Like [`ChildServer::start`] for a storage node started with `--resp` and
+    /// `--metrics`: it prints `resp on HOST:PORT` between the two.
+    pub fn start_resp(command: Command, what: &str) -> Result<ChildServer, BenchError> {
+        Self::start_lines(command, what, &["resp on ", "metrics on "])
+    }
+
     /// Starts `command` (a `ferry` subcommand that prints `listening on HOST:PORT` first,
     /// then `metrics on HOST:PORT` if `metrics` says it serves them) and waits for its
     /// addresses. `what` names it in errors.
-    pub fn start(mut command: Command, what: &str, metrics: bool) -> Result<ChildServer, BenchError> {
+    pub fn start(command: Command, what: &str, metrics: bool) -> Result<ChildServer, BenchError> {
+        let lines: &[&str] = if metrics { &["metrics on "] } else { &[] };
+        Self::start_lines(command, what, lines)
+    }
+
+    /// Starts `command` and reads `listening on HOST:PORT`, then one line per prefix of
+    /// `more` (`resp on `, `metrics on `), in that order.
+    fn start_lines(mut command: Command, what: &str, more: &[&str]) -> Result<ChildServer, BenchError> {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -98,16 +112,25 @@ impl ChildServer {
             }
         };
         let addr = next_line("listening on ").map_err(BenchError::Server)?;
-        let metrics_addr = if metrics {
-            Some(next_line("metrics on ").map_err(BenchError::Server)?)
-        } else {
-            None
-        };
+        let (mut resp_addr, mut metrics_addr) = (None, None);
+        for prefix in more {
+            let value = next_line(prefix).map_err(BenchError::Server)?;
+            match *prefix {
+                "resp on " => resp_addr = Some(value),
+                _ => metrics_addr = Some(value),
+            }
+        }
         Ok(ChildServer {
             child,
             addr,
             metrics_addr,
+            resp_addr,
         })
+    }
+
+    /// `host:port` of its RESP listener, if it has one.
+    pub fn resp_addr(&self) -> Option<&str> {
+        self.resp_addr.as_deref()
     }
 
     /// `host:port` of its metrics, if it serves them.

@@ -54,7 +54,8 @@ struct UpArgs {
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
     /// Write the addresses as JSON here once everything listens (`gateway`, and
-    /// `storage_nodes` / `compute_nodes`: arrays of `{addr, pid, metrics}`).
+    /// `storage_nodes` / `compute_nodes`: arrays of `{addr, pid, metrics}`; storage nodes
+    /// also `resp`, their RESP address).
     #[arg(long)]
     json: Option<PathBuf>,
     /// Directory for the cluster map (default: a fresh one under the system's temp dir).
@@ -68,6 +69,9 @@ struct ProcessInfo {
     addr: String,
     pid: u32,
     metrics: String,
+    /// Its RESP address (storage nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resp: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -85,6 +89,7 @@ fn info(child: &ChildServer) -> ProcessInfo {
         addr: child.addr().to_string(),
         pid: child.pid(),
         metrics: child.metrics_addr().unwrap_or_default().to_string(),
+        resp: child.resp_addr().map(str::to_string),
     }
 }
 
@@ -133,13 +138,19 @@ fn up(args: UpArgs) -> CmdResult {
     };
     std::fs::create_dir_all(&dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     // The map names the storage nodes' addresses before they start: take free ports now.
+    let free_addr = || -> std::io::Result<String> {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0")?;
+        Ok(probe.local_addr()?.to_string())
+    };
     let addrs = (0..args.storage_nodes)
-        .map(|_| {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0")?;
-            Ok(probe.local_addr()?.to_string())
-        })
+        .map(|_| free_addr())
         .collect::<std::io::Result<Vec<String>>>()?;
-    let map = ClusterMap::even(&addrs)?;
+    // Every storage node speaks RESP too, and the map says where (for -MOVED and CLUSTER SLOTS).
+    let mut nodes = ClusterMap::even(&addrs)?.nodes().to_vec();
+    for node in &mut nodes {
+        node.resp = Some(free_addr()?);
+    }
+    let map = ClusterMap::new(nodes)?;
     let map_path = dir.join("cluster.toml");
     std::fs::write(&map_path, map.to_toml()).map_err(|err| format!("cannot write {}: {err}", map_path.display()))?;
     let common: Vec<String> = vec![
@@ -155,11 +166,12 @@ fn up(args: UpArgs) -> CmdResult {
     let mut storage = Vec::new();
     for (index, node) in map.nodes().iter().enumerate() {
         let mut command = ferry(&exe, "server", &common);
+        let resp = node.resp.as_deref().expect("set above");
         command
-            .args(["--listen", &node.addr, "--node-id", &node.id])
+            .args(["--listen", &node.addr, "--node-id", &node.id, "--resp", resp])
             .args(["--cores", &args.cores.to_string()])
             .args(cpu_flag(&storage_cpus, index));
-        storage.push(ChildServer::start(command, &format!("storage node {}", node.id), true)?);
+        storage.push(ChildServer::start_resp(command, &format!("storage node {}", node.id))?);
     }
     let mut compute = Vec::new();
     for index in 0..args.compute_nodes {
@@ -208,8 +220,12 @@ fn up(args: UpArgs) -> CmdResult {
     for (node, process) in map.nodes().iter().zip(&cluster.storage_nodes) {
         writeln!(
             stdout,
-            "storage node {} on {} (pid {}, metrics {})",
-            node.id, process.addr, process.pid, process.metrics
+            "storage node {} on {} (pid {}, metrics {}, resp {})",
+            node.id,
+            process.addr,
+            process.pid,
+            process.metrics,
+            process.resp.as_deref().unwrap_or("-")
         )?;
     }
     for (index, process) in cluster.compute_nodes.iter().enumerate() {

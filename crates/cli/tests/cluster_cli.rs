@@ -99,6 +99,20 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
         assert!(invoke.status.success(), "{function}: {}", text(&invoke));
     }
 
+    // Every storage node speaks RESP; a key of the other node is answered -MOVED to its RESP port.
+    let resp = |i: usize| storage[i]["resp"].as_str().unwrap().to_string();
+    let mut redis = std::net::TcpStream::connect(resp(0)).unwrap();
+    redis.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    redis
+        .write_all(b"AUTH ferry\r\nSET hello x\r\nGET hello\r\nSET foo y\r\nQUIT\r\n")
+        .unwrap();
+    let mut replies = String::new();
+    redis.read_to_string(&mut replies).unwrap();
+    assert_eq!(
+        replies,
+        format!("+OK\r\n+OK\r\n$1\r\nx\r\n-MOVED 12182 {}\r\n+OK\r\n", resp(1))
+    );
+
     let processes = storage
         .iter()
         .chain(compute)

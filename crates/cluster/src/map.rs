@@ -34,6 +34,9 @@ pub struct NodeEntry {
     pub addr: String,
     /// The slot ranges it serves, inclusive, as written.
     pub slots: Vec<(u16, u16)>,
+    /// `host:port` of its RESP listener, if it has one: what Redis clients are sent to by
+    /// `-MOVED` and `CLUSTER SLOTS`.
+    pub resp: Option<String>,
 }
 
 /// Why a map was refused.
@@ -83,6 +86,8 @@ struct NodeFile {
     id: String,
     addr: String,
     slots: Vec<String>,
+    #[serde(default)]
+    resp: Option<String>,
 }
 
 /// Keys that live on more than one node (Redis's CROSSSLOT).
@@ -138,6 +143,7 @@ impl ClusterMap {
                     id: node.id.clone(),
                     addr: node.addr.clone(),
                     slots,
+                    resp: node.resp.clone(),
                 })
             })
             .collect::<Result<Vec<_>, MapError>>()?;
@@ -169,12 +175,15 @@ impl ClusterMap {
             if nodes[..index].iter().any(|other| other.id == node.id) {
                 return Err(bad("the id is used twice"));
             }
-            let port_ok = node
-                .addr
-                .rsplit_once(':')
-                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-            if !port_ok {
+            let host_port = |addr: &str| {
+                addr.rsplit_once(':')
+                    .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
+            };
+            if !host_port(&node.addr) {
                 return Err(bad("addr must be HOST:PORT"));
+            }
+            if node.resp.as_deref().is_some_and(|resp| !host_port(resp)) {
+                return Err(bad("resp must be HOST:PORT"));
             }
             for &(lo, hi) in &node.slots {
                 if lo > hi || hi >= SLOTS {
@@ -249,11 +258,15 @@ impl ClusterMap {
         for node in &self.nodes {
             let ranges: Vec<String> = node.slots.iter().map(|(lo, hi)| format!("\"{lo}-{hi}\"")).collect();
             out.push_str(&format!(
-                "[[node]]\nid = {:?}\naddr = {:?}\nslots = [{}]\n\n",
+                "[[node]]\nid = {:?}\naddr = {:?}\nslots = [{}]\n",
                 node.id,
                 node.addr,
                 ranges.join(", ")
             ));
+            if let Some(resp) = &node.resp {
+                out.push_str(&format!("resp = {resp:?}\n"));
+            }
+            out.push('\n');
         }
         out
     }
@@ -272,6 +285,7 @@ impl ClusterMap {
                     id: format!("s{}", i + 1),
                     addr: addr.clone(),
                     slots: vec![(lo, hi)],
+                    resp: None,
                 }
             })
             .collect();

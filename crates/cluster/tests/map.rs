@@ -113,4 +113,12 @@ fn the_written_map_reads_back_the_same() {
     let addrs: Vec<String> = (0..3).map(|i| format!("127.0.0.1:77{i:02}")).collect();
     let map = ClusterMap::even(&addrs).unwrap();
     assert_eq!(ClusterMap::parse(&map.to_toml()).unwrap(), map);
+    // With RESP addresses too.
+    let mut nodes = map.nodes().to_vec();
+    nodes[1].resp = Some("127.0.0.1:6380".into());
+    let map = ClusterMap::new(nodes).unwrap();
+    assert_eq!(ClusterMap::parse(&map.to_toml()).unwrap(), map);
+    let mut bad = map.nodes().to_vec();
+    bad[0].resp = Some("nowhere".into());
+    assert!(ClusterMap::new(bad).is_err());
 }

@@ -78,6 +78,8 @@ pub enum Command {
     Info,
     /// CLIENT subcommand ...: SETNAME and SETINFO are accepted (and ignored), the rest refused.
     Client(Bytes),
+    /// CLUSTER subcommand (upper case): SLOTS and SHARDS are served.
+    Cluster(Bytes),
 }
 
 fn upper(arg: &Bytes) -> String {
@@ -249,6 +251,10 @@ impl Command {
                 arity(n >= 2)?;
                 Command::Client(Bytes::from(upper(&next())))
             }
+            "CLUSTER" => {
+                arity(n >= 2)?;
+                Command::Cluster(Bytes::from(upper(&next())))
+            }
             _ => unreachable!("every name of SERVED has an arm"),
         })
     }
@@ -257,7 +263,7 @@ impl Command {
 /// The names of the commands served, lower case, for COMMAND.
 pub const SERVED: &[&str] = &[
     "ping", "echo", "quit", "auth", "hello", "select", "get", "set", "del", "unlink", "exists", "mget", "mset", "incr",
-    "decr", "incrby", "decrby", "command", "info", "client",
+    "decr", "incrby", "decrby", "command", "info", "client", "cluster",
 ];
 
 #[cfg(test)]

@@ -225,6 +225,7 @@ fn run(node: &Node, session: &mut Session, counted: &mut bool, command: Command)
             b"SETNAME" | b"SETINFO" => Reply::ok(),
             _ => unknown(&[Bytes::from_static(b"CLIENT"), sub]),
         },
+        Command::Cluster(sub) => cluster(node, &sub),
         data => {
             let tenant = session.tenant.as_ref().expect("checked above");
             if let Some(refusal) = misrouted(node, &data) {
@@ -323,5 +324,73 @@ fn misrouted(node: &Node, command: &Command) -> Option<Reply> {
     }
     let key = keys.first()?;
     let owner = role.map.owner(key);
-    (owner.id != role.node_id).then(|| Reply::Error(format!("MOVED {} {}", key_slot(key), owner.addr)))
+    if owner.id == role.node_id {
+        return None;
+    }
+    Some(match &owner.resp {
+        Some(resp) => Reply::Error(format!("MOVED {} {resp}", key_slot(key))),
+        // Sending a Redis client to the node's ferry-protocol port would be worse.
+        None => Reply::Error(format!(
+            "CLUSTERDOWN slot {} is served by node {}, which has no RESP address in the cluster map",
+            key_slot(key),
+            owner.id
+        )),
+    })
+}
+
+/// CLUSTER SLOTS and CLUSTER SHARDS from the cluster map (nodes without a RESP address in
+/// the map are left out: a Redis client could not talk to them).
+fn cluster(node: &Node, sub: &[u8]) -> Reply {
+    let Some(role) = &node.cluster else {
+        return Reply::err("This instance has cluster support disabled");
+    };
+    let with_resp = role.map.nodes().iter().filter_map(|n| {
+        let resp = n.resp.as_ref()?;
+        let (host, port) = resp.rsplit_once(':')?;
+        Some((n, host.to_string(), port.parse::<i64>().ok()?))
+    });
+    match sub {
+        b"SLOTS" => Reply::Array(
+            with_resp
+                .flat_map(|(n, host, port)| {
+                    n.slots.iter().map(move |&(lo, hi)| {
+                        Reply::Array(vec![
+                            Reply::Integer(i64::from(lo)),
+                            Reply::Integer(i64::from(hi)),
+                            Reply::Array(vec![
+                                Reply::text(host.clone()),
+                                Reply::Integer(port),
+                                Reply::text(n.id.clone()),
+                            ]),
+                        ])
+                    })
+                })
+                .collect(),
+        ),
+        b"SHARDS" => Reply::Array(
+            with_resp
+                .map(|(n, host, port)| {
+                    let slots = n
+                        .slots
+                        .iter()
+                        .flat_map(|&(lo, hi)| [Reply::Integer(i64::from(lo)), Reply::Integer(i64::from(hi))])
+                        .collect();
+                    let member = Reply::Map(vec![
+                        (Reply::text("id"), Reply::text(n.id.clone())),
+                        (Reply::text("port"), Reply::Integer(port)),
+                        (Reply::text("ip"), Reply::text(host.clone())),
+                        (Reply::text("endpoint"), Reply::text(host)),
+                        (Reply::text("role"), Reply::text("master")),
+                        (Reply::text("replication-offset"), Reply::Integer(0)),
+                        (Reply::text("health"), Reply::text("online")),
+                    ]);
+                    Reply::Map(vec![
+                        (Reply::text("slots"), Reply::Array(slots)),
+                        (Reply::text("nodes"), Reply::Array(vec![member])),
+                    ])
+                })
+                .collect(),
+        ),
+        _ => Reply::err("only CLUSTER SLOTS and CLUSTER SHARDS are served"),
+    }
 }

@@ -211,3 +211,57 @@ fn garbage_and_truncated_resp_cost_only_their_connection() {
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+fn free_addr() -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap().to_string()
+}
+
+#[test]
+fn a_cluster_sends_redis_clients_to_the_owner_and_describes_its_slots() {
+    use ferry_cluster::ClusterMap;
+    let addrs = vec![free_addr(), free_addr()];
+    let mut nodes = ClusterMap::even(&addrs).unwrap().nodes().to_vec();
+    for node in &mut nodes {
+        node.resp = Some(free_addr());
+    }
+    let map = ClusterMap::new(nodes).unwrap();
+    let servers: Vec<_> = map
+        .nodes()
+        .iter()
+        .map(|node| {
+            let mut config = config(1);
+            config.listen = node.addr.parse().unwrap();
+            config.resp_listen = Some(node.resp.as_ref().unwrap().parse().unwrap());
+            config.cluster = Some(ferry_server::routing::ClusterRole {
+                map: map.clone(),
+                node_id: node.id.clone(),
+            });
+            start_with(config)
+        })
+        .collect();
+    let mut s1 = connect(&servers[0], TENANT_A, TOKEN_A);
+    // hello → slot 866 (s1), foo → slot 12182 (s2).
+    let () = s1.set("hello", "here").unwrap();
+    let err = s1.set::<_, _, ()>("foo", "there").unwrap_err();
+    assert_eq!(err.kind(), redis::ErrorKind::Moved, "{err}");
+    let (addr, slot) = err.redirect_node().unwrap();
+    assert_eq!((addr, slot), (map.nodes()[1].resp.as_deref().unwrap(), 12182));
+    let spread = error_text(s1.mget::<_, Vec<Option<String>>>(&["hello", "foo"]));
+    assert!(spread.contains("CROSSSLOT"), "{spread}");
+    // Following the redirection works.
+    let mut s2 = connect(&servers[1], TENANT_A, TOKEN_A);
+    let () = s2.set("foo", "there").unwrap();
+    // CLUSTER SLOTS: each node's range with its RESP address and id.
+    let slots: Vec<(i64, i64, (String, i64, String))> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut s1).unwrap();
+    assert_eq!(slots.len(), 2);
+    assert_eq!((slots[0].0, slots[0].1, slots[0].2 .2.as_str()), (0, 8191, "s1"));
+    assert_eq!((slots[1].0, slots[1].1), (8192, 16383));
+    let resp2 = map.nodes()[1].resp.clone().unwrap();
+    assert_eq!(format!("{}:{}", slots[1].2 .0, slots[1].2 .1), resp2);
+    let shards: redis::Value = redis::cmd("CLUSTER").arg("SHARDS").query(&mut s1).unwrap();
+    assert!(
+        matches!(&shards, redis::Value::Array(items) if items.len() == 2),
+        "{shards:?}"
+    );
+}
