@@ -307,3 +307,35 @@ fn the_resp_address_is_announced_right_after_the_data_address_and_speaks_redis()
     let get = server.kv(&["get", "db0", "greeting"]);
     assert!(String::from_utf8_lossy(&get.stdout).starts_with("hello"), "{get:?}");
 }
+
+/// `examples/redis_client.py` (Python's redis package) against a node's RESP port, where
+/// Python has the package (`examples/run_redis_client.sh` installs it into `.venv-redis`).
+#[test]
+fn the_python_redis_example_passes_where_python_has_the_package() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let venv = root.join(".venv-redis/bin/python");
+    let python = if venv.exists() {
+        venv.display().to_string()
+    } else {
+        "python3".to_string()
+    };
+    let has_package = Command::new(&python)
+        .args(["-c", "import redis"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_package {
+        eprintln!("skipped: no Python with the redis package (examples/run_redis_client.sh installs one)");
+        return;
+    }
+    let mut server = Server::start(&["--resp", "127.0.0.1:0"]);
+    let second = server.stdout.next().unwrap().unwrap();
+    let resp = second.strip_prefix("resp on ").unwrap_or_else(|| panic!("{second}"));
+    let port = resp.rsplit_once(':').unwrap().1;
+    let output = Command::new(&python)
+        .arg(root.join("examples/redis_client.py"))
+        .args(["--port", port])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("checks passed"), "{stdout}");
+}
