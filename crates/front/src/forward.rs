@@ -40,8 +40,7 @@ pub fn invocation_response(invocation: Invocation) -> Response {
     response
 }
 
-/// Everything a client sends a gateway or compute node and what becomes of it, for the
-/// `bad_request` answers of the requests a process does not serve.
+/// The `bad_request` answer for a request this process does not serve, saying why.
 pub(crate) fn not_served(what: &str) -> Response {
     Response::error(Status::BadRequest, what.to_string())
 }

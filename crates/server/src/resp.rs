@@ -143,7 +143,7 @@ async fn connection(node: &Node, mut stream: TcpStream, mut shutdown: watch::Rec
 fn handle(node: &Node, session: &mut Session, counted: &mut bool, args: Vec<Bytes>, out: &mut BytesMut) -> After {
     let started = Instant::now();
     let (reply, after) = match Command::parse(args) {
-        Err(reply) if session.tenant.is_none() => (noauth(reply), After::Continue),
+        Err(_) if session.tenant.is_none() => (noauth(), After::Continue),
         Err(reply) => (reply, After::Continue),
         Ok(command) => run(node, session, counted, command),
     };
@@ -158,7 +158,7 @@ fn handle(node: &Node, session: &mut Session, counted: &mut bool, args: Vec<Byte
 
 /// Before AUTH, an unknown command is still refused for want of authentication (as
 /// Redis does), so nothing about the command set leaks before it.
-fn noauth(_reply: Reply) -> Reply {
+fn noauth() -> Reply {
     Reply::Error("NOAUTH Authentication required.".into())
 }
 
@@ -194,14 +194,14 @@ fn run(node: &Node, session: &mut Session, counted: &mut bool, command: Command)
                 }
             }
             if session.tenant.is_none() {
-                return (noauth(Reply::Null), After::Continue);
+                return (noauth(), After::Continue);
             }
             if let Some(version) = version {
                 session.protocol = version;
             }
             hello_reply(node, session.protocol)
         }
-        _ if session.tenant.is_none() => noauth(Reply::Null),
+        _ if session.tenant.is_none() => noauth(),
         Command::Ping(None) => Reply::Simple("PONG".into()),
         Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message),
         Command::Select(index) => match std::str::from_utf8(&index).ok().and_then(|i| i.parse::<u32>().ok()) {

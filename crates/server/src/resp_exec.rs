@@ -14,8 +14,8 @@ use ferry_store::{ObjectRef, StoreError, WriteRef};
 
 use crate::node::TenantState;
 
-/// Attempts of one INCR before it gives up under contention.
-pub const MAX_INCR_ATTEMPTS: u32 = 16;
+/// Attempts of one conditional SET or INCR before it gives up under contention.
+pub const MAX_RMW_ATTEMPTS: u32 = 16;
 
 /// The table of database `index`.
 pub fn table_of(index: u32) -> String {
@@ -117,7 +117,7 @@ fn set(
             Err(err) => store_error(err),
         };
     }
-    for _ in 0..MAX_INCR_ATTEMPTS {
+    for _ in 0..MAX_RMW_ATTEMPTS {
         let old = match store.get(table, key) {
             Ok(old) => old,
             Err(err) => return store_error(err),
@@ -147,7 +147,7 @@ fn set(
         }
     }
     Reply::err(format!(
-        "SET gave up after {MAX_INCR_ATTEMPTS} conflicting attempts; retry"
+        "SET gave up after {MAX_RMW_ATTEMPTS} conflicting attempts; retry"
     ))
 }
 
@@ -160,7 +160,7 @@ fn incr_by(tenant: &TenantState, table: &str, key: &Bytes, delta: &Bytes, negate
         return Reply::err("decrement would overflow");
     };
     let store = &tenant.store;
-    for _ in 0..MAX_INCR_ATTEMPTS {
+    for _ in 0..MAX_RMW_ATTEMPTS {
         let (version, current) = match store.get(table, key) {
             Ok(Some((version, value))) => {
                 let parsed = std::str::from_utf8(&value).ok().and_then(|v| v.parse::<i64>().ok());
@@ -189,6 +189,6 @@ fn incr_by(tenant: &TenantState, table: &str, key: &Bytes, delta: &Bytes, negate
         }
     }
     Reply::err(format!(
-        "INCR gave up after {MAX_INCR_ATTEMPTS} conflicting attempts; retry"
+        "INCR gave up after {MAX_RMW_ATTEMPTS} conflicting attempts; retry"
     ))
 }
