@@ -80,8 +80,7 @@ fn start_node(cpus: Vec<usize>, spin_iters_per_ms: u64) -> Result<ferry_server::
                 let mut config =
                     ServerConfig::new("127.0.0.1:0".parse().expect("a valid literal address"), 1, vec![tenant]);
                 config.spin_iters_per_ms = Some(spin_iters_per_ms);
-                ferry_server::start(config, ferry_func::Registry::with_builtins())
-                    .map_err(|err| BenchError::Server(err.to_string()))
+                ferry_server::start(config, ferry_lua::registry()).map_err(|err| BenchError::Server(err.to_string()))
             })();
             let _ = sender.send(result);
         })

@@ -28,7 +28,7 @@ pub fn run(args: ComputeArgs) -> CmdResult {
         cluster: args.front.cluster_map()?,
         min_workers: args.min_workers,
         max_workers: args.max_workers,
-        registry: ferry_func::Registry::with_builtins(),
+        registry: ferry_lua::registry(),
     };
     let handle = start_compute(config)?;
     let what = format!("compute node: {}–{} workers", args.min_workers, args.max_workers);

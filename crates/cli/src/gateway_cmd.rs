@@ -82,7 +82,7 @@ pub fn run(args: GatewayArgs) -> CmdResult {
             spec.build(slo, 0.99, Some(capacity), seed)
                 .map_err(|err| err.to_string())
         }),
-        registry: ferry_func::Registry::with_builtins(),
+        registry: ferry_lua::registry(),
     };
     let handle = start_gateway(config)?;
     let what = format!(

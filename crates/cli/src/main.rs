@@ -19,6 +19,7 @@ mod compute_cmd;
 mod connect;
 mod demo_cmd;
 mod fairness_cmd;
+mod fn_cmd;
 mod front_args;
 mod gateway_cmd;
 mod kv_cmd;
@@ -66,6 +67,8 @@ enum Command {
     Kv(kv_cmd::KvArgs),
     /// Load a built-in function's data set into a storage node.
     Load(load_cmd::LoadArgs),
+    /// Lua function libraries: load, list, delete, call (FUNCTION and FCALL).
+    Fn(fn_cmd::FnArgs),
     /// Run a placement policy on real processes: node on CPU 0, app side on CPU 1.
     Bench(bench_cmd::BenchArgs),
     /// Measure the upper bound: the best goodput within the SLO for each fixed X.
@@ -110,6 +113,7 @@ fn main() {
         Command::Cluster(args) => cluster_cmd::run(args),
         Command::Kv(args) => kv_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
+        Command::Fn(args) => fn_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Fairness(args) => fairness_cmd::run(args),

@@ -171,7 +171,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
             node_id: node_id.clone(),
         });
     }
-    let handle = ferry_server::start(config.clone(), ferry_func::Registry::with_builtins())?;
+    let handle = ferry_server::start(config.clone(), ferry_lua::registry())?;
     // The first stdout line is a contract: tools and tests read the port from it.
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on {}", handle.local_addr())?;

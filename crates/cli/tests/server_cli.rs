@@ -119,6 +119,50 @@ fn server_announces_its_port_and_kv_pokes_it() {
 }
 
 #[test]
+fn fn_loads_lists_and_calls_a_lua_library_on_both_sides() {
+    let server = Server::start(&[]);
+    let library = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/lua/traverse.lua");
+    let fn_cmd = |args: &[&str]| {
+        ferry()
+            .args(["fn", "--server", &server.addr])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let load = fn_cmd(&["load", library]);
+    assert!(load.status.success(), "{}", stderr(&load));
+    assert_eq!(stdout(&load).trim(), "graph");
+    let again = fn_cmd(&["load", library]);
+    assert!(!again.status.success() && stderr(&again).contains("Library 'graph' already exists"));
+    assert!(fn_cmd(&["load", "--replace", library]).status.success());
+    let graph = fn_cmd(&["call", "load_graph", "0", "100", "100"]);
+    assert_eq!(stdout(&graph).trim(), "(integer) 100", "{}", stderr(&graph));
+    let remote = fn_cmd(&["call", "traverse", "--keys", "node:000000000007", "5"]);
+    let local = fn_cmd(&["call", "traverse", "--local", "--keys", "node:000000000007", "5"]);
+    assert!(
+        stdout(&remote).starts_with("node:0000000"),
+        "{}{}",
+        stdout(&remote),
+        stderr(&remote)
+    );
+    assert_eq!(stdout(&remote), stdout(&local), "the same reply on both sides");
+    let list = fn_cmd(&["list", "--pattern", "gr*"]);
+    assert!(
+        stdout(&list).contains("library_name") && stdout(&list).contains("no-writes"),
+        "{}",
+        stdout(&list)
+    );
+    let missing = fn_cmd(&["call", "nope"]);
+    assert!(!missing.status.success() && stderr(&missing).contains("Function not found"));
+    let unreadable = fn_cmd(&["load", "/nonexistent/lib.lua"]);
+    assert!(!unreadable.status.success() && stderr(&unreadable).contains("/nonexistent/lib.lua"));
+    assert!(fn_cmd(&["delete", "graph"]).status.success());
+    let gone = fn_cmd(&["call", "traverse", "--keys", "node:000000000007", "5"]);
+    assert!(!gone.status.success() && stderr(&gone).contains("Function not found"));
+    server.stop();
+}
+
+#[test]
 fn bad_flags_and_unreachable_servers_fail_with_a_message() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (

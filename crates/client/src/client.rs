@@ -57,7 +57,7 @@ impl ClientConfig {
             connections: 1,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            registry: Registry::with_builtins(),
+            registry: ferry_lua::registry(),
             trace: false,
         }
     }

@@ -218,7 +218,7 @@ async fn idle_unauthenticated_connections_cannot_lock_a_client_out() {
         let legit = loop {
             tries += 1;
             let mut config = ferry_client::ClientConfig::new(addr.to_string(), TENANT, TOKEN);
-            config.registry = ferry_func::Registry::with_builtins();
+            config.registry = ferry_lua::registry();
             match ferry_client::Client::connect(config).await {
                 Ok(client) => break client,
                 Err(err) if tries < 5 => eprintln!("try {tries}: {err}"),

@@ -124,7 +124,7 @@ async fn invocations_placed_either_way_give_the_single_node_results() {
         };
         let mut config = ferry_server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), 1, vec![tenant]);
         config.spin_iters_per_ms = Some(ferry_func::work::DEFAULT_ITERS_PER_MS);
-        ferry_server::start(config, ferry_func::Registry::with_builtins()).unwrap()
+        ferry_server::start(config, ferry_lua::registry()).unwrap()
     })
     .await
     .unwrap();

@@ -8,12 +8,14 @@
 //! - [`registry`]: functions registered by name; the same registry is linked into the
 //!   storage node and the client runtime.
 //! - [`work`]: emulated compute, a calibrated busy-wait identical on both sides.
+//! - [`memory`]: a `Ctx` over a plain map, for running functions without a node.
 //! - [`args`]: little-endian argument readers shared by the built-ins.
 //! - [`builtins`]: `noop`, `traverse`, `ycsbt`, `aggregate`, `auth` and their data sets.
 
 pub mod args;
 pub mod builtins;
 pub mod ctx;
+pub mod memory;
 pub mod registry;
 pub mod tx;
 pub mod work;

@@ -23,6 +23,12 @@ pub type RouteFn = fn(&Bytes) -> Option<Bytes>;
 /// Longest function name; names travel in every invoke request.
 pub const MAX_FUNCTION_NAME_BYTES: usize = 128;
 
+/// A function name (or family prefix): non-empty, bounded, `[A-Za-z0-9_.-]`.
+fn valid_name(name: &str) -> bool {
+    let valid_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
+    !name.is_empty() && name.len() <= MAX_FUNCTION_NAME_BYTES && name.chars().all(valid_char)
+}
+
 /// Why an invocation failed.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum FnError {
@@ -51,6 +57,9 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
 #[derive(Clone, Default)]
 pub struct Registry {
     functions: HashMap<String, Entry>,
+    /// Families of functions named `PREFIX<name>`, served by one entry that reads the
+    /// name from its arguments (Lua functions loaded at run time: `fcall.<name>`).
+    families: Vec<(String, Entry)>,
 }
 
 #[derive(Clone, Copy)]
@@ -105,9 +114,27 @@ impl Registry {
         )
     }
 
+    /// Registers one `function` for every name that starts with `prefix` (which must end
+    /// in `.`), for functions defined at run time: the invocation name keeps each one's
+    /// cost profile apart, and `function` finds out which one it is from its arguments.
+    /// A name registered exactly takes precedence.
+    pub fn register_family(&mut self, prefix: &str, function: StorageFn, route: RouteFn) -> Result<(), RegisterError> {
+        if !prefix.ends_with('.') || !valid_name(prefix) {
+            return Err(RegisterError::BadName(prefix.to_string()));
+        }
+        if self.families.iter().any(|(existing, _)| existing == prefix) {
+            return Err(RegisterError::Duplicate(prefix.to_string()));
+        }
+        let entry = Entry {
+            function,
+            route: Some(route),
+        };
+        self.families.push((prefix.to_string(), entry));
+        Ok(())
+    }
+
     fn insert(&mut self, name: &str, entry: Entry) -> Result<(), RegisterError> {
-        let valid_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
-        if name.is_empty() || name.len() > MAX_FUNCTION_NAME_BYTES || !name.chars().all(valid_char) {
+        if !valid_name(name) {
             return Err(RegisterError::BadName(name.to_string()));
         }
         if self.functions.contains_key(name) {
@@ -117,15 +144,24 @@ impl Registry {
         Ok(())
     }
 
-    /// The function registered under `name`.
+    fn entry(&self, name: &str) -> Option<&Entry> {
+        self.functions.get(name).or_else(|| {
+            self.families
+                .iter()
+                .find(|(prefix, _)| name.len() > prefix.len() && name.starts_with(prefix.as_str()))
+                .map(|(_, entry)| entry)
+        })
+    }
+
+    /// The function registered under `name` (or the family `name` belongs to).
     pub fn get(&self, name: &str) -> Option<StorageFn> {
-        self.functions.get(name).map(|entry| entry.function)
+        self.entry(name).map(|entry| entry.function)
     }
 
     /// The routing key of an invocation of `name` with `args`: `None` for an unknown
     /// function, one registered without a route, or arguments that name no key.
     pub fn route(&self, name: &str, args: &Bytes) -> Option<Bytes> {
-        self.functions.get(name)?.route?(args)
+        self.entry(name)?.route?(args)
     }
 
     /// Registered names, sorted.
@@ -188,5 +224,31 @@ mod tests {
         let mut plain = Registry::new();
         plain.register("walk", traverse::run).unwrap();
         assert_eq!(plain.route("walk", &walk.encode()), None);
+    }
+
+    #[test]
+    fn a_family_serves_every_name_under_its_prefix() {
+        use crate::builtins::{noop, traverse};
+        let mut registry = Registry::with_builtins();
+        let first_eight = |args: &Bytes| Some(args.slice(..args.len().min(8)));
+        registry.register_family("walk.", traverse::run, first_eight).unwrap();
+        assert!(registry.get("walk.a").is_some());
+        assert!(registry.get("walk.").is_none(), "the bare prefix names nothing");
+        assert!(registry.get("walker").is_none());
+        assert_eq!(
+            registry.route("walk.b", &Bytes::from_static(b"0123456789")),
+            Some(Bytes::from_static(b"01234567"))
+        );
+        // An exact name wins over the family.
+        registry.register("walk.noop", noop::run).unwrap();
+        assert_eq!(registry.route("walk.noop", &Bytes::from_static(b"0123456789")), None);
+        assert!(matches!(
+            registry.register_family("walk.", traverse::run, first_eight),
+            Err(RegisterError::Duplicate(_))
+        ));
+        assert!(matches!(
+            registry.register_family("nodot", traverse::run, first_eight),
+            Err(RegisterError::BadName(_))
+        ));
     }
 }

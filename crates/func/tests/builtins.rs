@@ -2,74 +2,11 @@
 //! sets, independent of either real runtime.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use ferry_func::builtins::{aggregate, auth, traverse, ycsbt};
-use ferry_func::{Ctx, CtxFuture, FnError, Registry};
-
-/// Objects by (table, key); applies writes immediately (no concurrency here).
-struct MapCtx {
-    args: Bytes,
-    data: HashMap<(String, Bytes), Bytes>,
-}
-
-impl MapCtx {
-    fn new(data: impl IntoIterator<Item = (&'static str, Bytes, Bytes)>) -> MapCtx {
-        MapCtx {
-            args: Bytes::new(),
-            data: data.into_iter().map(|(t, k, v)| ((t.to_string(), k), v)).collect(),
-        }
-    }
-}
-
-impl Ctx for MapCtx {
-    fn args(&self) -> &Bytes {
-        &self.args
-    }
-    fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
-        Box::pin(async move {
-            Ok(self
-                .data
-                .get(&(table.to_string(), Bytes::copy_from_slice(key)))
-                .cloned())
-        })
-    }
-    fn multiget<'a>(&'a mut self, table: &'a str, keys: &'a [Bytes]) -> CtxFuture<'a, Vec<Option<Bytes>>> {
-        Box::pin(async move {
-            Ok(keys
-                .iter()
-                .map(|k| self.data.get(&(table.to_string(), k.clone())).cloned())
-                .collect())
-        })
-    }
-    fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> CtxFuture<'a, ()> {
-        Box::pin(async move {
-            self.data
-                .insert((table.to_string(), Bytes::copy_from_slice(key)), value);
-            Ok(())
-        })
-    }
-    fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()> {
-        Box::pin(async move {
-            self.data.remove(&(table.to_string(), Bytes::copy_from_slice(key)));
-            Ok(())
-        })
-    }
-}
-
-/// Polls a future that never waits (MapCtx is always ready) to completion.
-fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-    }
-}
+use ferry_func::memory::{block_on, MemoryCtx as MapCtx};
+use ferry_func::{FnError, Registry};
 
 fn invoke(ctx: &mut MapCtx, name: &str, args: Bytes) -> Result<Bytes, FnError> {
     ctx.args = args;

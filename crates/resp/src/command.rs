@@ -15,6 +15,29 @@ pub enum SetCondition {
     IfPresent,
 }
 
+/// A FUNCTION subcommand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FunctionCommand {
+    /// FUNCTION LOAD [REPLACE] code.
+    Load {
+        /// REPLACE: a library of the same name may be replaced.
+        replace: bool,
+        /// The library's text.
+        code: Bytes,
+    },
+    /// FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE].
+    List {
+        /// Only libraries whose name matches this glob-style pattern.
+        pattern: Option<Bytes>,
+        /// Include each library's code.
+        with_code: bool,
+    },
+    /// FUNCTION DELETE library.
+    Delete(Bytes),
+    /// FUNCTION STATS.
+    Stats,
+}
+
 /// A command this front end knows.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -80,6 +103,19 @@ pub enum Command {
     Client(Bytes),
     /// CLUSTER subcommand (upper case): SLOTS and SHARDS are served.
     Cluster(Bytes),
+    /// FUNCTION subcommand.
+    Function(FunctionCommand),
+    /// FCALL / FCALL_RO function numkeys [key ...] [arg ...].
+    FCall {
+        /// The function's name.
+        function: Bytes,
+        /// The keys it may touch.
+        keys: Vec<Bytes>,
+        /// Its other arguments.
+        args: Vec<Bytes>,
+        /// FCALL_RO: only functions flagged `no-writes` may run.
+        read_only: bool,
+    },
 }
 
 fn upper(arg: &Bytes) -> String {
@@ -255,15 +291,133 @@ impl Command {
                 arity(n >= 2)?;
                 Command::Cluster(Bytes::from(upper(&next())))
             }
+            "FUNCTION" => {
+                arity(n >= 2)?;
+                let sub = upper(&next());
+                let rest: Vec<Bytes> = (2..n).map(|_| next()).collect();
+                Command::Function(parse_function(&sub, rest)?)
+            }
+            "FCALL" | "FCALL_RO" => {
+                arity(n >= 3)?;
+                let function = next();
+                let numkeys = std::str::from_utf8(&next())
+                    .ok()
+                    .and_then(|text| text.parse::<i64>().ok())
+                    .ok_or_else(|| Reply::err("Bad number of keys provided"))?;
+                if numkeys < 0 {
+                    return Err(Reply::err("Number of keys can't be negative"));
+                }
+                if numkeys as usize > n - 3 {
+                    return Err(Reply::err("Number of keys can't be greater than number of args"));
+                }
+                let keys = (0..numkeys).map(|_| next()).collect();
+                let args = (3 + numkeys as usize..n).map(|_| next()).collect();
+                Command::FCall {
+                    function,
+                    keys,
+                    args,
+                    read_only: name == "FCALL_RO",
+                }
+            }
             _ => unreachable!("every name of SERVED has an arm"),
         })
+    }
+}
+
+/// INCRBY's amount as Redis checks it (DECRBY negated).
+pub fn incr_delta(delta: &[u8], negate: bool) -> Result<i64, Reply> {
+    let delta = std::str::from_utf8(delta)
+        .ok()
+        .and_then(|d| d.parse::<i64>().ok())
+        .ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
+    if negate {
+        delta
+            .checked_neg()
+            .ok_or_else(|| Reply::err("decrement would overflow"))
+    } else {
+        Ok(delta)
+    }
+}
+
+/// The value INCRBY leaves: the stored one (absent is 0) plus `delta`, or Redis's error.
+pub fn incremented(current: Option<&[u8]>, delta: i64) -> Result<i64, Reply> {
+    let current = match current {
+        None => 0,
+        Some(value) => std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| v.parse::<i64>().ok())
+            .ok_or_else(|| Reply::err("value is not an integer or out of range"))?,
+    };
+    current
+        .checked_add(delta)
+        .ok_or_else(|| Reply::err("increment or decrement would overflow"))
+}
+
+fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply> {
+    let unknown_sub = || {
+        Reply::err(format!(
+            "unknown subcommand '{sub}'. Try FUNCTION LOAD, LIST, DELETE or STATS."
+        ))
+    };
+    let arity = |ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(wrong_arity(&format!("function|{sub}")))
+        }
+    };
+    match sub {
+        "LOAD" => {
+            arity(!rest.is_empty())?;
+            let replace = rest.len() > 1 && upper(&rest[0]) == "REPLACE";
+            if rest.len() != 1 + usize::from(replace) {
+                return Err(Reply::err(format!(
+                    "Unknown option given: {}",
+                    String::from_utf8_lossy(&rest[0])
+                )));
+            }
+            let code = rest.into_iter().last().expect("arity checked");
+            Ok(FunctionCommand::Load { replace, code })
+        }
+        "LIST" => {
+            let (mut pattern, mut with_code) = (None, false);
+            let mut words = rest.into_iter();
+            while let Some(word) = words.next() {
+                match upper(&word).as_str() {
+                    "WITHCODE" if !with_code => with_code = true,
+                    "LIBRARYNAME" if pattern.is_none() => {
+                        pattern = Some(
+                            words
+                                .next()
+                                .ok_or_else(|| Reply::err("library name argument was not given"))?,
+                        )
+                    }
+                    _ => {
+                        return Err(Reply::err(format!(
+                            "Unknown argument {}",
+                            String::from_utf8_lossy(&word)
+                        )))
+                    }
+                }
+            }
+            Ok(FunctionCommand::List { pattern, with_code })
+        }
+        "DELETE" => {
+            arity(rest.len() == 1)?;
+            Ok(FunctionCommand::Delete(rest.into_iter().next().expect("arity checked")))
+        }
+        "STATS" => {
+            arity(rest.is_empty())?;
+            Ok(FunctionCommand::Stats)
+        }
+        _ => Err(unknown_sub()),
     }
 }
 
 /// The names of the commands served, lower case, for COMMAND.
 pub const SERVED: &[&str] = &[
     "ping", "echo", "quit", "auth", "hello", "select", "get", "set", "del", "unlink", "exists", "mget", "mset", "incr",
-    "decr", "incrby", "decrby", "command", "info", "client", "cluster",
+    "decr", "incrby", "decrby", "command", "info", "client", "cluster", "function", "fcall", "fcall_ro",
 ];
 
 #[cfg(test)]
@@ -304,6 +458,56 @@ mod tests {
             parse(&["AUTH", "1", "secret"]),
             Ok(Command::Auth { user: Some(_), .. })
         ));
+    }
+
+    #[test]
+    fn function_and_fcall_parse_with_redis_errors() {
+        assert_eq!(
+            parse(&["FUNCTION", "load", "REPLACE", "code"]),
+            Ok(Command::Function(FunctionCommand::Load {
+                replace: true,
+                code: Bytes::from_static(b"code"),
+            }))
+        );
+        assert!(matches!(
+            parse(&["function", "LOAD", "code"]),
+            Ok(Command::Function(FunctionCommand::Load { replace: false, .. }))
+        ));
+        assert!(parse(&["FUNCTION", "LOAD", "NOPE", "code"]).is_err());
+        assert!(matches!(
+            parse(&["FUNCTION", "LIST", "withcode", "LIBRARYNAME", "li*"]),
+            Ok(Command::Function(FunctionCommand::List {
+                pattern: Some(_),
+                with_code: true
+            }))
+        ));
+        assert!(parse(&["FUNCTION", "LIST", "LIBRARYNAME"]).is_err());
+        assert!(parse(&["FUNCTION", "FLUSH"]).is_err());
+        assert_eq!(
+            parse(&["FCALL_RO", "f", "1", "k", "a", "b"]),
+            Ok(Command::FCall {
+                function: Bytes::from_static(b"f"),
+                keys: vec![Bytes::from_static(b"k")],
+                args: vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")],
+                read_only: true,
+            })
+        );
+        assert!(matches!(
+            parse(&["FCALL", "f", "0"]),
+            Ok(Command::FCall { read_only: false, .. })
+        ));
+        assert_eq!(
+            parse(&["FCALL", "f", "2", "k"]),
+            Err(Reply::err("Number of keys can't be greater than number of args"))
+        );
+        assert_eq!(
+            parse(&["FCALL", "f", "-1"]),
+            Err(Reply::err("Number of keys can't be negative"))
+        );
+        assert_eq!(
+            parse(&["FCALL", "f", "x"]),
+            Err(Reply::err("Bad number of keys provided"))
+        );
     }
 
     #[test]

@@ -82,6 +82,97 @@ impl Reply {
     }
 }
 
+/// Deepest nesting [`Reply::decode`] follows: bounds its recursion on hostile input.
+pub const MAX_REPLY_DEPTH: usize = 32;
+
+/// Why bytes are not one encoded reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed reply: {0}")]
+pub struct DecodeError(pub &'static str);
+
+impl Reply {
+    /// Decodes one whole reply as [`Reply::encode`] wrote it (either protocol), so a reply
+    /// computed in one process (a storage function's result) can be sent on by another.
+    pub fn decode(bytes: &Bytes) -> Result<Reply, DecodeError> {
+        let mut at = 0;
+        let reply = decode_at(bytes, &mut at, 0)?;
+        if at != bytes.len() {
+            return Err(DecodeError("trailing bytes"));
+        }
+        Ok(reply)
+    }
+}
+
+fn decode_line<'a>(bytes: &'a [u8], at: &mut usize) -> Result<&'a [u8], DecodeError> {
+    let rest = &bytes[*at..];
+    let end = rest
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .ok_or(DecodeError("unterminated line"))?;
+    *at += end + 2;
+    Ok(&rest[..end])
+}
+
+fn decode_number(line: &[u8]) -> Result<i64, DecodeError> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or(DecodeError("bad number"))
+}
+
+fn decode_count(line: &[u8], remaining: usize) -> Result<usize, DecodeError> {
+    let count = decode_number(line)?;
+    // Every element takes at least 3 bytes, so a larger count is a lie.
+    usize::try_from(count)
+        .ok()
+        .filter(|&count| count <= remaining / 3)
+        .ok_or(DecodeError("bad count"))
+}
+
+fn decode_at(bytes: &Bytes, at: &mut usize, depth: usize) -> Result<Reply, DecodeError> {
+    if depth > MAX_REPLY_DEPTH {
+        return Err(DecodeError("nested too deeply"));
+    }
+    let kind = *bytes.get(*at).ok_or(DecodeError("truncated"))?;
+    *at += 1;
+    let line = decode_line(bytes, at)?;
+    let text = || String::from_utf8_lossy(line).into_owned();
+    Ok(match kind {
+        b'+' => Reply::Simple(text()),
+        b'-' => Reply::Error(text()),
+        b':' => Reply::Integer(decode_number(line)?),
+        b'_' => Reply::Null,
+        b'$' if line == b"-1" => Reply::Null,
+        b'$' => {
+            let len = usize::try_from(decode_number(line)?).map_err(|_| DecodeError("bad length"))?;
+            let end = at.checked_add(len).ok_or(DecodeError("bad length"))?;
+            if bytes.len() < end + 2 || &bytes[end..end + 2] != b"\r\n" {
+                return Err(DecodeError("truncated bulk string"));
+            }
+            let value = bytes.slice(*at..end);
+            *at = end + 2;
+            Reply::Bulk(value)
+        }
+        b'*' => {
+            let count = decode_count(line, bytes.len() - *at)?;
+            let mut items = Vec::with_capacity(count);
+            for _ in 0..count {
+                items.push(decode_at(bytes, at, depth + 1)?);
+            }
+            Reply::Array(items)
+        }
+        b'%' => {
+            let count = decode_count(line, (bytes.len() - *at) / 2)?;
+            let mut pairs = Vec::with_capacity(count);
+            for _ in 0..count {
+                pairs.push((decode_at(bytes, at, depth + 1)?, decode_at(bytes, at, depth + 1)?));
+            }
+            Reply::Map(pairs)
+        }
+        _ => return Err(DecodeError("unknown reply type")),
+    })
+}
+
 /// `TYPE text CRLF`, with CR and LF in the text replaced (a status line cannot hold them).
 fn line(out: &mut BytesMut, kind: u8, text: &[u8]) {
     out.put_u8(kind);
@@ -117,5 +208,33 @@ mod tests {
         assert_eq!(encoded(&map, Protocol::Resp3), b"%1\r\n$1\r\na\r\n:1\r\n");
         let array = Reply::Array(vec![Reply::Null, Reply::text("x")]);
         assert_eq!(encoded(&array, Protocol::Resp2), b"*2\r\n$-1\r\n$1\r\nx\r\n");
+    }
+
+    #[test]
+    fn replies_decode_as_encoded_and_garbage_is_refused() {
+        let nested = Reply::Array(vec![
+            Reply::ok(),
+            Reply::Error("ERR no".into()),
+            Reply::Integer(-7),
+            Reply::Bulk(Bytes::from_static(b"a\r\nb")),
+            Reply::Null,
+            Reply::Map(vec![(Reply::text("k"), Reply::Array(vec![]))]),
+        ]);
+        let bytes = Bytes::from(encoded(&nested, Protocol::Resp3));
+        assert_eq!(Reply::decode(&bytes), Ok(nested));
+        for cut in 0..bytes.len() {
+            assert!(Reply::decode(&bytes.slice(..cut)).is_err(), "prefix of {cut} bytes");
+        }
+        for garbage in [
+            &b"*999999999\r\n"[..],
+            b"$5\r\nab\r\n",
+            b"?x\r\n",
+            b":1\r\n:2\r\n",
+            b"$-5\r\n",
+        ] {
+            assert!(Reply::decode(&Bytes::copy_from_slice(garbage)).is_err(), "{garbage:?}");
+        }
+        let deep = "*1\r\n".repeat(MAX_REPLY_DEPTH + 2) + ":1\r\n";
+        assert!(Reply::decode(&Bytes::from(deep)).is_err());
     }
 }

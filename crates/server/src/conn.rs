@@ -41,6 +41,13 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 pub use ferry_net::preauth::MAX_FAILED_HELLOS;
 
+/// Where the answer to a request goes: a ferry-protocol connection's [`Outbox`], or a
+/// RESP connection waiting for the invocation its FCALL became.
+pub(crate) trait Answer: Send + Sync {
+    /// Answers one accepted request. Callable from any thread.
+    fn respond(&self, opcode: Opcode, tenant: u32, request_id: u64, response: &Response);
+}
+
 /// Responses waiting to be written to one connection.
 pub(crate) struct Outbox {
     /// Encoded frames not yet written.
@@ -74,8 +81,22 @@ impl Outbox {
         self.inflight.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Answers one accepted request. Callable from any thread.
-    pub(crate) fn respond(&self, opcode: Opcode, tenant: u32, request_id: u64, response: &Response) {
+    fn respond_raw_unknown_opcode(&self, raw_opcode: u8, tenant: u32, request_id: u64) {
+        {
+            let mut buf = self.buf.lock();
+            encode_unknown_opcode_response(raw_opcode, tenant, request_id, &mut buf)
+                .expect("a short error response always encodes");
+        }
+        self.ready.notify_one();
+    }
+
+    fn has_space(&self) -> bool {
+        self.inflight.load(Ordering::Acquire) < MAX_INFLIGHT_PER_CONNECTION && self.buf.lock().len() < MAX_OUTBOX_BYTES
+    }
+}
+
+impl Answer for Outbox {
+    fn respond(&self, opcode: Opcode, tenant: u32, request_id: u64, response: &Response) {
         if !self.closed.load(Ordering::Acquire) {
             let mut buf = self.buf.lock();
             let was_empty = buf.is_empty();
@@ -95,19 +116,6 @@ impl Outbox {
             // The writer may be waiting for the last answer before closing.
             self.ready.notify_one();
         }
-    }
-
-    fn respond_raw_unknown_opcode(&self, raw_opcode: u8, tenant: u32, request_id: u64) {
-        {
-            let mut buf = self.buf.lock();
-            encode_unknown_opcode_response(raw_opcode, tenant, request_id, &mut buf)
-                .expect("a short error response always encodes");
-        }
-        self.ready.notify_one();
-    }
-
-    fn has_space(&self) -> bool {
-        self.inflight.load(Ordering::Acquire) < MAX_INFLIGHT_PER_CONNECTION && self.buf.lock().len() < MAX_OUTBOX_BYTES
     }
 }
 
@@ -268,7 +276,7 @@ fn handle_frame<'n>(node: &'n Node, session: &mut Session<'n>, outbox: &Arc<Outb
     }
     let task = Task {
         received: std::time::Instant::now(),
-        outbox: Arc::clone(outbox),
+        outbox: Arc::clone(outbox) as Arc<dyn Answer>,
         tenant: Arc::clone(&tenant),
         opcode: header.opcode,
         request_id: header.request_id,

@@ -15,7 +15,7 @@ use ferry_proto::{
 };
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
-use crate::conn::Outbox;
+use crate::conn::Answer;
 use crate::node::{Node, TenantState};
 use crate::routing::ClusterRole;
 use crate::stats::TenantCounters;
@@ -39,7 +39,7 @@ type AttemptFuture = Pin<Box<dyn Future<Output = (StoreCtx, Result<Bytes, FnErro
 
 /// A server-side invocation in progress.
 pub(crate) struct Invocation {
-    outbox: Arc<Outbox>,
+    outbox: Arc<dyn Answer>,
     tenant: Arc<TenantState>,
     request_id: u64,
     function: StorageFn,
@@ -120,7 +120,7 @@ fn request_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {
 
 /// Sends the answer to one request and charges it to its tenant.
 fn answer(
-    outbox: &Outbox,
+    outbox: &dyn Answer,
     tenant: &TenantState,
     opcode: Opcode,
     request_id: u64,
@@ -170,7 +170,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         let Some(function) = node.registry.get(&function) else {
             // Checked by the reader already; kept for safety against a registry mismatch.
             answer(
-                &outbox,
+                outbox.as_ref(),
                 &tenant,
                 opcode,
                 request_id,
@@ -213,7 +213,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
     let cpu_ns = started.elapsed().as_nanos() as u64;
     response.cpu_ns = cpu_ns;
     charge_cpu(node, worker, &tenant, cpu_ns);
-    answer(&outbox, &tenant, opcode, request_id, received, &response);
+    answer(outbox.as_ref(), &tenant, opcode, request_id, received, &response);
     None
 }
 
@@ -445,7 +445,7 @@ impl Invocation {
     fn finish(self, mut response: Response) -> Stepped {
         response.cpu_ns = self.cpu_ns;
         answer(
-            &self.outbox,
+            self.outbox.as_ref(),
             &self.tenant,
             Opcode::Invoke,
             self.request_id,

@@ -16,7 +16,8 @@
 //!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
 //! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
-//! - `resp`, `resp_exec`: the RESP front end (`--resp ADDR`) and its data commands.
+//! - `resp`, `resp_exec`, `resp_fn`: the RESP front end (`--resp ADDR`), its data commands,
+//!   and FUNCTION / FCALL as invocations of the Lua storage functions.
 
 pub mod config;
 mod conn;
@@ -26,6 +27,7 @@ mod metrics;
 mod node;
 mod resp;
 mod resp_exec;
+mod resp_fn;
 pub mod routing;
 pub mod server;
 pub mod stats;

@@ -23,6 +23,7 @@ use ferry_resp::command::{unknown, SERVED};
 use ferry_resp::{Command, Parser, Protocol, Reply};
 
 use crate::node::{Node, TenantState};
+use crate::resp_fn::FunctionCall;
 use crate::stats::TenantCounters;
 
 /// Bytes requested from the socket per read.
@@ -113,7 +114,7 @@ async fn connection(node: &Node, mut stream: TcpStream, mut shutdown: watch::Rec
                     break 'read;
                 }
             };
-            let after = handle(node, &mut session, &mut counted, args, &mut output);
+            let after = handle(node, &mut session, &mut counted, args, &mut output).await;
             if session.tenant.is_some() {
                 ticket = None;
             }
@@ -139,13 +140,25 @@ async fn connection(node: &Node, mut stream: TcpStream, mut shutdown: watch::Rec
     }
 }
 
-/// Runs one command, appending its reply.
-fn handle(node: &Node, session: &mut Session, counted: &mut bool, args: Vec<Bytes>, out: &mut BytesMut) -> After {
+/// Runs one command, appending its reply. FUNCTION and FCALL wait for their invocation
+/// on a worker (later commands of the pipeline wait with them: replies keep their order).
+async fn handle(node: &Node, session: &mut Session, counted: &mut bool, args: Vec<Bytes>, out: &mut BytesMut) -> After {
     let started = Instant::now();
     let (reply, after) = match Command::parse(args) {
         Err(_) if session.tenant.is_none() => (noauth(), After::Continue),
         Err(reply) => (reply, After::Continue),
-        Ok(command) => run(node, session, counted, command),
+        Ok(command) => match (&session.tenant, function_call(node, &session.table, command)) {
+            (Some(tenant), Ok(Ok(call))) => {
+                let tenant = Arc::clone(tenant);
+                let reply = call.run(node, &tenant).await;
+                reply.encode(session.protocol, out);
+                // The worker counted the invocation and its CPU.
+                return After::Continue;
+            }
+            (Some(_), Ok(Err(refusal))) => (refusal, After::Continue),
+            (None, Ok(_)) => (noauth(), After::Continue),
+            (_, Err(command)) => run(node, session, counted, command),
+        },
     };
     reply.encode(session.protocol, out);
     if let Some(tenant) = &session.tenant {
@@ -154,6 +167,30 @@ fn handle(node: &Node, session: &mut Session, counted: &mut bool, args: Vec<Byte
         TenantCounters::bump(&tenant.counters.requests);
     }
     after
+}
+
+/// FUNCTION and FCALL as a call to run (or, in a cluster, the refusal of an FCALL whose
+/// keys are elsewhere); any other command is given back.
+fn function_call(node: &Node, table: &str, command: Command) -> Result<Result<FunctionCall, Reply>, Command> {
+    match command {
+        Command::Function(sub) => Ok(Ok(FunctionCall::function(sub))),
+        Command::FCall { .. } => {
+            if let Some(refusal) = misrouted(node, &command) {
+                return Ok(Err(refusal));
+            }
+            let Command::FCall {
+                function,
+                keys,
+                args,
+                read_only,
+            } = command
+            else {
+                unreachable!("matched above")
+            };
+            Ok(Ok(FunctionCall::fcall(function, keys, args, read_only, table)))
+        }
+        other => Err(other),
+    }
 }
 
 /// Before AUTH, an unknown command is still refused for want of authentication (as
@@ -315,6 +352,7 @@ fn misrouted(node: &Node, command: &Command) -> Option<Reply> {
         Command::Get(key) | Command::Set { key, .. } | Command::IncrBy { key, .. } => vec![&key[..]],
         Command::Del(keys) | Command::Exists(keys) | Command::MGet(keys) => keys.iter().map(|k| &k[..]).collect(),
         Command::MSet(pairs) => pairs.iter().map(|(k, _)| &k[..]).collect(),
+        Command::FCall { keys, .. } => keys.iter().map(|k| &k[..]).collect(),
         _ => return None,
     };
     if role.map.single_owner(keys.iter().copied()).is_err() {

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use ferry_resp::command::SetCondition;
+use ferry_resp::command::{incr_delta, incremented, SetCondition};
 use ferry_resp::{Command, Reply};
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
@@ -153,27 +153,20 @@ fn set(
 
 /// INCRBY as a read-modify-write transaction, retried on conflict.
 fn incr_by(tenant: &TenantState, table: &str, key: &Bytes, delta: &Bytes, negate: bool) -> Reply {
-    let Some(delta) = std::str::from_utf8(delta).ok().and_then(|d| d.parse::<i64>().ok()) else {
-        return Reply::err("value is not an integer or out of range");
-    };
-    let Some(delta) = (if negate { delta.checked_neg() } else { Some(delta) }) else {
-        return Reply::err("decrement would overflow");
+    let delta = match incr_delta(delta, negate) {
+        Ok(delta) => delta,
+        Err(reply) => return reply,
     };
     let store = &tenant.store;
     for _ in 0..MAX_RMW_ATTEMPTS {
         let (version, current) = match store.get(table, key) {
-            Ok(Some((version, value))) => {
-                let parsed = std::str::from_utf8(&value).ok().and_then(|v| v.parse::<i64>().ok());
-                match parsed {
-                    Some(n) => (version, n),
-                    None => return Reply::err("value is not an integer or out of range"),
-                }
-            }
-            Ok(None) => (ferry_store::VERSION_ABSENT, 0),
+            Ok(Some((version, value))) => (version, Some(value)),
+            Ok(None) => (ferry_store::VERSION_ABSENT, None),
             Err(err) => return store_error(err),
         };
-        let Some(next) = current.checked_add(delta) else {
-            return Reply::err("increment or decrement would overflow");
+        let next = match incremented(current.as_deref(), delta) {
+            Ok(next) => next,
+            Err(reply) => return reply,
         };
         let text = next.to_string();
         let read = [ObjectRef { table, key, version }];

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use ferry_proto::{Opcode, Request, Response, Status};
 
 use crate::config::Scheduling;
-use crate::conn::Outbox;
+use crate::conn::Answer;
 use crate::exec::{self, Invocation};
 use crate::fair::FairQueue;
 use crate::node::{Node, TenantState};
@@ -54,7 +54,7 @@ pub(crate) const WORKER_THREAD_PREFIX: &str = "ferry-worker-";
 /// A request waiting for a worker.
 pub(crate) struct Task {
     /// Where the answer goes.
-    pub(crate) outbox: Arc<Outbox>,
+    pub(crate) outbox: Arc<dyn Answer>,
     /// Who asked.
     pub(crate) tenant: Arc<TenantState>,
     /// Opcode to answer under.
@@ -69,7 +69,7 @@ pub(crate) struct Task {
 
 /// The invocation a worker is polling right now, as the watchdog sees it.
 pub(crate) struct CurrentPoll {
-    pub(crate) outbox: Arc<Outbox>,
+    pub(crate) outbox: Arc<dyn Answer>,
     pub(crate) tenant: Arc<TenantState>,
     pub(crate) request_id: u64,
     /// When the poll started (node clock, ns).

@@ -8,7 +8,6 @@ use ferry_client::{Client, ClientConfig};
 use ferry_cluster::ClusterMap;
 use ferry_control::Nanos;
 use ferry_front::{start_compute, start_gateway, ComputeConfig, FrontConfig, FrontHandle, FrontTenant, GatewayConfig};
-use ferry_func::Registry;
 use ferry_server::routing::ClusterRole;
 use ferry_server::{ServerConfig, ServerHandle, TenantConfig};
 
@@ -59,7 +58,7 @@ pub fn cluster(policy: &str, gateway_front: FrontConfig, compute_front: FrontCon
                 map: map.clone(),
                 node_id: node.id.clone(),
             });
-            ferry_server::start(config, Registry::with_builtins()).expect("storage node starts")
+            ferry_server::start(config, ferry_lua::registry()).expect("storage node starts")
         })
         .collect();
     let compute = start_compute(ComputeConfig {
@@ -67,7 +66,7 @@ pub fn cluster(policy: &str, gateway_front: FrontConfig, compute_front: FrontCon
         cluster: map.clone(),
         min_workers: 1,
         max_workers: 2,
-        registry: Registry::with_builtins(),
+        registry: ferry_lua::registry(),
     })
     .expect("compute node starts");
     let spec = ferry_experiment::policy_spec::parse_policy(policy).expect("policy spec");
@@ -79,7 +78,7 @@ pub fn cluster(policy: &str, gateway_front: FrontConfig, compute_front: FrontCon
             spec.build(Nanos::from_ms(5), 0.99, None, 1)
                 .map_err(|err| err.to_string())
         }),
-        registry: Registry::with_builtins(),
+        registry: ferry_lua::registry(),
     })
     .expect("gateway starts");
     Cluster {
@@ -100,7 +99,7 @@ pub async fn default_cluster(policy: &'static str) -> Cluster {
 /// A plain ferry client of one process (gateway, compute or storage node).
 pub async fn client(addr: impl ToString) -> Client {
     let mut config = ClientConfig::new(addr.to_string(), TENANT, TOKEN);
-    config.registry = Registry::with_builtins();
+    config.registry = ferry_lua::registry();
     config.request_timeout = Duration::from_secs(20);
     Client::connect(config).await.expect("client connects")
 }

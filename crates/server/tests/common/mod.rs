@@ -115,7 +115,7 @@ fn reads_pair(ctx: &mut dyn Ctx) -> FnFuture<'_> {
 }
 
 pub fn registry() -> Registry {
-    let mut registry = Registry::with_builtins();
+    let mut registry = ferry_lua::registry();
     registry.register("test.panic", panics).unwrap();
     registry.register("test.fail", fails).unwrap();
     registry.register("test.spin", spins).unwrap();

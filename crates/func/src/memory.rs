@@ -1,0 +1,72 @@
+//! A `Ctx` over a plain map, for running functions without a storage node: unit tests of
+//! functions (built-in or Lua) and tools that check a function's logic. Writes apply at
+//! once (there is no concurrency to guard against), and every access is ready at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+
+use crate::ctx::{Ctx, CtxFuture};
+
+/// Objects by (table, key).
+#[derive(Clone, Debug, Default)]
+pub struct MemoryCtx {
+    /// The arguments the next invocation sees.
+    pub args: Bytes,
+    /// The objects.
+    pub data: HashMap<(String, Bytes), Bytes>,
+}
+
+impl MemoryCtx {
+    /// A context holding `data`.
+    pub fn new(data: impl IntoIterator<Item = (&'static str, Bytes, Bytes)>) -> MemoryCtx {
+        MemoryCtx {
+            args: Bytes::new(),
+            data: data.into_iter().map(|(t, k, v)| ((t.to_string(), k), v)).collect(),
+        }
+    }
+
+    /// The object at (`table`, `key`).
+    pub fn object(&self, table: &str, key: &[u8]) -> Option<&Bytes> {
+        self.data.get(&(table.to_string(), Bytes::copy_from_slice(key)))
+    }
+}
+
+impl Ctx for MemoryCtx {
+    fn args(&self) -> &Bytes {
+        &self.args
+    }
+    fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
+        Box::pin(async move { Ok(self.object(table, key).cloned()) })
+    }
+    fn multiget<'a>(&'a mut self, table: &'a str, keys: &'a [Bytes]) -> CtxFuture<'a, Vec<Option<Bytes>>> {
+        Box::pin(async move { Ok(keys.iter().map(|k| self.object(table, k).cloned()).collect()) })
+    }
+    fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> CtxFuture<'a, ()> {
+        Box::pin(async move {
+            self.data
+                .insert((table.to_string(), Bytes::copy_from_slice(key)), value);
+            Ok(())
+        })
+    }
+    fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()> {
+        Box::pin(async move {
+            self.data.remove(&(table.to_string(), Bytes::copy_from_slice(key)));
+            Ok(())
+        })
+    }
+}
+
+/// Polls a future that never waits (as a [`MemoryCtx`] invocation) to completion.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}

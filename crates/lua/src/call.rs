@@ -1,0 +1,114 @@
+//! `redis.call` inside a function: the data commands, run against the invocation's `Ctx`,
+//! so reads join its read set and writes its buffered write set wherever it runs. The
+//! command's own failures (wrong arity, not an integer) are replies the script sees;
+//! conflicts, refusals of the runtime and lost storage nodes end the invocation.
+
+use bytes::Bytes;
+
+use ferry_func::{Ctx, CtxError};
+use ferry_resp::command::{incr_delta, incremented, SetCondition};
+use ferry_resp::{Command, Reply};
+
+/// Runs one command for a script over `table`. `writes_allowed` is false in functions
+/// flagged `no-writes`.
+pub async fn execute(
+    ctx: &mut dyn Ctx,
+    table: &str,
+    args: Vec<Bytes>,
+    writes_allowed: bool,
+) -> Result<Reply, CtxError> {
+    let command = match Command::parse(args) {
+        Ok(command) => command,
+        Err(reply) => return Ok(reply),
+    };
+    if is_write(&command) && !writes_allowed {
+        return Ok(Reply::err("Write commands are not allowed from read-only scripts."));
+    }
+    match command {
+        Command::Ping(None) => Ok(Reply::Simple("PONG".into())),
+        Command::Ping(Some(message)) | Command::Echo(message) => Ok(Reply::Bulk(message)),
+        Command::Get(key) => Ok(ctx.get(table, &key).await?.map_or(Reply::Null, Reply::Bulk)),
+        Command::Set {
+            key,
+            value,
+            condition,
+            get,
+            expiry,
+        } => {
+            if let Some(option) = expiry {
+                return Ok(Reply::err(format!(
+                    "SET {option} is not supported: ferry objects do not expire"
+                )));
+            }
+            let old = if condition.is_some() || get {
+                ctx.get(table, &key).await?
+            } else {
+                None
+            };
+            let allowed = match condition {
+                Some(SetCondition::IfAbsent) => old.is_none(),
+                Some(SetCondition::IfPresent) => old.is_some(),
+                None => true,
+            };
+            if allowed {
+                ctx.put(table, &key, value).await?;
+            }
+            Ok(match (get, allowed) {
+                (true, _) => old.map_or(Reply::Null, Reply::Bulk),
+                (false, true) => Reply::ok(),
+                (false, false) => Reply::Null,
+            })
+        }
+        Command::Del(keys) => {
+            let mut removed = 0;
+            for key in &keys {
+                if ctx.get(table, key).await?.is_some() {
+                    ctx.delete(table, key).await?;
+                    removed += 1;
+                }
+            }
+            Ok(Reply::Integer(removed))
+        }
+        Command::Exists(keys) => {
+            let mut found = 0;
+            for key in &keys {
+                found += i64::from(ctx.get(table, key).await?.is_some());
+            }
+            Ok(Reply::Integer(found))
+        }
+        Command::MGet(keys) => {
+            let values = ctx.multiget(table, &keys).await?;
+            Ok(Reply::Array(
+                values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect(),
+            ))
+        }
+        Command::MSet(pairs) => {
+            for (key, value) in pairs {
+                ctx.put(table, &key, value).await?;
+            }
+            Ok(Reply::ok())
+        }
+        Command::IncrBy { key, delta, negate } => {
+            let delta = match incr_delta(&delta, negate) {
+                Ok(delta) => delta,
+                Err(reply) => return Ok(reply),
+            };
+            let current = ctx.get(table, &key).await?;
+            match incremented(current.as_deref(), delta) {
+                Ok(next) => {
+                    ctx.put(table, &key, Bytes::from(next.to_string())).await?;
+                    Ok(Reply::Integer(next))
+                }
+                Err(reply) => Ok(reply),
+            }
+        }
+        _ => Ok(Reply::err("This Redis command is not allowed from script")),
+    }
+}
+
+fn is_write(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Set { .. } | Command::Del(_) | Command::MSet(_) | Command::IncrBy { .. }
+    )
+}

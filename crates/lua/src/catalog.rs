@@ -1,0 +1,315 @@
+//! The libraries of a tenant, stored in its table [`TABLE`] like any data, so loading one
+//! is a transaction and every side reads them through its `Ctx`:
+//!
+//! - `lib:<library>`: the library's text;
+//! - `fn:<function>`: `<library>\n<hash of the text>\n<no-writes or empty>`;
+//! - `libraries`: one line per library, `<library> <function> <function> …`.
+//!
+//! `lua.load`, `lua.delete` and `lua.list` are storage functions, so FUNCTION LOAD over
+//! RESP and `ferry fn load` over the ferry protocol are the same invocation.
+
+use std::collections::BTreeMap;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use ferry_func::args::reader;
+use ferry_func::{Ctx, FnError, FnFuture};
+use ferry_proto::wire::{put_bytes16, put_bytes32};
+use ferry_resp::{Protocol, Reply};
+
+use crate::library::{hash, FunctionInfo};
+use crate::vm::Vm;
+
+/// The table holding a tenant's libraries.
+pub const TABLE: &str = "ferry.lua";
+
+/// Most libraries one tenant may load.
+pub const MAX_LIBRARIES: usize = 1024;
+
+/// `lua.load`: arguments [`LoadArgs`], result the library's name.
+pub const LOAD: &str = "lua.load";
+/// `lua.delete`: arguments the library's name (u16-prefixed), result empty.
+pub const DELETE: &str = "lua.delete";
+/// `lua.list`: arguments [`ListArgs`], result FUNCTION LIST's reply (RESP3-encoded).
+pub const LIST: &str = "lua.list";
+
+const INDEX_KEY: &[u8] = b"libraries";
+
+/// What the catalog says about one function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionEntry {
+    /// Its library.
+    pub library: String,
+    /// The hash of the library's text.
+    pub hash: String,
+    /// Flagged `no-writes`.
+    pub no_writes: bool,
+}
+
+fn function_key(name: &str) -> Vec<u8> {
+    format!("fn:{name}").into_bytes()
+}
+
+/// The key of a library's text.
+pub fn library_key(name: &str) -> Vec<u8> {
+    format!("lib:{name}").into_bytes()
+}
+
+fn corrupt(what: &str) -> FnError {
+    FnError::Failed(format!("ERR the function catalog's {what} is malformed"))
+}
+
+/// The catalog entry of function `name`, read through `ctx`.
+pub async fn function_entry(ctx: &mut dyn Ctx, name: &str) -> Result<Option<FunctionEntry>, FnError> {
+    let Some(value) = ctx.get(TABLE, &function_key(name)).await? else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&value).map_err(|_| corrupt("function entry"))?;
+    let mut lines = text.split('\n');
+    match (lines.next(), lines.next(), lines.next()) {
+        (Some(library), Some(hash), Some(flags)) => Ok(Some(FunctionEntry {
+            library: library.to_string(),
+            hash: hash.to_string(),
+            no_writes: flags == "no-writes",
+        })),
+        _ => Err(corrupt("function entry")),
+    }
+}
+
+/// Libraries and their functions, from the index.
+async fn index(ctx: &mut dyn Ctx) -> Result<BTreeMap<String, Vec<String>>, FnError> {
+    let Some(value) = ctx.get(TABLE, INDEX_KEY).await? else {
+        return Ok(BTreeMap::new());
+    };
+    let text = std::str::from_utf8(&value).map_err(|_| corrupt("index"))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split(' ');
+            let library = words.next()?.to_string();
+            Some((library, words.map(str::to_string).collect()))
+        })
+        .collect())
+}
+
+async fn write_index(ctx: &mut dyn Ctx, index: &BTreeMap<String, Vec<String>>) -> Result<(), FnError> {
+    let text: String = index
+        .iter()
+        .map(|(library, functions)| format!("{library} {}\n", functions.join(" ")))
+        .collect();
+    ctx.put(TABLE, INDEX_KEY, Bytes::from(text)).await?;
+    Ok(())
+}
+
+/// `lua.load`'s arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadArgs {
+    /// FUNCTION LOAD REPLACE.
+    pub replace: bool,
+    /// The library's text.
+    pub code: Bytes,
+}
+
+impl LoadArgs {
+    /// Wire form: u8 replace, u32-prefixed text.
+    pub fn encode(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(5 + self.code.len());
+        out.put_u8(u8::from(self.replace));
+        put_bytes32(&mut out, &self.code, "library").expect("a library's length fits in u32");
+        out.freeze()
+    }
+
+    fn decode(args: &Bytes) -> Result<LoadArgs, FnError> {
+        let mut r = reader(args);
+        let parsed = LoadArgs {
+            replace: r.u8("replace")? != 0,
+            code: r.bytes32("library")?,
+        };
+        r.finish()?;
+        Ok(parsed)
+    }
+}
+
+/// FUNCTION LOAD [REPLACE]: checks the library by loading it, refuses a name or function
+/// taken by another library, and stores it (replacing the old one's functions).
+pub fn load(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    Box::pin(async move {
+        let args = LoadArgs::decode(ctx.args())?;
+        let code = String::from_utf8(args.code.to_vec())
+            .map_err(|_| FnError::Failed("ERR library text is not UTF-8".into()))?;
+        let (vm, header, functions) = Vm::load(&code).map_err(|err| FnError::Failed(err.0))?;
+        let mut index = index(ctx).await?;
+        if index.contains_key(&header.name) && !args.replace {
+            return Err(FnError::Failed(format!("ERR Library '{}' already exists", header.name)));
+        }
+        if !index.contains_key(&header.name) && index.len() >= MAX_LIBRARIES {
+            return Err(FnError::Failed(format!(
+                "ERR at most {MAX_LIBRARIES} libraries may be loaded"
+            )));
+        }
+        for FunctionInfo { name, .. } in &functions {
+            if let Some(entry) = function_entry(ctx, name).await? {
+                if entry.library != header.name {
+                    return Err(FnError::Failed(format!("ERR Function {name} already exists")));
+                }
+            }
+        }
+        let text_hash = hash(code.as_bytes());
+        for old in index.remove(&header.name).unwrap_or_default() {
+            if !functions.iter().any(|f| f.name == old) {
+                ctx.delete(TABLE, &function_key(&old)).await?;
+            }
+        }
+        for function in &functions {
+            let flags = if function.no_writes { "no-writes" } else { "" };
+            let entry = format!("{}\n{text_hash}\n{flags}", header.name);
+            ctx.put(TABLE, &function_key(&function.name), Bytes::from(entry))
+                .await?;
+        }
+        ctx.put(TABLE, &library_key(&header.name), args.code.clone()).await?;
+        index.insert(header.name.clone(), functions.iter().map(|f| f.name.clone()).collect());
+        write_index(ctx, &index).await?;
+        crate::cache::remember(&text_hash, code, Some(vm));
+        Ok(Bytes::from(header.name))
+    })
+}
+
+/// `lua.delete`'s arguments.
+pub fn delete_args(library: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    put_bytes16(&mut out, library.as_bytes(), "library name").expect("library names are short");
+    out.freeze()
+}
+
+/// FUNCTION DELETE: removes a library and its functions.
+pub fn delete(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    Box::pin(async move {
+        let mut r = reader(ctx.args());
+        let name = r.string16("library name")?;
+        r.finish()?;
+        let mut index = index(ctx).await?;
+        let Some(functions) = index.remove(&name) else {
+            return Err(FnError::Failed("ERR Library not found".into()));
+        };
+        for function in functions {
+            ctx.delete(TABLE, &function_key(&function)).await?;
+        }
+        ctx.delete(TABLE, &library_key(&name)).await?;
+        write_index(ctx, &index).await?;
+        Ok(Bytes::new())
+    })
+}
+
+/// `lua.list`'s arguments.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListArgs {
+    /// Only libraries matching this pattern (`*` and `?` wildcards); all if empty.
+    pub pattern: String,
+    /// Include each library's text.
+    pub with_code: bool,
+}
+
+impl ListArgs {
+    /// Wire form: u8 with_code, u16-prefixed pattern.
+    pub fn encode(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        out.put_u8(u8::from(self.with_code));
+        put_bytes16(&mut out, self.pattern.as_bytes(), "pattern").expect("patterns are short");
+        out.freeze()
+    }
+}
+
+/// FUNCTION LIST: every library with its functions and their flags, as Redis answers.
+pub fn list(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    Box::pin(async move {
+        let mut r = reader(ctx.args());
+        let with_code = r.u8("with_code")? != 0;
+        let pattern = r.string16("pattern")?;
+        r.finish()?;
+        let mut libraries = Vec::new();
+        for (library, functions) in index(ctx).await? {
+            if !pattern.is_empty() && !glob_match(pattern.as_bytes(), library.as_bytes()) {
+                continue;
+            }
+            let mut described = Vec::new();
+            for function in functions {
+                let flags = match function_entry(ctx, &function).await? {
+                    Some(entry) if entry.no_writes => vec![Reply::text("no-writes")],
+                    _ => Vec::new(),
+                };
+                described.push(Reply::Map(vec![
+                    (Reply::text("name"), Reply::text(function)),
+                    (Reply::text("description"), Reply::Null),
+                    (Reply::text("flags"), Reply::Array(flags)),
+                ]));
+            }
+            let mut fields = vec![
+                (Reply::text("library_name"), Reply::text(library.clone())),
+                (Reply::text("engine"), Reply::text("LUA")),
+                (Reply::text("functions"), Reply::Array(described)),
+            ];
+            if with_code {
+                let code = ctx.get(TABLE, &library_key(&library)).await?.unwrap_or_default();
+                fields.push((Reply::text("library_code"), Reply::Bulk(code)));
+            }
+            libraries.push(Reply::Map(fields));
+        }
+        let mut out = BytesMut::new();
+        Reply::Array(libraries).encode(Protocol::Resp3, &mut out);
+        Ok(out.freeze())
+    })
+}
+
+/// Glob matching with `*` (any run) and `?` (any one byte), as FUNCTION LIST's
+/// LIBRARYNAME takes it.
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((star_p, star_t)) => {
+                    p = star_p + 1;
+                    t = star_t + 1;
+                    star = Some((star_p, star_t + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_like_redis_for_star_and_question_mark() {
+        for (pattern, text, expected) in [
+            ("*", "anything", true),
+            ("lib*", "library", true),
+            ("lib*", "mylib", false),
+            ("*lib", "mylib", true),
+            ("m?lib", "mylib", true),
+            ("m?lib", "mylibs", false),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "axxbyy", false),
+            ("", "", true),
+        ] {
+            assert_eq!(
+                glob_match(pattern.as_bytes(), text.as_bytes()),
+                expected,
+                "{pattern} {text}"
+            );
+        }
+    }
+}

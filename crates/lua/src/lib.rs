@@ -1,0 +1,69 @@
+//! Lua storage functions in the Redis Functions library format, for both sides.
+//!
+//! A library (`#!lua name=LIB` then Lua calling `redis.register_function`) is stored in
+//! the tenant's table [`catalog::TABLE`] by the storage function `lua.load`; `FCALL f`
+//! is the invocation `fcall.f`, served by one storage function ([`fcall::run`]) that
+//! reads the catalog through its `Ctx` (so the library is fetched by name and hash by
+//! whichever side runs it, and a library replaced meanwhile is an OCC conflict), takes a
+//! VM for that text from this process's cache, and runs the function in it with every
+//! `redis.call` going through the same `Ctx`. So a Lua function runs on the storage node
+//! over local tables, or on a client over remote reads with OCC, exactly like a Rust one,
+//! and is placed by the same policies.
+//!
+//! - [`library`]: the header, names, flags, the text's hash;
+//! - [`vm`]: the sandboxed VM, its instruction budget and memory cap, one call driven as a
+//!   coroutine;
+//! - [`call`]: `redis.call`'s commands against a `Ctx`;
+//! - [`convert`]: Lua values and replies, by Redis's rules;
+//! - [`cache`]: loaded libraries by hash, with idle VMs;
+//! - [`catalog`]: `lua.load`, `lua.delete`, `lua.list` over the catalog table;
+//! - [`fcall`]: the FCALL invocation's arguments, route and storage function.
+//!
+//! No I/O, no clock: the sandbox has no `os`, `io`, `require`, `load` or `print`.
+
+pub mod cache;
+pub mod call;
+pub mod catalog;
+pub mod convert;
+pub mod fcall;
+pub mod library;
+pub mod vm;
+
+use ferry_func::registry::RegisterError;
+use ferry_func::Registry;
+
+pub use fcall::FcallArgs;
+
+/// A library that cannot be loaded, with Redis's wording (`ERR …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LuaError(pub String);
+
+impl LuaError {
+    /// `ERR message`.
+    pub fn library(message: impl std::fmt::Display) -> LuaError {
+        let message = message.to_string();
+        if message.starts_with("ERR ") {
+            LuaError(message)
+        } else {
+            LuaError(format!("ERR {message}"))
+        }
+    }
+}
+
+/// Adds the Lua storage functions (`lua.load`, `lua.delete`, `lua.list` and the `fcall.`
+/// family) to `registry`.
+pub fn install(registry: &mut Registry) -> Result<(), RegisterError> {
+    registry.register(catalog::LOAD, catalog::load)?;
+    registry.register(catalog::DELETE, catalog::delete)?;
+    registry.register(catalog::LIST, catalog::list)?;
+    registry.register_family(fcall::FAMILY, fcall::run, fcall::route)
+}
+
+/// The built-in functions and the Lua ones: what every ferry process runs.
+pub fn registry() -> Registry {
+    let mut registry = Registry::with_builtins();
+    // Invariant: these names are valid and distinct from the built-ins (a unit test runs it).
+    install(&mut registry).expect("Lua function names are valid and unique");
+    registry
+}

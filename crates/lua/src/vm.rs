@@ -1,0 +1,298 @@
+//! One sandboxed Lua VM holding one library, and a call of one of its functions driven as
+//! a coroutine: every `redis.call` yields the command here, it runs against the
+//! invocation's `Ctx` (a yield point of the invocation, as for a Rust function), and the
+//! coroutine resumes with the reply.
+//!
+//! Limits: an instruction budget per call, counted by a hook every
+//! [`HOOK_EVERY_INSTRUCTIONS`]; when it is gone the hook yields the coroutine (or, where
+//! Lua cannot yield, raises an error the script's `pcall` cannot keep), and the call ends
+//! with an error while the thread that ran it carries on. A memory cap per VM. A VM that
+//! hit either limit is not reused.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use mlua::{
+    ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, ThreadStatus, Value, VmState,
+};
+
+use ferry_func::{Ctx, FnError};
+use ferry_resp::Reply;
+
+use crate::convert::{command_arg, lua_to_reply, reply_to_lua};
+use crate::library::{parse_header, valid_name, FunctionInfo, Header, KNOWN_FLAGS, MAX_FUNCTIONS_PER_LIBRARY};
+use crate::LuaError;
+
+/// Lua VM instructions one call (or a library's loading) may run: about 25–30 ms of pure
+/// Lua on these machines (with the counting hook on), far above what a storage function
+/// needs, and well inside the storage node's default 100 ms invocation budget, so a
+/// runaway script ends here, on its own, before the node's watchdog would replace the
+/// worker thread running it.
+pub const INSTRUCTION_BUDGET: i64 = 5_000_000;
+
+/// Instructions between two budget checks (the hook's cost is spread over these).
+pub const HOOK_EVERY_INSTRUCTIONS: u32 = 10_000;
+
+/// Memory one VM (its library, and the call running in it) may hold. Filling it takes
+/// about 10 ms per MiB of Lua allocations on these machines, so a memory-hungry call too
+/// ends well inside the node's invocation budget.
+pub const MAX_VM_MEMORY_BYTES: usize = 4 * 1024 * 1024;
+
+const PRELUDE: &str = include_str!("prelude.lua");
+
+/// The message of a call stopped by its budget.
+pub fn budget_message() -> String {
+    format!("ERR Script killed: it ran past its budget of {INSTRUCTION_BUDGET} Lua instructions")
+}
+
+/// The running call's instruction budget, shared by the hook and the prelude's `spent`.
+#[derive(Default)]
+struct Budget {
+    remaining: AtomicI64,
+    yield_asked: AtomicBool,
+    spent: AtomicBool,
+}
+
+impl Budget {
+    fn reset(&self) {
+        self.remaining.store(INSTRUCTION_BUDGET, Ordering::Relaxed);
+        self.yield_asked.store(false, Ordering::Relaxed);
+        self.spent.store(false, Ordering::Relaxed);
+    }
+
+    fn spent(&self) -> bool {
+        self.spent.load(Ordering::Relaxed)
+    }
+
+    /// The hook: counts, and once the budget is gone asks to yield; if Lua could not
+    /// yield there (inside a C call), every later check raises an error instead.
+    fn hook(self: &Arc<Budget>) -> impl Fn(&Lua, &mlua::Debug) -> mlua::Result<VmState> + Send + 'static {
+        let budget = Arc::clone(self);
+        move |_, _| {
+            let step = i64::from(HOOK_EVERY_INSTRUCTIONS);
+            if budget.remaining.fetch_sub(step, Ordering::Relaxed) > step {
+                return Ok(VmState::Continue);
+            }
+            budget.spent.store(true, Ordering::Relaxed);
+            if budget.yield_asked.swap(true, Ordering::Relaxed) {
+                Err(mlua::Error::runtime(budget_message()))
+            } else {
+                Ok(VmState::Yield)
+            }
+        }
+    }
+}
+
+struct Registered {
+    callback: Function,
+    no_writes: bool,
+}
+
+/// A VM with one library loaded.
+pub struct Vm {
+    lua: Lua,
+    run: Function,
+    /// The coroutine every call runs in, reset between calls (cheaper than a new one), with
+    /// the budget's hook installed once.
+    thread: Thread,
+    functions: HashMap<String, Registered>,
+    budget: Arc<Budget>,
+    /// Hit a limit: dropped instead of reused.
+    poisoned: bool,
+}
+
+fn triggers() -> HookTriggers {
+    HookTriggers::new().every_nth_instruction(HOOK_EVERY_INSTRUCTIONS)
+}
+
+fn lua_failure(err: &mlua::Error) -> String {
+    match err {
+        mlua::Error::MemoryError(_) => "ERR Lua VM out of memory".to_string(),
+        mlua::Error::SyntaxError { message, .. } => format!("ERR Error compiling function: {message}"),
+        other => format!("ERR {other}"),
+    }
+}
+
+impl Vm {
+    /// A fresh VM running `code`: the library's header, its functions and flags checked.
+    pub fn load(code: &str) -> Result<(Vm, Header, Vec<FunctionInfo>), LuaError> {
+        let (header, body) = parse_header(code)?;
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
+        let lua = Lua::new_with(libs, LuaOptions::new()).map_err(|e| LuaError::library(lua_failure(&e)))?;
+        lua.set_memory_limit(MAX_VM_MEMORY_BYTES)
+            .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        let budget = Arc::new(Budget::default());
+        let spent = {
+            let budget = Arc::clone(&budget);
+            lua.create_function(move |_, ()| Ok(budget.spent()))
+        };
+        let (run, finish): (Function, Function) = spent
+            .and_then(|spent| lua.load(PRELUDE).set_name("=ferry").call(spent))
+            .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        budget.reset();
+        lua.set_hook(triggers(), budget.hook())
+            .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        let loaded = lua
+            .load(body)
+            .set_name(format!("@{}", header.name))
+            .set_mode(ChunkMode::Text)
+            .exec();
+        lua.remove_hook();
+        if budget.spent() {
+            return Err(LuaError::library(budget_message()));
+        }
+        loaded.map_err(|e| LuaError::library(lua_failure(&e)))?;
+        let registered: Table = finish.call(()).map_err(|e| LuaError::library(lua_failure(&e)))?;
+        let mut functions = HashMap::new();
+        let mut infos = Vec::new();
+        for pair in registered.pairs::<String, Table>() {
+            let (name, entry) = pair.map_err(|e| LuaError::library(lua_failure(&e)))?;
+            if !valid_name(&name) {
+                return Err(LuaError::library(
+                    "Function names can only contain letters, numbers, or underscores(_) and must be at least one character long",
+                ));
+            }
+            let (callback, flags) = entry
+                .get::<Function>("callback")
+                .and_then(|callback| Ok((callback, entry.get::<Table>("flags")?)))
+                .map_err(|e| LuaError::library(lua_failure(&e)))?;
+            let mut no_writes = false;
+            for flag in flags.sequence_values::<Value>() {
+                let flag = match flag {
+                    Ok(Value::String(flag)) => flag.to_string_lossy(),
+                    _ => return Err(LuaError::library("Unknown flag given")),
+                };
+                if !KNOWN_FLAGS.contains(&flag.as_str()) {
+                    return Err(LuaError::library("Unknown flag given"));
+                }
+                no_writes |= flag == "no-writes";
+            }
+            infos.push(FunctionInfo {
+                name: name.clone(),
+                no_writes,
+            });
+            functions.insert(name, Registered { callback, no_writes });
+        }
+        if infos.is_empty() {
+            return Err(LuaError::library("No functions registered"));
+        }
+        if infos.len() > MAX_FUNCTIONS_PER_LIBRARY {
+            return Err(LuaError::library(format!(
+                "a library may register at most {MAX_FUNCTIONS_PER_LIBRARY} functions"
+            )));
+        }
+        infos.sort_by(|a, b| a.name.cmp(&b.name));
+        let thread = lua
+            .create_thread(run.clone())
+            .and_then(|thread| thread.set_hook(triggers(), budget.hook()).map(|()| thread))
+            .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        let vm = Vm {
+            lua,
+            run,
+            thread,
+            functions,
+            budget,
+            poisoned: false,
+        };
+        Ok((vm, header, infos))
+    }
+
+    /// Whether the VM hit a limit and must not be reused.
+    pub fn poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Runs `function` over `table` with `keys` and `args`; `read_only` (FCALL_RO) refuses
+    /// a function not flagged `no-writes`. The reply is what the function returned (an
+    /// error reply it returned included); an error it raised fails the invocation, so
+    /// nothing it wrote is committed.
+    pub async fn call(
+        &mut self,
+        ctx: &mut dyn Ctx,
+        function: &str,
+        table: &str,
+        keys: &[Bytes],
+        args: &[Bytes],
+        read_only: bool,
+    ) -> Result<Reply, FnError> {
+        let Some(registered) = self.functions.get(function) else {
+            return Err(FnError::Failed("ERR Function not found".into()));
+        };
+        let no_writes = registered.no_writes;
+        if read_only && !no_writes {
+            return Err(FnError::Failed(
+                "ERR Can not execute a script with write flag using *_ro command.".into(),
+            ));
+        }
+        let failed = |err: mlua::Error| FnError::Failed(lua_failure(&err));
+        let lua = &self.lua;
+        let sequence = |items: &[Bytes]| -> mlua::Result<Table> {
+            let strings = items
+                .iter()
+                .map(|item| lua.create_string(item))
+                .collect::<mlua::Result<Vec<_>>>()?;
+            lua.create_sequence_from(strings)
+        };
+        let thread = &self.thread;
+        if let Err(err) = thread.reset(self.run.clone()) {
+            self.poisoned = true;
+            return Err(failed(err));
+        }
+        self.budget.reset();
+        let mut input = MultiValue::from_vec(vec![
+            Value::Function(registered.callback.clone()),
+            Value::Table(sequence(keys).map_err(failed)?),
+            Value::Table(sequence(args).map_err(failed)?),
+        ]);
+        loop {
+            let output = thread.resume::<MultiValue>(input);
+            if self.budget.spent() {
+                self.poisoned = true;
+                return Err(FnError::Failed(budget_message()));
+            }
+            let output = output.map_err(|err| {
+                self.poisoned = true;
+                failed(err)
+            })?;
+            match thread.status() {
+                ThreadStatus::Finished => return self.finished(output),
+                ThreadStatus::Resumable => {
+                    let args: Option<Vec<Bytes>> = output.iter().map(command_arg).collect();
+                    let reply = match args {
+                        Some(args) => crate::call::execute(ctx, table, args, !no_writes).await?,
+                        None => Reply::err("Lua redis lib command arguments must be strings or integers"),
+                    };
+                    let ok = !matches!(reply, Reply::Error(_));
+                    let reply = reply_to_lua(&self.lua, &reply).map_err(failed)?;
+                    input = MultiValue::from_vec(vec![Value::Boolean(ok), reply]);
+                }
+                _ => return Err(FnError::Failed("ERR the function's coroutine stopped".into())),
+            }
+        }
+    }
+
+    /// The trampoline's `pcall` results: `true, value` or `false, error`.
+    fn finished(&mut self, output: MultiValue) -> Result<Reply, FnError> {
+        let mut values = output.into_iter();
+        let ok = matches!(values.next(), Some(Value::Boolean(true)));
+        let value = values.next().unwrap_or(Value::Nil);
+        if ok {
+            return Ok(lua_to_reply(&value));
+        }
+        let text = match &value {
+            Value::Table(table) => match table.raw_get::<Value>("err") {
+                Ok(Value::String(err)) => err.to_string_lossy(),
+                _ => "ERR the function raised a table without `err`".to_string(),
+            },
+            Value::String(message) => format!("ERR {}", message.to_string_lossy()),
+            Value::Error(err) => lua_failure(err),
+            other => format!("ERR the function raised a {}", other.type_name()),
+        };
+        if text.contains("not enough memory") || text.contains("out of memory") {
+            self.poisoned = true;
+        }
+        Err(FnError::Failed(text))
+    }
+}

@@ -1,0 +1,316 @@
+//! Lua libraries loaded and called through the registry, over an in-memory `Ctx`: the
+//! catalog, `redis.call`, flags, the sandbox and the limits.
+
+use bytes::Bytes;
+use ferry_func::memory::{block_on, MemoryCtx};
+use ferry_func::{CtxError, FnError};
+use ferry_lua::catalog::{self, ListArgs, LoadArgs};
+use ferry_lua::fcall::reply_of;
+use ferry_lua::FcallArgs;
+use ferry_resp::Reply;
+
+fn invoke(ctx: &mut MemoryCtx, name: &str, args: Bytes) -> Result<Bytes, FnError> {
+    ctx.args = args;
+    let registry = ferry_lua::registry();
+    let function = registry.get(name).unwrap_or_else(|| panic!("{name} is registered"));
+    block_on(function(ctx))
+}
+
+fn load(ctx: &mut MemoryCtx, code: &str, replace: bool) -> Result<String, String> {
+    let args = LoadArgs {
+        replace,
+        code: Bytes::copy_from_slice(code.as_bytes()),
+    };
+    match invoke(ctx, catalog::LOAD, args.encode()) {
+        Ok(name) => Ok(String::from_utf8(name.to_vec()).unwrap()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+fn fcall_as(
+    ctx: &mut MemoryCtx,
+    function: &str,
+    keys: &[&str],
+    args: &[&str],
+    read_only: bool,
+) -> Result<Reply, String> {
+    let call = FcallArgs {
+        function: function.to_string(),
+        table: "db0".to_string(),
+        keys: keys.iter().map(|k| Bytes::copy_from_slice(k.as_bytes())).collect(),
+        args: args.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect(),
+        read_only,
+    };
+    match invoke(ctx, &call.invocation_name(), call.encode().unwrap()) {
+        Ok(result) => Ok(reply_of(&result)),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+fn fcall(ctx: &mut MemoryCtx, function: &str, keys: &[&str], args: &[&str]) -> Result<Reply, String> {
+    fcall_as(ctx, function, keys, args, false)
+}
+
+fn bulk(text: &str) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+const COUNTER: &str = r#"#!lua name=counter
+local function bump(keys, args)
+  local n = redis.call('INCRBY', keys[1], args[1])
+  redis.call('SET', keys[2], 'last=' .. n)
+  return n
+end
+local function peek(keys)
+  return redis.call('MGET', keys[1], keys[2], 'missing')
+end
+local function try_write(keys)
+  return redis.pcall('SET', keys[1], 'x')
+end
+redis.register_function('bump', bump)
+redis.register_function{function_name = 'peek', callback = peek, flags = {'no-writes'}}
+redis.register_function{function_name = 'try_write', callback = try_write, flags = {'no-writes'}}
+"#;
+
+#[test]
+fn a_loaded_library_runs_its_functions_over_the_ctx() {
+    let mut ctx = MemoryCtx::default();
+    assert_eq!(load(&mut ctx, COUNTER, false), Ok("counter".to_string()));
+    assert_eq!(fcall(&mut ctx, "bump", &["n", "last"], &["5"]), Ok(Reply::Integer(5)));
+    assert_eq!(fcall(&mut ctx, "bump", &["n", "last"], &["-2"]), Ok(Reply::Integer(3)));
+    assert_eq!(ctx.object("db0", b"n"), Some(&Bytes::from_static(b"3")));
+    assert_eq!(ctx.object("db0", b"last"), Some(&Bytes::from_static(b"last=3")));
+    assert_eq!(
+        fcall_as(&mut ctx, "peek", &["n", "last"], &[], true),
+        Ok(Reply::Array(vec![bulk("3"), bulk("last=3"), Reply::Null]))
+    );
+    // FCALL_RO of a function that may write, and a write from a no-writes function.
+    assert_eq!(
+        fcall_as(&mut ctx, "bump", &["n", "last"], &["1"], true),
+        Err("ERR Can not execute a script with write flag using *_ro command.".to_string())
+    );
+    assert_eq!(
+        fcall(&mut ctx, "try_write", &["n"], &[]),
+        Ok(Reply::Error(
+            "ERR Write commands are not allowed from read-only scripts.".into()
+        ))
+    );
+    assert_eq!(ctx.object("db0", b"n"), Some(&Bytes::from_static(b"3")));
+    assert_eq!(
+        fcall(&mut ctx, "nope", &[], &[]),
+        Err("ERR Function not found".to_string())
+    );
+    // INCRBY of something that is not a number: redis.call raises, the invocation fails.
+    let err = fcall(&mut ctx, "bump", &["last", "n"], &["1"]).unwrap_err();
+    assert!(err.contains("not an integer"), "{err}");
+}
+
+#[test]
+fn the_catalog_refuses_clashes_and_replaces_and_deletes_libraries() {
+    let mut ctx = MemoryCtx::default();
+    load(&mut ctx, COUNTER, false).unwrap();
+    assert_eq!(
+        load(&mut ctx, COUNTER, false),
+        Err("ERR Library 'counter' already exists".to_string())
+    );
+    let thief = "#!lua name=thief\nredis.register_function('bump', function() return 0 end)";
+    assert_eq!(
+        load(&mut ctx, thief, false),
+        Err("ERR Function bump already exists".to_string())
+    );
+    // REPLACE drops the functions the new text no longer has.
+    let smaller = "#!lua name=counter\nredis.register_function('bump', function() return 42 end)";
+    load(&mut ctx, smaller, true).unwrap();
+    assert_eq!(fcall(&mut ctx, "bump", &["n", "last"], &["1"]), Ok(Reply::Integer(42)));
+    assert_eq!(
+        fcall(&mut ctx, "peek", &["n", "last"], &[]),
+        Err("ERR Function not found".to_string())
+    );
+    load(
+        &mut ctx,
+        "#!lua name=other\nredis.register_function('other_f', function() return 1 end)",
+        false,
+    )
+    .unwrap();
+    let list = |ctx: &mut MemoryCtx, pattern: &str, with_code: bool| {
+        let args = ListArgs {
+            pattern: pattern.to_string(),
+            with_code,
+        };
+        reply_of(&invoke(ctx, catalog::LIST, args.encode()).unwrap())
+    };
+    let Reply::Array(all) = list(&mut ctx, "", false) else {
+        panic!("an array")
+    };
+    assert_eq!(all.len(), 2);
+    let Reply::Array(one) = list(&mut ctx, "coun*", true) else {
+        panic!("an array")
+    };
+    assert_eq!(one.len(), 1);
+    let text = format!("{:?}", one[0]);
+    assert!(text.contains("library_code") && text.contains("return 42"), "{text}");
+    invoke(&mut ctx, catalog::DELETE, catalog::delete_args("counter")).unwrap();
+    assert_eq!(
+        fcall(&mut ctx, "bump", &["n", "last"], &["1"]),
+        Err("ERR Function not found".to_string())
+    );
+    let err = invoke(&mut ctx, catalog::DELETE, catalog::delete_args("counter")).unwrap_err();
+    assert_eq!(err.to_string(), "ERR Library not found");
+    assert_eq!(fcall(&mut ctx, "other_f", &[], &[]), Ok(Reply::Integer(1)));
+}
+
+#[test]
+fn bad_libraries_get_redis_errors() {
+    let mut ctx = MemoryCtx::default();
+    for (code, expected) in [
+        ("#!lua name=x\nthis is not lua", "Error compiling function"),
+        ("#!lua name=x\nlocal a = 1", "No functions registered"),
+        (
+            "#!lua name=x\nredis.register_function{function_name='f', callback=function() end, flags={'fast'}}",
+            "Unknown flag given",
+        ),
+        (
+            "#!lua name=x\nredis.register_function('bad-name', function() end)",
+            "Function names can only contain",
+        ),
+        (
+            "#!lua name=x\nredis.register_function('f', 'not a function')",
+            "callback argument",
+        ),
+        ("return 1", "Missing library metadata"),
+        ("#!lua name=x\nwhile true do end", "Script killed"),
+    ] {
+        let err = load(&mut ctx, code, false).unwrap_err();
+        assert!(err.contains(expected), "{code:?}: {err}");
+    }
+    assert!(ctx.data.is_empty(), "nothing stored for a refused library");
+}
+
+#[test]
+fn the_sandbox_has_no_way_out_and_no_globals_to_leak_through() {
+    let mut ctx = MemoryCtx::default();
+    let probe = r#"#!lua name=probe
+redis.register_function('reach', function()
+  return {type(os), type(io), type(require), type(load), type(loadfile), type(dofile), type(print), type(coroutine), type(debug), type(package)}
+end)
+redis.register_function('leak', function() counter_global = 1 return 1 end)
+redis.register_function('register', function() redis.register_function('late', function() end) end)
+"#;
+    load(&mut ctx, probe, false).unwrap();
+    let nil = bulk("nil");
+    assert_eq!(fcall(&mut ctx, "reach", &[], &[]), Ok(Reply::Array(vec![nil; 10])));
+    let err = fcall(&mut ctx, "leak", &[], &[]).unwrap_err();
+    assert!(
+        err.contains("Attempt to create global variable 'counter_global'"),
+        "{err}"
+    );
+    let err = fcall(&mut ctx, "register", &[], &[]).unwrap_err();
+    assert!(err.contains("can only be called on FUNCTION LOAD"), "{err}");
+}
+
+#[test]
+fn runaway_and_memory_hungry_calls_end_alone_and_the_library_keeps_serving() {
+    let mut ctx = MemoryCtx::default();
+    let hostile = r#"#!lua name=hostile
+redis.register_function('spin', function() while true do end end)
+redis.register_function('sneaky', function()
+  while true do pcall(function() while true do end end) end
+end)
+redis.register_function('sorted_spin', function()
+  table.sort({3, 2, 1}, function(a, b) while true do end end)
+end)
+redis.register_function('caught_sort', function()
+  while true do pcall(table.sort, {3, 2, 1}, function(a, b) while true do end end) end
+end)
+redis.register_function('gsub_spin', function()
+  return string.gsub('abc', '.', function() while true do end end)
+end)
+redis.register_function('hog', function()
+  local t = {}
+  for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end
+end)
+redis.register_function('fine', function(keys) return redis.call('INCR', keys[1]) end)
+"#;
+    load(&mut ctx, hostile, false).unwrap();
+    for function in ["spin", "sneaky", "sorted_spin", "caught_sort", "gsub_spin"] {
+        let err = fcall(&mut ctx, function, &[], &[]).unwrap_err();
+        assert!(err.contains("Script killed"), "{function}: {err}");
+        assert_eq!(
+            fcall(&mut ctx, "fine", &["k"], &[]).map(|_| ()),
+            Ok(()),
+            "after {function}"
+        );
+    }
+    let err = fcall(&mut ctx, "hog", &[], &[]).unwrap_err();
+    assert!(err.contains("memory"), "{err}");
+    assert_eq!(fcall(&mut ctx, "fine", &["k"], &[]), Ok(Reply::Integer(6)));
+}
+
+#[test]
+fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
+    // A Ctx whose reads of db0 conflict: redis.pcall must not catch it.
+    struct Conflicting(MemoryCtx);
+    impl ferry_func::Ctx for Conflicting {
+        fn args(&self) -> &Bytes {
+            self.0.args()
+        }
+        fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> ferry_func::CtxFuture<'a, Option<Bytes>> {
+            if table == "db0" {
+                return Box::pin(async { Err(CtxError::Conflict("changed".into())) });
+            }
+            self.0.get(table, key)
+        }
+        fn multiget<'a>(
+            &'a mut self,
+            table: &'a str,
+            keys: &'a [Bytes],
+        ) -> ferry_func::CtxFuture<'a, Vec<Option<Bytes>>> {
+            self.0.multiget(table, keys)
+        }
+        fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> ferry_func::CtxFuture<'a, ()> {
+            self.0.put(table, key, value)
+        }
+        fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> ferry_func::CtxFuture<'a, ()> {
+            self.0.delete(table, key)
+        }
+    }
+    let mut inner = MemoryCtx::default();
+    let code = "#!lua name=c\nredis.register_function('f', function(keys) return redis.pcall('GET', keys[1]) end)";
+    load(&mut inner, code, false).unwrap();
+    let call = FcallArgs {
+        function: "f".into(),
+        table: "db0".into(),
+        keys: vec![Bytes::from_static(b"k")],
+        args: vec![],
+        read_only: false,
+    };
+    let mut ctx = Conflicting(inner);
+    ctx.0.args = call.encode().unwrap();
+    let function = ferry_lua::registry().get(&call.invocation_name()).unwrap();
+    let result = block_on(function(&mut ctx));
+    assert!(matches!(result, Err(FnError::Ctx(CtxError::Conflict(_)))), "{result:?}");
+}
+
+#[test]
+fn the_traverse_example_walks_the_graph_it_loads() {
+    let mut ctx = MemoryCtx::default();
+    load(&mut ctx, include_str!("../../../examples/lua/traverse.lua"), false).unwrap();
+    assert_eq!(
+        fcall(&mut ctx, "load_graph", &[], &["0", "100", "100"]),
+        Ok(Reply::Integer(100))
+    );
+    // Follow the same pointers by hand.
+    let mut id = 7u64;
+    for _ in 0..5 {
+        id = (id * 2654435761 + 12345) % 100;
+    }
+    assert_eq!(
+        fcall(&mut ctx, "traverse", &["node:000000000007"], &["5"]),
+        Ok(bulk(&format!("node:{id:012}")))
+    );
+    let err = fcall(&mut ctx, "traverse", &["node:000000000700"], &["5"]);
+    assert_eq!(
+        err,
+        Ok(Reply::Error("ERR dangling pointer at node:000000000700".into()))
+    );
+}
