@@ -42,6 +42,8 @@ pub(crate) struct Invocation {
     outbox: Arc<dyn Answer>,
     tenant: Arc<TenantState>,
     request_id: u64,
+    /// The function's registered name (per-function statistics are kept by name).
+    name: String,
     function: StorageFn,
     args: Bytes,
     /// The current attempt: the function running against a fresh `StoreCtx`.
@@ -167,7 +169,8 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         handoff,
     } = request
     {
-        let Some(function) = node.registry.get(&function) else {
+        let name = function;
+        let Some(function) = node.registry.get(&name) else {
             // Checked by the reader already; kept for safety against a registry mismatch.
             answer(
                 outbox.as_ref(),
@@ -175,7 +178,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
                 opcode,
                 request_id,
                 received,
-                &Response::error(Status::UnknownFunction, format!("no function named {function:?}")),
+                &Response::error(Status::UnknownFunction, format!("no function named {name:?}")),
             );
             return None;
         };
@@ -196,6 +199,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
             outbox,
             tenant,
             request_id,
+            name,
             function,
             args,
             attempts: 1,
@@ -444,6 +448,10 @@ impl Invocation {
     /// Answers the invocation with `response`, charging it every attempt's CPU time.
     fn finish(self, mut response: Response) -> Stepped {
         response.cpu_ns = self.cpu_ns;
+        let latency_us = self.received.elapsed().as_micros() as u64;
+        self.tenant
+            .functions
+            .record(&self.name, response.status, self.cpu_ns, latency_us);
         answer(
             self.outbox.as_ref(),
             &self.tenant,

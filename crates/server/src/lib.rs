@@ -23,6 +23,7 @@ pub mod config;
 mod conn;
 mod exec;
 mod fair;
+mod function_stats;
 mod metrics;
 mod node;
 mod resp;

@@ -26,6 +26,8 @@ pub(crate) struct TenantState {
     pub(crate) counters: TenantCounters,
     /// The node's latency histograms (shared by every tenant: one set per node).
     pub(crate) latency: Arc<LatencyHistograms>,
+    /// Its invocations by function, for FUNCTION STATS.
+    pub(crate) functions: crate::function_stats::FunctionStats,
 }
 
 impl TenantState {
@@ -81,6 +83,7 @@ impl Node {
                     store: TenantStore::new(tenant.quota_bytes),
                     counters: TenantCounters::default(),
                     latency: Arc::clone(&latency),
+                    functions: Default::default(),
                 };
                 (tenant.id, Arc::new(state))
             })

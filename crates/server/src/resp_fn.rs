@@ -20,6 +20,7 @@ use ferry_resp::command::FunctionCommand;
 use ferry_resp::Reply;
 
 use crate::conn::Answer;
+use crate::function_stats::FunctionSummary;
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
 use crate::worker::Task;
@@ -105,38 +106,65 @@ impl FunctionCall {
             FunctionCall::FCall(_) | FunctionCall::List(_) => reply_of(&result),
             FunctionCall::Load(_) => Reply::Bulk(result),
             FunctionCall::Delete(_) => Reply::ok(),
-            FunctionCall::Stats => stats(&reply_of(&result)),
+            FunctionCall::Stats => stats(
+                &reply_of(&result),
+                &tenant.functions.summaries(ferry_lua::fcall::FAMILY),
+            ),
         }
     }
 }
 
-/// FUNCTION STATS in Redis's shape: no script is ever "running" from the client's view
-/// (calls are bounded by their budget, not killed by hand), and the Lua engine's counts.
-fn stats(list: &Reply) -> Reply {
+/// The function descriptions of one library in FUNCTION LIST's reply.
+fn library_functions(library: &Reply) -> &[Reply] {
+    let Reply::Map(fields) = library else { return &[] };
+    match fields.iter().find(|(key, _)| *key == Reply::text("functions")) {
+        Some((_, Reply::Array(items))) => items,
+        _ => &[],
+    }
+}
+
+/// FUNCTION STATS in Redis's shape (no script is ever "running" from the client's view:
+/// calls are bounded by their budget, not killed by hand; the Lua engine's counts), plus
+/// `functions`: per function loaded now, what this node saw of its calls.
+fn stats(list: &Reply, functions: &[FunctionSummary]) -> Reply {
     let Reply::Array(libraries) = list else {
         return list.clone();
     };
-    let functions: usize =
-        libraries
-            .iter()
-            .map(|library| match library {
-                Reply::Map(fields) => fields.iter().find(|(key, _)| *key == Reply::text("functions")).map_or(
-                    0,
-                    |(_, value)| match value {
-                        Reply::Array(items) => items.len(),
-                        _ => 0,
-                    },
-                ),
-                _ => 0,
-            })
-            .sum();
+    let described = || libraries.iter().flat_map(library_functions);
+    let loaded = |name: &str| {
+        described().any(|f| matches!(f, Reply::Map(pairs) if pairs.contains(&(Reply::text("name"), Reply::text(name)))))
+    };
     let lua = Reply::Map(vec![
         (Reply::text("libraries_count"), Reply::Integer(libraries.len() as i64)),
-        (Reply::text("functions_count"), Reply::Integer(functions as i64)),
+        (
+            Reply::text("functions_count"),
+            Reply::Integer(described().count() as i64),
+        ),
     ]);
+    let int = |n: u64| Reply::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+    let per_function = functions
+        .iter()
+        .filter_map(|f| {
+            let name = f.name.strip_prefix(ferry_lua::fcall::FAMILY)?;
+            loaded(name).then_some((name, f))
+        })
+        .map(|(name, f)| {
+            let fields = vec![
+                (Reply::text("calls"), int(f.calls)),
+                (Reply::text("ran_on_node"), int(f.calls - f.failed - f.handed_back)),
+                (Reply::text("handed_back"), int(f.handed_back)),
+                (Reply::text("failed"), int(f.failed)),
+                (Reply::text("node_cpu_us_mean"), int(f.cpu_ns_mean / 1_000)),
+                (Reply::text("latency_us_p50"), int(f.latency_us_p50)),
+                (Reply::text("latency_us_p99"), int(f.latency_us_p99)),
+            ];
+            (Reply::text(name), Reply::Map(fields))
+        })
+        .collect();
     Reply::Map(vec![
         (Reply::text("running_script"), Reply::Null),
         (Reply::text("engines"), Reply::Map(vec![(Reply::text("LUA"), lua)])),
+        (Reply::text("functions"), Reply::Map(per_function)),
     ])
 }
 

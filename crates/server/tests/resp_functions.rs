@@ -53,6 +53,18 @@ fn fcall(con: &mut redis::Connection, function: &str, keys: &[&str], args: &[&st
     cmd.query(con)
 }
 
+/// The value under `name` in a RESP2 map (a flat array of keys and values).
+fn field<'a>(map: &'a Value, name: &str) -> &'a Value {
+    let Value::Array(items) = map else {
+        panic!("not a map: {map:?}")
+    };
+    items
+        .chunks(2)
+        .find(|pair| pair[0] == Value::BulkString(name.as_bytes().to_vec()))
+        .map(|pair| &pair[1])
+        .unwrap_or_else(|| panic!("no {name} in {map:?}"))
+}
+
 fn value_of(reply: Reply) -> Value {
     match reply {
         Reply::Integer(n) => Value::Int(n),
@@ -147,6 +159,18 @@ fn function_load_then_fcall_gives_the_same_result_and_state_remotely_and_locally
         text.contains("libraries_count") && text.contains("int(1)") && text.contains("int(2)"),
         "{text}"
     );
+    // Per function, what the node saw: three deposits run here and one refused FCALL_RO
+    // (the client's local runs are not the node's), one balance.
+    let deposit = field(field(&stats, "functions"), "deposit");
+    assert_eq!(field(deposit, "calls"), &Value::Int(4), "{text}");
+    assert_eq!(field(deposit, "ran_on_node"), &Value::Int(3), "{text}");
+    assert_eq!(field(deposit, "failed"), &Value::Int(1), "{text}");
+    assert!(
+        matches!(field(deposit, "latency_us_p99"), Value::Int(n) if *n > 0),
+        "{text}"
+    );
+    let balance = field(field(&stats, "functions"), "balance");
+    assert_eq!(field(balance, "calls"), &Value::Int(1), "{text}");
     let _: () = redis::cmd("FUNCTION")
         .arg("DELETE")
         .arg("accounts")
