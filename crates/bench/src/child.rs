@@ -64,7 +64,7 @@ impl ChildServer {
         ChildServer::start(command, "storage node", false)
     }
 
-    /// Like [`ChildServer::start`] for a storage node started with `--resp` and
+    /// Like [`ChildServer::start`] for a process (storage node, gateway) started with `--resp` and
     /// `--metrics`: it prints `resp on HOST:PORT` between the two.
     pub fn start_resp(command: Command, what: &str) -> Result<ChildServer, BenchError> {
         Self::start_lines(command, what, &["resp on ", "metrics on "])

@@ -53,7 +53,8 @@ struct UpArgs {
     /// Most active workers of each compute node.
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
-    /// Write the addresses as JSON here once everything listens (`gateway`, and
+    /// Write the addresses as JSON here once everything listens (`gateway` and its
+    /// `gateway_resp`, and
     /// `storage_nodes` / `compute_nodes`: arrays of `{addr, pid, metrics}`; storage nodes
     /// also `resp`, their RESP address).
     #[arg(long)]
@@ -79,6 +80,7 @@ struct ClusterInfo {
     gateway: String,
     gateway_pid: u32,
     gateway_metrics: String,
+    gateway_resp: String,
     storage_nodes: Vec<ProcessInfo>,
     compute_nodes: Vec<ProcessInfo>,
     cluster_map: PathBuf,
@@ -188,7 +190,14 @@ fn up(args: UpArgs) -> CmdResult {
     }
     let mut command = ferry(&exe, "gateway", &common);
     command
-        .args(["--listen", "127.0.0.1:0", "--policy", &args.policy])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--resp",
+            "127.0.0.1:0",
+            "--policy",
+            &args.policy,
+        ])
         .args([
             "--cores",
             &format!(
@@ -201,12 +210,13 @@ fn up(args: UpArgs) -> CmdResult {
     for node in &compute {
         command.args(["--compute", node.addr()]);
     }
-    let gateway = ChildServer::start(command, "gateway", true)?;
+    let gateway = ChildServer::start_resp(command, "gateway")?;
 
     let cluster = ClusterInfo {
         gateway: gateway.addr().to_string(),
         gateway_pid: gateway.pid(),
         gateway_metrics: gateway.metrics_addr().unwrap_or_default().to_string(),
+        gateway_resp: gateway.resp_addr().unwrap_or_default().to_string(),
         storage_nodes: storage.iter().map(info).collect(),
         compute_nodes: compute.iter().map(info).collect(),
         cluster_map: map_path.clone(),
@@ -214,8 +224,8 @@ fn up(args: UpArgs) -> CmdResult {
     let mut stdout = std::io::stdout();
     writeln!(
         stdout,
-        "gateway on {} (metrics {})",
-        cluster.gateway, cluster.gateway_metrics
+        "gateway on {} (metrics {}, resp {})",
+        cluster.gateway, cluster.gateway_metrics, cluster.gateway_resp
     )?;
     for (node, process) in map.nodes().iter().zip(&cluster.storage_nodes) {
         writeln!(

@@ -85,6 +85,9 @@ impl FrontArgs {
 pub fn serve_until_signal(handle: FrontHandle, what: &str) -> CmdResult {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on {}", handle.local_addr())?;
+    if let Some(resp) = handle.resp_addr() {
+        writeln!(stdout, "resp on {resp}")?;
+    }
     if let Some(metrics) = handle.metrics_addr() {
         writeln!(stdout, "metrics on {metrics}")?;
     }

@@ -34,6 +34,11 @@ pub struct GatewayArgs {
     /// Seed of the policies.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also speak RESP (Redis clients) on this address (port 0: any free one; printed as
+    /// `resp on HOST:PORT` right after the `listening on` line). FCALL is placed by the
+    /// policy like any invocation.
+    #[arg(long, value_name = "ADDR")]
+    resp: Option<String>,
     #[command(flatten)]
     front: FrontArgs,
 }
@@ -74,8 +79,12 @@ pub fn run(args: GatewayArgs) -> CmdResult {
     spec.build(slo, 0.99, Some(capacity), seed)
         .map_err(|err| format!("--policy: {err}"))?;
     let policy_name = spec.name();
+    let mut front = args.front.front_config(&args.listen)?;
+    if let Some(resp) = &args.resp {
+        front.resp_listen = Some(crate::server_cmd::resolve(resp).map_err(|err| err.replace("--listen", "--resp"))?);
+    }
     let config = GatewayConfig {
-        front: args.front.front_config(&args.listen)?,
+        front,
         cluster: args.front.cluster_map()?,
         compute_nodes: args.compute_nodes.clone(),
         policy: Arc::new(move || {

@@ -30,6 +30,8 @@ pub struct FrontConfig {
     pub listen: SocketAddr,
     /// Address of `GET /metrics`, if served.
     pub metrics_listen: Option<SocketAddr>,
+    /// Address of the RESP listener (Redis clients), if served.
+    pub resp_listen: Option<SocketAddr>,
     /// Tenants let in.
     pub tenants: Vec<FrontTenant>,
     /// Most simultaneous authenticated connections.
@@ -48,6 +50,7 @@ impl FrontConfig {
         FrontConfig {
             listen,
             metrics_listen: None,
+            resp_listen: None,
             tenants,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,

@@ -37,6 +37,7 @@ const GAUGES: &[&str] = &[
 /// A running gateway or compute node. Dropping it stops it.
 pub struct FrontHandle {
     local_addr: SocketAddr,
+    resp_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     runtime: Option<tokio::runtime::Runtime>,
@@ -68,6 +69,11 @@ where
     let listener = bind(config.listen)?;
     let local_addr = listener.local_addr().map_err(FrontError::Start)?;
     let metrics = config.metrics_listen.map(bind).transpose()?;
+    let resp = config.resp_listen.map(bind).transpose()?;
+    let resp_addr = match &resp {
+        Some(listener) => Some(listener.local_addr().map_err(FrontError::Start)?),
+        None => None,
+    };
     let metrics_addr = match &metrics {
         Some(listener) => Some(listener.local_addr().map_err(FrontError::Start)?),
         None => None,
@@ -90,9 +96,14 @@ where
         });
         runtime.spawn(ferry_net::metrics::serve(listener, render, shutdown_rx.clone()));
     }
+    if let Some(listener) = resp {
+        let front = Arc::new(crate::resp::RespFront(Arc::clone(&shared)));
+        runtime.spawn(ferry_net::resp::serve(front, listener, shutdown_rx.clone()));
+    }
     runtime.spawn(accept_loop(shared, listener, shutdown_rx));
     Ok(FrontHandle {
         local_addr,
+        resp_addr,
         metrics_addr,
         shutdown,
         runtime: Some(runtime),
@@ -122,6 +133,11 @@ impl FrontHandle {
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address of the RESP listener, if served.
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp_addr
     }
 
     /// The address of `GET /metrics`, if served.

@@ -8,6 +8,8 @@
 //! - `listener`: framing, hello, the pre-authentication bound and per-connection limits in
 //!   front of either; `handle`: starting and stopping a process, its metrics endpoint.
 //! - [`forward`]: the client runtime's outcomes turned back into protocol answers.
+//! - `resp`: `--resp` on the gateway: Redis commands sent on as the invocations they are
+//!   (FCALL placed by the policy).
 
 pub mod compute;
 pub mod config;
@@ -15,6 +17,7 @@ pub mod forward;
 pub mod gateway;
 mod handle;
 mod listener;
+mod resp;
 pub mod workers;
 
 use std::net::SocketAddr;

@@ -17,7 +17,8 @@
 //! - [`convert`]: Lua values and replies, by Redis's rules;
 //! - [`cache`]: loaded libraries by hash, with idle VMs;
 //! - [`catalog`]: `lua.load`, `lua.delete`, `lua.list` over the catalog table;
-//! - [`fcall`]: the FCALL invocation's arguments, route and storage function.
+//! - [`fcall`]: the FCALL invocation's arguments, route and storage function;
+//! - [`resp`]: FUNCTION, FCALL and data commands of a RESP front end as invocations.
 //!
 //! No I/O, no clock: the sandbox has no `os`, `io`, `require`, `load` or `print`.
 
@@ -27,6 +28,7 @@ pub mod catalog;
 pub mod convert;
 pub mod fcall;
 pub mod library;
+pub mod resp;
 pub mod vm;
 
 use ferry_func::registry::RegisterError;
@@ -51,12 +53,13 @@ impl LuaError {
     }
 }
 
-/// Adds the Lua storage functions (`lua.load`, `lua.delete`, `lua.list` and the `fcall.`
-/// family) to `registry`.
+/// Adds the Lua storage functions (`lua.load`, `lua.delete`, `lua.list`, `resp.command`
+/// and the `fcall.` family) to `registry`.
 pub fn install(registry: &mut Registry) -> Result<(), RegisterError> {
     registry.register(catalog::LOAD, catalog::load)?;
     registry.register(catalog::DELETE, catalog::delete)?;
     registry.register(catalog::LIST, catalog::list)?;
+    registry.register(resp::COMMAND, resp::command)?;
     registry.register_family(fcall::FAMILY, fcall::run, fcall::route)
 }
 

@@ -324,6 +324,54 @@ impl Command {
     }
 }
 
+impl Command {
+    /// A data command (GET, SET, DEL, UNLINK, EXISTS, MGET, MSET, INCR family) as the words
+    /// a client sends, so it can travel to where it runs and be parsed there; `None` for
+    /// any other command. An expiry option keeps its name (its value is not kept: it is
+    /// refused wherever the command runs).
+    pub fn into_words(self) -> Option<Vec<Bytes>> {
+        let word = |w: &'static str| Bytes::from_static(w.as_bytes());
+        let with = |name: &'static str, keys: Vec<Bytes>| std::iter::once(word(name)).chain(keys).collect();
+        Some(match self {
+            Command::Get(key) => vec![word("GET"), key],
+            Command::Set {
+                key,
+                value,
+                condition,
+                get,
+                expiry,
+            } => {
+                let mut words = vec![word("SET"), key, value];
+                words.extend(condition.map(|c| match c {
+                    SetCondition::IfAbsent => word("NX"),
+                    SetCondition::IfPresent => word("XX"),
+                }));
+                if get {
+                    words.push(word("GET"));
+                }
+                if let Some(option) = expiry {
+                    let keeps_value = option != "KEEPTTL";
+                    words.push(Bytes::from(option));
+                    if keeps_value {
+                        words.push(word("0"));
+                    }
+                }
+                words
+            }
+            Command::Del(keys) => with("DEL", keys),
+            Command::Exists(keys) => with("EXISTS", keys),
+            Command::MGet(keys) => with("MGET", keys),
+            Command::MSet(pairs) => std::iter::once(word("MSET"))
+                .chain(pairs.into_iter().flat_map(|(k, v)| [k, v]))
+                .collect(),
+            Command::IncrBy { key, delta, negate } => {
+                vec![word(if negate { "DECRBY" } else { "INCRBY" }), key, delta]
+            }
+            _ => return None,
+        })
+    }
+}
+
 /// INCRBY's amount as Redis checks it (DECRBY negated).
 pub fn incr_delta(delta: &[u8], negate: bool) -> Result<i64, Reply> {
     let delta = std::str::from_utf8(delta)
@@ -508,6 +556,31 @@ mod tests {
             parse(&["FCALL", "f", "x"]),
             Err(Reply::err("Bad number of keys provided"))
         );
+    }
+
+    #[test]
+    fn data_commands_travel_as_words_and_parse_back_the_same() {
+        for words in [
+            &["GET", "k"][..],
+            &["SET", "k", "v", "NX", "GET"],
+            &["SET", "k", "v", "EX", "10"],
+            &["SET", "k", "v", "KEEPTTL"],
+            &["DEL", "a", "b"],
+            &["EXISTS", "a"],
+            &["MGET", "a", "b"],
+            &["MSET", "a", "1", "b", "2"],
+            &["DECRBY", "k", "5"],
+            &["INCR", "k"],
+        ] {
+            let command = parse(words).unwrap();
+            let travelled = Command::parse(command.clone().into_words().unwrap()).unwrap();
+            match (&command, &travelled) {
+                // The expiry's value is not kept; its name is.
+                (Command::Set { expiry: Some(a), .. }, Command::Set { expiry: Some(b), .. }) => assert_eq!(a, b),
+                _ => assert_eq!(travelled, command, "{words:?}"),
+            }
+        }
+        assert_eq!(parse(&["PING"]).unwrap().into_words(), None);
     }
 
     #[test]

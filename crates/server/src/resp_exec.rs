@@ -17,11 +17,6 @@ use crate::node::TenantState;
 /// Attempts of one conditional SET or INCR before it gives up under contention.
 pub const MAX_RMW_ATTEMPTS: u32 = 16;
 
-/// The table of database `index`.
-pub fn table_of(index: u32) -> String {
-    format!("db{index}")
-}
-
 fn store_error(err: StoreError) -> Reply {
     Reply::err(err)
 }

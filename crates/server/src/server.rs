@@ -128,7 +128,7 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
             let _guard = runtime.enter();
             TcpListener::from_std(listener).map_err(ServerError::Start)?
         };
-        runtime.spawn(crate::resp::serve(Arc::clone(&node), listener, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::resp::serve(Arc::clone(&node), listener, shutdown_rx.clone()));
     }
     runtime.spawn(accept_loop(Arc::clone(&node), listener, shutdown_rx));
     Ok(ServerHandle {

@@ -40,7 +40,17 @@ pub fn front_config() -> FrontConfig {
 /// Two storage nodes, one compute node (1–2 workers) and a gateway placing by `policy`
 /// (a `--policy` spec). Call from outside async code, or from `spawn_blocking`.
 pub fn cluster(policy: &str, gateway_front: FrontConfig, compute_front: FrontConfig) -> Cluster {
-    let addrs = vec![free_addr(), free_addr()];
+    cluster_of(2, policy, gateway_front, compute_front)
+}
+
+/// Like [`cluster`] with `storage_nodes` storage nodes.
+pub fn cluster_of(
+    storage_nodes: usize,
+    policy: &str,
+    gateway_front: FrontConfig,
+    compute_front: FrontConfig,
+) -> Cluster {
+    let addrs: Vec<String> = (0..storage_nodes).map(|_| free_addr()).collect();
     let map = ClusterMap::even(&addrs).unwrap();
     let storage = map
         .nodes()

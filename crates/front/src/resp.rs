@@ -1,0 +1,185 @@
+//! `--resp ADDR` on the gateway: Redis clients, with each command sent on as the
+//! invocation it is, so the gateway's placement decides where it runs. FCALL is the
+//! invocation `fcall.<name>` (placed by the tenant's policy like any function: on the
+//! storage node serving its first key, or on a compute node); FUNCTION LOAD/LIST/DELETE
+//! are `lua.*`; a data command (GET, SET, INCR, …) is `resp.command`, one short
+//! transaction. FUNCTION STATS adds, per function, where the gateway placed its calls and
+//! their measured c_i and s_i.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_lua::fcall::reply_of;
+use ferry_lua::resp::{command_args, error_reply, FunctionCall, FunctionStat, COMMAND};
+use ferry_net::preauth::{token_matches, PreAuth};
+use ferry_net::resp::{RespEvent, RespFuture, RespService};
+use ferry_proto::{Request, ResponseBody, Status};
+use ferry_resp::{Command, Reply};
+
+use crate::listener::{Service, Shared};
+
+/// Longest a command waits for the tenant's rate limiter (or an overloaded node) to admit
+/// it before the client gets `-BUSY`. Redis clients have no notion of "throttled, try
+/// again", so the gateway holds the command briefly instead of failing it at once.
+pub const MAX_ADMISSION_WAIT: Duration = Duration::from_millis(200);
+
+/// Pause between two attempts at admission.
+const ADMISSION_RETRY: Duration = Duration::from_millis(1);
+
+/// The RESP face of a gateway (or any front service): the listener's shared state.
+pub(crate) struct RespFront<S>(pub(crate) Arc<Shared<S>>);
+
+impl<S: Service> RespFront<S> {
+    /// Sends one invocation through the service and returns its result bytes or the reply
+    /// explaining the failure.
+    async fn invoke(&self, tenant: u32, function: String, args: bytes::Bytes) -> Result<bytes::Bytes, Reply> {
+        let deadline = tokio::time::Instant::now() + MAX_ADMISSION_WAIT;
+        loop {
+            let request = Request::Invoke {
+                function: function.clone(),
+                args: args.clone(),
+                allow_pushback: false,
+                trace: false,
+                handoff: false,
+            };
+            let response = Arc::clone(&self.0.service).call(tenant, request).await;
+            match response.body {
+                ResponseBody::Invoke { result, .. } if response.status == Status::Ok => return Ok(result),
+                ResponseBody::Error { .. }
+                    if response.status == Status::Overloaded && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(ADMISSION_RETRY).await;
+                }
+                ResponseBody::Error { message } if response.status == Status::Overloaded => {
+                    return Err(Reply::Error(format!("BUSY {message}")))
+                }
+                ResponseBody::Error { message } => return Err(error_reply(&message)),
+                _ => return Err(Reply::err(format!("unexpected answer ({:?})", response.status))),
+            }
+        }
+    }
+
+    /// The service's figures per Lua function (`function.fcall.<name>.<figure>`).
+    fn function_stats(&self) -> Vec<FunctionStat> {
+        let mut entries = Vec::new();
+        self.0.service.stats(&mut entries);
+        let mut stats: Vec<FunctionStat> = Vec::new();
+        for entry in entries {
+            let Some(rest) = entry.name.strip_prefix("function.") else {
+                continue;
+            };
+            let Some((name, figure)) = rest.rsplit_once('.') else {
+                continue;
+            };
+            if !name.starts_with(ferry_lua::fcall::FAMILY) {
+                continue;
+            }
+            let value = i64::try_from(entry.value).unwrap_or(i64::MAX);
+            let figure: &'static str = match figure {
+                "calls_remote" => "calls_on_storage_node",
+                "calls_local" => "calls_on_compute",
+                "app_cpu_ns_mean" => "c_i_ns",
+                "storage_cpu_ns_mean" => "s_i_ns",
+                _ => continue,
+            };
+            match stats.iter_mut().find(|s| s.name == name) {
+                Some(stat) => stat.figures.push((figure, value)),
+                None => stats.push(FunctionStat {
+                    name: name.to_string(),
+                    figures: vec![(figure, value)],
+                }),
+            }
+        }
+        stats
+    }
+}
+
+impl<S: Service> RespService for RespFront<S> {
+    type Tenant = u32;
+
+    fn sign_in(&self, id: u32, password: &[u8]) -> Option<u32> {
+        let tenants = &self.0.config.tenants;
+        tenants
+            .iter()
+            .any(|t| t.id == id && token_matches(t.token.as_bytes(), password))
+            .then_some(id)
+    }
+
+    fn take_seat(&self) -> Result<(), Reply> {
+        let counters = &self.0.counters;
+        let max = self.0.config.max_connections as u64;
+        counters
+            .connections_authenticated
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| {
+                counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+                Reply::err(format!("max number of clients reached ({max})"))
+            })
+    }
+
+    fn release_seat(&self) {
+        self.0.counters.connections_authenticated.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn execute<'a>(&'a self, tenant: &'a u32, table: &'a str, command: Command) -> RespFuture<'a> {
+        Box::pin(async move {
+            match FunctionCall::of(command, table) {
+                Ok(call) => {
+                    let (function, args) = match call.invocation() {
+                        Ok(invocation) => invocation,
+                        Err(refusal) => return refusal,
+                    };
+                    match self.invoke(*tenant, function, args).await {
+                        Ok(result) => call.reply(&result, &self.function_stats()),
+                        Err(reply) => reply,
+                    }
+                }
+                Err(Command::Cluster(_)) => Reply::err(
+                    "this is the gateway: it sends each key to its storage node itself (no CLUSTER commands)",
+                ),
+                Err(data) => {
+                    let Some(args) = data.into_words().and_then(|words| command_args(table, &words)) else {
+                        return Reply::err("this command is not served by the gateway");
+                    };
+                    match self.invoke(*tenant, COMMAND.to_string(), args).await {
+                        Ok(result) => reply_of(&result),
+                        Err(reply) => reply,
+                    }
+                }
+            }
+        })
+    }
+
+    fn charge(&self, _tenant: &u32, _cpu_ns: u64) {}
+
+    fn observe(&self, event: RespEvent) {
+        let counters = &self.0.counters;
+        let counter = match event {
+            RespEvent::Opened => {
+                counters.connections_open.fetch_add(1, Ordering::AcqRel);
+                return;
+            }
+            RespEvent::Closed => {
+                counters.connections_open.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
+            RespEvent::FramingError => &counters.framing_errors,
+            RespEvent::UnauthenticatedClosed => &counters.connections_unauthenticated_closed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn mode(&self) -> &'static str {
+        "standalone"
+    }
+
+    fn preauth(&self) -> &PreAuth {
+        &self.0.preauth
+    }
+
+    fn hello_timeout(&self) -> Duration {
+        self.0.config.hello_timeout
+    }
+}

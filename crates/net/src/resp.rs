@@ -1,0 +1,364 @@
+//! A RESP listener for any ferry process that speaks Redis (the storage node, the
+//! gateway): connections, pipelining, the pre-authentication bound, and the session
+//! commands (AUTH, HELLO, SELECT, PING, ECHO, QUIT, COMMAND, INFO, CLIENT). Everything
+//! else a signed-in connection sends goes to the process's [`RespService`].
+//!
+//! One task per connection reads whatever has arrived, runs every whole command in it in
+//! order, and writes all their replies in one system call (pipelining). Nothing but AUTH,
+//! HELLO and QUIT is served before AUTH: the user is the tenant id (`default` is tenant 1)
+//! and the password its token.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use ferry_resp::command::{unknown, SERVED};
+use ferry_resp::{Command, Parser, Protocol, Reply};
+
+use crate::preauth::{unauthenticated_over, PreAuth, MAX_FAILED_HELLOS};
+
+/// Bytes requested from the socket per read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Replies buffered before they are written even if more commands are waiting: bounds
+/// the memory one pipelining client can make the process hold.
+pub const MAX_PENDING_REPLY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most databases (`SELECT 0` … `SELECT 1023`), each a table.
+pub const MAX_DATABASES: u32 = 1024;
+
+/// The tenant the `default` user (and a one-argument AUTH) stands for.
+pub const DEFAULT_TENANT: u32 = 1;
+
+/// The table of database `index`.
+pub fn table_of(index: u32) -> String {
+    format!("db{index}")
+}
+
+/// The reply of a command a service runs.
+pub type RespFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// Something that happened to a connection, for the service's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RespEvent {
+    /// A connection was accepted.
+    Opened,
+    /// It closed.
+    Closed,
+    /// It sent something that is not RESP (answered with an error, then closed).
+    FramingError,
+    /// It did not authenticate in time, or was evicted by newer unauthenticated ones.
+    UnauthenticatedClosed,
+}
+
+/// What a process serves over RESP.
+pub trait RespService: Send + Sync + 'static {
+    /// A signed-in tenant.
+    type Tenant: Send + Sync + 'static;
+
+    /// The tenant `id` if `password` is its token.
+    fn sign_in(&self, id: u32, password: &[u8]) -> Option<Self::Tenant>;
+
+    /// Takes one of the process's authenticated-connection seats (given back with
+    /// [`RespService::release_seat`]), or the reply refusing the connection.
+    fn take_seat(&self) -> Result<(), Reply>;
+
+    /// Gives a seat back.
+    fn release_seat(&self);
+
+    /// Runs a command of a signed-in connection over `table` (data, FUNCTION, FCALL,
+    /// CLUSTER), charging it to the tenant itself.
+    fn execute<'a>(&'a self, tenant: &'a Self::Tenant, table: &'a str, command: Command) -> RespFuture<'a>;
+
+    /// Charges a session command (PING, SELECT, …) answered by the listener.
+    fn charge(&self, tenant: &Self::Tenant, cpu_ns: u64);
+
+    /// Counts a connection event.
+    fn observe(&self, event: RespEvent);
+
+    /// `cluster` for one node of a sharded cluster, `standalone` otherwise (HELLO, INFO).
+    fn mode(&self) -> &'static str;
+
+    /// The pre-authentication bound shared with the process's other listeners.
+    fn preauth(&self) -> &PreAuth;
+
+    /// How long a connection may stay unauthenticated.
+    fn hello_timeout(&self) -> Duration;
+}
+
+/// What a connection knows about its peer.
+struct Session<T> {
+    tenant: Option<T>,
+    protocol: Protocol,
+    table: String,
+    failed_auths: u32,
+    /// Holds one of the service's authenticated-connection seats.
+    seated: bool,
+}
+
+/// What to do after a command.
+enum After {
+    Continue,
+    Close,
+}
+
+/// Accepts RESP connections until `shutdown` turns true.
+pub async fn serve<S: RespService>(service: Arc<S>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => return,
+        };
+        let Ok((stream, _peer)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let service = Arc::clone(&service);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            service.observe(RespEvent::Opened);
+            connection(&*service, stream, shutdown).await;
+            service.observe(RespEvent::Closed);
+        });
+    }
+}
+
+async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+    let _ = stream.set_nodelay(true);
+    let mut session = Session {
+        tenant: None,
+        protocol: Protocol::Resp2,
+        table: table_of(0),
+        failed_auths: 0,
+        seated: false,
+    };
+    let mut ticket = Some(service.preauth().admit());
+    let hello_deadline = tokio::time::Instant::now() + service.hello_timeout();
+    let mut parser = Parser::new();
+    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut output = BytesMut::new();
+    'read: loop {
+        input.reserve(READ_CHUNK_BYTES);
+        let read = tokio::select! {
+            read = stream.read_buf(&mut input) => read,
+            _ = shutdown.changed() => break,
+            _ = unauthenticated_over(ticket.as_ref(), hello_deadline) => {
+                service.observe(RespEvent::UnauthenticatedClosed);
+                break;
+            }
+        };
+        if !matches!(read, Ok(n) if n > 0) {
+            break;
+        }
+        loop {
+            let args = match parser.next(&mut input) {
+                Ok(Some(args)) => args,
+                Ok(None) => break,
+                Err(err) => {
+                    service.observe(RespEvent::FramingError);
+                    Reply::Error(format!("ERR {err}")).encode(session.protocol, &mut output);
+                    let _ = stream.write_all(&output).await;
+                    break 'read;
+                }
+            };
+            let after = handle(service, &mut session, args, &mut output).await;
+            if session.tenant.is_some() {
+                ticket = None;
+            }
+            if matches!(after, After::Close) || output.len() >= MAX_PENDING_REPLY_BYTES {
+                if stream.write_all(&output).await.is_err() {
+                    break 'read;
+                }
+                output.clear();
+                if matches!(after, After::Close) {
+                    break 'read;
+                }
+            }
+        }
+        if !output.is_empty() {
+            if stream.write_all(&output).await.is_err() {
+                break;
+            }
+            output.clear();
+        }
+    }
+    if session.seated {
+        service.release_seat();
+    }
+}
+
+/// Runs one command, appending its reply. A command the service runs may wait (an
+/// FCALL queued to a worker): later commands of the pipeline wait with it, so replies
+/// keep their order.
+async fn handle<S: RespService>(
+    service: &S,
+    session: &mut Session<S::Tenant>,
+    args: Vec<Bytes>,
+    out: &mut BytesMut,
+) -> After {
+    let started = Instant::now();
+    let command = match Command::parse(args) {
+        Ok(command) => command,
+        Err(_) if session.tenant.is_none() => {
+            noauth().encode(session.protocol, out);
+            return After::Continue;
+        }
+        Err(reply) => {
+            reply.encode(session.protocol, out);
+            return After::Continue;
+        }
+    };
+    let (reply, after) = match session_command(service, session, command) {
+        Ok(done) => done,
+        Err(command) => {
+            let tenant = session.tenant.as_ref().expect("session commands answer before sign-in");
+            let reply = service.execute(tenant, &session.table, command).await;
+            reply.encode(session.protocol, out);
+            return After::Continue;
+        }
+    };
+    reply.encode(session.protocol, out);
+    if let Some(tenant) = &session.tenant {
+        service.charge(tenant, started.elapsed().as_nanos() as u64);
+    }
+    after
+}
+
+/// Before AUTH, an unknown command is still refused for want of authentication (as
+/// Redis does), so nothing about the command set leaks before it.
+fn noauth() -> Reply {
+    Reply::Error("NOAUTH Authentication required.".into())
+}
+
+/// Answers the commands the listener serves itself; the rest (only once signed in) are
+/// given back for the service.
+fn session_command<S: RespService>(
+    service: &S,
+    session: &mut Session<S::Tenant>,
+    command: Command,
+) -> Result<(Reply, After), Command> {
+    let reply = match command {
+        Command::Quit => return Ok((Reply::ok(), After::Close)),
+        Command::Auth { user, password } => {
+            let reply = auth(service, session, user.as_ref(), &password);
+            if session.tenant.is_none() && session.failed_auths >= MAX_FAILED_HELLOS {
+                return Ok((reply, After::Close));
+            }
+            reply
+        }
+        Command::Hello {
+            protocol,
+            auth: credentials,
+        } => {
+            let version = match protocol.as_deref() {
+                None => None,
+                Some(b"2") => Some(Protocol::Resp2),
+                Some(b"3") => Some(Protocol::Resp3),
+                Some(_) => {
+                    return Ok((
+                        Reply::Error("NOPROTO unsupported protocol version".into()),
+                        After::Continue,
+                    ))
+                }
+            };
+            if let Some((user, password)) = credentials {
+                let reply = auth(service, session, Some(&user), &password);
+                if session.tenant.is_none() {
+                    return Ok((reply, After::Continue));
+                }
+            }
+            if session.tenant.is_none() {
+                return Ok((noauth(), After::Continue));
+            }
+            if let Some(version) = version {
+                session.protocol = version;
+            }
+            hello_reply(service.mode(), session.protocol)
+        }
+        _ if session.tenant.is_none() => noauth(),
+        Command::Ping(None) => Reply::Simple("PONG".into()),
+        Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message),
+        Command::Select(index) => match std::str::from_utf8(&index).ok().and_then(|i| i.parse::<u32>().ok()) {
+            Some(index) if index < MAX_DATABASES => {
+                session.table = table_of(index);
+                Reply::ok()
+            }
+            _ => Reply::err(format!("DB index is out of range (0 to {})", MAX_DATABASES - 1)),
+        },
+        Command::CommandInfo(args) => command_info(&args),
+        Command::Info => Reply::Bulk(Bytes::from(format!(
+            "# Server\r\nredis_version:7.2.0\r\nferry_version:{}\r\nredis_mode:{}\r\n",
+            env!("CARGO_PKG_VERSION"),
+            service.mode()
+        ))),
+        Command::Client(sub) => match &sub[..] {
+            b"SETNAME" | b"SETINFO" => Reply::ok(),
+            _ => unknown(&[Bytes::from_static(b"CLIENT"), sub]),
+        },
+        other => return Err(other),
+    };
+    Ok((reply, After::Continue))
+}
+
+fn auth<S: RespService>(
+    service: &S,
+    session: &mut Session<S::Tenant>,
+    user: Option<&Bytes>,
+    password: &Bytes,
+) -> Reply {
+    let tenant_id = match user.map(|u| &u[..]) {
+        None | Some(b"default") => Some(DEFAULT_TENANT),
+        Some(user) => std::str::from_utf8(user).ok().and_then(|u| u.parse::<u32>().ok()),
+    };
+    let Some(tenant) = tenant_id.and_then(|id| service.sign_in(id, password)) else {
+        session.failed_auths += 1;
+        return Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into());
+    };
+    if !session.seated {
+        if let Err(refusal) = service.take_seat() {
+            return refusal;
+        }
+        session.seated = true;
+    }
+    session.tenant = Some(tenant);
+    Reply::ok()
+}
+
+fn hello_reply(mode: &str, protocol: Protocol) -> Reply {
+    let proto = match protocol {
+        Protocol::Resp2 => 2,
+        Protocol::Resp3 => 3,
+    };
+    Reply::Map(vec![
+        (Reply::text("server"), Reply::text("redis")),
+        (Reply::text("version"), Reply::text("7.2.0")),
+        (Reply::text("proto"), Reply::Integer(proto)),
+        (Reply::text("id"), Reply::Integer(0)),
+        (Reply::text("mode"), Reply::text(mode)),
+        (Reply::text("role"), Reply::text("master")),
+        (Reply::text("modules"), Reply::Array(Vec::new())),
+    ])
+}
+
+/// COMMAND, COMMAND COUNT, COMMAND DOCS and COMMAND INFO: enough for clients that probe
+/// (each command's name with arity and flags unknown, as Redis allows).
+fn command_info(args: &[Bytes]) -> Reply {
+    let sub = args.first().map(|a| String::from_utf8_lossy(a).to_ascii_uppercase());
+    match sub.as_deref() {
+        Some("COUNT") => Reply::Integer(SERVED.len() as i64),
+        Some("DOCS") => Reply::Map(Vec::new()),
+        Some("INFO") | None => Reply::Array(
+            SERVED
+                .iter()
+                .map(|name| Reply::Array(vec![Reply::text(*name), Reply::Integer(-1)]))
+                .collect(),
+        ),
+        Some(_) => Reply::err("unknown COMMAND subcommand"),
+    }
+}
