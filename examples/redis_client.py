@@ -49,6 +49,16 @@ def main() -> int:
         pipe.incr("piped")
     check("pipeline", pipe.execute()[-1], 100)
     check("delete", r.delete("a", "b", "missing"), 2)
+    library = (
+        "#!lua name=pyexample\n"
+        "redis.register_function('bump', function(keys, args)\n"
+        "  return redis.call('INCRBY', keys[1], args[1])\n"
+        "end)\n"
+    )
+    check("function load", r.function_load(library, replace=True), "pyexample")
+    check("fcall", r.fcall("bump", 1, "bumped", 5), 5)
+    check("fcall again", r.fcall("bump", 1, "bumped", 5), 10)
+    check("function delete", r.function_delete("pyexample"), True)
     try:
         r.execute_command("FLUSHALL")
         print("FAILED unknown command: no error")
