@@ -21,16 +21,7 @@ const DEPTH: u32 = 10;
 const INVOCATIONS: u64 = 20_000;
 const RUNS: usize = 5;
 
-const HOSTILE: &str = r#"#!lua name=hostile
-redis.register_function('spin', function() while true do end end)
-redis.register_function('sneaky', function()
-  while true do pcall(function() while true do end end) end
-end)
-redis.register_function('hog', function()
-  local t = {}
-  for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end
-end)
-"#;
+const HOSTILE: &str = include_str!("../../../examples/lua/hostile.lua");
 
 fn load(registry: &Registry, ctx: &mut MemoryCtx, code: &str) {
     ctx.args = LoadArgs {

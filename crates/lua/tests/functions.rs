@@ -211,26 +211,7 @@ redis.register_function('register', function() redis.register_function('late', f
 #[test]
 fn runaway_and_memory_hungry_calls_end_alone_and_the_library_keeps_serving() {
     let mut ctx = MemoryCtx::default();
-    let hostile = r#"#!lua name=hostile
-redis.register_function('spin', function() while true do end end)
-redis.register_function('sneaky', function()
-  while true do pcall(function() while true do end end) end
-end)
-redis.register_function('sorted_spin', function()
-  table.sort({3, 2, 1}, function(a, b) while true do end end)
-end)
-redis.register_function('caught_sort', function()
-  while true do pcall(table.sort, {3, 2, 1}, function(a, b) while true do end end) end
-end)
-redis.register_function('gsub_spin', function()
-  return string.gsub('abc', '.', function() while true do end end)
-end)
-redis.register_function('hog', function()
-  local t = {}
-  for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end
-end)
-redis.register_function('fine', function(keys) return redis.call('INCR', keys[1]) end)
-"#;
+    let hostile = include_str!("../../../examples/lua/hostile.lua");
     load(&mut ctx, hostile, false).unwrap();
     for function in ["spin", "sneaky", "sorted_spin", "caught_sort", "gsub_spin"] {
         let err = fcall(&mut ctx, function, &[], &[]).unwrap_err();

@@ -190,17 +190,7 @@ fn function_load_then_fcall_gives_the_same_result_and_state_remotely_and_locally
     server.shutdown();
 }
 
-const HOSTILE: &str = r#"#!lua name=hostile
-redis.register_function('spin', function() while true do end end)
-redis.register_function('sneaky', function()
-  while true do pcall(function() while true do end end) end
-end)
-redis.register_function('hog', function()
-  local t = {}
-  for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end
-end)
-redis.register_function('fine', function(keys) return redis.call('INCR', keys[1]) end)
-"#;
+const HOSTILE: &str = include_str!("../../../examples/lua/hostile.lua");
 
 #[test]
 fn runaway_and_memory_hungry_functions_stop_while_other_clients_are_served() {
