@@ -157,6 +157,10 @@ impl Ctx for RemoteCtx<'_> {
         &self.args
     }
 
+    fn tenant(&self) -> u32 {
+        self.route.config().tenant
+    }
+
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
         Box::pin(async move { Ok(self.read(table, &[key]).await?.pop().flatten()) })
     }

@@ -37,6 +37,10 @@ pub trait Ctx: Send {
     /// The invocation's arguments, exactly as the caller passed them.
     fn args(&self) -> &Bytes;
 
+    /// The tenant the invocation runs for. Anything a function's runtime keeps from one
+    /// invocation to the next (loaded code, a VM's state) must be kept per tenant.
+    fn tenant(&self) -> u32;
+
     /// Reads one object; `None` if it does not exist.
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>>;
 

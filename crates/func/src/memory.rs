@@ -16,6 +16,8 @@ use crate::ctx::{Ctx, CtxFuture};
 pub struct MemoryCtx {
     /// The arguments the next invocation sees.
     pub args: Bytes,
+    /// The tenant it runs for.
+    pub tenant: u32,
     /// The objects.
     pub data: HashMap<(String, Bytes), Bytes>,
 }
@@ -25,6 +27,7 @@ impl MemoryCtx {
     pub fn new(data: impl IntoIterator<Item = (&'static str, Bytes, Bytes)>) -> MemoryCtx {
         MemoryCtx {
             args: Bytes::new(),
+            tenant: 0,
             data: data.into_iter().map(|(t, k, v)| ((t.to_string(), k), v)).collect(),
         }
     }
@@ -38,6 +41,9 @@ impl MemoryCtx {
 impl Ctx for MemoryCtx {
     fn args(&self) -> &Bytes {
         &self.args
+    }
+    fn tenant(&self) -> u32 {
+        self.tenant
     }
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
         Box::pin(async move { Ok(self.object(table, key).cloned()) })

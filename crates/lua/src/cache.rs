@@ -1,6 +1,8 @@
-//! Loaded libraries in this process, by the hash of their text, each with idle VMs to
-//! run its functions in. Content-addressed, so one cache serves every tenant and both
-//! sides of a process safely: a text is only ever found by its own hash.
+//! Loaded libraries in this process, by tenant and the hash of their text, each with idle
+//! VMs to run its functions in. Keyed by tenant as well because a VM keeps whatever its
+//! library's code keeps between calls (Redis says functions must not, but nothing stops
+//! them): two tenants loading the same text must not share that. By hash, because a text
+//! is only ever found by its own hash, whichever side of the process asks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -27,29 +29,34 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn libraries() -> &'static Mutex<HashMap<String, Arc<Loaded>>> {
-    static LIBRARIES: OnceLock<Mutex<HashMap<String, Arc<Loaded>>>> = OnceLock::new();
+/// A library's place in the cache: its tenant and the hash of its text.
+type Key = (u32, String);
+
+fn libraries() -> &'static Mutex<HashMap<Key, Arc<Loaded>>> {
+    static LIBRARIES: OnceLock<Mutex<HashMap<Key, Arc<Loaded>>>> = OnceLock::new();
     LIBRARIES.get_or_init(Default::default)
 }
 
-/// The library whose text hashes to `hash`, if loaded here.
-pub fn find(hash: &str) -> Option<Arc<Loaded>> {
-    lock(libraries()).get(hash).cloned()
+/// The library of `tenant` whose text hashes to `hash`, if loaded here.
+pub fn find(tenant: u32, hash: &str) -> Option<Arc<Loaded>> {
+    lock(libraries()).get(&(tenant, hash.to_string())).cloned()
 }
 
-/// Remembers `code` (whose hash is `hash`), with `vm` as its first idle VM if given.
-pub fn remember(hash: &str, code: String, vm: Option<Vm>) -> Arc<Loaded> {
+/// Remembers `tenant`'s `code` (whose hash is `hash`), with `vm` as its first idle VM if
+/// given.
+pub fn remember(tenant: u32, hash: &str, code: String, vm: Option<Vm>) -> Arc<Loaded> {
+    let key = (tenant, hash.to_string());
     let loaded = Arc::new(Loaded {
         code,
         idle: Mutex::new(vm.into_iter().collect()),
     });
     let mut libraries = lock(libraries());
-    if libraries.len() >= MAX_CACHED_LIBRARIES && !libraries.contains_key(hash) {
+    if libraries.len() >= MAX_CACHED_LIBRARIES && !libraries.contains_key(&key) {
         if let Some(victim) = libraries.keys().next().cloned() {
             libraries.remove(&victim);
         }
     }
-    Arc::clone(libraries.entry(hash.to_string()).or_insert(loaded))
+    Arc::clone(libraries.entry(key).or_insert(loaded))
 }
 
 impl Loaded {

@@ -169,7 +169,7 @@ pub fn load(ctx: &mut dyn Ctx) -> FnFuture<'_> {
         ctx.put(TABLE, &library_key(&header.name), args.code.clone()).await?;
         index.insert(header.name.clone(), functions.iter().map(|f| f.name.clone()).collect());
         write_index(ctx, &index).await?;
-        crate::cache::remember(&text_hash, code, Some(vm));
+        crate::cache::remember(ctx.tenant(), &text_hash, code, Some(vm));
         Ok(Bytes::from(header.name))
     })
 }

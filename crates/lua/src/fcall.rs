@@ -98,7 +98,8 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
         let entry = function_entry(ctx, &call.function)
             .await?
             .ok_or_else(|| FnError::Failed("ERR Function not found".into()))?;
-        let loaded = match crate::cache::find(&entry.hash) {
+        let tenant = ctx.tenant();
+        let loaded = match crate::cache::find(tenant, &entry.hash) {
             Some(loaded) => loaded,
             None => {
                 let code = ctx.get(TABLE, &library_key(&entry.library)).await?.unwrap_or_default();
@@ -111,7 +112,7 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
                 }
                 let code = String::from_utf8(code.to_vec())
                     .map_err(|_| FnError::Failed("ERR library text is not UTF-8".into()))?;
-                crate::cache::remember(&entry.hash, code, None)
+                crate::cache::remember(tenant, &entry.hash, code, None)
             }
         };
         let mut vm = loaded.checkout().map_err(|err| FnError::Failed(err.0))?;

@@ -5,7 +5,7 @@
 //! is the invocation `fcall.f`, served by one storage function ([`fcall::run`]) that
 //! reads the catalog through its `Ctx` (so the library is fetched by name and hash by
 //! whichever side runs it, and a library replaced meanwhile is an OCC conflict), takes a
-//! VM for that text from this process's cache, and runs the function in it with every
+//! VM for that tenant and text from this process's cache, and runs the function in it with every
 //! `redis.call` going through the same `Ctx`. So a Lua function runs on the storage node
 //! over local tables, or on a client over remote reads with OCC, exactly like a Rust one,
 //! and is placed by the same policies.
@@ -15,7 +15,7 @@
 //!   coroutine;
 //! - [`call`]: `redis.call`'s commands against a `Ctx`;
 //! - [`convert`]: Lua values and replies, by Redis's rules;
-//! - [`cache`]: loaded libraries by hash, with idle VMs;
+//! - [`cache`]: loaded libraries by tenant and hash, with idle VMs;
 //! - [`catalog`]: `lua.load`, `lua.delete`, `lua.list` over the catalog table;
 //! - [`fcall`]: the FCALL invocation's arguments, route and storage function;
 //! - [`resp`]: FUNCTION, FCALL and data commands of a RESP front end as invocations.

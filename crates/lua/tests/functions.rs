@@ -235,6 +235,9 @@ fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
         fn args(&self) -> &Bytes {
             self.0.args()
         }
+        fn tenant(&self) -> u32 {
+            self.0.tenant()
+        }
         fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> ferry_func::CtxFuture<'a, Option<Bytes>> {
             if table == "db0" {
                 return Box::pin(async { Err(CtxError::Conflict("changed".into())) });
@@ -293,5 +296,29 @@ fn the_traverse_example_walks_the_graph_it_loads() {
     assert_eq!(
         err,
         Ok(Reply::Error("ERR dangling pointer at node:000000000700".into()))
+    );
+}
+
+#[test]
+fn tenants_loading_the_same_text_do_not_share_what_its_vm_keeps() {
+    // A library that (against Redis's advice) keeps state in a local between calls.
+    let stateful =
+        "#!lua name=stateful\nlocal n = 0\nredis.register_function('count', function() n = n + 1 return n end)";
+    let mut first = MemoryCtx {
+        tenant: 1,
+        ..MemoryCtx::default()
+    };
+    let mut second = MemoryCtx {
+        tenant: 2,
+        ..MemoryCtx::default()
+    };
+    load(&mut first, stateful, false).unwrap();
+    load(&mut second, stateful, false).unwrap();
+    assert_eq!(fcall(&mut first, "count", &[], &[]), Ok(Reply::Integer(1)));
+    assert_eq!(fcall(&mut first, "count", &[], &[]), Ok(Reply::Integer(2)));
+    assert_eq!(
+        fcall(&mut second, "count", &[], &[]),
+        Ok(Reply::Integer(1)),
+        "tenant 2 has its own VM"
     );
 }

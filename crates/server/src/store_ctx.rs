@@ -201,6 +201,10 @@ impl Ctx for StoreCtx {
         &self.args
     }
 
+    fn tenant(&self) -> u32 {
+        self.tenant.id
+    }
+
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
         Box::pin(async move {
             self.begin_access();
