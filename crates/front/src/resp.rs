@@ -132,7 +132,7 @@ impl<S: Service> RespService for RespFront<S> {
                         Err(refusal) => return refusal,
                     };
                     match self.invoke(*tenant, function, args).await {
-                        Ok(result) => call.reply(&result, &self.function_stats()),
+                        Ok(result) => call.reply(&result, || self.function_stats()),
                         Err(reply) => reply,
                     }
                 }

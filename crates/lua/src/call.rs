@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use ferry_func::{Ctx, CtxError};
-use ferry_resp::command::{incr_delta, incremented, SetCondition};
+use ferry_resp::command::{expiry_refused, incr_delta, incremented, SetCondition};
 use ferry_resp::{Command, Reply};
 
 /// Runs one command for a script over `table`. `writes_allowed` is false in functions
@@ -36,20 +36,14 @@ pub async fn execute(
             expiry,
         } => {
             if let Some(option) = expiry {
-                return Ok(Reply::err(format!(
-                    "SET {option} is not supported: ferry objects do not expire"
-                )));
+                return Ok(expiry_refused(&option));
             }
             let old = if condition.is_some() || get {
                 ctx.get(table, &key).await?
             } else {
                 None
             };
-            let allowed = match condition {
-                Some(SetCondition::IfAbsent) => old.is_none(),
-                Some(SetCondition::IfPresent) => old.is_some(),
-                None => true,
-            };
+            let allowed = SetCondition::allows(condition, old.is_some());
             if allowed {
                 ctx.put(table, &key, value).await?;
             }

@@ -98,15 +98,15 @@ impl FunctionCall {
         })
     }
 
-    /// The reply for the invocation's result; FUNCTION STATS adds `functions`, the
+    /// The reply for the invocation's result; FUNCTION STATS adds `functions()`, the
     /// caller's statistics per function (by invocation name; those of functions not loaded
-    /// now are left out).
-    pub fn reply(&self, result: &Bytes, functions: &[FunctionStat]) -> Reply {
+    /// now are left out), gathered only for it.
+    pub fn reply(&self, result: &Bytes, functions: impl FnOnce() -> Vec<FunctionStat>) -> Reply {
         match self {
             FunctionCall::FCall(_) | FunctionCall::List(_) => reply_of(result),
             FunctionCall::Load(_) => Reply::Bulk(result.clone()),
             FunctionCall::Delete(_) => Reply::ok(),
-            FunctionCall::Stats => stats(&reply_of(result), functions),
+            FunctionCall::Stats => stats(&reply_of(result), &functions()),
         }
     }
 }

@@ -372,6 +372,22 @@ impl Command {
     }
 }
 
+impl SetCondition {
+    /// Whether SET with `condition` writes, the key existing or not.
+    pub fn allows(condition: Option<SetCondition>, exists: bool) -> bool {
+        match condition {
+            Some(SetCondition::IfAbsent) => !exists,
+            Some(SetCondition::IfPresent) => exists,
+            None => true,
+        }
+    }
+}
+
+/// The refusal of SET's expiry `option`: ferry objects do not expire.
+pub fn expiry_refused(option: &str) -> Reply {
+    Reply::err(format!("SET {option} is not supported: ferry objects do not expire"))
+}
+
 /// INCRBY's amount as Redis checks it (DECRBY negated).
 pub fn incr_delta(delta: &[u8], negate: bool) -> Result<i64, Reply> {
     let delta = std::str::from_utf8(delta)

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use ferry_resp::command::{incr_delta, incremented, SetCondition};
+use ferry_resp::command::{expiry_refused, incr_delta, incremented, SetCondition};
 use ferry_resp::{Command, Reply};
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
@@ -38,7 +38,7 @@ pub(crate) fn execute(tenant: &TenantState, table: &str, command: Command) -> Re
             expiry,
         } => {
             if let Some(option) = expiry {
-                return Reply::err(format!("SET {option} is not supported: ferry objects do not expire"));
+                return expiry_refused(&option);
             }
             set(tenant, table, &key, &value, condition, get)
         }
@@ -117,11 +117,7 @@ fn set(
             Ok(old) => old,
             Err(err) => return store_error(err),
         };
-        let allowed = match condition {
-            Some(SetCondition::IfAbsent) => old.is_none(),
-            Some(SetCondition::IfPresent) => old.is_some(),
-            None => true,
-        };
+        let allowed = SetCondition::allows(condition, old.is_some());
         let previous = || old.clone().map_or(Reply::Null, |(_, v)| Reply::Bulk(v));
         if !allowed {
             return if get { previous() } else { Reply::Null };

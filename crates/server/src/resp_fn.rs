@@ -28,7 +28,7 @@ pub(crate) async fn run(call: FunctionCall, node: &Node, tenant: &Arc<TenantStat
         Err(refusal) => return refusal,
     };
     match invoke(node, tenant, function, args).await {
-        Ok(result) => call.reply(&result, &stats_of(tenant)),
+        Ok(result) => call.reply(&result, || stats_of(tenant)),
         Err(reply) => reply,
     }
 }
