@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_bench::placement::{drive, load_graph, DriveSpec};
+use ferry_bench::placement::{drive, DriveSpec};
 use ferry_bench::testbed::{Testbed, TestbedConfig};
 use ferry_client::Adaptive;
 use ferry_control::FixedRate;
+use ferry_datasets::load_for_workload;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -33,7 +34,7 @@ fn main() {
     .unwrap();
     testbed.runtime.block_on(async {
         let client = testbed.connect().await.unwrap();
-        load_graph(&client, &workload, 100_000, 1).await.unwrap();
+        load_for_workload(&client, &workload, 100_000, 1).await.unwrap();
         let adaptive = Arc::new(Adaptive::new(client, Box::new(FixedRate::new(x, rate, 1).unwrap())).unwrap());
         let spec = DriveSpec {
             workload: &workload,

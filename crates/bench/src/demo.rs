@@ -69,7 +69,7 @@ fn start_node(cpus: Vec<usize>, spin_iters_per_ms: u64) -> Result<ferry_server::
         .spawn(move || {
             let result = (|| {
                 if !cpus.is_empty() {
-                    crate::affinity::pin_current_thread(&cpus)?;
+                    ferry_os::pin_current_thread(&cpus)?;
                 }
                 let tenant = TenantConfig {
                     id: DEMO_TENANT,
@@ -92,7 +92,7 @@ fn start_node(cpus: Vec<usize>, spin_iters_per_ms: u64) -> Result<ferry_server::
 
 /// Runs the demo.
 pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoReport, BenchError> {
-    let pinned = config.pin && crate::affinity::online_cpus() >= 2;
+    let pinned = config.pin && ferry_os::online_cpus() >= 2;
     let spin = ferry_client::calibrate_spin();
     let node = start_node(if pinned { vec![0] } else { Vec::new() }, spin)?;
     let testbed_config = TestbedConfig {

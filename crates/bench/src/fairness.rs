@@ -14,8 +14,8 @@ use ferry_control::jain_index;
 use ferry_experiment::model::FunctionSpec;
 use ferry_func::builtins::traverse::{self, TraverseArgs};
 
-use crate::child::{ChildServer, ChildSpec};
 use crate::BenchError;
+use ferry_os::{ChildServer, ChildSpec};
 
 /// Most tenants one fairness run may have.
 pub const MAX_TENANTS: usize = 16;
@@ -175,7 +175,7 @@ pub fn run(config: &FairnessConfig, mut progress: impl FnMut(&str)) -> Result<Fa
         return Err(BenchError::Invalid("phase and concurrency must be positive".into()));
     }
     if !config.client_cpus.is_empty() {
-        crate::affinity::pin_current_thread(&config.client_cpus)?;
+        ferry_os::pin_current_thread(&config.client_cpus)?;
     }
     let spin = ferry_client::calibrate_spin();
     let ids: Vec<u32> = (1..=config.tenants.len() as u32).collect();
@@ -201,7 +201,7 @@ pub fn run(config: &FairnessConfig, mut progress: impl FnMut(&str)) -> Result<Fa
             let client = Client::connect(ClientConfig::new(child.addr().to_string(), *id, token(*id))).await?;
             let graph: Vec<(Bytes, Bytes)> =
                 traverse::dataset(GRAPH_NODES, function.object_bytes.max(8) as usize, 1).collect();
-            crate::load::load_dataset(&client, traverse::TABLE, graph).await?;
+            ferry_datasets::load_dataset(&client, traverse::TABLE, graph).await?;
             homes.push(counter(&client, &format!("tenant.{id}.home_core")).await?);
             clients.push((*id, client, function.clone()));
         }

@@ -98,7 +98,7 @@ pub fn run(config: &KvBenchConfig, mut progress: impl FnMut(&str)) -> Result<KvB
         let objects = (0..config.keys)
             .map(|id| (Bytes::copy_from_slice(&id.to_le_bytes()), value.clone()))
             .collect();
-        crate::load::load_dataset(&client, TABLE, objects).await?;
+        ferry_datasets::load_dataset(&client, TABLE, objects).await?;
         progress(&format!(
             "loaded {} objects of {} bytes",
             config.keys, config.value_bytes

@@ -1,16 +1,15 @@
-//! Measuring ferry: load generation, benchmark orchestration and their reports.
+//! Measuring ferry: load generation, benchmark orchestration and their reports. Pinning
+//! and child processes are `ferry-os`'s, data sets `ferry-datasets`' (the production
+//! commands use those two without this crate).
 //!
 //! Layout:
-//! - [`affinity`]: parse CPU sets and pin the process (the two sides of a measurement
-//!   never share a CPU).
-//! - [`child`]: a storage node run as a pinned child process.
 //! - [`latency`]: HDR-histogram latency recording and medians over runs.
-//! - [`load`]: loading data sets with pipelined puts.
 //! - [`loadgen`]: closed-loop (saturation) and open-loop (fixed rate, no coordinated
 //!   omission) load generation over any async operation.
 //! - [`testbed`]: the shared set-up — pinning, calibration, child node, app runtime.
 //! - [`placement`]: `ferry bench` — a policy placing and admitting a workload on real
-//!   processes, with a timeline and the simulator's report fields.
+//!   processes, with a timeline and the simulator's report fields (request synthesis,
+//!   driving, calibration and the report each in their own file).
 //! - [`redis`]: the Redis peer — a RESP client and `traverse` as a Redis Function (FCALL)
 //!   and as client logic over pipelined GETs, both as a `Backend` for the same generator.
 //! - [`report`]: timelines as CSV, HTML pages with SVG charts.
@@ -21,18 +20,14 @@
 //! - [`zipf`]: YCSB's Zipfian key generator.
 //! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
 
-pub mod affinity;
-pub mod child;
 pub mod demo;
 pub mod fairness;
 pub mod kv;
 pub mod latency;
-pub mod load;
 pub mod loadgen;
 pub mod placement;
 pub mod redis;
 pub mod report;
-pub mod social;
 pub mod sweep;
 pub mod testbed;
 pub mod zipf;
@@ -44,10 +39,16 @@ use thiserror::Error;
 pub enum BenchError {
     /// Pinning failed (e.g. a CPU that does not exist).
     #[error(transparent)]
-    Affinity(#[from] affinity::AffinityError),
+    Affinity(#[from] ferry_os::AffinityError),
     /// The client failed.
     #[error(transparent)]
     Client(#[from] ferry_client::ClientError),
+    /// A child node did not come up.
+    #[error(transparent)]
+    Child(#[from] ferry_os::ChildError),
+    /// A data set could not be built, loaded or checked.
+    #[error(transparent)]
+    Dataset(#[from] ferry_datasets::DatasetError),
     /// The storage node could not be started or stopped.
     #[error("storage node: {0}")]
     Server(String),

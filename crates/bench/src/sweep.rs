@@ -9,9 +9,10 @@ use serde::Serialize;
 
 use ferry_client::Adaptive;
 use ferry_control::FixedRate;
+use ferry_datasets::load_for_workload;
 use ferry_experiment::model::Workload;
 
-use crate::placement::{drive, load_graph, DriveSpec};
+use crate::placement::{drive, DriveSpec};
 use crate::testbed::{Testbed, TestbedConfig};
 use crate::BenchError;
 
@@ -110,7 +111,7 @@ pub fn run(config: &SweepConfig, mut progress: impl FnMut(&str)) -> Result<Sweep
     let testbed = Testbed::start(&config.testbed)?;
     testbed.runtime.block_on(async {
         let client = testbed.connect().await?;
-        load_graph(&client, &config.workload, config.graph_nodes, config.seed).await?;
+        load_for_workload(&client, &config.workload, config.graph_nodes, config.seed).await?;
         let mut rows = Vec::new();
         let mut guess = config.start_rate_ops;
         for x in fractions(config.step) {

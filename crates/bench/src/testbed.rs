@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use ferry_client::{Client, ClientConfig};
 
-use crate::affinity::KeepWarm;
-use crate::child::{busy_cpu_time, named_threads_cpu_time, threads_on_cpu_time, ChildServer, ChildSpec};
+use ferry_os::cpu_time::{busy_cpu_time, named_threads_cpu_time, threads_on_cpu_time};
+use ferry_os::{ChildServer, ChildSpec, KeepWarm};
+
 use crate::BenchError;
 
 /// Name prefixes of the storage node's threads (workers, I/O, watchdog).
@@ -83,7 +84,7 @@ impl Testbed {
     pub fn start(config: &TestbedConfig) -> Result<Testbed, BenchError> {
         // An empty CPU list means "do not pin" (e.g. a one-CPU machine).
         if !config.client_cpus.is_empty() {
-            crate::affinity::pin_current_thread(&config.client_cpus)?;
+            ferry_os::pin_current_thread(&config.client_cpus)?;
         }
         if config.server.is_none() && config.server_cpus.iter().any(|cpu| config.client_cpus.contains(cpu)) {
             return Err(BenchError::Invalid(
@@ -152,7 +153,7 @@ impl Testbed {
     /// but its keep-warm threads and the threads of a node it embeds.
     pub fn app_on_cpu_time(&self) -> Option<Duration> {
         threads_on_cpu_time(std::process::id(), |name| {
-            !name.starts_with(crate::affinity::KEEP_WARM_THREAD_PREFIX)
+            !name.starts_with(ferry_os::KEEP_WARM_THREAD_PREFIX)
                 && !NODE_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
         })
     }
@@ -161,9 +162,9 @@ impl Testbed {
     /// keep-warm threads); `None` for a node elsewhere.
     pub fn node_on_cpu_time(&self) -> Option<Duration> {
         match &self.child {
-            Some(child) => threads_on_cpu_time(child.pid(), |name| {
-                !name.starts_with(crate::affinity::KEEP_WARM_THREAD_PREFIX)
-            }),
+            Some(child) => {
+                threads_on_cpu_time(child.pid(), |name| !name.starts_with(ferry_os::KEEP_WARM_THREAD_PREFIX))
+            }
             None => threads_on_cpu_time(std::process::id(), |name| {
                 NODE_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
             })

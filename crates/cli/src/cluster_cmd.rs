@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use ferry_bench::child::ChildServer;
 use ferry_cluster::ClusterMap;
+use ferry_os::ChildServer;
 
 use crate::CmdResult;
 
@@ -99,7 +99,7 @@ fn info(child: &ChildServer) -> ProcessInfo {
 /// serve the storage nodes, the second half compute and gateway (on two CPUs: CPU 0 and
 /// CPU 1, as the benchmarks pin them); one CPU is not split.
 fn cpu_halves() -> (Vec<usize>, Vec<usize>) {
-    let cpus = ferry_bench::affinity::online_cpus();
+    let cpus = ferry_os::online_cpus();
     if cpus < 2 {
         return (Vec::new(), Vec::new());
     }

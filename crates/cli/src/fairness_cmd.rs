@@ -53,8 +53,8 @@ pub fn run(args: FairnessArgs) -> CmdResult {
         exe: std::env::current_exe()?,
         tenants,
         cores: args.cores,
-        server_cpus: ferry_bench::affinity::parse_cpu_set(&args.server_cpus)?,
-        client_cpus: ferry_bench::affinity::parse_cpu_set(&args.client_cpus)?,
+        server_cpus: ferry_os::parse_cpu_set(&args.server_cpus)?,
+        client_cpus: ferry_os::parse_cpu_set(&args.client_cpus)?,
         phase: duration_flag("--phase", &args.phase)?.max(Duration::from_millis(100)),
         concurrency: args.concurrency,
     };

@@ -37,8 +37,8 @@ impl FrontArgs {
     /// Pins the process (before any thread starts, so every thread inherits the mask).
     pub fn pin(&self) -> CmdResult {
         if let Some(cpu_set) = &self.cpu_set {
-            let cpus = ferry_bench::affinity::parse_cpu_set(cpu_set)?;
-            ferry_bench::affinity::pin_current_thread(&cpus)?;
+            let cpus = ferry_os::parse_cpu_set(cpu_set)?;
+            ferry_os::pin_current_thread(&cpus)?;
         }
         Ok(())
     }

@@ -1,22 +1,14 @@
-//! `ferry load`: put a built-in function's data set into a running node.
+//! `ferry load`: put a built-in function's data set into a running node. The data sets
+//! and the loading are `ferry-datasets`'; this is the flags.
 
 use std::time::Instant;
 
-use bytes::Bytes;
-
-use ferry_func::builtins::{aggregate, auth, traverse, ycsbt};
+use ferry_datasets::catalog::MAX_LOAD_OBJECTS;
+use ferry_datasets::{Dataset, LoadSpec};
+use ferry_func::builtins::auth;
 
 use crate::connect::ConnectArgs;
 use crate::CmdResult;
-
-/// Largest data set accepted by `ferry load` (objects).
-const MAX_LOAD_OBJECTS: u64 = 100_000_000;
-
-/// The social application's data set.
-const SOCIAL: &str = "social";
-
-/// Most social vertices one load generates (about 67 KiB each, held in memory at once).
-const MAX_SOCIAL_VERTICES: u64 = 100_000;
 
 /// Flags of `ferry load`.
 #[derive(clap::Args)]
@@ -42,63 +34,41 @@ pub struct LoadArgs {
 }
 
 pub fn run(args: LoadArgs) -> CmdResult {
-    let keys = args.keys.unwrap_or(match args.dataset.as_str() {
-        auth::NAME => 1000,
-        SOCIAL => 2000,
-        _ => 100_000,
-    });
+    let dataset = Dataset::parse(&args.dataset)?;
+    let keys = args.keys.unwrap_or(dataset.default_objects());
     if keys == 0 || keys > MAX_LOAD_OBJECTS {
         return Err(format!("--keys must be 1..={MAX_LOAD_OBJECTS}").into());
+    }
+    if keys > dataset.max_objects() {
+        return Err(format!(
+            "--keys must be at most {} for {}",
+            dataset.max_objects(),
+            dataset.name()
+        )
+        .into());
     }
     if args.log_n == 0 || args.log_n > auth::MAX_LOG_N {
         return Err(format!("--log-n must be 1..={}", auth::MAX_LOG_N).into());
     }
-    if args.dataset == SOCIAL {
-        if keys > MAX_SOCIAL_VERTICES {
-            return Err(format!("--keys must be at most {MAX_SOCIAL_VERTICES} for social").into());
-        }
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        return runtime.block_on(async move {
-            let client = args.connect.connect(1).await?;
-            let started = Instant::now();
-            let written = ferry_bench::load::load_social(&client, keys, args.log_n, args.seed).await?;
-            println!(
-                "loaded {written} objects of {keys} social vertices in {:.2} s",
-                started.elapsed().as_secs_f64()
-            );
-            Ok(())
-        });
-    }
-    let (table, objects): (&'static str, Vec<(Bytes, Bytes)>) = match args.dataset.as_str() {
-        traverse::NAME => (
-            traverse::TABLE,
-            traverse::dataset(keys, args.value_size.unwrap_or(64), args.seed).collect(),
-        ),
-        ycsbt::NAME => (
-            ycsbt::TABLE,
-            ycsbt::dataset(keys, args.value_size.unwrap_or(100), args.seed).collect(),
-        ),
-        aggregate::NAME => (
-            aggregate::TABLE,
-            aggregate::dataset(keys, args.value_size.unwrap_or(16), args.seed).collect(),
-        ),
-        auth::NAME => {
-            let users: Result<Vec<_>, _> = auth::dataset(keys, args.log_n, args.seed).collect();
-            (auth::TABLE, users?)
-        }
-        other => {
-            return Err(format!("unknown data set {other:?}: use traverse, ycsbt, aggregate, auth or social").into())
-        }
+    let spec = LoadSpec {
+        dataset,
+        objects: keys,
+        value_bytes: args.value_size,
+        seed: args.seed,
+        log_n: args.log_n,
     };
+    let tables = spec.build()?;
+    let table = tables.first().map_or("", |table| table.name);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
         let client = args.connect.connect(1).await?;
         let started = Instant::now();
-        let written = ferry_bench::load::load_dataset(&client, table, objects).await?;
-        println!(
-            "loaded {written} objects into table {table:?} in {:.2} s",
-            started.elapsed().as_secs_f64()
-        );
+        let written = ferry_datasets::load_tables(&client, tables).await?;
+        let seconds = started.elapsed().as_secs_f64();
+        match dataset {
+            Dataset::Social => println!("loaded {written} objects of {keys} social vertices in {seconds:.2} s"),
+            _ => println!("loaded {written} objects into table {table:?} in {seconds:.2} s"),
+        }
         Ok(())
     })
 }

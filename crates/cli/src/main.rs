@@ -5,7 +5,10 @@
 //! `server_cmd` (storage node), `compute_cmd` and `gateway_cmd` (the tier in front of it,
 //! sharing `front_args`), `cluster_cmd` (`cluster up`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
 //! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator), `sim_suite_cmd` (the randomized scenario suite); `connect` holds the flags shared
-//! by commands that talk to a node.
+//! by commands that talk to a node. The production commands (server, compute, gateway,
+//! cluster, kv, load, fn, check) take pinning and child processes from `ferry-os` and data
+//! sets from `ferry-datasets`; only the measuring ones (bench, sweep, demo, fairness,
+//! bench-kv) use `ferry-bench`.
 
 use std::time::Duration;
 

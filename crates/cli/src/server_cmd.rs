@@ -96,10 +96,10 @@ pub fn run(args: ServerArgs) -> CmdResult {
     let mut _warm = None;
     if let Some(cpu_set) = &args.cpu_set {
         // Before any thread starts, so every worker and I/O thread inherits the mask.
-        let cpus = ferry_bench::affinity::parse_cpu_set(cpu_set)?;
-        ferry_bench::affinity::pin_current_thread(&cpus)?;
+        let cpus = ferry_os::parse_cpu_set(cpu_set)?;
+        ferry_os::pin_current_thread(&cpus)?;
         if args.keep_warm {
-            _warm = Some(ferry_bench::affinity::KeepWarm::start(&cpus)?);
+            _warm = Some(ferry_os::KeepWarm::start(&cpus)?);
         }
     }
     let file = match &args.config {

@@ -1,4 +1,4 @@
-//! Loading data sets into a node with pipelined puts.
+//! Writing data sets into a node with pipelined puts.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -7,15 +7,26 @@ use bytes::Bytes;
 
 use ferry_client::{Client, ClientError};
 
+use crate::DatasetError;
+
 /// Puts in flight while loading: enough to keep the node busy over one connection.
 pub const LOAD_CONCURRENCY: usize = 64;
+
+/// The rows of one table of a data set, ready to be written.
+#[derive(Clone, Debug)]
+pub struct Table {
+    /// The table the rows go to.
+    pub name: &'static str,
+    /// Keys and values.
+    pub rows: Vec<(Bytes, Bytes)>,
+}
 
 /// Writes every object into `table`, [`LOAD_CONCURRENCY`] at a time; returns how many.
 pub async fn load_dataset(
     client: &Client,
     table: &'static str,
     objects: Vec<(Bytes, Bytes)>,
-) -> Result<usize, ClientError> {
+) -> Result<usize, DatasetError> {
     let objects = Arc::new(objects);
     let next = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..LOAD_CONCURRENCY)
@@ -35,29 +46,16 @@ pub async fn load_dataset(
         })
         .collect();
     for worker in workers {
-        worker.await.map_err(|err| ClientError::Invalid(err.to_string()))??;
+        worker.await.map_err(|err| DatasetError::Loader(err.to_string()))??;
     }
     Ok(objects.len())
 }
 
-/// Loads the social application's graph for `vertices` vertices (four tables) and its
-/// `auth` users (one per vertex, scrypt cost `log_n`); returns the objects written.
-pub async fn load_social(client: &Client, vertices: u64, log_n: u8, seed: u64) -> Result<usize, ClientError> {
-    use ferry_func::builtins::{auth, social};
-    let mut by_table: Vec<(&'static str, Vec<(Bytes, Bytes)>)> = Vec::new();
-    for (table, key, value) in social::dataset(vertices, seed) {
-        match by_table.iter_mut().find(|(t, _)| *t == table) {
-            Some((_, rows)) => rows.push((key, value)),
-            None => by_table.push((table, vec![(key, value)])),
-        }
-    }
-    let users: Vec<(Bytes, Bytes)> = auth::dataset(vertices, log_n, seed)
-        .collect::<Result<_, _>>()
-        .map_err(|err| ClientError::Invalid(err.to_string()))?;
-    by_table.push((auth::TABLE, users));
+/// Writes every table in turn (see [`load_dataset`]); returns the objects written.
+pub async fn load_tables(client: &Client, tables: Vec<Table>) -> Result<usize, DatasetError> {
     let mut written = 0;
-    for (table, rows) in by_table {
-        written += load_dataset(client, table, rows).await?;
+    for table in tables {
+        written += load_dataset(client, table.name, table.rows).await?;
     }
     Ok(written)
 }

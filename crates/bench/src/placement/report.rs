@@ -1,0 +1,165 @@
+//! What a run reports: the simulator's fields (goodput, latency, X and R over time,
+//! convergence), the CPU each side used, and the overheads calibrated before the run.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+use ferry_experiment::timeline::{converge_ms, TimelineRow, CONVERGE_TOLERANCE};
+
+use super::drive::{Drive, DriveSpec};
+use crate::latency::LatencySummary;
+
+/// What `ferry bench` measured. Field names and meanings follow `ferry sim`'s report.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlacementReport {
+    /// Policy name.
+    pub policy: String,
+    /// Workload spec.
+    pub workload: String,
+    /// Seed.
+    pub seed: u64,
+    /// The SLO latency.
+    pub slo_p99_us: f64,
+    /// The SLO quantile.
+    pub slo_quantile: f64,
+    /// Length of the run.
+    pub duration_ms: f64,
+    /// Where the steady-state summary starts (the last quarter of the run).
+    pub steady_start_ms: f64,
+    /// Steady-state goodput (successful completions per second).
+    pub throughput_ops: f64,
+    /// Steady-state p99 latency.
+    pub p99_us: Option<f64>,
+    /// Steady-state median latency.
+    pub latency_us_p50: Option<f64>,
+    /// Steady-state latency percentiles in full.
+    pub latency: LatencySummary,
+    /// X at the end of the run.
+    pub rpc_fraction: f64,
+    /// Mean X over the steady state.
+    pub rpc_fraction_mean: f64,
+    /// R at the end of the run.
+    pub rate_ops: f64,
+    /// Time after which throughput stays within 5% of its steady value; null if never.
+    pub converge_ms: Option<f64>,
+    /// Requests that succeeded over the whole run.
+    pub completed: u64,
+    /// Failed requests by kind over the whole run.
+    pub errors: BTreeMap<String, u64>,
+    /// Admissions dropped because too many requests were outstanding.
+    pub dropped: u64,
+    /// Share of successful requests that ran remotely, over the whole run.
+    pub remote_share: f64,
+    /// Storage-node CPU used, in CPUs (1.0 = one CPU busy), over the run.
+    pub storage_cpus_used: Option<f64>,
+    /// App-side process CPU used, in CPUs, over the run (includes the load generator,
+    /// which polls for the next admission when idle).
+    pub app_cpus_used: Option<f64>,
+    /// App-side CPU spent inside locally executed functions, in CPUs.
+    pub app_function_cpus_used: f64,
+    /// CPUs of the node.
+    pub server_cpus: Vec<usize>,
+    /// CPUs of the app side.
+    pub client_cpus: Vec<usize>,
+    /// Emulated-work calibration shared by both sides (iterations per ms).
+    pub spin_iters_per_ms: u64,
+    /// CPU per request beyond what its invocation reports, measured before the run and
+    /// added to the costs the policy learns from (see `ferry_client::Overhead`), ns.
+    pub overhead: OverheadReport,
+    /// Invocations the node handed back (ASFP), per second over the run.
+    pub pushbacks_per_s: Option<f64>,
+    /// Share of the run's requests that were pushed back.
+    pub pushback_share: Option<f64>,
+    /// Node CPU spent on attempts it then pushed back, in CPUs (wasted work).
+    pub pushback_wasted_storage_cpus: Option<f64>,
+    /// YCSB-T only: whether the total of all balances was unchanged at the end (every
+    /// acknowledged transfer applied exactly once, nothing else changed a balance).
+    pub invariant_ok: Option<bool>,
+    /// Per-interval timeline.
+    pub timeline: Vec<TimelineRow>,
+}
+
+/// [`ferry_client::Overhead`] as the report writes it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct OverheadReport {
+    /// App-side CPU per local request beyond what it reported, ns.
+    pub local_app_ns: f64,
+    /// Storage-node CPU per local request beyond what it reported, ns.
+    pub local_storage_ns: f64,
+    /// App-side CPU per remote request beyond what it reported, ns.
+    pub remote_app_ns: f64,
+    /// Storage-node CPU per remote request beyond what it reported, ns.
+    pub remote_storage_ns: f64,
+}
+
+/// The steady-state summary and timeline of a drive.
+pub struct Summary {
+    /// Per-interval rows.
+    pub timeline: Vec<TimelineRow>,
+    /// Start of the steady window.
+    pub steady_start_ms: f64,
+    /// Steady goodput.
+    pub throughput_ops: f64,
+    /// Steady p99.
+    pub p99_us: Option<f64>,
+    /// Steady median.
+    pub latency_us_p50: Option<f64>,
+    /// Steady percentiles.
+    pub latency: LatencySummary,
+    /// Mean X over the steady window.
+    pub rpc_fraction_mean: f64,
+    /// Convergence time.
+    pub converge_ms: Option<f64>,
+}
+
+/// Builds the timeline and the steady-state summary of `drive`.
+pub fn summarize(spec: &DriveSpec<'_>, drive: &Drive) -> Summary {
+    let recording = &drive.recording;
+    let final_state = drive.final_state;
+    let interval_ms = spec.interval.as_secs_f64() * 1e3;
+    let measured_bins = (spec.duration.as_nanos() as u64).div_ceil(recording.interval_ns) as usize;
+    let timeline: Vec<TimelineRow> = (0..measured_bins)
+        .map(|i| {
+            let bin = recording.bins.get(i);
+            let completed = bin.map_or(0, |b| b.completed);
+            TimelineRow {
+                t_ms: (i + 1) as f64 * interval_ms,
+                throughput_ops: completed as f64 / spec.interval.as_secs_f64(),
+                p99_us: bin.and_then(|b| b.sketch.quantile(spec.quantile)).map(|ns| ns / 1e3),
+                latency_us_mean: bin
+                    .filter(|b| b.completed > 0)
+                    .map(|b| b.latency_sum_ns / b.completed as f64 / 1e3),
+                rpc_fraction: bin.and_then(|b| b.rpc_fraction).unwrap_or(final_state.rpc_fraction),
+                rate_ops: bin.and_then(|b| b.rate_ops).unwrap_or(final_state.rate_ops),
+                remote_share: bin
+                    .filter(|b| b.completed > 0)
+                    .map(|b| b.remote as f64 / b.completed as f64),
+                // One client process: nothing scales the app side.
+                app_cores: None,
+            }
+        })
+        .collect();
+    let steady_start_ms = spec.steady_start.as_secs_f64() * 1e3;
+    let steady_rows: Vec<&TimelineRow> = timeline.iter().filter(|row| row.t_ms > steady_start_ms).collect();
+    let steady_seconds = spec.duration.saturating_sub(spec.steady_start).as_secs_f64().max(1e-9);
+    let throughput_ops = recording.steady.count() as f64 / steady_seconds;
+    let rpc_fraction_mean = if steady_rows.is_empty() {
+        final_state.rpc_fraction
+    } else {
+        steady_rows.iter().map(|row| row.rpc_fraction).sum::<f64>() / steady_rows.len() as f64
+    };
+    // Smooth over ~50 ms, like the simulator.
+    let smooth = ((50.0 / interval_ms).round() as usize).max(1);
+    let latency = recording.steady.summary();
+    let has_latency = latency.count > 0;
+    Summary {
+        converge_ms: converge_ms(&timeline, 0.0, throughput_ops, CONVERGE_TOLERANCE, smooth),
+        timeline,
+        steady_start_ms,
+        throughput_ops,
+        p99_us: has_latency.then_some(latency.p99_us),
+        latency_us_p50: has_latency.then_some(latency.p50_us),
+        latency,
+        rpc_fraction_mean,
+    }
+}
