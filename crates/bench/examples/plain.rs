@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferry_bench::testbed::{Testbed, TestbedConfig};
+use ferry_bench::testbed::{NodeSite, Testbed, TestbedConfig};
 use ferry_func::builtins::traverse::TraverseArgs;
 
 fn main() {
@@ -13,7 +13,7 @@ fn main() {
     let n: usize = args[3].parse().unwrap();
     let testbed = Testbed::start(&TestbedConfig {
         exe: "target/release/ferry".into(),
-        server: None,
+        node: NodeSite::Child,
         tenant: 1,
         token: "ferry".into(),
         server_cpus: vec![0],

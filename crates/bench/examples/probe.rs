@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_bench::placement::{drive, DriveSpec};
-use ferry_bench::testbed::{Testbed, TestbedConfig};
+use ferry_bench::testbed::{NodeSite, Testbed, TestbedConfig};
 use ferry_client::Adaptive;
 use ferry_control::FixedRate;
 use ferry_datasets::load_for_workload;
@@ -19,7 +19,7 @@ fn main() {
     let exe = std::path::PathBuf::from(std::env::var("FERRY_EXE").unwrap_or("target/release/ferry".into()));
     let testbed = Testbed::start(&TestbedConfig {
         exe,
-        server: None,
+        node: NodeSite::Child,
         tenant: 1,
         token: "ferry".into(),
         server_cpus: vec![0],

@@ -3,22 +3,24 @@
 //! HTML report.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use ferry_experiment::model::Workload;
 use ferry_experiment::spec::PolicySpec;
-use ferry_server::{ServerConfig, TenantConfig};
 
 use crate::placement::{run_on, PlacementBenchConfig, PlacementReport};
 use crate::report::{bench_facts, html_page, timeline_figure, write_into};
-use crate::testbed::{Testbed, TestbedConfig};
+use crate::testbed::{NodeSite, Testbed, TestbedConfig};
 use crate::BenchError;
 
 /// Tenant the demo acts as.
 const DEMO_TENANT: u32 = 1;
 /// Its token (the node is bound to loopback only).
 const DEMO_TOKEN: &str = "ferry";
+/// The CPU the embedded node is pinned to (when the machine has two).
+const NODE_CPU: usize = 0;
+/// The CPU the app side is pinned to (when the machine has two).
+const APP_CPU: usize = 1;
 
 /// One part of a demo: a workload run under each of its policies.
 #[derive(Clone, Debug)]
@@ -60,48 +62,18 @@ pub struct DemoReport {
     pub pinned: bool,
 }
 
-/// Starts the embedded node from a thread pinned to `cpus`, so every thread the node
-/// creates inherits that mask while this thread stays free to be pinned elsewhere.
-fn start_node(cpus: Vec<usize>, spin_iters_per_ms: u64) -> Result<ferry_server::ServerHandle, BenchError> {
-    let (sender, receiver) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("ferry-demo-start".into())
-        .spawn(move || {
-            let result = (|| {
-                if !cpus.is_empty() {
-                    ferry_os::pin_current_thread(&cpus)?;
-                }
-                let tenant = TenantConfig {
-                    id: DEMO_TENANT,
-                    token: DEMO_TOKEN.into(),
-                    quota_bytes: ferry_store::limits::DEFAULT_TENANT_QUOTA_BYTES,
-                    home_core: None,
-                };
-                let mut config =
-                    ServerConfig::new("127.0.0.1:0".parse().expect("a valid literal address"), 1, vec![tenant]);
-                config.spin_iters_per_ms = Some(spin_iters_per_ms);
-                ferry_server::start(config, ferry_lua::registry()).map_err(|err| BenchError::Server(err.to_string()))
-            })();
-            let _ = sender.send(result);
-        })
-        .map_err(|err| BenchError::Io(err.to_string()))?;
-    receiver
-        .recv()
-        .map_err(|_| BenchError::Server("the node's start-up thread died".into()))?
-}
-
 /// Runs the demo.
 pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoReport, BenchError> {
     let pinned = config.pin && ferry_os::online_cpus() >= 2;
-    let spin = ferry_client::calibrate_spin();
-    let node = start_node(if pinned { vec![0] } else { Vec::new() }, spin)?;
+    // The node's CPUs are the testbed's to pin and to report (an embedded node, not one
+    // "elsewhere" whose pinning is unknown).
     let testbed_config = TestbedConfig {
         exe: PathBuf::new(),
-        server: Some(node.local_addr().to_string()),
+        node: NodeSite::Embedded,
         tenant: DEMO_TENANT,
         token: DEMO_TOKEN.into(),
-        server_cpus: Vec::new(),
-        client_cpus: if pinned { vec![1] } else { Vec::new() },
+        server_cpus: if pinned { vec![NODE_CPU] } else { Vec::new() },
+        client_cpus: if pinned { vec![APP_CPU] } else { Vec::new() },
         server_cores: 1,
         server_flags: Vec::new(),
         connections: 1,
@@ -110,11 +82,11 @@ pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoRe
     let testbed = Testbed::start(&testbed_config)?;
     progress(&format!(
         "embedded storage node at {}{}",
-        node.local_addr(),
+        testbed.addr,
         if pinned {
-            " (node on CPU 0, app side on CPU 1)"
+            format!(" (node on CPU {NODE_CPU}, app side on CPU {APP_CPU})")
         } else {
-            " (not pinned: fewer than 2 CPUs)"
+            " (not pinned: fewer than 2 CPUs)".to_string()
         }
     ));
     let total: usize = config.parts.iter().map(|part| part.policies.len()).sum();
@@ -149,8 +121,8 @@ pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoRe
         }
         runs.push(part_runs);
     }
+    // Stops the embedded node after the app side's connections.
     drop(testbed);
-    node.shutdown();
     let report_path = write_report(&config.out_dir, config, &runs, pinned)?;
     Ok(DemoReport {
         runs,
@@ -176,7 +148,7 @@ fn write_report(
         (
             "pinning".to_string(),
             if pinned {
-                "node on CPU 0, app side on CPU 1".into()
+                format!("node on CPU {NODE_CPU}, app side on CPU {APP_CPU}")
             } else {
                 "none".to_string()
             },

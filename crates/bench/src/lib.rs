@@ -6,7 +6,11 @@
 //! - [`latency`]: HDR-histogram latency recording and medians over runs.
 //! - [`loadgen`]: closed-loop (saturation) and open-loop (fixed rate, no coordinated
 //!   omission) load generation over any async operation.
-//! - [`testbed`]: the shared set-up — pinning, calibration, child node, app runtime.
+//! - [`testbed`]: the shared set-up — pinning, calibration, the node (a pinned child, an
+//!   embedded one or an external one), app runtime.
+//! - [`embedded`]: a storage node inside this process, its threads on their own CPUs.
+//! - [`accounting`]: which side a thread's CPU time counts for (app, embedded node,
+//!   keep-warm), so each side's figure is its own threads'.
 //! - [`placement`]: `ferry bench` — a policy placing and admitting a workload on real
 //!   processes, with a timeline and the simulator's report fields (request synthesis,
 //!   driving, calibration and the report each in their own file).
@@ -20,7 +24,9 @@
 //! - [`zipf`]: YCSB's Zipfian key generator.
 //! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
 
+pub mod accounting;
 pub mod demo;
+pub mod embedded;
 pub mod fairness;
 pub mod kv;
 pub mod latency;

@@ -1,48 +1,64 @@
 //! The measurement set-up every real-system benchmark shares: this process pinned to the
 //! app CPUs, emulated work calibrated once, a storage node started as a child pinned to its
-//! own CPUs (or an external one), and a single-threaded runtime for the app side.
+//! own CPUs (or embedded in this process on its own CPUs, or an external one), and a
+//! single-threaded runtime for the app side.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ferry_client::{Client, ClientConfig};
-
-use ferry_os::cpu_time::{busy_cpu_time, named_threads_cpu_time, threads_on_cpu_time};
+use ferry_os::cpu_time::{busy_cpu_time, threads_on_cpu_time};
 use ferry_os::{ChildServer, ChildSpec, KeepWarm};
+use ferry_server::ServerHandle;
 
+use crate::accounting::{app_side_cpu_time, embedded_node_cpu_time, thread_side, ThreadSide};
+use crate::embedded::{start_embedded_node, EmbeddedNode};
 use crate::BenchError;
 
-/// Name prefixes of the storage node's threads (workers, I/O, watchdog).
-const NODE_THREAD_PREFIXES: [&str; 2] = ["ferry-worker", "ferry-io"];
+/// Where the storage node a testbed measures runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeSite {
+    /// A child process the testbed starts from `exe`, pinned to `server_cpus`.
+    Child,
+    /// Inside this process, started by the testbed with its threads pinned to `server_cpus`
+    /// (`ferry demo`: one binary and nothing else to find).
+    Embedded,
+    /// Already running at this `host:port` (`--server`, Redis): how it is pinned is not the
+    /// testbed's to know.
+    External(String),
+}
 
-/// CPU time of this process's storage-node threads, if it embeds a node.
-fn embedded_node_cpu_time() -> Option<Duration> {
-    named_threads_cpu_time(std::process::id(), &NODE_THREAD_PREFIXES)
+impl NodeSite {
+    /// A node at `server` if one is given (`--server`), else a child.
+    pub fn child_unless(server: Option<String>) -> NodeSite {
+        server.map_or(NodeSite::Child, NodeSite::External)
+    }
 }
 
 /// Where the two sides run and how to reach the node.
 #[derive(Clone, Debug)]
 pub struct TestbedConfig {
-    /// The `ferry` executable to start the node from.
+    /// The `ferry` executable to start a child node from.
     pub exe: PathBuf,
-    /// An already running node to use instead of starting one.
-    pub server: Option<String>,
+    /// Where the node runs.
+    pub node: NodeSite,
     /// Tenant to act as.
     pub tenant: u32,
     /// Its token.
     pub token: String,
-    /// CPUs of the node (child only).
+    /// CPUs of the node (a child or an embedded node; empty: not pinned).
     pub server_cpus: Vec<usize>,
     /// CPUs of this process (load generator and local execution); empty: not pinned.
     pub client_cpus: Vec<usize>,
-    /// Worker threads of the child node.
+    /// Worker threads of the child or embedded node.
     pub server_cores: usize,
-    /// Further flags for the child node.
+    /// Further flags for the child node (an embedded node takes none).
     pub server_flags: Vec<String>,
     /// Pipelined connections the client opens.
     pub connections: usize,
     /// Keep the pinned CPUs of both sides from idling ([`KeepWarm`]): the app side's here,
-    /// the child node's with its `--keep-warm`. Only pinned CPUs are kept warm.
+    /// a child node's with its `--keep-warm`, an embedded node's here too. Only pinned CPUs
+    /// are kept warm.
     pub keep_warm: bool,
 }
 
@@ -51,7 +67,8 @@ impl TestbedConfig {
     /// runs on one thread (see [`Testbed::runtime`]); the node's workers (a node started
     /// elsewhere is taken to have `server_cores` of them) on its pinned CPUs.
     pub fn capacity(&self) -> Option<ferry_control::placement::load_model::Capacity> {
-        let workers = if self.server.is_some() || self.server_cpus.is_empty() {
+        let external = matches!(self.node, NodeSite::External(_));
+        let workers = if external || self.server_cpus.is_empty() {
             self.server_cores
         } else {
             self.server_cores.min(self.server_cpus.len())
@@ -64,11 +81,11 @@ impl TestbedConfig {
     }
 }
 
-/// A running set-up. Dropping it stops the child node.
+/// A running set-up. Dropping it stops the child or embedded node.
 pub struct Testbed {
     child: Option<ChildServer>,
-    /// Keeps the app side's CPUs awake while the testbed lives.
-    _warm: Option<KeepWarm>,
+    /// Keeps the app side's CPUs (and an embedded node's) awake while the testbed lives.
+    _warm: Vec<KeepWarm>,
     /// `host:port` of the node.
     pub addr: String,
     /// Emulated-work calibration shared by both sides (iterations per ms).
@@ -76,6 +93,9 @@ pub struct Testbed {
     /// The app side's runtime: one thread, because the app side has one CPU and cross-
     /// thread wake-ups would only add latency to what is measured.
     pub runtime: tokio::runtime::Runtime,
+    /// The embedded node; after `runtime`, so the app side's connections are gone when it
+    /// stops.
+    _embedded: Option<ServerHandle>,
     config: TestbedConfig,
 }
 
@@ -86,20 +106,23 @@ impl Testbed {
         if !config.client_cpus.is_empty() {
             ferry_os::pin_current_thread(&config.client_cpus)?;
         }
-        if config.server.is_none() && config.server_cpus.iter().any(|cpu| config.client_cpus.contains(cpu)) {
+        let external = matches!(config.node, NodeSite::External(_));
+        if !external && config.server_cpus.iter().any(|cpu| config.client_cpus.contains(cpu)) {
             return Err(BenchError::Invalid(
                 "server and client CPUs overlap: the two sides must not share a CPU".into(),
             ));
         }
         let spin_iters_per_ms = ferry_client::calibrate_spin();
-        let warm = if config.keep_warm && !config.client_cpus.is_empty() {
-            Some(KeepWarm::start(&config.client_cpus)?)
-        } else {
-            None
-        };
-        let child = match &config.server {
-            Some(_) => None,
-            None => Some(ChildServer::spawn(&ChildSpec {
+        let mut warm = Vec::new();
+        if config.keep_warm && !config.client_cpus.is_empty() {
+            warm.push(KeepWarm::start(&config.client_cpus)?);
+        }
+        if config.keep_warm && config.node == NodeSite::Embedded && !config.server_cpus.is_empty() {
+            warm.push(KeepWarm::start(&config.server_cpus)?);
+        }
+        let child = match &config.node {
+            NodeSite::External(_) | NodeSite::Embedded => None,
+            NodeSite::Child => Some(ChildServer::spawn(&ChildSpec {
                 exe: config.exe.clone(),
                 cpus: config.server_cpus.clone(),
                 cores: config.server_cores,
@@ -109,10 +132,21 @@ impl Testbed {
                 extra_args: config.server_flags.clone(),
             })?),
         };
-        let addr = match (&config.server, &child) {
-            (Some(addr), _) => addr.clone(),
-            (None, Some(child)) => child.addr().to_string(),
-            (None, None) => unreachable!("a child is started when no server is given"),
+        let embedded = match config.node {
+            NodeSite::Embedded => Some(start_embedded_node(&EmbeddedNode {
+                cpus: &config.server_cpus,
+                cores: config.server_cores,
+                tenant: config.tenant,
+                token: &config.token,
+                spin_iters_per_ms,
+            })?),
+            NodeSite::External(_) | NodeSite::Child => None,
+        };
+        let addr = match (&config.node, &child, &embedded) {
+            (NodeSite::External(addr), _, _) => addr.clone(),
+            (_, Some(child), _) => child.addr().to_string(),
+            (_, _, Some(node)) => node.local_addr().to_string(),
+            (_, None, None) => unreachable!("a child or an embedded node is started unless the node is external"),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -124,6 +158,7 @@ impl Testbed {
             addr,
             spin_iters_per_ms,
             runtime,
+            _embedded: embedded,
             config: config.clone(),
         })
     }
@@ -135,49 +170,49 @@ impl Testbed {
         Ok(Client::connect(client_config).await?)
     }
 
-    /// CPU time the node has used so far: the child's, or for a node embedded in this
-    /// process the sum of its threads; `None` for a node elsewhere.
+    /// CPU time the node has used so far: the child's (but for its keep-warm threads), or
+    /// for a node embedded in this process the sum of its threads; `None` for a node
+    /// elsewhere.
     pub fn server_cpu_time(&self) -> Option<Duration> {
-        match &self.child {
-            Some(child) => busy_cpu_time(child.pid()),
-            None => embedded_node_cpu_time(),
+        match (&self.child, &self.config.node) {
+            (Some(child), _) => busy_cpu_time(child.pid()),
+            (None, NodeSite::Embedded) => embedded_node_cpu_time(std::process::id()),
+            (None, _) => None,
         }
     }
 
-    /// CPU time this process has used so far (but for its keep-warm threads).
-    pub fn client_cpu_time(&self) -> Option<Duration> {
-        busy_cpu_time(std::process::id())
+    /// CPU time the app side has used so far: this process's, but for its keep-warm
+    /// threads and the threads of an embedded node (see
+    /// [`crate::accounting::app_side_cpu_time`]).
+    pub fn app_cpu_time(&self) -> Option<Duration> {
+        app_side_cpu_time(std::process::id())
     }
 
     /// Time the app side's threads spent on a CPU so far, to the nanosecond: this process
     /// but its keep-warm threads and the threads of a node it embeds.
     pub fn app_on_cpu_time(&self) -> Option<Duration> {
-        threads_on_cpu_time(std::process::id(), |name| {
-            !name.starts_with(ferry_os::KEEP_WARM_THREAD_PREFIX)
-                && !NODE_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
-        })
+        threads_on_cpu_time(std::process::id(), |name| thread_side(name) == ThreadSide::App)
     }
 
     /// Time the node's threads spent on a CPU so far, to the nanosecond (but for its
     /// keep-warm threads); `None` for a node elsewhere.
     pub fn node_on_cpu_time(&self) -> Option<Duration> {
-        match &self.child {
-            Some(child) => {
-                threads_on_cpu_time(child.pid(), |name| !name.starts_with(ferry_os::KEEP_WARM_THREAD_PREFIX))
+        match (&self.child, &self.config.node) {
+            (Some(child), _) => threads_on_cpu_time(child.pid(), |name| thread_side(name) != ThreadSide::KeepWarm),
+            (None, NodeSite::Embedded) => {
+                threads_on_cpu_time(std::process::id(), |name| thread_side(name) == ThreadSide::Node)
+                    .filter(|t| !t.is_zero())
             }
-            None => threads_on_cpu_time(std::process::id(), |name| {
-                NODE_THREAD_PREFIXES.iter().any(|p| name.starts_with(p))
-            })
-            .filter(|t| !t.is_zero()),
+            (None, _) => None,
         }
     }
 
-    /// CPUs the node runs on (empty for an external node).
+    /// CPUs the node is pinned to: a child's or an embedded node's (empty when not pinned,
+    /// and for an external node, whose pinning is not the testbed's to know).
     pub fn server_cpus(&self) -> Vec<usize> {
-        if self.child.is_some() {
-            self.config.server_cpus.clone()
-        } else {
-            Vec::new()
+        match self.config.node {
+            NodeSite::Child | NodeSite::Embedded => self.config.server_cpus.clone(),
+            NodeSite::External(_) => Vec::new(),
         }
     }
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ferry_bench::placement::{PlacementBenchConfig, PlacementReport, DEFAULT_GRAPH_NODES};
-use ferry_bench::testbed::TestbedConfig;
+use ferry_bench::testbed::{NodeSite, TestbedConfig};
 use ferry_experiment::spec::{parse_policy, parse_workload};
 
 use crate::CmdResult;
@@ -59,7 +59,7 @@ impl TestbedArgs {
     pub fn testbed(&self) -> Result<TestbedConfig, Box<dyn std::error::Error + Send + Sync>> {
         Ok(TestbedConfig {
             exe: std::env::current_exe()?,
-            server: self.server.clone(),
+            node: NodeSite::child_unless(self.server.clone()),
             tenant: self.tenant,
             token: self.token.clone(),
             server_cpus: ferry_os::parse_cpu_set(&self.server_cpus)?,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ferry_bench::kv::{KvBenchConfig, KvBenchReport};
-use ferry_bench::testbed::TestbedConfig;
+use ferry_bench::testbed::{NodeSite, TestbedConfig};
 
 use crate::CmdResult;
 
@@ -85,7 +85,7 @@ pub fn run(args: BenchKvArgs) -> CmdResult {
     let config = KvBenchConfig {
         testbed: TestbedConfig {
             exe: std::env::current_exe()?,
-            server: args.server.clone(),
+            node: NodeSite::child_unless(args.server.clone()),
             tenant: args.tenant,
             token: args.token.clone(),
             server_cpus: ferry_os::parse_cpu_set(&args.server_cpus)?,

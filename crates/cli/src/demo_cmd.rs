@@ -121,10 +121,13 @@ fn print_table(runs: &[PlacementReport], label: &str, pinned: bool, config: &Dem
         label,
         config.slo.as_secs_f64() * 1e6,
         config.duration_each,
-        if pinned {
-            ", node on CPU 0 / app side on CPU 1"
-        } else {
-            ", not pinned"
+        match runs.first() {
+            // The pinning as the run reports it, not as the demo meant it.
+            Some(run) if pinned => format!(
+                ", node on CPUs {:?} / app side on CPUs {:?}",
+                run.server_cpus, run.client_cpus
+            ),
+            _ => ", not pinned".to_string(),
         }
     );
     let slo_us = config.slo.as_secs_f64() * 1e6;

@@ -44,6 +44,25 @@ fn demo_quick_compares_the_policies_on_both_parts_and_writes_a_report() {
         report.contains("<svg") && report.contains("balance") && report.contains("pyxis on social"),
         "the report holds the charts of both parts"
     );
+    // Regression: the report listed the embedded node's pinning as `[]` and charged the
+    // node's threads to the app side too (1.69 app CPUs on a side pinned to one CPU).
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        assert!(
+            report.contains("pinning (node / app): [0] / [1]"),
+            "the report states the real pinning"
+        );
+        let app_cpus: Vec<f64> = report
+            .split("CPU used (node / app): ")
+            .skip(1)
+            .filter_map(|rest| rest.split(';').next()?.split(" / ").nth(1)?.trim().parse().ok())
+            .collect();
+        assert!(!app_cpus.is_empty(), "the report gives the app side's CPU");
+        // One CPU, and /proc's 10 ms ticks over a one-second run.
+        const APP_CPUS_MAX: f64 = 1.1;
+        for cpus in app_cpus {
+            assert!(cpus <= APP_CPUS_MAX, "{cpus} app CPUs on a side pinned to one CPU");
+        }
+    }
     let _ = std::fs::remove_dir_all(out);
 }
 

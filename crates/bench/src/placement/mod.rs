@@ -32,7 +32,7 @@ mod requests;
 mod run;
 
 pub use drive::{drive, Drive, DriveSpec, MAX_OUTSTANDING, SCHEDULE_LAG_MAX};
-pub use report::{summarize, OverheadReport, PlacementReport, Summary};
+pub use report::{cpus_used, summarize, OverheadReport, PlacementReport, Summary};
 pub use run::{run, run_on, run_redis};
 
 /// Default number of graph nodes loaded: large enough that accesses spread over the table,

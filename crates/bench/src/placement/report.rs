@@ -1,8 +1,10 @@
 //! What a run reports: the simulator's fields (goodput, latency, X and R over time,
 //! convergence), the CPU each side used, and the overheads calibrated before the run.
 
-use serde::Serialize;
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
 
 use ferry_experiment::timeline::{converge_ms, TimelineRow, CONVERGE_TOLERANCE};
 
@@ -52,14 +54,18 @@ pub struct PlacementReport {
     pub remote_share: f64,
     /// Storage-node CPU used, in CPUs (1.0 = one CPU busy), over the run.
     pub storage_cpus_used: Option<f64>,
-    /// App-side process CPU used, in CPUs, over the run (includes the load generator,
-    /// which polls for the next admission when idle).
+    /// App-side CPU used, in CPUs, over the run: the time this process's app-side threads
+    /// spent on a CPU (the load generator, which polls for the next admission when idle, the
+    /// client and locally executed functions), not its keep-warm threads nor the threads of
+    /// a storage node embedded in it (`ferry demo`). Pinned, it cannot exceed the number of
+    /// `client_cpus` (see [`cpus_used`]).
     pub app_cpus_used: Option<f64>,
     /// App-side CPU spent inside locally executed functions, in CPUs.
     pub app_function_cpus_used: f64,
-    /// CPUs of the node.
+    /// CPUs the node is pinned to: a child node's or an embedded one's; empty when it was
+    /// not pinned or was started elsewhere (`--server`, Redis).
     pub server_cpus: Vec<usize>,
-    /// CPUs of the app side.
+    /// CPUs the app side is pinned to; empty when not pinned.
     pub client_cpus: Vec<usize>,
     /// Emulated-work calibration shared by both sides (iterations per ms).
     pub spin_iters_per_ms: u64,
@@ -90,6 +96,21 @@ pub struct OverheadReport {
     pub remote_app_ns: f64,
     /// Storage-node CPU per remote request beyond what it reported, ns.
     pub remote_storage_ns: f64,
+}
+
+/// CPUs a side used over `wall`, from readings of its CPU time taken before and after
+/// (1.0 = one CPU busy throughout); `None` without both readings or without wall time. What
+/// it includes is what the readings include: the app side's are its own threads' time
+/// ([`crate::testbed::Testbed::app_cpu_time`]), so pinned to N CPUs it cannot exceed N
+/// (but for /proc's tick rounding over a short run). A reading that went backwards (a
+/// thread counted in it exited) counts as nothing used.
+pub fn cpus_used(before: Option<Duration>, after: Option<Duration>, wall: Duration) -> Option<f64> {
+    match (before, after) {
+        (Some(before), Some(after)) if !wall.is_zero() => {
+            Some(after.saturating_sub(before).as_secs_f64() / wall.as_secs_f64())
+        }
+        _ => None,
+    }
 }
 
 /// The steady-state summary and timeline of a drive.
@@ -161,5 +182,25 @@ pub fn summarize(spec: &DriveSpec<'_>, drive: &Drive) -> Summary {
         latency_us_p50: has_latency.then_some(latency.p50_us),
         latency,
         rpc_fraction_mean,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus_used_is_cpu_time_over_wall_time() {
+        let s = Duration::from_secs;
+        assert_eq!(cpus_used(Some(s(1)), Some(s(3)), s(2)), Some(1.0));
+        assert_eq!(cpus_used(Some(s(1)), Some(s(2)), s(4)), Some(0.25));
+        assert_eq!(cpus_used(None, Some(s(2)), s(4)), None);
+        assert_eq!(cpus_used(Some(s(1)), None, s(4)), None);
+        assert_eq!(cpus_used(Some(s(1)), Some(s(2)), Duration::ZERO), None);
+        assert_eq!(
+            cpus_used(Some(s(3)), Some(s(2)), s(1)),
+            Some(0.0),
+            "a reading that went backwards is no CPU used, not a panic"
+        );
     }
 }

@@ -14,9 +14,9 @@ use ferry_experiment::timeline::STEADY_FRACTION;
 
 use super::calibrate::calibrate_overhead;
 use super::drive::{drive, DriveSpec};
-use super::report::{summarize, OverheadReport, PlacementReport};
+use super::report::{cpus_used, summarize, OverheadReport, PlacementReport};
 use super::{validate, PlacementBenchConfig};
-use crate::testbed::{Testbed, TestbedConfig};
+use crate::testbed::{NodeSite, Testbed, TestbedConfig};
 use crate::BenchError;
 
 /// Runs the benchmark.
@@ -81,7 +81,7 @@ pub fn run_redis(config: &PlacementBenchConfig, target: &str) -> Result<Placemen
         None
     };
     let testbed = Testbed::start(&TestbedConfig {
-        server: Some(addr.clone()),
+        node: NodeSite::External(addr.clone()),
         ..config.testbed.clone()
     })?;
     testbed.runtime.block_on(async {
@@ -142,15 +142,11 @@ async fn run_backend<B: Backend>(
     let overhead = calibrate_overhead(testbed, &backend, &spec).await?;
     let adaptive = Arc::new(Adaptive::with_overhead(backend, policy, overhead)?);
     let server_cpu_before = storage_cpu_time();
-    let client_cpu_before = testbed.client_cpu_time();
+    let app_cpu_before = testbed.app_cpu_time();
     let drive = drive(&adaptive, &spec).await?;
     let wall = drive.wall.as_secs_f64();
-    let cpus = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
-        (Some(before), Some(after)) => Some((after - before).as_secs_f64() / wall),
-        _ => None,
-    };
-    let storage_cpus_used = cpus(server_cpu_before, storage_cpu_time());
-    let app_cpus_used = cpus(client_cpu_before, testbed.client_cpu_time());
+    let storage_cpus_used = cpus_used(server_cpu_before, storage_cpu_time(), drive.wall);
+    let app_cpus_used = cpus_used(app_cpu_before, testbed.app_cpu_time(), drive.wall);
     let summary = summarize(&spec, &drive);
     Ok(PlacementReport {
         policy: adaptive.policy_name(),
