@@ -244,6 +244,7 @@ impl<B: Backend> Adaptive<B> {
                 app_cpu_ns: invocation.cost.app_cpu_ns + app_extra as u64,
                 storage_cpu_ns: invocation.cost.storage_cpu_ns + storage_extra as u64,
                 bytes_moved: invocation.cost.bytes_returned + args_len,
+                round_trips: invocation.cost.round_trips,
             },
             Err(_) => Costs::default(),
         };

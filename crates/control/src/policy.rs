@@ -35,6 +35,10 @@ pub struct Costs {
     pub storage_cpu_ns: u64,
     /// Payload bytes that crossed the network for the request, both directions.
     pub bytes_moved: u64,
+    /// Messages the request sent to a storage node and waited for (1 for a remote run; a
+    /// local run's gets and commit): each is a visit to both sides' queues, which is what
+    /// the latency model multiplies their waits by.
+    pub round_trips: u32,
 }
 
 /// One finished request, as reported to the policy.

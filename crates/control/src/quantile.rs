@@ -36,6 +36,15 @@ pub struct LatencySketch {
     sketch: DDSketch,
 }
 
+impl std::fmt::Debug for LatencySketch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LatencySketch")
+            .field("count", &self.count())
+            .field("mean", &self.mean())
+            .finish()
+    }
+}
+
 impl Default for LatencySketch {
     fn default() -> Self {
         Self::new()

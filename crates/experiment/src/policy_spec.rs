@@ -350,8 +350,11 @@ impl PolicySpec {
                     cfg.segments = m;
                 }
                 cfg.rate = rate;
+                // Pyxis as published: Algorithm 1 without a model's prediction to start
+                // from, so without the latency model either.
                 cfg.parts = BalanceParts {
                     search: true,
+                    latency: false,
                     ..BalanceParts::without(&p.rate.without)?
                 };
                 Box::new(Balance::new(cfg, now)?)

@@ -30,8 +30,10 @@ use crate::arbiter::Arbiter;
 use crate::error::{check_range, ConfigError};
 use crate::placement::bracket::{BracketSearch, SEGMENTS_DEFAULT};
 use crate::placement::change::Reference;
+use crate::placement::latency_model::{LatencyModel, Waits};
 use crate::placement::load_model::{Capacity, LoadModel};
-use crate::placement::mix::{MixProfile, Slicing};
+use crate::placement::mix::{MixProfile, Slicing, UNREADY_X};
+use crate::placement::tail::TAIL_SAMPLES_MIN;
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
 use crate::rate::{RateInput, RateLoop, RateLoopConfig, RateReport};
 use crate::time::Nanos;
@@ -57,11 +59,14 @@ pub const MEASURE_DECISIONS_DEFAULT: u32 = 5;
 pub const PROFILE_X: f64 = 0.5;
 
 /// The policy's own parts that `without=` switches off.
-pub const PART_NAMES: &str = "staffing, feed-forward";
+pub const PART_NAMES: &str = "latency, staffing, feed-forward";
 
 /// Which of the policy's parts run; the R loop's guards are in its configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parts {
+    /// Choose the split by the latency model (the most throughput whose predicted p99
+    /// fits the SLO); without: by the load model (the sides' usable capacity balanced).
+    pub latency: bool,
     /// Refine the model's prediction by Algorithm 1 (off by default: on the suite it lost
     /// to the prediction it starts from; see the module docs).
     pub search: bool,
@@ -75,6 +80,7 @@ pub struct Parts {
 impl Default for Parts {
     fn default() -> Self {
         Parts {
+            latency: true,
             search: false,
             staffing: true,
             feed_forward: true,
@@ -89,6 +95,7 @@ impl Parts {
         let mut p = Parts::default();
         for name in names {
             match name.as_str() {
+                "latency" => p.latency = false,
                 "staffing" => p.staffing = false,
                 "feed-forward" => p.feed_forward = false,
                 other if crate::rate::guards::GUARD_NAMES.split(", ").any(|g| g == other) => {}
@@ -236,16 +243,23 @@ pub struct Balance {
     capacity_before: Option<f64>,
     /// Searches started.
     searches: u64,
+    /// Each side's wait per visit the latency model predicts at the rate and split in use,
+    /// updated every tick: each completion's latency is learned with the wait predicted
+    /// for it, which its class's shape then leaves out.
+    waits: Waits,
 }
 
 impl Balance {
     /// A policy starting at `now`.
     pub fn new(cfg: BalanceConfig, now: Nanos) -> Result<Self, ConfigError> {
         cfg.validate()?;
+        let mut costs = MixProfile::new(cfg.slicing, cfg.capacity.app_ns_per_byte());
+        costs.set_tail_samples_min(if cfg.parts.latency { TAIL_SAMPLES_MIN } else { 0 });
         Ok(Balance {
             arbiter: Arbiter::new(PROFILE_X, cfg.seed)?,
             rate: RateLoop::new(cfg.rate.clone(), now)?,
-            costs: MixProfile::new(cfg.slicing, cfg.capacity.app_ns_per_byte()),
+            costs,
+            waits: Waits::default(),
             split: Vec::new(),
             placed: Vec::new(),
             stage: Stage::Profiling,
@@ -260,6 +274,33 @@ impl Balance {
         LoadModel {
             staffing: self.cfg.parts.staffing,
             ..LoadModel::new(&self.costs, self.cfg.capacity)
+        }
+    }
+
+    /// The split the policy predicts is best: the latency model's, or where it sees no
+    /// split meeting the SLO (or is switched off), the load model's balance.
+    fn predict(&self) -> Option<f64> {
+        let latency = self.cfg.parts.latency.then(|| {
+            LatencyModel::new(
+                &self.costs,
+                self.cfg.capacity,
+                self.cfg.rate.slo_latency_ns,
+                self.cfg.rate.quantile,
+            )
+            .best_x()
+        });
+        match latency.flatten() {
+            Some((x, _)) => Some(x),
+            None => self.model().balanced_x(0.0, 1.0),
+        }
+    }
+
+    /// The split in use: the held one, or the profile's.
+    fn split_in_use(&self) -> Vec<f64> {
+        if self.split.is_empty() || matches!(self.stage, Stage::Profiling) {
+            vec![self.arbiter.x(); self.costs.functions()]
+        } else {
+            self.split.clone()
         }
     }
 
@@ -289,13 +330,38 @@ impl Balance {
             (Some(a), Some(b)) if a > 0.0 && self.cfg.parts.feed_forward => b / a,
             _ => 1.0,
         };
+        // A rate seen missing the SLO is a point of the old split's latency curve: where the
+        // latency model predicts both splits' rates at the SLO, their ratio moves it (a
+        // profile whose local half set the tail missed at a tenth of what all remote
+        // serves, and the miss, moved by the capacities' ratio, held R there for seconds).
+        // Where the old split could not meet the SLO at any rate, its miss says nothing of
+        // the new one's curve and is forgotten.
+        let miss_factor = match (self.slo_rate(&self.split_in_use()), self.slo_rate(&split)) {
+            (Some(a), Some(b)) if b > 0.0 && self.cfg.parts.feed_forward && a <= 0.0 => f64::INFINITY,
+            (Some(a), Some(b)) if a > 0.0 && b > 0.0 && self.cfg.parts.feed_forward => b / a,
+            _ => factor,
+        };
         if after.is_some() {
             self.capacity_before = None;
         }
         self.split = split;
         self.placed = self.costs.slices().iter().map(|s| s.known).collect();
-        self.rate.rescale(now, factor);
+        self.rate.rescale(now, factor, miss_factor);
         self.arbiter.set_x(x);
+    }
+
+    /// The latency model's rate at the SLO for `split`, where it predicts one.
+    fn slo_rate(&self, split: &[f64]) -> Option<f64> {
+        if !self.cfg.parts.latency {
+            return None;
+        }
+        LatencyModel::new(
+            &self.costs,
+            self.cfg.capacity,
+            self.cfg.rate.slo_latency_ns,
+            self.cfg.rate.quantile,
+        )
+        .slo_rate_at(split)
     }
 
     /// Starts a search around the model's prediction.
@@ -327,7 +393,7 @@ impl Balance {
     fn advance(&mut self, now: Nanos, report: RateReport) {
         match &mut self.stage {
             Stage::Profiling => {
-                if let Some(predicted) = self.model().balanced_x(0.0, 1.0) {
+                if let Some(predicted) = self.predict() {
                     self.search(now, self.cfg.search_start.unwrap_or(predicted));
                 }
             }
@@ -345,8 +411,9 @@ impl Balance {
                 // moved) is a new mix by definition (Pyxis §V resets on a new set of
                 // tasks); the regret cannot see it, having no costs to weigh it by.
                 let shares = self.costs.shares();
-                let unplaced =
-                    (0..shares.len()).any(|i| shares[i] > 0.0 && !self.placed.get(i).copied().unwrap_or(false));
+                let unplaced = (0..shares.len()).any(|i| {
+                    shares[i] > 0.0 && self.costs.ready(i) && !self.placed.get(i).copied().unwrap_or(false)
+                });
                 if unplaced || self.reference.as_mut().is_some_and(|r| r.changed(&model)) {
                     self.capacity_before = self.capacity_held(&self.model());
                     self.costs.reset();
@@ -399,7 +466,7 @@ impl Policy for Balance {
         self.cfg.capacity.app_cores = app_cores;
         self.costs.set_app_ns_per_byte(self.cfg.capacity.app_ns_per_byte());
         if matches!(self.stage, Stage::Holding) {
-            if let Some(x) = self.model().balanced_x(0.0, 1.0) {
+            if let Some(x) = self.predict() {
                 self.capacity_before = before;
                 self.reference = Reference::take(&self.model());
                 self.move_to(now, x);
@@ -409,13 +476,18 @@ impl Policy for Balance {
     fn place(&mut self, _now: Nanos, fn_id: FnId) -> Placement {
         self.costs.arrive(fn_id);
         match (&self.stage, self.split.get(fn_id.0 as usize)) {
-            (Stage::Profiling, _) | (_, None) => self.arbiter.place(),
+            (Stage::Profiling, _) => self.arbiter.place(),
+            // A function the held split does not know yet gathers its samples both ways.
+            (_, None) => self.arbiter.draw(UNREADY_X),
             (_, Some(&x)) => self.arbiter.draw(x),
         }
     }
     fn on_completion(&mut self, now: Nanos, completion: &Completion) {
         self.rate.on_completion(now, completion.latency_ns);
-        self.costs.learn(completion);
+        let seen = self
+            .waits
+            .predicted(completion.placement, f64::from(completion.costs.round_trips));
+        self.costs.learn(completion, seen);
     }
     fn tick(&mut self, now: Nanos) {
         if now < self.rate.next_tick() {
@@ -427,6 +499,18 @@ impl Policy for Balance {
         };
         let report = self.rate.tick(now, input);
         self.advance(now, report);
+        if self.cfg.parts.latency {
+            let model = LatencyModel::new(
+                &self.costs,
+                self.cfg.capacity,
+                self.cfg.rate.slo_latency_ns,
+                self.cfg.rate.quantile,
+            );
+            self.waits = model
+                .waits_at(&self.split_in_use(), self.rate.rate_ops())
+                .filter(|w| w.app_ns.is_finite() && w.storage_ns.is_finite() && w.link_ns.is_finite())
+                .unwrap_or_default();
+        }
     }
     fn next_tick(&self) -> Nanos {
         self.rate.next_tick()
@@ -459,6 +543,14 @@ mod tests {
         storage_cores: 8.0,
         links: None,
     };
+
+    /// The policy placing by the load model alone: these tests are about how it profiles,
+    /// holds and moves, which the latency model (tested below) does not change.
+    fn load_only() -> BalanceConfig {
+        let mut cfg = BalanceConfig::new(200_000.0, CORES, 1);
+        cfg.parts.latency = false;
+        cfg
+    }
 
     /// Drives `policy` for `periods` of 5 ms at 200 requests each, every request costing
     /// what `costs(placement)` says and taking `latency_ns`.
@@ -493,6 +585,7 @@ mod tests {
                             app_cpu_ns: app,
                             storage_cpu_ns: storage,
                             bytes_moved: 0,
+                            round_trips: 1,
                         },
                         pushed_back: false,
                     },
@@ -533,6 +626,7 @@ mod tests {
                         app_cpu_ns: app,
                         storage_cpu_ns: storage,
                         bytes_moved: 0,
+                        round_trips: 1,
                     },
                     pushed_back: false,
                 });
@@ -548,7 +642,7 @@ mod tests {
 
     #[test]
     fn profiles_at_half_then_places_where_the_model_balances_the_sides() {
-        let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        let mut p = Balance::new(load_only(), Nanos::ZERO).unwrap();
         assert_eq!(p.state().rpc_fraction, PROFILE_X);
         drive(&mut p, 1, 20, medium, 50_000);
         let x = p.state().rpc_fraction;
@@ -559,7 +653,7 @@ mod tests {
 
     #[test]
     fn a_new_workload_is_profiled_again_but_noisy_latency_is_no_change() {
-        let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        let mut p = Balance::new(load_only(), Nanos::ZERO).unwrap();
         drive(&mut p, 1, 40, medium, 50_000);
         // Latency alone swinging (a stall) changes nothing.
         drive(&mut p, 41, 40, medium, 190_000);
@@ -576,7 +670,7 @@ mod tests {
 
     #[test]
     fn with_the_search_x_is_refined_around_the_prediction_and_then_holds() {
-        let mut cfg = BalanceConfig::new(200_000.0, CORES, 1);
+        let mut cfg = load_only();
         cfg.parts.search = true;
         let mut p = Balance::new(cfg, Nanos::ZERO).unwrap();
         drive(&mut p, 1, 400, medium, 50_000);
@@ -592,7 +686,7 @@ mod tests {
         // Profiling ends with X moving from 0.5 to the prediction; R follows the ratio of
         // the capacities the model predicts at the two (and stays put without the part).
         let rate_after_profiling = |feed_forward: bool| {
-            let mut cfg = BalanceConfig::new(200_000.0, CORES, 1);
+            let mut cfg = load_only();
             cfg.parts.feed_forward = feed_forward;
             let mut p = Balance::new(cfg, Nanos::ZERO).unwrap();
             let mut before = p.rate_ops();
@@ -632,7 +726,7 @@ mod tests {
 
     #[test]
     fn a_mix_sends_whole_functions_remote_in_the_order_of_their_costs() {
-        let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        let mut p = Balance::new(load_only(), Nanos::ZERO).unwrap();
         drive_mix(&mut p, 0, 40, 2, polarized, 100_000);
         // Equal shares: α = 0.5 sends the I/O task, and the load balances where the compute
         // task's share x solves 10 300 − 9 700 x = 1 000 + 9 750 x (x ≈ 0.48, α ≈ 0.74).
@@ -649,6 +743,86 @@ mod tests {
         assert!((compute - 0.478).abs() < 0.05, "{compute}");
     }
 
+    /// Drives a mix where each function's latency depends on where it runs.
+    fn drive_latency(
+        policy: &mut Balance,
+        from: u64,
+        periods: u64,
+        functions: u64,
+        costs: impl Fn(FnId, Placement) -> (u64, u64),
+        latency_ns: impl Fn(FnId, Placement) -> u64,
+        calls: impl Fn(u64, FnId) -> bool,
+    ) {
+        for k in from..from + periods {
+            let now = Nanos::from_ms(5 * k);
+            for i in 0..200u64 {
+                let at = Nanos(now.0.saturating_sub(4_000_000) + i * 10_000);
+                let fn_id = FnId((i % functions) as u32);
+                if !calls(k, fn_id) {
+                    continue;
+                }
+                let placement = policy.place(at, fn_id);
+                let (app, storage) = costs(fn_id, placement);
+                policy.on_completion(
+                    at,
+                    &Completion {
+                        fn_id,
+                        placement,
+                        latency_ns: latency_ns(fn_id, placement) + i % 7 * 2_000,
+                        costs: Costs {
+                            app_cpu_ns: app,
+                            storage_cpu_ns: storage,
+                            bytes_moved: 0,
+                            round_trips: if placement == Placement::Local { 8 } else { 1 },
+                        },
+                        pushed_back: false,
+                    },
+                );
+            }
+            policy.tick(now);
+        }
+    }
+
+    #[test]
+    fn where_local_runs_sit_near_the_slo_everything_runs_remote() {
+        // Medium's costs, but local runs take eight round trips and 100 µs against remote's
+        // 20 µs under a 117 µs p99: the load model shares the work; any local share above
+        // 1 % would set the tail.
+        let slow_local = |_: FnId, p: Placement| match p {
+            Placement::Local => 100_000,
+            Placement::Remote => 20_000,
+        };
+        let all = |_: u64, _: FnId| true;
+        let mut p = Balance::new(BalanceConfig::new(117_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        drive_latency(&mut p, 1, 20, 1, |_, pl| medium(pl), slow_local, all);
+        assert_eq!(p.state().rpc_fraction, 1.0);
+        let mut cfg = BalanceConfig::new(117_000.0, CORES, 1);
+        cfg.parts.latency = false;
+        let mut without = Balance::new(cfg, Nanos::ZERO).unwrap();
+        drive_latency(&mut without, 1, 20, 1, |_, pl| medium(pl), slow_local, all);
+        assert!(without.state().rpc_fraction < 0.5, "{}", without.state().rpc_fraction);
+    }
+
+    #[test]
+    fn a_function_called_a_few_times_does_not_hold_the_others_at_the_profile() {
+        // Regression: FCALL through the gateway stayed at the profiling split for whole
+        // runs because a library's loader ran ten times and never again, and the mix waited
+        // for its costs. Function 1 runs in the first period only.
+        let once = |k: u64, f: FnId| f.0 == 0 || k == 1;
+        let same = |_: FnId, p: Placement| match p {
+            Placement::Local => 60_000,
+            Placement::Remote => 30_000,
+        };
+        let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
+        drive_latency(&mut p, 1, 60, 2, |_, pl| medium(pl), same, once);
+        assert!(!matches!(p.stage, Stage::Profiling), "left the profile");
+        assert_eq!(p.state().searches, Some(1), "and was not re-profiled by the rare function");
+        // The rare function is placed half each way, the other by the model.
+        assert!(p.costs.ready(0) && !p.costs.ready(1));
+        assert_eq!(p.split[1], UNREADY_X);
+        assert!((p.state().rpc_fraction - PROFILE_X).abs() > 0.01, "{}", p.state().rpc_fraction);
+    }
+
     #[test]
     fn bad_config_is_rejected() {
         let mut cfg = BalanceConfig::new(200_000.0, CORES, 1);
@@ -656,5 +830,6 @@ mod tests {
         assert!(Balance::new(cfg, Nanos::ZERO).is_err());
         assert!(Parts::without(&["nonsense".to_string()]).is_err());
         assert!(!Parts::without(&["staffing".to_string()]).unwrap().staffing);
+        assert!(!Parts::without(&["latency".to_string()]).unwrap().latency);
     }
 }

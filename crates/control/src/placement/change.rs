@@ -100,6 +100,7 @@ mod tests {
                         app_cpu_ns: app + j,
                         storage_cpu_ns: storage + j,
                         bytes_moved: 0,
+                        round_trips: 1,
                     },
                     pushed_back: false,
                 });

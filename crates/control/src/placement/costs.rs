@@ -6,7 +6,7 @@
 //! than latencies (in the simulator they are exact; on real processes they wander by a few
 //! percent), which is why placement is computed from them rather than from throughput.
 
-use crate::policy::{Completion, Placement};
+use crate::policy::{Completion, Costs, Placement};
 
 /// Completions the averages remember: enough to average a real system's per-request noise
 /// to a percent, few enough to follow a changed workload within a fraction of a second at
@@ -27,6 +27,8 @@ pub struct MeanCost {
     pub storage_ns: f64,
     /// Bytes over the network, both ways.
     pub bytes: f64,
+    /// Round trips to a storage node (each a visit to both sides' queues).
+    pub round_trips: f64,
 }
 
 impl MeanCost {
@@ -35,6 +37,7 @@ impl MeanCost {
         self.app_ns += w * other.app_ns;
         self.storage_ns += w * other.storage_ns;
         self.bytes += w * other.bytes;
+        self.round_trips += w * other.round_trips;
     }
 }
 
@@ -47,17 +50,20 @@ pub struct SideCosts {
     pub storage_ns: f64,
     /// Bytes moved over the network per request.
     pub bytes: f64,
+    /// Round trips to a storage node per request.
+    pub round_trips: f64,
     /// Completions averaged.
     pub samples: u64,
 }
 
 impl SideCosts {
-    fn learn(&mut self, app_ns: f64, storage_ns: f64, bytes: f64) {
+    fn learn(&mut self, c: &Costs) {
         self.samples += 1;
         let w = (1.0 / self.samples as f64).max(1.0 / COST_MEMORY);
-        self.app_ns += w * (app_ns - self.app_ns);
-        self.storage_ns += w * (storage_ns - self.storage_ns);
-        self.bytes += w * (bytes - self.bytes);
+        self.app_ns += w * (c.app_cpu_ns as f64 - self.app_ns);
+        self.storage_ns += w * (c.storage_cpu_ns as f64 - self.storage_ns);
+        self.bytes += w * (c.bytes_moved as f64 - self.bytes);
+        self.round_trips += w * (f64::from(c.round_trips) - self.round_trips);
     }
 
     /// The means as one cost.
@@ -66,6 +72,7 @@ impl SideCosts {
             app_ns: self.app_ns,
             storage_ns: self.storage_ns,
             bytes: self.bytes,
+            round_trips: self.round_trips,
         }
     }
 
@@ -95,11 +102,7 @@ impl CostProfile {
             Placement::Local => &mut self.local,
             Placement::Remote => &mut self.remote,
         };
-        side.learn(
-            c.costs.app_cpu_ns as f64,
-            c.costs.storage_cpu_ns as f64,
-            c.costs.bytes_moved as f64,
-        );
+        side.learn(&c.costs);
     }
 
     /// Forgets everything: the workload changed, and a placement not in use would keep the
@@ -154,7 +157,7 @@ impl MeanCosts for CostProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Costs, FnId};
+    use crate::policy::FnId;
 
     fn completion(placement: Placement, app: u64, storage: u64) -> Completion {
         Completion {
@@ -165,6 +168,7 @@ mod tests {
                 app_cpu_ns: app,
                 storage_cpu_ns: storage,
                 bytes_moved: 0,
+                round_trips: 1,
             },
             pushed_back: false,
         }
@@ -192,7 +196,8 @@ mod tests {
             Some(MeanCost {
                 app_ns: 600.0,
                 storage_ns: 12_000.0,
-                bytes: 0.0
+                bytes: 0.0,
+                round_trips: 1.0,
             })
         );
         assert_eq!(only_remote.mean_at(0.9), None);

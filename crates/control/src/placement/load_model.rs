@@ -204,6 +204,7 @@ mod tests {
                         app_cpu_ns: app,
                         storage_cpu_ns: storage,
                         bytes_moved: bytes,
+                        round_trips: 1,
                     },
                     pushed_back: false,
                 });

@@ -23,7 +23,8 @@
 //! (they are equally good uses of either side, Theorem IV.1's tie).
 
 use crate::placement::costs::{CostProfile, MeanCost, MeanCosts};
-use crate::policy::{Completion, FnId};
+use crate::placement::tail::{ClassTail, Predicted, TailShape};
+use crate::policy::{Completion, FnId, Placement};
 
 /// Most functions the profile tells apart: a bound on the memory of every policy. Ids at
 /// or beyond it share the last slot (their costs average together).
@@ -59,15 +60,31 @@ impl Slicing {
     }
 }
 
-/// Per-function costs and shares (see the module docs).
+/// Per-function costs, latency tails and shares (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct MixProfile {
     costs: Vec<CostProfile>,
+    /// Each function's latency, local and remote (see [`super::tail`]).
+    tails: Vec<[ClassTail; 2]>,
     counts: Vec<f64>,
     total: f64,
     slicing: Slicing,
     /// App CPU a byte moved counts as in the order (0: the network never binds).
     app_ns_per_byte: f64,
+    /// Completions of each placement a function's tails need before it is ready (0: its
+    /// costs alone make it ready, for a policy that does not read latencies).
+    tail_samples_min: u64,
+}
+
+/// Where a function without its samples runs: half each way, so that it gathers the costs
+/// and latencies of both placements while it is left out of the decision.
+pub const UNREADY_X: f64 = 0.5;
+
+fn tail_index(placement: Placement) -> usize {
+    match placement {
+        Placement::Local => 0,
+        Placement::Remote => 1,
+    }
 }
 
 /// The slot a function's statistics live in.
@@ -87,11 +104,18 @@ impl MixProfile {
         }
     }
 
+    /// Requires `samples` completions of each placement's latency before a function is
+    /// ready (see [`Self::ready`]).
+    pub fn set_tail_samples_min(&mut self, samples: u64) {
+        self.tail_samples_min = samples;
+    }
+
     /// The slot of `fn_id`, made if it is new.
     fn slot_mut(&mut self, fn_id: FnId) -> usize {
         let i = slot(fn_id);
         if self.costs.len() <= i {
             self.costs.resize(i + 1, CostProfile::default());
+            self.tails.resize_with(i + 1, Default::default);
             self.counts.resize(i + 1, 0.0);
         }
         i
@@ -111,10 +135,43 @@ impl MixProfile {
         }
     }
 
-    /// Learns one completion's costs.
-    pub fn learn(&mut self, c: &Completion) {
+    /// Learns one completion's costs and latency, for which the latency model predicted
+    /// `seen` at the load it completed under ([`Predicted::NONE`] without one).
+    pub fn learn(&mut self, c: &Completion, seen: Predicted) {
         let i = self.slot_mut(c.fn_id);
         self.costs[i].learn(c);
+        if !c.pushed_back {
+            self.tails[i][tail_index(c.placement)].learn(c.latency_ns as f64, seen);
+        }
+    }
+
+    /// Whether slot `i` has its samples: both placements' costs, and their latencies where
+    /// the policy reads them. A function that is not ready is left out of the decision
+    /// and placed at [`UNREADY_X`]: one that was called a few times and never again must
+    /// not hold the others at the profiling split.
+    pub fn ready(&self, i: usize) -> bool {
+        let Some(costs) = self.costs.get(i) else {
+            return false;
+        };
+        costs.local.known()
+            && costs.remote.known()
+            && self.tails[i]
+                .iter()
+                .all(|t| t.samples() >= self.tail_samples_min)
+    }
+
+    /// Slot `i`'s cost profile, if it was seen.
+    pub fn function_at(&self, i: usize) -> Option<&CostProfile> {
+        self.costs.get(i)
+    }
+
+    /// The latency shape of slot `i` placed `placement`, if it has its samples.
+    pub fn tail(&self, i: usize, placement: Placement) -> Option<TailShape> {
+        let t = &self.tails.get(i)?[tail_index(placement)];
+        if t.samples() < self.tail_samples_min.max(1) {
+            return None;
+        }
+        t.shape()
     }
 
     /// Sets the weight of a byte in the order (the deployment's capacities changed).
@@ -149,12 +206,13 @@ impl MixProfile {
         self.costs
             .iter()
             .zip(shares)
-            .map(|(c, share)| Slice {
+            .enumerate()
+            .map(|(i, (c, share))| Slice {
                 share,
                 app_saved_ns: c.local.app_ns - c.remote.app_ns
                     + self.app_ns_per_byte * (c.local.bytes - c.remote.bytes),
                 storage_added_ns: c.remote.storage_ns - c.local.storage_ns,
-                known: c.local.known() && c.remote.known(),
+                known: self.ready(i),
             })
             .collect()
     }
@@ -191,7 +249,7 @@ pub struct Slice {
     pub app_saved_ns: f64,
     /// Storage CPU a remote request adds against a local one (`s_R − s_L`).
     pub storage_added_ns: f64,
-    /// Whether both placements' costs are known.
+    /// Whether the function is ready (see [`MixProfile::ready`]).
     pub known: bool,
 }
 
@@ -224,16 +282,23 @@ pub fn order(slices: &[Slice]) -> Vec<usize> {
     order
 }
 
-/// Each function's share sent remote at turning point `alpha`, α cut by `slicing`.
+/// Each function's share sent remote at turning point `alpha`, α cut by `slicing` over
+/// the known functions; the others are placed at [`UNREADY_X`] and take no part of α.
 pub fn split(slices: &[Slice], slicing: Slicing, alpha: f64) -> Vec<f64> {
     let alpha = alpha.clamp(0.0, 1.0);
     let n = slices.len();
-    let mut x = vec![0.0; n];
+    let mut x = vec![UNREADY_X; n];
+    let known = slices.iter().filter(|s| s.known).count();
+    let known_share: f64 = slices.iter().filter(|s| s.known).map(|s| s.share).sum();
     let mut start = 0.0;
     for i in order(slices) {
+        if !slices[i].known {
+            continue;
+        }
         let width = match slicing {
-            Slicing::Share => slices[i].share,
-            Slicing::Equal => 1.0 / n as f64,
+            Slicing::Share if known_share > 0.0 => slices[i].share / known_share,
+            Slicing::Share => 0.0,
+            Slicing::Equal => 1.0 / known as f64,
         };
         x[i] = if width > 0.0 {
             ((alpha - start) / width).clamp(0.0, 1.0)
@@ -252,37 +317,43 @@ impl MeanCosts for MixProfile {
         self.split(x)
     }
 
-    /// The mean cost of a request when function i sends `split[i]` remote,
-    /// if every function with a share has known costs for the placements it uses there
-    /// and, on a mix, the shares are known ([`MIX_SAMPLES_MIN`]).
+    /// The mean cost of a request when function i sends `split[i]` remote, if some
+    /// function is ready and, on a mix, the shares are known ([`MIX_SAMPLES_MIN`]).
+    ///
+    /// Functions that are not ready are left out, the others' shares scaled up to the
+    /// whole: the mean is the ready functions' mix, which the unready ones are taken to
+    /// cost like until they have their samples.
     fn mean_at_split(&self, split: &[f64]) -> Option<MeanCost> {
         if self.functions() > 1 && self.total < MIX_SAMPLES_MIN {
             return None;
         }
         let shares = self.shares();
+        let ready: f64 = (0..shares.len()).filter(|&i| self.ready(i)).map(|i| shares[i]).sum();
+        if ready <= 0.0 {
+            return None;
+        }
         let mut mean = MeanCost::default();
-        let mut seen = false;
         for (i, (costs, share)) in self.costs.iter().zip(shares).enumerate() {
-            if share <= 0.0 {
+            if share <= 0.0 || !self.ready(i) {
                 continue;
             }
-            mean.add_scaled(share, &costs.mean_at(*split.get(i)?)?);
-            seen = true;
+            mean.add_scaled(share / ready, &costs.mean_at(*split.get(i)?)?);
         }
-        seen.then_some(mean)
+        Some(mean)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Costs, Placement};
+    use crate::policy::Costs;
 
     fn learn(m: &mut MixProfile, f: u32, n: usize, local: (u64, u64), remote: (u64, u64)) {
         for _ in 0..n {
             for (placement, (app, storage)) in [(Placement::Local, local), (Placement::Remote, remote)] {
                 m.arrive(FnId(f));
-                m.learn(&Completion {
+                m.learn(
+                    &Completion {
                     fn_id: FnId(f),
                     placement,
                     latency_ns: 10_000,
@@ -290,9 +361,12 @@ mod tests {
                         app_cpu_ns: app,
                         storage_cpu_ns: storage,
                         bytes_moved: 0,
+                        round_trips: 1,
                     },
                     pushed_back: false,
-                });
+                    },
+                    Predicted::NONE,
+                );
             }
         }
     }

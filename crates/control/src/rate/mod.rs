@@ -32,6 +32,7 @@ use crate::time::Nanos;
 use self::core::{NewtonCore, GAIN_DEFAULT, UNLOADED_MARGIN};
 use self::guards::backlog;
 use self::guards::bracket::Bracket;
+use self::guards::stall_headroom::{StallEstimator, JUDGED_WINDOW_DEFAULT};
 use self::guards::tail_budget::{TailBudget, BUDGET_GAIN_DEFAULT};
 use self::guards::Guards;
 use self::window::{Window, WindowConfig};
@@ -88,6 +89,8 @@ pub struct RateLoopConfig {
     pub tail_budget: f64,
     /// The quantile the core controls, in (0, quantile].
     pub proxy_quantile: f64,
+    /// The span the SLO is judged over: the stall headroom keeps each such span within it.
+    pub judged_window: Nanos,
     /// Which guards run.
     pub guards: Guards,
 }
@@ -106,6 +109,7 @@ impl RateLoopConfig {
             budget_gain: BUDGET_GAIN_DEFAULT,
             tail_budget: TAIL_BUDGET_DEFAULT,
             proxy_quantile: PROXY_QUANTILE_DEFAULT,
+            judged_window: JUDGED_WINDOW_DEFAULT,
             guards: Guards::default(),
         }
     }
@@ -139,6 +143,13 @@ impl RateLoopConfig {
             self.proxy_quantile,
             1e-6,
             self.quantile,
+        )?;
+        check_range(
+            "judged window",
+            "[1 ms, 1 h]",
+            self.judged_window.0 as f64,
+            1e6,
+            3.6e12,
         )?;
         Ok(())
     }
@@ -210,7 +221,19 @@ pub struct RateLoop {
     next_tick: Nanos,
     /// The tail of the last decision, for reports.
     estimate_ns: Option<f64>,
+    /// The machine's stalls, seen in the completions.
+    stalls: StallEstimator,
+    /// Completions per second the last decision saw delivered (R before any).
+    delivered_ops: f64,
+    /// The medians of the last decisions' windows, newest last: their median is the
+    /// typical latency the stall headroom measures slack from (one window's median is the
+    /// stall's backlog when a stall falls in it).
+    medians_ns: std::collections::VecDeque<f64>,
 }
+
+/// Decisions whose window medians the typical latency is taken over: a stall disturbs one
+/// or two of them.
+const TYPICAL_DECISIONS: usize = 15;
 
 impl RateLoop {
     /// A loop starting at `cfg.rate_init_ops`, first ticking one period after `now`.
@@ -224,6 +247,9 @@ impl RateLoop {
             rate_ops: cfg.rate_init_ops,
             next_tick: now.saturating_add(cfg.period),
             estimate_ns: None,
+            stalls: StallEstimator::new(now),
+            delivered_ops: cfg.rate_init_ops,
+            medians_ns: std::collections::VecDeque::with_capacity(TYPICAL_DECISIONS),
             cfg,
         })
     }
@@ -251,16 +277,30 @@ impl RateLoop {
     /// Feeds one completion.
     pub fn on_completion(&mut self, now: Nanos, latency_ns: u64) {
         self.window.record(now, latency_ns);
+        self.stalls.on_completion(now, latency_ns, self.delivered_ops);
     }
 
-    /// Multiplies R by `factor` at `now`: a feed-forward from an outer loop that moved the
-    /// latency curve on purpose (X) and predicts where R should go. The evidence restarts
-    /// and no secant spans the move.
-    pub fn rescale(&mut self, now: Nanos, factor: f64) {
+    /// The stalls seen so far: their rate per second and mean length, ns.
+    pub fn stalls(&mut self, now: Nanos) -> (f64, f64) {
+        (self.stalls.rate_hz(now), self.stalls.mean_length_ns())
+    }
+
+    /// Multiplies R by `factor` at `now`, and the rate known to miss by `miss_factor`: a
+    /// feed-forward from an outer loop that moved the latency curve on purpose (X) and
+    /// predicts where R should go and where the new curve crosses the SLO (∞: nowhere it
+    /// knows, so the known miss is forgotten). The evidence restarts and no secant spans
+    /// the move.
+    pub fn rescale(&mut self, now: Nanos, factor: f64, miss_factor: f64) {
         if factor.is_finite() && factor > 0.0 {
             self.set_rate(now, self.rate_ops * factor);
             self.core.curve_moved();
-            self.bracket.scale(factor);
+            if miss_factor == f64::INFINITY {
+                self.bracket = Bracket::default();
+            } else if miss_factor.is_finite() && miss_factor > 0.0 {
+                self.bracket.scale(miss_factor);
+            } else {
+                self.bracket.scale(factor);
+            }
         }
     }
 
@@ -328,7 +368,7 @@ impl RateLoop {
         let slo = self.cfg.slo_latency_ns;
         // The order the parts act in: the tail budget charges the window and moves the
         // setpoint, the core steps toward it, a backlog halves R at least, the bracket
-        // limits a step up.
+        // limits a step up, the stall headroom caps R under the capacity.
         if self.cfg.guards.tail_budget && !input.budget_paused {
             let floor = UNLOADED_MARGIN
                 * self
@@ -353,6 +393,25 @@ impl RateLoop {
             self.bracket.limit(measured_at, proposal, capacity_ops)
         } else {
             proposal
+        };
+        self.delivered_ops = m.delivered_ops();
+        if let Some(median) = m.latency.quantile(0.5) {
+            if self.medians_ns.len() == TYPICAL_DECISIONS {
+                self.medians_ns.pop_front();
+            }
+            self.medians_ns.push_back(median);
+        }
+        let next = if self.cfg.guards.stall_headroom && capacity_ops.is_finite() {
+            let mut medians: Vec<f64> = self.medians_ns.iter().copied().collect();
+            medians.sort_by(f64::total_cmp);
+            let typical_ns = medians.get(medians.len() / 2).copied().unwrap_or(0.0);
+            let spare_share = (1.0 - self.cfg.quantile) * (1.0 - self.cfg.tail_budget);
+            let rho_max = self
+                .stalls
+                .rho_max(now, slo - typical_ns, self.cfg.judged_window, spare_share);
+            next.min(rho_max * capacity_ops)
+        } else {
+            next
         };
         self.set_rate(now, next);
         self.schedule_tick(now);

@@ -457,6 +457,7 @@ impl Engine<'_, '_> {
                 app_cpu_ns: r.app_cpu,
                 storage_cpu_ns: r.storage_cpu,
                 bytes_moved: r.bytes,
+                round_trips: r.stage / 2,
             },
             pushed_back: false,
         };

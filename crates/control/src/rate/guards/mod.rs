@@ -8,10 +8,13 @@
 //! - [`backlog`]: a window that measured a backlog (its proxy beyond 3 × the SLO) at
 //!   least halves R, and re-opens the core's gain schedule;
 //! - [`bracket`]: a step up goes at most halfway toward the lowest rate recently seen
-//!   missing the target, or toward the capacity the costs predict.
+//!   missing the target, or toward the capacity the costs predict;
+//! - [`stall_headroom`]: R stays where the backlog of the stalls the machine has drains
+//!   inside the allowance of every judged window, not only of the run.
 
 pub mod backlog;
 pub mod bracket;
+pub mod stall_headroom;
 pub mod tail_budget;
 
 use crate::error::ConfigError;
@@ -25,6 +28,8 @@ pub struct Guards {
     pub backlog: bool,
     /// See [`bracket`].
     pub bracket: bool,
+    /// See [`stall_headroom`].
+    pub stall_headroom: bool,
 }
 
 impl Default for Guards {
@@ -33,12 +38,13 @@ impl Default for Guards {
             tail_budget: true,
             backlog: true,
             bracket: true,
+            stall_headroom: true,
         }
     }
 }
 
 /// The guards' names, as `without=` takes them.
-pub const GUARD_NAMES: &str = "tail-budget, backlog, bracket";
+pub const GUARD_NAMES: &str = "tail-budget, backlog, bracket, stall-headroom";
 
 impl Guards {
     /// Switches off the guard called `name`.
@@ -47,6 +53,7 @@ impl Guards {
             "tail-budget" => self.tail_budget = false,
             "backlog" => self.backlog = false,
             "bracket" => self.bracket = false,
+            "stall-headroom" => self.stall_headroom = false,
             _ => {
                 return Err(ConfigError::Unknown {
                     what: "R-loop guard",
