@@ -316,6 +316,7 @@ impl Client {
             allow_pushback,
             trace: self.inner.config.trace,
             handoff,
+            costs: false,
         };
         let response = match self.call(&request).await {
             Ok(response) => response,
@@ -346,7 +347,7 @@ impl Client {
             return crate::local::finish_pushed_back(route, function, args, &state.reads, started, cost).await;
         }
         match check_status(response)?.body {
-            ResponseBody::Invoke { result, trace } => {
+            ResponseBody::Invoke { result, trace, .. } => {
                 if self.inner.config.trace && trace.is_none() {
                     return Err(ClientError::Protocol(
                         "a traced invocation was answered without its trace".into(),

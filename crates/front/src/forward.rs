@@ -33,6 +33,7 @@ pub fn invocation_response(invocation: Invocation) -> Response {
     let bytes_returned = u32::try_from(invocation.result.len()).unwrap_or(u32::MAX);
     let mut response = Response::ok(ResponseBody::Invoke {
         result: invocation.result,
+        costs: None,
         trace: invocation.trace,
     });
     response.cpu_ns = invocation.cost.app_cpu_ns + invocation.cost.storage_cpu_ns;

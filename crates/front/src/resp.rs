@@ -42,6 +42,7 @@ impl<S: Service> RespFront<S> {
                 allow_pushback: false,
                 trace: false,
                 handoff: false,
+                costs: false,
             };
             let response = Arc::clone(&self.0.service).call(tenant, request).await;
             match response.body {

@@ -25,6 +25,11 @@ pub const MAX_BODY_BYTES: u32 = 16 * 1024 * 1024;
 /// Header flag: this frame is a response (clear on requests).
 const FLAG_RESPONSE: u8 = 1;
 
+/// Header flag, responses only: the body carries a costs record
+/// ([`crate::InvokeCosts`]) after the invocation's result. Sent only in answer to an
+/// `invoke` that asked for it, so a peer that does not know the flag never sees it.
+const FLAG_COSTS: u8 = 2;
+
 /// What operation a frame is about. Responses echo the opcode of their request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -212,6 +217,12 @@ pub struct Header {
     /// Object bytes the storage node returned for the request (responses only): what the
     /// request moved over the network on top of framing.
     pub bytes_returned: u32,
+    /// Responses only: the body carries a costs record after the invocation's result.
+    pub carries_costs: bool,
+    /// Responses from a gateway: the tenant's admission rate R in requests per second,
+    /// at least 1 (0 from every other process), so a client can admit at the gateway's
+    /// rate without asking for it. The field was reserved (sent as 0, never read) before.
+    pub admission_rate_ops: u32,
 }
 
 impl Header {
@@ -226,6 +237,8 @@ impl Header {
             body_len,
             cpu_ns: 0,
             bytes_returned: 0,
+            carries_costs: false,
+            admission_rate_ops: 0,
         }
     }
 
@@ -235,9 +248,10 @@ impl Header {
         out.put_slice(&MAGIC);
         out.put_u8(PROTOCOL_VERSION);
         out.put_u8(self.opcode as u8);
+        let costs = if self.carries_costs { FLAG_COSTS } else { 0 };
         out.put_u8(match self.kind {
             FrameKind::Request => 0,
-            FrameKind::Response => FLAG_RESPONSE,
+            FrameKind::Response => FLAG_RESPONSE | costs,
         });
         out.put_u8(self.status as u8);
         out.put_u16_le(0); // reserved
@@ -246,7 +260,7 @@ impl Header {
         out.put_u32_le(self.body_len);
         out.put_u64_le(self.cpu_ns);
         out.put_u32_le(self.bytes_returned);
-        out.put_u32_le(0); // reserved
+        out.put_u32_le(self.admission_rate_ops);
     }
 
     /// Parses a header from exactly [`HEADER_LEN`] bytes.
@@ -274,10 +288,17 @@ impl Header {
         let body_len = buf.get_u32_le();
         let cpu_ns = buf.get_u64_le();
         let bytes_returned = buf.get_u32_le();
+        let admission_rate_ops = buf.get_u32_le();
         if body_len > MAX_BODY_BYTES {
             return Err(FrameError::BodyTooLarge { request_id, body_len });
         }
-        if flags & !FLAG_RESPONSE != 0 {
+        // The costs flag exists on responses only.
+        let known = if flags & FLAG_RESPONSE != 0 {
+            FLAG_RESPONSE | FLAG_COSTS
+        } else {
+            0
+        };
+        if flags & !known != 0 {
             return Err(FrameError::BadFlags(flags));
         }
         let kind = if flags & FLAG_RESPONSE != 0 {
@@ -295,6 +316,8 @@ impl Header {
             body_len,
             cpu_ns,
             bytes_returned,
+            carries_costs: flags & FLAG_COSTS != 0,
+            admission_rate_ops,
         })
     }
 }
@@ -309,6 +332,8 @@ struct RawHeader {
     body_len: u32,
     cpu_ns: u64,
     bytes_returned: u32,
+    carries_costs: bool,
+    admission_rate_ops: u32,
 }
 
 /// Framing is broken: the connection cannot be resynchronised and must be closed.
@@ -429,6 +454,8 @@ impl FrameDecoder {
                     body_len: raw.body_len,
                     cpu_ns: raw.cpu_ns,
                     bytes_returned: raw.bytes_returned,
+                    carries_costs: raw.carries_costs,
+                    admission_rate_ops: raw.admission_rate_ops,
                 },
                 body,
             }),
@@ -461,6 +488,8 @@ mod tests {
             body_len: 3,
             cpu_ns: 12_345,
             bytes_returned: 99,
+            carries_costs: true,
+            admission_rate_ops: 4_321,
         }
     }
 
@@ -533,6 +562,39 @@ mod tests {
             other => panic!("expected unknown opcode, got {other:?}"),
         }
         assert!(buf.is_empty(), "the unknown frame's body must be skipped");
+    }
+
+    #[test]
+    fn the_costs_flag_is_a_response_flag_only() {
+        // A request frame with the costs flag breaks framing like any unknown flag: only
+        // answers carry a costs record.
+        let mut header = sample_header();
+        header.kind = FrameKind::Request;
+        let mut buf = BytesMut::new();
+        header.encode(&mut buf);
+        assert_eq!(buf[4], 0, "a request header encodes no flags");
+        buf[4] = FLAG_COSTS;
+        buf.extend_from_slice(b"abc");
+        assert_eq!(
+            FrameDecoder::new().decode(&mut buf).unwrap_err(),
+            FrameError::BadFlags(FLAG_COSTS)
+        );
+        // Flags beyond the two known ones are refused on responses too.
+        let mut buf = BytesMut::new();
+        sample_header().encode(&mut buf);
+        buf[4] |= 4;
+        assert!(matches!(
+            FrameDecoder::new().decode(&mut buf),
+            Err(FrameError::BadFlags(_))
+        ));
+    }
+
+    #[test]
+    fn the_rate_sits_where_the_reserved_field_was() {
+        // An older peer sent 0 at offset 36 and never read it: the gateway's R goes there.
+        let mut buf = BytesMut::new();
+        sample_header().encode(&mut buf);
+        assert_eq!(&buf[36..40], &4_321u32.to_le_bytes());
     }
 
     #[test]

@@ -5,14 +5,18 @@
 //!   sans-I/O splitter that turns a byte buffer into whole frames (or a fatal framing error).
 //! - [`wire`]: bounded primitive readers/writers (length-prefixed bytes and strings).
 //! - [`message`]: typed requests and responses and their body encodings.
+//! - [`costs`]: the costs record a compute node or gateway answers an invocation with
+//!   (both sides' CPU, round trips, bytes), when asked.
 //!
 //! The protocol itself is specified in `docs/PROTOCOL.md`; this crate is its only
 //! implementation, shared by the storage node, the client runtime and the load generator.
 
+pub mod costs;
 pub mod frame;
 pub mod message;
 pub mod wire;
 
+pub use costs::{InvokeCosts, INVOKE_COSTS_LEN};
 pub use frame::{
     Decoded, Frame, FrameDecoder, FrameError, FrameKind, Header, Opcode, Status, UnknownOpcode, HEADER_LEN, MAGIC,
     MAX_BODY_BYTES, PROTOCOL_VERSION,

@@ -3,6 +3,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
+use crate::costs::InvokeCosts;
 use crate::frame::{FrameKind, Header, Opcode, Status, HEADER_LEN};
 use crate::wire::{put_bytes16, put_bytes32, put_count, EncodeError, Reader};
 
@@ -21,6 +22,12 @@ const INVOKE_FLAG_TRACE: u8 = 2;
 /// Invoke flag: on a cluster node, hand the invocation back (as a pushback) when it
 /// reaches a key another node serves, instead of failing it with `moved`.
 const INVOKE_FLAG_HANDOFF: u8 = 4;
+/// Invoke flag: answer with the run's costs on both sides ([`InvokeCosts`]) when the
+/// answering process has more to tell than its own CPU (a compute node, a gateway).
+const INVOKE_FLAG_COSTS: u8 = 8;
+
+/// Every invoke flag this version knows.
+const INVOKE_FLAGS_KNOWN: u8 = INVOKE_FLAG_PUSHBACK | INVOKE_FLAG_TRACE | INVOKE_FLAG_HANDOFF | INVOKE_FLAG_COSTS;
 
 /// Most entries in a stats response.
 pub const MAX_STAT_ENTRIES: usize = 4096;
@@ -48,6 +55,10 @@ pub enum DecodeError {
     /// Bytes left over after the last field.
     #[error("{0} unexpected trailing bytes in body")]
     TrailingBytes(usize),
+    /// The header's costs flag on an answer that cannot carry a costs record (anything
+    /// but a successful `invoke`).
+    #[error("a costs record on a {0} answer, which cannot carry one")]
+    MisplacedCosts(&'static str),
     /// A tag byte has an unknown value.
     #[error("invalid {what} tag {tag}")]
     BadTag {
@@ -156,6 +167,10 @@ pub enum Request {
         /// The client can finish the invocation itself when it reaches a key another
         /// cluster node serves: the node hands it back (`pushback`) at that access.
         handoff: bool,
+        /// The client wants both sides' costs of the run in the answer (a gateway asking
+        /// a compute node, which spends CPU of its own and storage CPU): answered with a
+        /// costs record by a process that has one, ignored by a storage node.
+        costs: bool,
     },
     /// Validate `reads` and install `writes` atomically (OCC commit).
     Commit {
@@ -242,6 +257,7 @@ impl Request {
                 allow_pushback,
                 trace,
                 handoff,
+                costs,
             } => {
                 put_bytes16(out, function.as_bytes(), "function name")?;
                 put_bytes32(out, args, "args")?;
@@ -254,6 +270,9 @@ impl Request {
                 }
                 if *handoff {
                     flags |= INVOKE_FLAG_HANDOFF;
+                }
+                if *costs {
+                    flags |= INVOKE_FLAG_COSTS;
                 }
                 out.put_u8(flags);
                 Ok(())
@@ -304,7 +323,7 @@ impl Request {
                 let function = r.string16("function name")?;
                 let args = r.bytes32("args")?;
                 let flags = r.u8("invoke flags")?;
-                if flags & !(INVOKE_FLAG_PUSHBACK | INVOKE_FLAG_TRACE | INVOKE_FLAG_HANDOFF) != 0 {
+                if flags & !INVOKE_FLAGS_KNOWN != 0 {
                     return Err(DecodeError::BadTag {
                         what: "invoke flags",
                         tag: flags,
@@ -316,6 +335,7 @@ impl Request {
                     allow_pushback: flags & INVOKE_FLAG_PUSHBACK != 0,
                     trace: flags & INVOKE_FLAG_TRACE != 0,
                     handoff: flags & INVOKE_FLAG_HANDOFF != 0,
+                    costs: flags & INVOKE_FLAG_COSTS != 0,
                 }
             }
             Opcode::Commit => Request::Commit {
@@ -403,6 +423,9 @@ pub enum ResponseBody {
     Invoke {
         /// Opaque bytes the function returned.
         result: Bytes,
+        /// Both sides' costs of the run, when the request asked for them and the answering
+        /// process ran it over the cluster's data (see [`InvokeCosts`]).
+        costs: Option<InvokeCosts>,
         /// What it read and installed, when the request asked for it.
         trace: Option<InvokeTrace>,
     },
@@ -431,6 +454,9 @@ pub struct Response {
     pub cpu_ns: u64,
     /// Object bytes returned.
     pub bytes_returned: u32,
+    /// A gateway's admission rate R for the tenant, requests per second (0: not a
+    /// gateway). Travels in the header, so every answer of a gateway carries it.
+    pub admission_rate_ops: u32,
     /// Result or error.
     pub body: ResponseBody,
 }
@@ -443,6 +469,7 @@ impl Response {
             status,
             cpu_ns: 0,
             bytes_returned: 0,
+            admission_rate_ops: 0,
             body: ResponseBody::Error {
                 message: message.into(),
             },
@@ -455,6 +482,7 @@ impl Response {
             status: Status::Ok,
             cpu_ns: 0,
             bytes_returned: 0,
+            admission_rate_ops: 0,
             body,
         }
     }
@@ -476,6 +504,8 @@ impl Response {
             body_len: 0,
             cpu_ns: self.cpu_ns,
             bytes_returned: self.bytes_returned,
+            carries_costs: matches!(self.body, ResponseBody::Invoke { costs: Some(_), .. }),
+            admission_rate_ops: self.admission_rate_ops,
         };
         encode_with_header(header, out, |out| self.encode_body(out))
     }
@@ -503,9 +533,13 @@ impl Response {
                 }
                 Ok(())
             }
-            ResponseBody::Invoke { result, trace } => {
+            ResponseBody::Invoke { result, costs, trace } => {
                 put_bytes32(out, result, "result")?;
-                // The trace, when asked for, follows the result; its absence is an end.
+                // The costs record, when present, follows the result (the header says so).
+                if let Some(costs) = costs {
+                    costs.encode(out);
+                }
+                // The trace, when asked for, comes last; its absence is an end.
                 if let Some(trace) = trace {
                     put_read_set(out, &trace.reads)?;
                     put_read_set(out, &trace.writes)?;
@@ -543,9 +577,17 @@ impl Response {
                 expected: FrameKind::Response,
             });
         }
+        if header.carries_costs && (header.status != Status::Ok || header.opcode != Opcode::Invoke) {
+            let what = if header.status == Status::Ok {
+                header.opcode.name()
+            } else {
+                header.status.name()
+            };
+            return Err(DecodeError::MisplacedCosts(what));
+        }
         let mut r = Reader::new(body);
         let body = match header.status {
-            Status::Ok => decode_ok_body(header.opcode, &mut r)?,
+            Status::Ok => decode_ok_body(header.opcode, header.carries_costs, &mut r)?,
             Status::Pushback => {
                 let count = r.count(MAX_TX_ITEMS, "pushback reads")?;
                 let mut reads = Vec::with_capacity(count);
@@ -566,6 +608,7 @@ impl Response {
             status: header.status,
             cpu_ns: header.cpu_ns,
             bytes_returned: header.bytes_returned,
+            admission_rate_ops: header.admission_rate_ops,
             body,
         })
     }
@@ -588,7 +631,9 @@ pub fn encode_unknown_opcode_response(
     Ok(())
 }
 
-fn decode_ok_body(opcode: Opcode, r: &mut Reader) -> Result<ResponseBody, DecodeError> {
+/// The body of an `ok` answer to `opcode`; `costs`: the header says a costs record follows
+/// an invocation's result.
+fn decode_ok_body(opcode: Opcode, costs: bool, r: &mut Reader) -> Result<ResponseBody, DecodeError> {
     Ok(match opcode {
         Opcode::Hello => ResponseBody::Hello(HelloInfo {
             workers: r.u32("workers")?,
@@ -619,6 +664,7 @@ fn decode_ok_body(opcode: Opcode, r: &mut Reader) -> Result<ResponseBody, Decode
         }
         Opcode::Invoke => {
             let result = r.bytes32("result")?;
+            let costs = if costs { Some(InvokeCosts::decode(r)?) } else { None };
             let trace = if r.has_remaining() {
                 Some(InvokeTrace {
                     reads: read_read_set(r)?,
@@ -627,7 +673,7 @@ fn decode_ok_body(opcode: Opcode, r: &mut Reader) -> Result<ResponseBody, Decode
             } else {
                 None
             };
-            ResponseBody::Invoke { result, trace }
+            ResponseBody::Invoke { result, costs, trace }
         }
         Opcode::Stats => {
             let count = r.count(MAX_STAT_ENTRIES, "stats")?;

@@ -3,8 +3,8 @@
 
 use bytes::{Bytes, BytesMut};
 use ferry_proto::{
-    CommitWrite, Decoded, FrameDecoder, FrameKind, InvokeTrace, MultiGetEntry, Opcode, ReadVersion, Request, Response,
-    ResponseBody, Status, HEADER_LEN,
+    CommitWrite, DecodeError, Decoded, FrameDecoder, FrameKind, InvokeCosts, InvokeTrace, MultiGetEntry, Opcode,
+    ReadVersion, Request, Response, ResponseBody, Status, HEADER_LEN,
 };
 use proptest::prelude::*;
 
@@ -104,15 +104,19 @@ fn request_strategy() -> impl Strategy<Value = Request> {
             bytes_strategy(64),
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
             any::<bool>()
         )
-            .prop_map(|(function, args, allow_pushback, trace, handoff)| Request::Invoke {
-                function,
-                args,
-                allow_pushback,
-                trace,
-                handoff,
-            }),
+            .prop_map(
+                |(function, args, allow_pushback, trace, handoff, costs)| Request::Invoke {
+                    function,
+                    args,
+                    allow_pushback,
+                    trace,
+                    handoff,
+                    costs,
+                }
+            ),
         (
             proptest::collection::vec(read_version(), 0..4),
             proptest::collection::vec(
@@ -166,6 +170,7 @@ proptest! {
             status: Status::Ok,
             cpu_ns,
             bytes_returned: 5,
+            admission_rate_ops: 7,
             body: ResponseBody::MultiGet(entries.into_iter().map(|(version, value)| MultiGetEntry { version, value }).collect()),
         };
         let mut buf = BytesMut::new();
@@ -177,19 +182,32 @@ proptest! {
     }
 
     #[test]
-    fn invoke_responses_round_trip_with_and_without_a_trace(
+    fn invoke_responses_round_trip_with_and_without_costs_and_a_trace(
         result in bytes_strategy(32),
+        costs in proptest::option::of((any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<(bool, bool)>())),
         trace in proptest::option::of((
             proptest::collection::vec(read_version(), 0..4),
             proptest::collection::vec(read_version(), 0..4),
         )),
+        admission_rate_ops in any::<u32>(),
     ) {
         // The trace is the optional tail of the body: an empty result followed by an empty
-        // trace must still decode as a trace, and no trace as none.
-        let response = Response::ok(ResponseBody::Invoke {
+        // trace must still decode as a trace, and no trace as none. The costs record sits
+        // between them, announced by the header, so it is never taken for a trace.
+        let mut response = Response::ok(ResponseBody::Invoke {
             result,
+            costs: costs.map(|(app_cpu_ns, storage_cpu_ns, bytes_returned, round_trips, attempts, (shipped_data, pushed_back))| InvokeCosts {
+                app_cpu_ns,
+                storage_cpu_ns,
+                bytes_returned,
+                round_trips,
+                attempts,
+                shipped_data,
+                pushed_back,
+            }),
             trace: trace.map(|(reads, writes)| InvokeTrace { reads, writes }),
         });
+        response.admission_rate_ops = admission_rate_ops;
         let mut buf = BytesMut::new();
         response.encode_frame(Opcode::Invoke, 3, 9, &mut buf).unwrap();
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
@@ -227,4 +245,30 @@ fn a_count_larger_than_the_limit_is_refused_before_allocating() {
     body.extend_from_slice(&u32::MAX.to_le_bytes());
     let err = Request::decode(Opcode::MultiGet, Bytes::from(body)).unwrap_err();
     assert!(err.to_string().contains("exceeds the limit"), "{err}");
+}
+
+#[test]
+fn a_costs_flag_on_an_answer_that_cannot_carry_costs_is_refused() {
+    // A peer setting the costs flag on anything but a successful invoke answer: the body
+    // is not what the flag says, so it is refused as a decode error, never misread.
+    let costs = ResponseBody::Invoke {
+        result: Bytes::from_static(b"r"),
+        costs: Some(InvokeCosts::default()),
+        trace: None,
+    };
+    for (opcode, status) in [(Opcode::Get, Status::Ok), (Opcode::Invoke, Status::Overloaded)] {
+        let mut buf = BytesMut::new();
+        Response::ok(costs.clone())
+            .encode_frame(opcode, 1, 2, &mut buf)
+            .unwrap();
+        buf[5] = status as u8;
+        let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
+            panic!("a whole frame was encoded");
+        };
+        assert!(frame.header.carries_costs);
+        assert!(matches!(
+            Response::decode(&frame.header, frame.body),
+            Err(DecodeError::MisplacedCosts(_))
+        ));
+    }
 }

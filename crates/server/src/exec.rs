@@ -167,6 +167,9 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         allow_pushback,
         trace,
         handoff,
+        // A storage node's own CPU, in the header, is all a run here costs: it answers
+        // without a costs record (docs/PROTOCOL.md, "Costs").
+        costs: _,
     } = request
     {
         let name = function;
@@ -439,6 +442,7 @@ fn push_back(invocation: Invocation) -> Stepped {
         status: Status::Pushback,
         cpu_ns: 0,
         bytes_returned: u32::try_from(bytes_returned).unwrap_or(u32::MAX),
+        admission_rate_ops: 0,
         body: ResponseBody::Pushback(PushbackState { reads, writes }),
     };
     invocation.finish(response)
@@ -510,7 +514,11 @@ fn complete(
     TenantCounters::bump(&invocation.tenant.counters.invocations);
     let bytes_returned = u32::try_from(result.len()).unwrap_or(u32::MAX);
     let trace = invocation.trace.then(|| ctx.state.lock().tx.trace(installed));
-    let mut response = Response::ok(ResponseBody::Invoke { result, trace });
+    let mut response = Response::ok(ResponseBody::Invoke {
+        result,
+        costs: None,
+        trace,
+    });
     response.bytes_returned = bytes_returned;
     invocation.finish(response)
 }

@@ -82,6 +82,7 @@ async fn invoke(node: &Node, tenant: &Arc<TenantState>, function: String, args: 
             allow_pushback: false,
             trace: false,
             handoff: false,
+            costs: false,
         },
     };
     if node.pool.submit(tenant.home, task).is_err() {

@@ -92,6 +92,7 @@ mod tests {
             allow_pushback: false,
             trace: false,
             handoff: true,
+            costs: false,
         };
         assert_eq!(misrouted(&role("s2"), &invoke, Some(b"foo")), None);
         assert_eq!(misrouted(&role("s2"), &invoke, None), None);
