@@ -289,23 +289,37 @@ impl Client {
 
     /// Runs `function` on the storage node (ship compute): one round trip.
     pub async fn invoke_remote(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
-        self.invoke_on_node(function, args, false, Route::Node(self)).await
+        self.invoke_on_node(function, args, false, false, Route::Node(self))
+            .await
+    }
+
+    /// Runs `function` where the process at the other end runs it, asking for both sides'
+    /// costs of the run: a compute node (or a gateway) answers with its costs record, so
+    /// the invocation's costs, placement and pushback are those it measured (its own CPU as
+    /// app CPU, the storage CPU and round trips of the requests it made, whether it ran
+    /// over fetched data). A storage node answers as to [`Client::invoke_remote`].
+    pub async fn invoke_with_costs(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
+        self.invoke_on_node(function, args, false, true, Route::Node(self))
+            .await
     }
 
     /// Runs `function` on the storage node, but lets an overloaded node hand it back
     /// (ASFP pushback): then it is finished here, starting from the reads the node already
     /// made, and committed with OCC. The result says whether that happened.
     pub async fn invoke_pushable(&self, function: &str, args: Bytes) -> Result<crate::Invocation, ClientError> {
-        self.invoke_on_node(function, args, true, Route::Node(self)).await
+        self.invoke_on_node(function, args, true, false, Route::Node(self))
+            .await
     }
 
     /// Runs `function` on this node; a pushback (or, in a cluster, a handoff at another
-    /// node's key) is finished here over `route`.
+    /// node's key) is finished here over `route`. `want_costs` asks for the answering
+    /// process's costs record (see [`Client::invoke_with_costs`]).
     pub(crate) async fn invoke_on_node(
         &self,
         function: &str,
         args: Bytes,
         allow_pushback: bool,
+        want_costs: bool,
         route: Route<'_>,
     ) -> Result<crate::Invocation, ClientError> {
         let started = Instant::now();
@@ -316,7 +330,7 @@ impl Client {
             allow_pushback,
             trace: self.inner.config.trace,
             handoff,
-            costs: false,
+            costs: want_costs,
         };
         let response = match self.call(&request).await {
             Ok(response) => response,
@@ -347,18 +361,32 @@ impl Client {
             return crate::local::finish_pushed_back(route, function, args, &state.reads, started, cost).await;
         }
         match check_status(response)?.body {
-            ResponseBody::Invoke { result, trace, .. } => {
+            ResponseBody::Invoke { result, costs, trace } => {
                 if self.inner.config.trace && trace.is_none() {
                     return Err(ClientError::Protocol(
                         "a traced invocation was answered without its trace".into(),
                     ));
                 }
+                // A process that ran it over the cluster's data says what it cost each
+                // side and where it ran; a storage node's header says all there is.
+                let (cost, placement, pushed_back) = match costs {
+                    Some(record) => (
+                        crate::InvokeCost::from(record),
+                        if record.shipped_data {
+                            crate::Placement::Local
+                        } else {
+                            crate::Placement::Remote
+                        },
+                        record.pushed_back,
+                    ),
+                    None => (cost, crate::Placement::Remote, false),
+                };
                 Ok(crate::Invocation {
                     result,
-                    placement: crate::Placement::Remote,
+                    placement,
                     latency: started.elapsed(),
                     cost,
-                    pushed_back: false,
+                    pushed_back,
                     trace,
                 })
             }

@@ -169,14 +169,14 @@ impl ClusterClient {
     /// another node's key it is finished here.
     pub async fn invoke_remote(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
         self.node_for_invocation(function, &args)
-            .invoke_on_node(function, args, false, Route::Cluster(self))
+            .invoke_on_node(function, args, false, false, Route::Cluster(self))
             .await
     }
 
     /// Like [`ClusterClient::invoke_remote`], accepting an ASFP pushback too.
     pub async fn invoke_pushable(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
         self.node_for_invocation(function, &args)
-            .invoke_on_node(function, args, true, Route::Cluster(self))
+            .invoke_on_node(function, args, true, false, Route::Cluster(self))
             .await
     }
 

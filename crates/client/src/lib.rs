@@ -52,6 +52,19 @@ pub struct InvokeCost {
     pub app_cpu_ns: u64,
 }
 
+impl From<ferry_proto::InvokeCosts> for InvokeCost {
+    /// The costs a compute node or gateway reported for a run it made.
+    fn from(record: ferry_proto::InvokeCosts) -> InvokeCost {
+        InvokeCost {
+            storage_cpu_ns: record.storage_cpu_ns,
+            bytes_returned: record.bytes_returned,
+            round_trips: record.round_trips,
+            attempts: record.attempts,
+            app_cpu_ns: record.app_cpu_ns,
+        }
+    }
+}
+
 impl InvokeCost {
     /// Adds the network costs of `other` (attempts and app CPU are tracked separately).
     pub(crate) fn absorb(&mut self, other: &InvokeCost) {
@@ -76,6 +89,22 @@ pub struct Invocation {
     pub pushed_back: bool,
     /// What it read and installed, when [`ClientConfig::trace`] is on.
     pub trace: Option<InvokeTrace>,
+}
+
+impl Invocation {
+    /// Its costs and where it ran as the costs record a compute node or gateway answers
+    /// with (docs/PROTOCOL.md, "Costs").
+    pub fn costs_record(&self) -> ferry_proto::InvokeCosts {
+        ferry_proto::InvokeCosts {
+            app_cpu_ns: self.cost.app_cpu_ns,
+            storage_cpu_ns: self.cost.storage_cpu_ns,
+            bytes_returned: self.cost.bytes_returned,
+            round_trips: self.cost.round_trips,
+            attempts: self.cost.attempts,
+            shipped_data: self.placement == Placement::Local,
+            pushed_back: self.pushed_back,
+        }
+    }
 }
 
 /// Calibrates emulated compute for this process with the real clock (see

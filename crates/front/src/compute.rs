@@ -4,7 +4,9 @@
 //! minimum and a maximum (`workers`).
 //!
 //! It serves `invoke` (and `hello`, `stats`); data operations belong to the gateway or the
-//! storage nodes and are refused.
+//! storage nodes and are refused. An invocation that asks for its costs (a gateway's) is
+//! answered with the costs record: this node's CPU as the app side's, and the storage CPU,
+//! round trips and bytes of the gets and commit it sent the storage nodes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,7 +81,11 @@ impl Service for Compute {
     fn call(self: Arc<Self>, tenant: u32, request: Request) -> ServiceFuture {
         Box::pin(async move {
             let Request::Invoke {
-                function, args, trace, ..
+                function,
+                args,
+                trace,
+                costs,
+                ..
             } = request
             else {
                 return not_served("a compute node runs invocations only; send data operations to the gateway");
@@ -101,7 +107,7 @@ impl Service for Compute {
             match ran {
                 Ok(Ok(invocation)) => {
                     self.invocations.fetch_add(1, Ordering::Relaxed);
-                    invocation_response(invocation)
+                    invocation_response(invocation, costs)
                 }
                 Ok(Err(err)) => {
                     self.failures.fetch_add(1, Ordering::Relaxed);

@@ -27,13 +27,15 @@ pub fn error_response(err: ClientError) -> Response {
     Response::error(status, message)
 }
 
-/// The answer for a finished invocation: its result, with the CPU it cost this process's
-/// side (the compute node's for one run there, the storage node's for one run remotely).
-pub fn invocation_response(invocation: Invocation) -> Response {
+/// The answer for a finished invocation: its result, with the CPU it cost both sides in
+/// the header's `cpu_ns`, and when the request asked for them (`with_costs`), its costs
+/// record: each side's CPU, the round trips and bytes of the requests it made, where it ran.
+pub fn invocation_response(invocation: Invocation, with_costs: bool) -> Response {
     let bytes_returned = u32::try_from(invocation.result.len()).unwrap_or(u32::MAX);
+    let costs = with_costs.then(|| invocation.costs_record());
     let mut response = Response::ok(ResponseBody::Invoke {
         result: invocation.result,
-        costs: None,
+        costs,
         trace: invocation.trace,
     });
     response.cpu_ns = invocation.cost.app_cpu_ns + invocation.cost.storage_cpu_ns;

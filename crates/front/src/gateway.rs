@@ -7,6 +7,9 @@
 //!   state machine the embedded client and the simulator run): ship compute sends it to the
 //!   storage node serving its routing key; ship data sends it to a compute node (round
 //!   robin), or runs it here if there is none.
+//! - A ship-data run on a compute node comes back with the compute node's costs record:
+//!   its CPU is the app side's, the gets and commit it sent are the storage side's CPU and
+//!   round trips, so the policy learns the same costs an embedded client measures.
 //! - Its metrics carry each tenant's R and X and each function's measured c_i (app CPU
 //!   per local run) and s_i (storage CPU per remote run).
 
@@ -62,15 +65,15 @@ struct Placer {
 }
 
 impl Placer {
+    /// Ship data: on a compute node (round robin), or here if there is none.
     async fn run_on_compute(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
         if self.compute.is_empty() {
             return self.cluster.invoke_local(function, args).await;
         }
         let node = &self.compute[self.next_compute.fetch_add(1, Ordering::Relaxed) % self.compute.len()];
-        let mut invocation = node.invoke_remote(function, args).await?;
-        // The compute node reports the app CPU it spent where a storage node reports its own.
-        invocation.cost.app_cpu_ns = invocation.cost.storage_cpu_ns;
-        invocation.cost.storage_cpu_ns = 0;
+        // The compute node's costs record: its own CPU as the app side's, the storage CPU
+        // and round trips of the requests it made, as an embedded client's local run.
+        let mut invocation = node.invoke_with_costs(function, args).await?;
         invocation.placement = Placement::Local;
         Ok(invocation)
     }
@@ -180,7 +183,9 @@ pub fn start_gateway(config: GatewayConfig) -> Result<FrontHandle, FrontError> {
 }
 
 impl Gateway {
-    async fn invoke(&self, placer: &Adaptive<Placer>, function: String, args: Bytes) -> Response {
+    /// Admits, places and runs one invocation; `with_costs`: the client asked for the
+    /// costs record.
+    async fn invoke(&self, placer: &Adaptive<Placer>, function: String, args: Bytes, with_costs: bool) -> Response {
         match placer.invoke(&function, args).await {
             Ok(invocation) => {
                 let mut functions = self.functions.lock();
@@ -188,7 +193,7 @@ impl Gateway {
                     functions.entry(function).or_default().record(&invocation);
                 }
                 drop(functions);
-                invocation_response(invocation)
+                invocation_response(invocation, with_costs)
             }
             Err(err @ ClientError::Throttled { .. }) => {
                 self.throttled.fetch_add(1, Ordering::Relaxed);
@@ -207,7 +212,9 @@ impl Service for Gateway {
             };
             match request {
                 Request::Invoke { trace: true, .. } => not_served("the gateway does not record traces yet"),
-                Request::Invoke { function, args, .. } => self.invoke(placer, function, args).await,
+                Request::Invoke {
+                    function, args, costs, ..
+                } => self.invoke(placer, function, args, costs).await,
                 request @ (Request::Get { .. }
                 | Request::Put { .. }
                 | Request::Delete { .. }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use ferry_client::{Client, ClientConfig};
 use ferry_cluster::ClusterMap;
 use ferry_control::Nanos;
-use ferry_front::{start_compute, start_gateway, ComputeConfig, FrontConfig, FrontHandle, FrontTenant, GatewayConfig};
+use ferry_front::{
+    start_compute, start_gateway, ComputeConfig, FrontConfig, FrontHandle, FrontTenant, GatewayConfig, PolicyFactory,
+};
 use ferry_server::routing::ClusterRole;
 use ferry_server::{ServerConfig, ServerHandle, TenantConfig};
 
@@ -50,6 +52,21 @@ pub fn cluster_of(
     gateway_front: FrontConfig,
     compute_front: FrontConfig,
 ) -> Cluster {
+    let spec = ferry_experiment::policy_spec::parse_policy(policy).expect("policy spec");
+    let policy: PolicyFactory = std::sync::Arc::new(move || {
+        spec.build(Nanos::from_ms(5), 0.99, None, 1)
+            .map_err(|err| err.to_string())
+    });
+    cluster_with(storage_nodes, policy, gateway_front, compute_front)
+}
+
+/// Like [`cluster_of`], the gateway's tenant policies made by `policy`.
+pub fn cluster_with(
+    storage_nodes: usize,
+    policy: PolicyFactory,
+    gateway_front: FrontConfig,
+    compute_front: FrontConfig,
+) -> Cluster {
     let addrs: Vec<String> = (0..storage_nodes).map(|_| free_addr()).collect();
     let map = ClusterMap::even(&addrs).unwrap();
     let storage = map
@@ -79,15 +96,11 @@ pub fn cluster_of(
         registry: ferry_lua::registry(),
     })
     .expect("compute node starts");
-    let spec = ferry_experiment::policy_spec::parse_policy(policy).expect("policy spec");
     let gateway = start_gateway(GatewayConfig {
         front: gateway_front,
         cluster: map.clone(),
         compute_nodes: vec![compute.local_addr().to_string()],
-        policy: std::sync::Arc::new(move || {
-            spec.build(Nanos::from_ms(5), 0.99, None, 1)
-                .map_err(|err| err.to_string())
-        }),
+        policy,
         registry: ferry_lua::registry(),
     })
     .expect("gateway starts");
