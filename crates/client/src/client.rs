@@ -12,6 +12,7 @@ use ferry_proto::{CommitWrite, MultiGetEntry, ReadVersion, Request, Response, Re
 
 use crate::conn::Connection;
 use crate::error::ClientError;
+use crate::gateway::GatewayRate;
 use crate::route::Route;
 
 /// Default request timeout: far above any healthy round trip (≈ 0.1 ms here), short enough
@@ -80,6 +81,8 @@ struct Inner {
     reconnect: tokio::sync::Mutex<()>,
     /// Round-robin cursor.
     next: AtomicUsize,
+    /// The admission rate a gateway at the other end last reported (unset otherwise).
+    gateway_rate: GatewayRate,
 }
 
 /// A handle to a storage node for one tenant. Cheap to clone; clones share connections.
@@ -98,12 +101,14 @@ impl Client {
             )));
         }
         let mut connections = Vec::with_capacity(config.connections);
+        let gateway_rate = GatewayRate::default();
         for _ in 0..config.connections {
             let connection = Connection::open(
                 &config.addr,
                 config.tenant,
                 config.token.as_bytes(),
                 config.connect_timeout,
+                &gateway_rate,
             )
             .await?;
             connections.push(Mutex::new(Arc::new(connection)));
@@ -114,6 +119,7 @@ impl Client {
                 connections,
                 reconnect: tokio::sync::Mutex::new(()),
                 next: AtomicUsize::new(0),
+                gateway_rate,
             }),
         })
     }
@@ -126,6 +132,19 @@ impl Client {
     /// Worker threads of the node, as it said at hello.
     pub fn node_workers(&self) -> u32 {
         self.inner.connections[0].lock().hello().workers
+    }
+
+    /// The admission rate R (requests/s) the process at the other end last reported for
+    /// this tenant, if it is a gateway: its hello answer says so already, and every later
+    /// answer updates it. `None` from a storage or compute node.
+    pub fn gateway_rate_ops(&self) -> Option<u32> {
+        self.inner.gateway_rate.rate_ops()
+    }
+
+    /// A handle on that rate which follows every later answer of any of this client's
+    /// connections (what [`crate::FollowGateway`] admits by).
+    pub fn gateway_rate(&self) -> GatewayRate {
+        self.inner.gateway_rate.clone()
     }
 
     async fn connection(&self) -> Result<Arc<Connection>, ClientError> {
@@ -147,6 +166,7 @@ impl Client {
                 config.tenant,
                 config.token.as_bytes(),
                 config.connect_timeout,
+                &self.inner.gateway_rate,
             )
             .await?,
         );

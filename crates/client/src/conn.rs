@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use ferry_proto::{Decoded, FrameDecoder, HelloInfo, Request, Response, ResponseBody, Status};
 
 use crate::error::ClientError;
+use crate::gateway::GatewayRate;
 
 /// Requests one connection may have in flight; more wait for a slot. Bounds the client's
 /// memory and matches the node's per-connection limit order of magnitude.
@@ -89,12 +90,14 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Connects, says hello and starts the reader and writer tasks.
+    /// Connects, says hello and starts the reader and writer tasks. Every answer that
+    /// carries a gateway's admission rate (the hello's too) updates `rate`.
     pub(crate) async fn open(
         addr: &str,
         tenant: u32,
         token: &[u8],
         connect_timeout: Duration,
+        rate: &GatewayRate,
     ) -> Result<Connection, ClientError> {
         let connect_error = |message: String| ClientError::Connect {
             addr: addr.to_string(),
@@ -138,6 +141,7 @@ impl Connection {
         })
         .await
         .map_err(|_| connect_error(format!("no hello answer within {connect_timeout:?}")))??;
+        rate.observe(hello.admission_rate_ops);
         let hello = match hello {
             Response {
                 status: Status::Ok,
@@ -159,7 +163,7 @@ impl Connection {
             dead: AtomicBool::new(false),
             death: Mutex::new(None),
         });
-        let reader_task = tokio::spawn(read_loop(reader, buf, decoder, Arc::clone(&shared)));
+        let reader_task = tokio::spawn(read_loop(reader, buf, decoder, Arc::clone(&shared), rate.clone()));
         let writer_task = tokio::spawn(write_loop(writer, Arc::clone(&shared)));
         let sweeper_task = tokio::spawn(sweep_timeouts(Arc::clone(&shared)));
         Ok(Connection {
@@ -254,12 +258,22 @@ fn request_id_of(decoded: &Decoded) -> u64 {
     }
 }
 
-async fn read_loop(mut reader: OwnedReadHalf, mut buf: BytesMut, mut decoder: FrameDecoder, shared: Arc<Shared>) {
+async fn read_loop(
+    mut reader: OwnedReadHalf,
+    mut buf: BytesMut,
+    mut decoder: FrameDecoder,
+    shared: Arc<Shared>,
+    rate: GatewayRate,
+) {
     loop {
         loop {
             match decoder.decode(&mut buf) {
                 Ok(None) => break,
                 Ok(Some(decoded)) => {
+                    if let Decoded::Frame(frame) = &decoded {
+                        // Even an answer nobody waits for tells the gateway's current rate.
+                        rate.observe(frame.header.admission_rate_ops);
+                    }
                     let id = request_id_of(&decoded);
                     // An answer nobody waits for (its request timed out) is dropped.
                     let waiter = shared.pending.lock().remove(&id);

@@ -8,6 +8,9 @@
 //!   connections and the operations get/put/delete/multiget/commit/stats/invoke.
 //! - [`cluster`]: [`ClusterClient`] — one client per node of a sharded cluster, each
 //!   data operation routed to the node serving its keys.
+//! - [`gateway`]: a client of a gateway — the admission rate R the gateway reports on
+//!   every answer, and [`FollowGateway`], the policy that admits at it (one rate loop per
+//!   tenant, the gateway's), with [`ViaGateway`] asking for each run's costs.
 //! - `conn`: one connection: request ids, the outbox its writer task flushes, the reader
 //!   task that routes answers to waiters in any order.
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
@@ -19,6 +22,7 @@ pub mod client;
 pub mod cluster;
 mod conn;
 pub mod error;
+pub mod gateway;
 mod local;
 mod route;
 
@@ -32,6 +36,7 @@ pub use cluster::ClusterClient;
 pub use conn::MAX_PENDING_PER_CONNECTION;
 pub use error::ClientError;
 pub use ferry_proto::InvokeTrace;
+pub use gateway::{FollowGateway, GatewayRate, ViaGateway};
 pub use local::MAX_LOCAL_ATTEMPTS;
 
 /// Where an invocation runs: the control plane's decision, shared by every layer.

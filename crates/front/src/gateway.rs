@@ -10,6 +10,8 @@
 //! - A ship-data run on a compute node comes back with the compute node's costs record:
 //!   its CPU is the app side's, the gets and commit it sent are the storage side's CPU and
 //!   round trips, so the policy learns the same costs an embedded client measures.
+//! - Every answer carries the tenant's current R in its header, so a client admits at the
+//!   gateway's rate (`ferry_client::FollowGateway`) and the tenant has one rate loop.
 //! - Its metrics carry each tenant's R and X and each function's measured c_i (app CPU
 //!   per local run) and s_i (storage CPU per remote run).
 
@@ -132,6 +134,15 @@ impl FunctionCosts {
     }
 }
 
+/// A rate as the header's `admission_rate_ops`: whole requests per second, at least 1 (0
+/// would say "not a gateway").
+fn wire_rate_ops(rate_ops: f64) -> u32 {
+    if rate_ops.is_nan() {
+        return 1;
+    }
+    rate_ops.round().clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
 struct Gateway {
     tenants: HashMap<u32, Adaptive<Placer>>,
     functions: Mutex<HashMap<String, FunctionCosts>>,
@@ -232,6 +243,12 @@ impl Service for Gateway {
         self.compute_nodes as u32
     }
 
+    fn admission_rate_ops(&self, tenant: u32) -> u32 {
+        self.tenants
+            .get(&tenant)
+            .map_or(0, |placer| wire_rate_ops(placer.admission_rate_ops()))
+    }
+
     fn stats(&self, out: &mut Vec<StatEntry>) {
         let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
         push("gateway.compute_nodes".into(), self.compute_nodes as u64);
@@ -259,5 +276,21 @@ impl Service for Gateway {
                 costs.storage_cpu_ns_mean as u64,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gateway_never_reports_a_rate_of_zero() {
+        // 0 in the header means "not a gateway": the lowest rate a gateway sends is 1.
+        assert_eq!(wire_rate_ops(0.0), 1);
+        assert_eq!(wire_rate_ops(0.4), 1);
+        assert_eq!(wire_rate_ops(f64::NAN), 1);
+        assert_eq!(wire_rate_ops(299.6), 300);
+        assert_eq!(wire_rate_ops(f64::INFINITY), u32::MAX);
+        assert_eq!(wire_rate_ops(1e12), u32::MAX);
     }
 }

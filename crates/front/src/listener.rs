@@ -46,6 +46,13 @@ pub trait Service: Send + Sync + 'static {
     /// Workers to announce in the hello answer.
     fn workers(&self) -> u32;
 
+    /// The admission rate R (requests/s, at least 1) `tenant`'s requests are admitted at,
+    /// for a process that admits them (a gateway); 0 for one that does not. Every answer
+    /// to the tenant carries it in its header, so its clients follow it without asking.
+    fn admission_rate_ops(&self, _tenant: u32) -> u32 {
+        0
+    }
+
     /// Appends the process's counters (`stats` answers and metrics), `PROCESS.NAME` or
     /// `SCOPE.ID.NAME` (see `ferry_net::metrics`).
     fn stats(&self, out: &mut Vec<StatEntry>);
@@ -239,7 +246,8 @@ pub(crate) async fn serve<S: Service>(shared: Arc<Shared<S>>, stream: TcpStream,
                 }
             };
             if let Request::Stats = request {
-                let answer = Response::ok(ResponseBody::Stats(shared.stats()));
+                let mut answer = Response::ok(ResponseBody::Stats(shared.stats()));
+                answer.admission_rate_ops = shared.service.admission_rate_ops(header.tenant);
                 let _ = answers.send(reply(answer)).await;
                 continue;
             }
@@ -250,7 +258,9 @@ pub(crate) async fn serve<S: Service>(shared: Arc<Shared<S>>, stream: TcpStream,
             let (shared, answers) = (Arc::clone(&shared), answers.clone());
             tokio::spawn(async move {
                 let started = Instant::now();
-                let response = Arc::clone(&shared.service).call(header.tenant, request).await;
+                let mut response = Arc::clone(&shared.service).call(header.tenant, request).await;
+                // The rate as of the answer, not the request: the freshest the client can get.
+                response.admission_rate_ops = shared.service.admission_rate_ops(header.tenant);
                 let latency_us = started.elapsed().as_micros() as u64;
                 shared.latency.observe(header.opcode, response.status, latency_us);
                 let _ = answers
@@ -312,7 +322,10 @@ fn hello<S: Service>(
         workers: shared.service.workers(),
         home_core: 0,
     };
-    (Response::ok(ResponseBody::Hello(info)), false)
+    let mut answer = Response::ok(ResponseBody::Hello(info));
+    // A gateway says so at hello: its clients know the rate before their first request.
+    answer.admission_rate_ops = shared.service.admission_rate_ops(tenant_id);
+    (answer, false)
 }
 
 /// Writes queued answers, batching whatever has accumulated into one write.
