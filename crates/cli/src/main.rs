@@ -4,11 +4,13 @@
 //! subcommand lives in its own module and is thin glue over the library crates:
 //! `server_cmd` (storage node), `compute_cmd` and `gateway_cmd` (the tier in front of it,
 //! sharing `front_args`), `cluster_cmd` (`cluster up`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
-//! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator), `sim_suite_cmd` (the randomized scenario suite); `connect` holds the flags shared
+//! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator; its scenario flags in `scenario_args`),
+//! `sim_suite_cmd` (the randomized scenario suite), `plan_cmd` (the cheapest cluster for a
+//! demand), `calibrate_cmd` (this machine's costs as a profile); `connect` holds the flags shared
 //! by commands that talk to a node. The production commands (server, compute, gateway,
 //! cluster, kv, load, fn, check) take pinning and child processes from `ferry-os` and data
 //! sets from `ferry-datasets`; only the measuring ones (bench, sweep, demo, fairness,
-//! bench-kv) use `ferry-bench`.
+//! bench-kv, calibrate) use `ferry-bench`.
 
 use std::time::Duration;
 
@@ -28,6 +30,7 @@ mod gateway_cmd;
 mod kv_cmd;
 mod limits_args;
 mod load_cmd;
+mod scenario_args;
 mod server_cmd;
 mod sim_cmd;
 mod sim_suite_cmd;
