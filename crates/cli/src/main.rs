@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod bench_kv_cmd;
+mod calibrate_cmd;
 mod check_cmd;
 mod cluster_cmd;
 mod compute_cmd;
@@ -83,6 +84,8 @@ enum Command {
     Fairness(fairness_cmd::FairnessArgs),
     /// Benchmark raw gets and no-op invocations against a pinned storage node.
     BenchKv(bench_kv_cmd::BenchKvArgs),
+    /// Measure this machine's costs and write them as a profile for `ferry sim --profile`.
+    Calibrate(calibrate_cmd::CalibrateArgs),
     /// Run the discrete-event simulator for one policy.
     Sim(sim_cmd::SimArgs),
     /// Sweep fixed RPC fractions in the simulator: the upper bound policies are judged against.
@@ -124,6 +127,7 @@ fn main() {
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Fairness(args) => fairness_cmd::run(args),
         Command::BenchKv(args) => bench_kv_cmd::run(args),
+        Command::Calibrate(args) => calibrate_cmd::run(args),
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),
         Command::SimSuite(args) => sim_suite_cmd::run(args),
