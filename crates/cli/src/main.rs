@@ -31,6 +31,7 @@ mod gateway_cmd;
 mod kv_cmd;
 mod limits_args;
 mod load_cmd;
+mod plan_cmd;
 mod scenario_args;
 mod server_cmd;
 mod sim_cmd;
@@ -92,6 +93,9 @@ enum Command {
     SimSweep(sim_cmd::SimSweepArgs),
     /// Judge a policy on randomly drawn simulator scenarios against each one's bound.
     SimSuite(sim_suite_cmd::SimSuiteArgs),
+    /// The cheapest cluster that serves a demand within a p99 SLO with ferry's placement,
+    /// searched in the (calibrated) simulator.
+    Plan(plan_cmd::PlanArgs),
     /// Soak: random invocations with connections cut and workers replaced, each run's
     /// history checked for strict serializability.
     Check(check_cmd::CheckArgs),
@@ -131,6 +135,7 @@ fn main() {
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),
         Command::SimSuite(args) => sim_suite_cmd::run(args),
+        Command::Plan(args) => plan_cmd::run(args),
         Command::Check(args) => check_cmd::run(args),
     };
     if let Err(err) = result {

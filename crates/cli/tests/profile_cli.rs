@@ -1,5 +1,5 @@
 //! `ferry calibrate` and `--profile` as a user runs them: a short calibration writes a
-//! profile the simulator accepts; `ferry sim`, `sim-sweep` and `sim-suite` run as
+//! profile the simulator accepts; `ferry sim`, `sim-sweep`, `sim-suite` and `plan` run as
 //! the profiled machine, explicit flags still win, and a missing, garbled or out-of-range
 //! profile gets a clear message and exit code 1, never a panic.
 
@@ -249,6 +249,17 @@ fn bad_profiles_say_what_is_wrong() {
             vec!["sim", "--duration", "100ms", "--profile", path],
             vec!["sim-sweep", "--x", "1", "--profile", path],
             vec!["sim-suite", "--scenarios", "1", "--profile", path],
+            vec![
+                "plan",
+                "--workload",
+                "light",
+                "--slo-p99",
+                "1ms",
+                "--demand",
+                "1k",
+                "--profile",
+                path,
+            ],
         ] {
             let out = ferry(&command);
             let err = stderr(&out);
