@@ -23,8 +23,11 @@
 //!   index, and work conservation when one tenant stops.
 //! - [`zipf`]: YCSB's Zipfian key generator.
 //! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
+//! - [`calibrate`]: `ferry calibrate`, this machine's costs in the simulator's terms, as
+//!   a profile `ferry sim --profile` runs as.
 
 pub mod accounting;
+pub mod calibrate;
 pub mod demo;
 pub mod embedded;
 pub mod fairness;
@@ -64,4 +67,7 @@ pub enum BenchError {
     /// A benchmark setting is invalid.
     #[error("invalid benchmark setting: {0}")]
     Invalid(String),
+    /// A calibration measurement failed (requests failed, CPU time unreadable).
+    #[error("calibration: {0}")]
+    Calibration(String),
 }

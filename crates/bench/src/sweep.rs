@@ -37,8 +37,8 @@ pub struct SweepConfig {
     pub slo: Duration,
     /// Quantile it constrains.
     pub quantile: f64,
-    /// X step (0 to 1 inclusive).
-    pub step: f64,
+    /// The X values measured, in order (e.g. [`fractions`] of a step).
+    pub fractions: Vec<f64>,
     /// Unmeasured start of each probe.
     pub warmup: Duration,
     /// Measured part of each probe.
@@ -94,16 +94,28 @@ struct Probe {
     p99_us: Option<f64>,
 }
 
-/// The X values of a sweep: 0, step, 2·step, ..., 1.
-pub fn fractions(step: f64) -> Vec<f64> {
+/// Most X values one sweep measures: a step of [`MIN_STEP`] gives this many.
+pub const FRACTIONS_MAX: usize = 101;
+
+/// The X values of a sweep: 0, step, 2·step, ..., 1; an error for a step outside
+/// [[`MIN_STEP`], 1].
+pub fn fractions(step: f64) -> Result<Vec<f64>, BenchError> {
+    if !(MIN_STEP..=1.0).contains(&step) {
+        return Err(BenchError::Invalid(format!("the X step must be in [{MIN_STEP}, 1]")));
+    }
     let points = (1.0 / step).round() as usize;
-    (0..=points).map(|i| (i as f64 * step).min(1.0)).collect()
+    Ok((0..=points).map(|i| (i as f64 * step).min(1.0)).collect())
 }
 
 /// Runs the sweep; `progress` gets one line per X.
 pub fn run(config: &SweepConfig, mut progress: impl FnMut(&str)) -> Result<SweepReport, BenchError> {
-    if !(MIN_STEP..=1.0).contains(&config.step) {
-        return Err(BenchError::Invalid(format!("the X step must be in [{MIN_STEP}, 1]")));
+    if config.fractions.is_empty()
+        || config.fractions.len() > FRACTIONS_MAX
+        || config.fractions.iter().any(|x| !(0.0..=1.0).contains(x))
+    {
+        return Err(BenchError::Invalid(format!(
+            "the X values must be 1 to {FRACTIONS_MAX} numbers in [0, 1]"
+        )));
     }
     if config.probe.is_zero() || config.slo.is_zero() || config.start_rate_ops <= 0.0 {
         return Err(BenchError::Invalid("probe, SLO and start rate must be positive".into()));
@@ -114,7 +126,7 @@ pub fn run(config: &SweepConfig, mut progress: impl FnMut(&str)) -> Result<Sweep
         load_for_workload(&client, &config.workload, config.graph_nodes, config.seed).await?;
         let mut rows = Vec::new();
         let mut guess = config.start_rate_ops;
-        for x in fractions(config.step) {
+        for &x in &config.fractions {
             let row = search(&client, config, x, guess).await?;
             progress(&format!(
                 "X = {:.2}: {:.0} ops/s at p99 {} µs ({} probes)",
@@ -245,9 +257,10 @@ mod tests {
 
     #[test]
     fn fractions_cover_both_ends() {
-        assert_eq!(fractions(0.5), vec![0.0, 0.5, 1.0]);
-        let tenth = fractions(0.1);
+        assert_eq!(fractions(0.5).unwrap(), vec![0.0, 0.5, 1.0]);
+        let tenth = fractions(0.1).unwrap();
         assert_eq!(tenth.len(), 11);
         assert_eq!(*tenth.last().unwrap(), 1.0);
+        assert!(fractions(0.001).is_err() && fractions(1.5).is_err());
     }
 }

@@ -4,11 +4,13 @@
 //! subcommand lives in its own module and is thin glue over the library crates:
 //! `server_cmd` (storage node), `compute_cmd` and `gateway_cmd` (the tier in front of it,
 //! sharing `front_args`), `cluster_cmd` (`cluster up`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
-//! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator), `sim_suite_cmd` (the randomized scenario suite); `connect` holds the flags shared
+//! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator; its scenario flags in `scenario_args`),
+//! `sim_suite_cmd` (the randomized scenario suite), `plan_cmd` (the cheapest cluster for a
+//! demand), `calibrate_cmd` (this machine's costs as a profile); `connect` holds the flags shared
 //! by commands that talk to a node. The production commands (server, compute, gateway,
 //! cluster, kv, load, fn, check) take pinning and child processes from `ferry-os` and data
 //! sets from `ferry-datasets`; only the measuring ones (bench, sweep, demo, fairness,
-//! bench-kv) use `ferry-bench`.
+//! bench-kv, calibrate) use `ferry-bench`.
 
 use std::time::Duration;
 
@@ -16,6 +18,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod bench_kv_cmd;
+mod calibrate_cmd;
 mod check_cmd;
 mod cluster_cmd;
 mod compute_cmd;
@@ -28,6 +31,8 @@ mod gateway_cmd;
 mod kv_cmd;
 mod limits_args;
 mod load_cmd;
+mod plan_cmd;
+mod scenario_args;
 mod server_cmd;
 mod sim_cmd;
 mod sim_suite_cmd;
@@ -80,12 +85,17 @@ enum Command {
     Fairness(fairness_cmd::FairnessArgs),
     /// Benchmark raw gets and no-op invocations against a pinned storage node.
     BenchKv(bench_kv_cmd::BenchKvArgs),
+    /// Measure this machine's costs and write them as a profile for `ferry sim --profile`.
+    Calibrate(calibrate_cmd::CalibrateArgs),
     /// Run the discrete-event simulator for one policy.
     Sim(sim_cmd::SimArgs),
     /// Sweep fixed RPC fractions in the simulator: the upper bound policies are judged against.
     SimSweep(sim_cmd::SimSweepArgs),
     /// Judge a policy on randomly drawn simulator scenarios against each one's bound.
     SimSuite(sim_suite_cmd::SimSuiteArgs),
+    /// The cheapest cluster that serves a demand within a p99 SLO with ferry's placement,
+    /// searched in the (calibrated) simulator.
+    Plan(plan_cmd::PlanArgs),
     /// Soak: random invocations with connections cut and workers replaced, each run's
     /// history checked for strict serializability.
     Check(check_cmd::CheckArgs),
@@ -121,9 +131,11 @@ fn main() {
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Fairness(args) => fairness_cmd::run(args),
         Command::BenchKv(args) => bench_kv_cmd::run(args),
+        Command::Calibrate(args) => calibrate_cmd::run(args),
         Command::Sim(args) => sim_cmd::run_sim(args),
         Command::SimSweep(args) => sim_cmd::run_sweep(args),
         Command::SimSuite(args) => sim_suite_cmd::run(args),
+        Command::Plan(args) => plan_cmd::run(args),
         Command::Check(args) => check_cmd::run(args),
     };
     if let Err(err) = result {

@@ -7,81 +7,14 @@
 use std::path::PathBuf;
 
 use ferry_control::Nanos;
-use ferry_experiment::model::{ClusterConfig, CostModel, Sharding};
-use ferry_experiment::{parse_duration, parse_policy, parse_workload, ExperimentError};
+use ferry_experiment::{parse_policy, ExperimentError};
 use ferry_sim::scenario::TIMELINE_INTERVAL_DEFAULT;
 use ferry_sim::sweep::{self, SweepConfig};
-use ferry_sim::{Arrivals, Scenario, Slo};
+use ferry_sim::Scenario;
 
+pub use crate::scenario_args::parse_x_list;
+use crate::scenario_args::{duration, ScenarioArgs};
 use crate::CmdResult;
-
-/// Flags shared by `ferry sim` and `ferry sim-sweep`: the cluster, workload and SLO.
-#[derive(clap::Args, Debug)]
-pub struct ScenarioArgs {
-    /// App (compute) nodes; requests go to them in turn.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
-    app_nodes: i64,
-    /// Storage nodes; each request's data lives on one, by the hash of its key.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
-    storage_nodes: i64,
-    /// Cores of each app node.
-    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
-    app_cores: i64,
-    /// Cores of each storage node.
-    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
-    storage_cores: i64,
-    /// Skewed data (Pyxis §VI-F): the i-th function of the workload touches only the first
-    /// i storage nodes, so the first node is the hottest. Without it keys hash evenly.
-    #[arg(long)]
-    skew: bool,
-    /// Network round-trip time (e.g. 10us).
-    #[arg(long, default_value = "10us", allow_hyphen_values = true)]
-    rtt: String,
-    /// Bandwidth of each node's link, in Gb/s (a node sends one message at a time).
-    #[arg(long, default_value_t = 25.0, allow_negative_numbers = true)]
-    bandwidth_gbps: f64,
-    /// Workload: light | medium | heavy | traverse:depth=N,compute=DUR[,size=B][,dist=exp]
-    /// (mixes with '+' and '@weight') | bimodal:a=PRESET,b=PRESET,period=DUR.
-    #[arg(long, default_value = "medium", allow_hyphen_values = true)]
-    workload: String,
-    /// The p99 latency SLO (e.g. 200us), for every function.
-    #[arg(long, default_value = "200us", allow_hyphen_values = true)]
-    slo_p99: String,
-    /// Pyxis' slowdown SLO instead of --slo-p99: each function's p99 at most K times its
-    /// service time (its mean unloaded latency on the faster placement, at least 5 us).
-    #[arg(long, allow_negative_numbers = true, conflicts_with = "slo_p99")]
-    slo_slowdown: Option<f64>,
-    /// Seed of all randomness; the same seed gives byte-identical output.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Arrival process behind the rate limiter: poisson or paced.
-    #[arg(long, default_value = "poisson")]
-    arrivals: String,
-    /// App CPU per message handled (e.g. 300ns).
-    #[arg(long, allow_hyphen_values = true)]
-    app_msg_cost: Option<String>,
-    /// App CPU to start a function locally.
-    #[arg(long, allow_hyphen_values = true)]
-    app_invoke_cost: Option<String>,
-    /// Storage CPU per request message handled.
-    #[arg(long, allow_hyphen_values = true)]
-    storage_msg_cost: Option<String>,
-    /// Storage CPU to dispatch an invoke.
-    #[arg(long, allow_hyphen_values = true)]
-    storage_invoke_cost: Option<String>,
-    /// Storage CPU per table lookup.
-    #[arg(long, allow_hyphen_values = true)]
-    storage_get_cost: Option<String>,
-    /// Slowdown of function compute on the storage node.
-    #[arg(long, allow_negative_numbers = true)]
-    storage_compute_factor: Option<f64>,
-    /// Node-wide stalls per second per node (0 disables them).
-    #[arg(long, allow_negative_numbers = true)]
-    stall_rate_hz: Option<f64>,
-    /// Mean length of one stall (e.g. 16us).
-    #[arg(long, allow_hyphen_values = true)]
-    stall_mean: Option<String>,
-}
 
 /// Flags of `ferry sim`.
 #[derive(clap::Args, Debug)]
@@ -131,6 +64,9 @@ pub struct SimSweepArgs {
     /// Step of the RPC fraction X from 0 to 1.
     #[arg(long, default_value_t = sweep::X_STEP_DEFAULT, allow_negative_numbers = true)]
     x_step: f64,
+    /// Sweep only these X values instead of the steps (e.g. `0.5` or `0,0.5,1`).
+    #[arg(long, conflicts_with_all = ["x_step", "grid"], allow_hyphen_values = true)]
+    x: Option<String>,
     /// Sweep Pyxis' turning point α instead of one X for every function: the functions of
     /// a mix go remote whole, in the order of storage CPU added per app CPU saved, each
     /// with a slice of α as wide as its share (α is the share sent remote). This is the
@@ -168,137 +104,6 @@ pub struct SimSweepArgs {
     /// Write the JSON report here.
     #[arg(long)]
     json: Option<PathBuf>,
-}
-
-/// Largest accepted slowdown SLO factor.
-const SLOWDOWN_MAX: f64 = 1e6;
-
-/// Parses a duration flag, naming the flag in the error.
-fn duration(flag: &str, value: &str) -> Result<Nanos, ExperimentError> {
-    parse_duration(value).map_err(|source| ExperimentError::Spec {
-        flag: flag.to_string(),
-        source,
-    })
-}
-
-fn cores(which: &'static str, n: i64) -> Result<u32, ExperimentError> {
-    if n < 1 || n > ferry_experiment::model::CORES_MAX as i64 {
-        return Err(ExperimentError::Cores {
-            which,
-            value: n,
-            max: ferry_experiment::model::CORES_MAX,
-        });
-    }
-    Ok(n as u32)
-}
-
-impl ScenarioArgs {
-    fn cluster(&self) -> Result<ClusterConfig, ExperimentError> {
-        let mut costs = CostModel::default();
-        let set = |slot: &mut u64, flag: &str, v: &Option<String>| -> Result<(), ExperimentError> {
-            if let Some(v) = v {
-                *slot = duration(flag, v)?.0;
-            }
-            Ok(())
-        };
-        set(&mut costs.app_msg_ns, "--app-msg-cost", &self.app_msg_cost)?;
-        set(&mut costs.app_invoke_ns, "--app-invoke-cost", &self.app_invoke_cost)?;
-        set(&mut costs.storage_msg_ns, "--storage-msg-cost", &self.storage_msg_cost)?;
-        set(
-            &mut costs.storage_invoke_ns,
-            "--storage-invoke-cost",
-            &self.storage_invoke_cost,
-        )?;
-        set(&mut costs.storage_get_ns, "--storage-get-cost", &self.storage_get_cost)?;
-        if let Some(f) = self.storage_compute_factor {
-            costs.storage_compute_factor = f;
-        }
-        let nodes = |name: &str, n: i64| -> Result<u32, ExperimentError> {
-            u32::try_from(n)
-                .ok()
-                .filter(|n| (1..=ferry_experiment::model::NODES_MAX).contains(n))
-                .ok_or_else(|| ExperimentError::OutOfRange {
-                    name: name.to_string(),
-                    range: "[1, 1024]",
-                    value: n.to_string(),
-                })
-        };
-        let mut cl = ClusterConfig {
-            app_nodes: nodes("--app-nodes", self.app_nodes)?,
-            storage_nodes: nodes("--storage-nodes", self.storage_nodes)?,
-            sharding: if self.skew { Sharding::Staircase } else { Sharding::Hash },
-            app_cores: cores("--app-cores", self.app_cores)?,
-            storage_cores: cores("--storage-cores", self.storage_cores)?,
-            rtt: duration("--rtt", &self.rtt)?,
-            bandwidth_gbps: self.bandwidth_gbps,
-            costs,
-            ..ClusterConfig::default()
-        };
-        if let Some(r) = self.stall_rate_hz {
-            cl.stall_rate_hz = r;
-        }
-        if let Some(m) = &self.stall_mean {
-            cl.stall_mean = duration("--stall-mean", m)?;
-        }
-        cl.validate()?;
-        Ok(cl)
-    }
-
-    fn workload(&self) -> Result<ferry_experiment::Workload, ExperimentError> {
-        let w = parse_workload(&self.workload).map_err(|source| ExperimentError::Spec {
-            flag: "--workload".into(),
-            source,
-        })?;
-        w.validate()?;
-        Ok(w)
-    }
-
-    fn slo(&self) -> Result<Slo, ExperimentError> {
-        let latency = duration("--slo-p99", &self.slo_p99)?;
-        if latency == Nanos::ZERO {
-            return Err(ExperimentError::OutOfRange {
-                name: "--slo-p99".into(),
-                range: "(0, ∞)",
-                value: self.slo_p99.clone(),
-            });
-        }
-        Ok(Slo::p99(latency))
-    }
-
-    /// The SLO and the workload's per-function SLOs: with `--slo-slowdown K` each function's
-    /// own, and the strictest of them as the policy's reference SLO.
-    fn slos(&self, cluster: &ClusterConfig, workload: &mut ferry_experiment::Workload) -> Result<Slo, ExperimentError> {
-        let Some(k) = self.slo_slowdown else {
-            return self.slo();
-        };
-        if !(k.is_finite() && k > 1.0 && k <= SLOWDOWN_MAX) {
-            return Err(ExperimentError::OutOfRange {
-                name: "--slo-slowdown".into(),
-                range: "(1, 1000000]",
-                value: k.to_string(),
-            });
-        }
-        workload.set_slowdown_slo(cluster, k);
-        let strictest = workload
-            .functions
-            .iter()
-            .filter_map(|f| f.slo)
-            .min()
-            .unwrap_or(Nanos::ZERO);
-        Ok(Slo::p99(strictest))
-    }
-
-    fn arrivals(&self) -> Result<Arrivals, ExperimentError> {
-        match self.arrivals.as_str() {
-            "poisson" => Ok(Arrivals::Poisson),
-            "paced" => Ok(Arrivals::Paced),
-            other => Err(ExperimentError::OutOfRange {
-                name: "--arrivals".into(),
-                range: "{poisson, paced}",
-                value: other.to_string(),
-            }),
-        }
-    }
 }
 
 fn write(path: &PathBuf, text: &str) -> CmdResult {
@@ -343,7 +148,7 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
         })?,
         slo,
         duration: duration("--duration", &args.duration)?,
-        seed: s.seed,
+        seed: s.seed(),
         arrivals: s.arrivals()?,
         timeline_interval: match &args.timeline_interval {
             Some(v) => duration("--timeline-interval", v)?,
@@ -353,14 +158,16 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
     let report = scenario.run()?;
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     println!(
-        "seed {} policy {} workload {} on {} cores, rtt {}, SLO p99 <= {}us, {}",
+        "seed {} policy {} workload {} on {} cores, rtt {}, SLO p99 <= {}us, {}{}",
         report.seed,
         report.policy,
         report.workload,
         scenario.cluster.shape(),
         scenario.cluster.rtt,
         report.slo_p99_us,
-        scenario.duration
+        scenario.duration,
+        s.profile_path()
+            .map_or(String::new(), |p| format!(", profile {}", p.display()))
     );
     println!(
         "steady state (from {:.0} ms): throughput {:.0} ops/s, p99 {} us, mean {} us, X {:.3} (final {:.3}), R {:.0} ops/s",
@@ -427,7 +234,7 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
     let cluster = s.cluster()?;
     let mut workload = s.workload()?;
     let slo = s.slos(&cluster, &mut workload)?;
-    let mut cfg = SweepConfig::new(cluster, workload, slo, s.seed);
+    let mut cfg = SweepConfig::new(cluster, workload, slo, s.seed());
     cfg.arrivals = s.arrivals()?;
     cfg.warmup = duration("--warmup", &args.warmup)?;
     cfg.measure = duration("--measure", &args.measure)?;
@@ -482,7 +289,11 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
         }
         return Ok(());
     }
-    let report = sweep::sweep(&cfg, &sweep::x_grid(args.x_step))?;
+    let xs = match &args.x {
+        Some(list) => parse_x_list(list)?,
+        None => sweep::x_grid(args.x_step),
+    };
+    let report = sweep::sweep(&cfg, &xs)?;
     print!("{}", report.table());
     if let Some(p) = &args.json {
         // Invariant: the report holds only numbers, strings and vectors.

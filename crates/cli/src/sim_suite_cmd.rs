@@ -24,12 +24,17 @@ pub struct SimSuiteArgs {
     policy: Option<String>,
     /// Scenario space: `default` (1–16 + 1–16 cores, RTT 2–50 us, traverse depth 1–8,
     /// compute 0–50 us, objects 64 B–4 KiB, SLO 3–20x the better side's unloaded p99),
-    /// `1+1` (one core each, costs calibrated to the real loopback machine, VM stalls) or
+    /// `1+1` (one core each, costs calibrated to the real loopback machine, VM stalls),
     /// `mixed` (1–4 app nodes and 1–4 storage nodes of the default space's cores, a mix of
     /// 2–16 such functions with objects up to 64 KiB, judged against the turning-point
-    /// bound).
+    /// bound) or `wide` (the default space with objects of 64 B–64 KiB and SLOs of 2–20x).
     #[arg(long, default_value = "default")]
     space: String,
+    /// A machine profile written by `ferry calibrate`: every drawn scenario takes its CPU
+    /// costs, RTT and stalls (with `--space 1+1` in place of the built-in calibration);
+    /// each scenario's printed flags spell them out, so it reproduces without the file.
+    #[arg(long)]
+    profile: Option<PathBuf>,
     /// Length of each policy run; the last quarter is the steady window judged (default:
     /// 2s for the default and mixed spaces, 8s for 1+1).
     #[arg(long, allow_hyphen_values = true)]
@@ -88,6 +93,7 @@ pub fn run(args: SimSuiteArgs) -> CmdResult {
             args.threads
         },
         at_bound_x: args.at_bound_x,
+        profile: crate::scenario_args::load_profile(args.profile.as_deref())?,
     };
     cfg.validate()?;
     let mut cache = match &args.bound_cache {

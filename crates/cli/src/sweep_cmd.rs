@@ -24,6 +24,9 @@ pub struct SweepArgs {
     /// X step from 0 to 1.
     #[arg(long, default_value_t = 0.1)]
     step: f64,
+    /// Measure only these X values instead of the steps (e.g. `0.5` or `0,0.5,1`).
+    #[arg(long, conflicts_with = "step", allow_hyphen_values = true)]
+    x: Option<String>,
     /// Measured length of each probe.
     #[arg(long, default_value = "1s")]
     probe: String,
@@ -77,7 +80,10 @@ pub fn run(args: SweepArgs) -> CmdResult {
         workload,
         slo,
         quantile: 0.99,
-        step: args.step,
+        fractions: match &args.x {
+            Some(list) => crate::sim_cmd::parse_x_list(list)?,
+            None => ferry_bench::sweep::fractions(args.step)?,
+        },
         warmup: duration_flag("--warmup", &args.warmup)?,
         probe: duration_flag("--probe", &args.probe)?,
         bisection_steps: args.bisection_steps,

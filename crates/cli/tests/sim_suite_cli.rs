@@ -65,13 +65,42 @@ fn a_small_suite_writes_scenarios_and_summary_and_repeats_exactly() {
 }
 
 #[test]
+fn the_wide_space_runs_and_draws_its_slo_within_two_to_twenty_times_unloaded() {
+    let json = std::env::temp_dir().join(format!("ferry-suite-wide-{}.json", std::process::id()));
+    let out = ferry(&[
+        "sim-suite",
+        "--space",
+        "wide",
+        "--scenarios",
+        "1",
+        "--seed",
+        "1",
+        "--duration",
+        "400ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("policy balance on 1 wide scenarios (seed 1)"), "{table}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["space"], "wide");
+    for s in v["scenarios"].as_array().unwrap() {
+        let factor = s["slo_us"].as_f64().unwrap() / s["unloaded_p99_us"].as_f64().unwrap();
+        assert!((1.99..=20.1).contains(&factor), "{s}");
+        assert!(s["bound_ops"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    std::fs::remove_file(json).ok();
+}
+
+#[test]
 fn bad_suite_input_says_what_is_wrong() {
     let bad_cache = std::env::temp_dir().join(format!("ferry-suite-bad-{}.json", std::process::id()));
     std::fs::write(&bad_cache, "not json").unwrap();
     for (args, needle) in [
         (vec!["--scenarios", "0"], "--scenarios must be in [1, 10000]"),
         (vec!["--scenarios", "-4"], "--scenarios must be in [1, 10000]"),
-        (vec!["--space", "2+2"], "--space must be in {default, 1+1, mixed}"),
+        (vec!["--space", "2+2"], "--space must be in {default, 1+1, mixed, wide}"),
         (vec!["--policy", "turbo"], "unknown policy 'turbo'"),
         (vec!["--policy", "asfp"], "does not model ASFP"),
         (vec!["--policy", "balance:without=nothing"], "unknown part 'nothing'"),

@@ -10,6 +10,8 @@
 //!   [`tasks`]: Pyxis' randomly sampled task mixes; [`phases`]: mixes that change over time;
 //!   [`scaling`]: the demand over time and the elastic range.
 //! - [`policy_spec`]: the policy flag value and the factory that builds the policy.
+//! - [`profile`]: a machine's measured costs (`ferry calibrate`), loaded and checked, and
+//!   applied to a cluster so the simulator runs as that machine.
 //! - [`timeline`]: a run's timeline rows, their CSV and convergence.
 //! - [`plot`]: a dependency-free SVG line/scatter chart writer.
 //! - [`error`]: typed errors of a bad experiment.
@@ -19,6 +21,7 @@ pub mod model;
 pub mod phases;
 pub mod plot;
 pub mod policy_spec;
+pub mod profile;
 pub mod scaling;
 pub mod social;
 pub mod spec;

@@ -12,6 +12,8 @@
 //!   measurable on any span of a run (a policy run's steady window).
 //! - [`suite`]: `ferry sim-suite`: scenarios drawn from a documented space, each policy run
 //!   judged against its same-window bound.
+//! - [`plan`]: `ferry plan`: the cheapest cluster that serves a demand within a p99 SLO
+//!   with ferry's placement, searched by cost over simulated candidates.
 //! - [`judge`]: whether a window met its SLO, pooled or per function.
 //! - [`parallel`]: independent runs spread over threads, results in a fixed order.
 //! - [`queueing`]: closed-form M/M/1, M/D/1 and M/M/c results for validation.
@@ -19,6 +21,7 @@
 pub mod engine;
 pub mod judge;
 pub mod parallel;
+pub mod plan;
 pub mod queueing;
 pub mod scenario;
 pub mod suite;

@@ -562,4 +562,46 @@ mod tests {
         assert_eq!(g[20], 0.4);
         assert_eq!(x_grid(0.25), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
     }
+
+    #[test]
+    fn the_engine_charges_per_byte_costs_as_the_closed_form_counts_them() {
+        use crate::model::FunctionSpec;
+        use ferry_control::Placement;
+        let mut cl = ClusterConfig {
+            app_cores: 2,
+            storage_cores: 2,
+            stall_rate_hz: 0.0,
+            ..ClusterConfig::default()
+        };
+        cl.costs.app_byte_ns = 0.5;
+        cl.costs.storage_byte_ns = 0.25;
+        let mut f = FunctionSpec::traverse("big", 2, Nanos::from_us(1));
+        f.object_bytes = 8_192;
+        let w = Workload::single("big", f.clone());
+        let mut cfg = SweepConfig::new(cl.clone(), w, Slo::p99(Nanos::from_secs(1)), 3);
+        cfg.measure = Nanos::from_ms(200);
+        // All local, at 100 k/s: each side's busy share is the rate times its closed-form
+        // cost per request over its cores.
+        let rate = 100_000.0;
+        let m = measure(&cfg, 0.0, rate).unwrap();
+        let app = rate * f.app_cost_ns(&cl.costs, Placement::Local) / 2e9;
+        let storage = rate * f.storage_cost_ns(&cl.costs, Placement::Local) / 2e9;
+        assert!(
+            (m.app_utilization / app - 1.0).abs() < 0.03,
+            "{} vs {app}",
+            m.app_utilization
+        );
+        assert!(
+            (m.storage_utilization / storage - 1.0).abs() < 0.03,
+            "{} vs {storage}",
+            m.storage_utilization
+        );
+        // Without the byte costs each side does visibly less.
+        cl.costs.app_byte_ns = 0.0;
+        cl.costs.storage_byte_ns = 0.0;
+        cfg.cluster = cl;
+        let bare = measure(&cfg, 0.0, rate).unwrap();
+        assert!(bare.app_utilization < 0.8 * m.app_utilization);
+        assert!(bare.storage_utilization < 0.8 * m.storage_utilization);
+    }
 }

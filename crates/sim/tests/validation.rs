@@ -23,6 +23,7 @@ fn bare_queue(cores: u32, dist: ComputeDist, seed: u64) -> SweepConfig {
             storage_get_ns: 0,
             header_bytes: 0,
             storage_compute_factor: 1.0,
+            ..CostModel::default()
         },
         stall_rate_hz: 0.0,
         stall_mean: Nanos::ZERO,

@@ -32,6 +32,11 @@ pub struct CostModel {
     pub storage_invoke_ns: u64,
     /// Storage CPU for one table lookup.
     pub storage_get_ns: u64,
+    /// App CPU per payload byte received (the objects of a local execution's reads): copying
+    /// and decoding a 16 KiB object is not free where the stack is not zero-copy.
+    pub app_byte_ns: f64,
+    /// Storage CPU per payload byte sent (the objects a local execution reads).
+    pub storage_byte_ns: f64,
     /// Bytes of a message without payload.
     pub header_bytes: u64,
     /// Multiplier on function compute when it runs on the storage node.
@@ -46,9 +51,23 @@ impl Default for CostModel {
             storage_msg_ns: STORAGE_MSG_NS_DEFAULT,
             storage_invoke_ns: STORAGE_INVOKE_NS_DEFAULT,
             storage_get_ns: STORAGE_GET_NS_DEFAULT,
+            app_byte_ns: APP_BYTE_NS_DEFAULT,
+            storage_byte_ns: STORAGE_BYTE_NS_DEFAULT,
             header_bytes: HEADER_BYTES_DEFAULT,
             storage_compute_factor: STORAGE_COMPUTE_FACTOR_DEFAULT,
         }
+    }
+}
+
+impl CostModel {
+    /// App CPU to receive an object of `bytes`, ns (rounded as the engine charges it).
+    pub fn app_bytes_ns(&self, bytes: u64) -> u64 {
+        (bytes as f64 * self.app_byte_ns).round() as u64
+    }
+
+    /// Storage CPU to send an object of `bytes`, ns (rounded as the engine charges it).
+    pub fn storage_bytes_ns(&self, bytes: u64) -> u64 {
+        (bytes as f64 * self.storage_byte_ns).round() as u64
     }
 }
 
@@ -162,6 +181,14 @@ impl ClusterConfig {
         ] {
             if v > MSG_COST_MAX.0 {
                 return Err(out_of_range(name, "[0, 10ms]", Nanos(v)));
+            }
+        }
+        for (name, v) in [
+            ("app byte cost", c.app_byte_ns),
+            ("storage byte cost", c.storage_byte_ns),
+        ] {
+            if v.is_nan() || !(0.0..=BYTE_COST_NS_MAX).contains(&v) {
+                return Err(out_of_range(name, "[0, 100] ns per byte", v));
             }
         }
         if c.storage_compute_factor.is_nan() || !(0.0..=STORAGE_COMPUTE_FACTOR_MAX).contains(&c.storage_compute_factor)

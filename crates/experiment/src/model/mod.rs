@@ -26,6 +26,10 @@ pub const RTT_MAX: Nanos = Nanos::from_secs(1);
 /// Largest supported per-message CPU cost: 10 ms.
 pub const MSG_COST_MAX: Nanos = Nanos::from_ms(10);
 
+/// Largest supported CPU per payload byte, ns: 100 ns a byte is 10 MB/s, far slower than
+/// any memory copy or checksum a node does, so a larger value is a unit mistake.
+pub const BYTE_COST_NS_MAX: f64 = 100.0;
+
 /// Most functions one workload may mix (each gets its own `FnId`).
 pub const FUNCTIONS_MAX: usize = 256;
 
@@ -48,6 +52,14 @@ pub const STORAGE_INVOKE_NS_DEFAULT: u64 = 600;
 
 /// Default storage-node CPU per table lookup, whether it comes from a get or a function.
 pub const STORAGE_GET_NS_DEFAULT: u64 = 100;
+
+/// Default app-node CPU per payload byte received: none, so that the paper-scale model
+/// (kernel-bypass, zero-copy) and every result computed before per-byte costs existed are
+/// unchanged; a profile measured by `ferry calibrate` sets it.
+pub const APP_BYTE_NS_DEFAULT: f64 = 0.0;
+
+/// Default storage-node CPU per payload byte sent: none, for the same reason.
+pub const STORAGE_BYTE_NS_DEFAULT: f64 = 0.0;
 
 /// Default slowdown of function compute on the storage node relative to the app node.
 /// Storage cores also poll the NIC and serve gets, and function code and the store's index

@@ -124,6 +124,7 @@ impl FunctionSpec {
                 (c.app_invoke_ns + c.app_msg_ns) as f64
                     + d * (c.app_msg_ns as f64 + self.compute.0 as f64)
                     + commit * c.app_msg_ns as f64
+                    + d * c.app_bytes_ns(self.object_bytes) as f64
             }
         }
     }
@@ -140,6 +141,7 @@ impl FunctionSpec {
             Placement::Local => {
                 self.local_round_trips() as f64 * (c.storage_msg_ns + c.storage_get_ns) as f64
                     + self.writes as f64 * c.storage_get_ns as f64
+                    + d * c.storage_bytes_ns(self.object_bytes) as f64
             }
         }
     }
@@ -169,7 +171,9 @@ impl FunctionSpec {
             Placement::Local => {
                 let per_access = (cl.one_way_ns(h) + cl.one_way_ns(h + self.object_bytes)) as f64
                     + (c.storage_msg_ns + c.storage_get_ns) as f64;
-                self.app_cost_ns(c, Placement::Local) + self.local_round_trips() as f64 * per_access
+                self.app_cost_ns(c, Placement::Local)
+                    + self.local_round_trips() as f64 * per_access
+                    + self.accesses as f64 * c.storage_bytes_ns(self.object_bytes) as f64
             }
         }
     }
@@ -405,6 +409,37 @@ mod tests {
         let local = f.no_load_latency_ns(&cl, Placement::Local);
         assert!(remote > 10_000.0 && remote < 20_000.0, "{remote}");
         assert!(local > 20_000.0 && local < 35_000.0, "{local}");
+    }
+
+    #[test]
+    fn per_byte_costs_charge_the_objects_a_local_execution_reads() {
+        let mut cl = ClusterConfig::default();
+        let mut f = FunctionSpec::traverse("big", 3, Nanos::from_us(1));
+        f.object_bytes = 16_384;
+        let before = [Placement::Local, Placement::Remote].map(|p| {
+            (
+                f.app_cost_ns(&cl.costs, p),
+                f.storage_cost_ns(&cl.costs, p),
+                f.no_load_latency_ns(&cl, p),
+            )
+        });
+        cl.costs.app_byte_ns = 0.5;
+        cl.costs.storage_byte_ns = 0.25;
+        // Local: three reads of 16 KiB, each 8192 ns of app CPU and 4096 of storage CPU.
+        let (app, storage, latency) = before[0];
+        assert_eq!(f.app_cost_ns(&cl.costs, Placement::Local), app + 3.0 * 8_192.0);
+        assert_eq!(f.storage_cost_ns(&cl.costs, Placement::Local), storage + 3.0 * 4_096.0);
+        let grown = f.no_load_latency_ns(&cl, Placement::Local) - latency;
+        assert!((grown - 3.0 * (8_192.0 + 4_096.0)).abs() < 1e-6, "{grown}");
+        // Remote: the objects never leave the storage node.
+        let (app, storage, latency) = before[1];
+        assert_eq!(f.app_cost_ns(&cl.costs, Placement::Remote), app);
+        assert_eq!(f.storage_cost_ns(&cl.costs, Placement::Remote), storage);
+        assert_eq!(f.no_load_latency_ns(&cl, Placement::Remote), latency);
+        cl.costs.storage_byte_ns = -1.0;
+        assert!(cl.validate().is_err());
+        cl.costs.storage_byte_ns = f64::NAN;
+        assert!(cl.validate().is_err());
     }
 
     #[test]

@@ -25,17 +25,17 @@ impl Engine<'_, '_> {
         let c = &cl.costs;
         let r = self.reqs[id as usize];
         let f = &self.cfg.workload.functions[r.fn_idx as usize];
-        let (accesses, round_trips) = (f.accesses, f.local_round_trips());
+        let (accesses, round_trips, object_bytes) = (f.accesses, f.local_round_trips(), f.object_bytes);
         // (service time, bytes of the message sent at the end, or None if the request ends)
         let (service, send) = match (r.placement, r.stage) {
             (Placement::Remote, 0) => (c.app_msg_ns, Some(c.header_bytes)),
             (Placement::Remote, _) => (c.app_msg_ns, None),
             (Placement::Local, 0) => (c.app_invoke_ns + c.app_msg_ns, Some(c.header_bytes)),
             (Placement::Local, s) => {
-                // After read k = s / 2 the function computes; after the commit reply
-                // (k = accesses + 1) it only finishes.
+                // After read k = s / 2 the function receives the object and computes; after
+                // the commit reply (k = accesses + 1) it only finishes.
                 let compute = if s / 2 <= accesses {
-                    self.compute_ns(r.fn_idx)
+                    c.app_bytes_ns(object_bytes) + self.compute_ns(r.fn_idx)
                 } else {
                     0
                 };
@@ -94,9 +94,10 @@ impl Engine<'_, '_> {
             }
             // The reads of a local execution, then (for a writing function) its commit,
             // which installs every written object.
-            Placement::Local if r.stage / 2 < accesses => {
-                (c.storage_msg_ns + c.storage_get_ns, c.header_bytes + object_bytes)
-            }
+            Placement::Local if r.stage / 2 < accesses => (
+                c.storage_msg_ns + c.storage_get_ns + c.storage_bytes_ns(object_bytes),
+                c.header_bytes + object_bytes,
+            ),
             Placement::Local => (c.storage_msg_ns + u64::from(writes) * c.storage_get_ns, c.header_bytes),
         };
         let (start, finish) = self.storages[r.storage_node as usize].0.serve(t, service);

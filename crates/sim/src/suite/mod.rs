@@ -28,9 +28,10 @@ use crate::model::ClusterConfig;
 use crate::scenario::{converge_ms, Scenario, SimReport, CONVERGE_SMOOTHING, CONVERGE_TOLERANCE, STEADY_FRACTION};
 use crate::spec::PolicySpec;
 use crate::sweep::SweepConfig;
+use ferry_experiment::profile::Profile;
 
 pub use bound::{same_window_bound, Bound};
-pub use space::{draw, Space, SuiteScenario};
+pub use space::{draw, draw_with, Space, SuiteScenario};
 
 /// Most scenarios one suite may draw.
 pub const SCENARIOS_MAX: usize = 10_000;
@@ -64,6 +65,9 @@ pub struct SuiteConfig {
     /// (`fixed:X*`, with the R-loop parameters of `policy`): how much of the gap the rate
     /// loop alone leaves.
     pub at_bound_x: bool,
+    /// A measured machine whose costs, RTT and stalls every scenario takes (see
+    /// [`space`]); None: the space's own.
+    pub profile: Option<Profile>,
 }
 
 /// One scenario's outcome.
@@ -133,6 +137,9 @@ pub struct Summary {
 pub struct SuiteReport {
     /// The space drawn from.
     pub space: Space,
+    /// Where the profile the scenarios took was measured (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     /// The suite seed.
     pub seed: u64,
     /// The policy judged.
@@ -208,6 +215,7 @@ pub fn run(cfg: &SuiteConfig, cache: &mut BoundCache) -> Result<SuiteReport, Exp
     }
     Ok(SuiteReport {
         space: cfg.space,
+        profile: cfg.profile.as_ref().map(|p| p.measured_on.clone()),
         seed: cfg.seed,
         policy: if cfg.at_bound_x {
             "fixed:X*".to_string()
@@ -226,7 +234,7 @@ fn run_one(
     window: (Nanos, Nanos),
     known: &BTreeMap<String, Bound>,
 ) -> Result<(ScenarioResult, String, Bound), ExperimentError> {
-    let s = draw(cfg.space, cfg.seed, index)?;
+    let s = draw_with(cfg.space, cfg.profile.as_ref(), cfg.seed, index)?;
     let key = bound_key(&s, window);
     let b = match known.get(&key) {
         Some(b) => b.clone(),
@@ -357,11 +365,14 @@ impl SuiteReport {
         }
         let s = &self.summary;
         out.push_str(&format!(
-            "policy {} on {} {} scenarios (seed {}): gap median {:.1} %, p90 {:.1} %, max {:.1} %; \
+            "policy {} on {} {} scenarios{} (seed {}): gap median {:.1} %, p90 {:.1} %, max {:.1} %; \
              SLO met {:.0} %; converged within 1 s {:.0} %; rescans {}\n",
             self.policy,
             s.scenarios,
             self.space.name(),
+            self.profile
+                .as_ref()
+                .map_or(String::new(), |p| format!(" with the profile of {p}")),
             self.seed,
             s.gap_median * 100.0,
             s.gap_p90 * 100.0,

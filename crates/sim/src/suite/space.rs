@@ -20,6 +20,19 @@
 //! 0.5 µs per lookup, 4 µs of app CPU per message, 1 µs per local start, no storage
 //! slowdown of compute; VM-like node stalls (5/s × 2 ms); the same function and SLO draws.
 //!
+//! The **wide** space: the default space with larger objects and tighter SLOs, where
+//! shipping data costs more and the tail leaves less room: objects log-uniform in
+//! [`WIDE_OBJECT_BYTES_RANGE`] (64 B–64 KiB) and the SLO log-uniform in
+//! [`WIDE_SLO_FACTOR_RANGE`] (2–20) × the unloaded p99; everything else as the default
+//! space draws it.
+//!
+//! **A profile** (`ferry sim-suite --profile FILE`, [`draw_with`]) makes every drawn
+//! scenario that machine: its CPU costs, RTT and stalls replace the space's (with `1+1`,
+//! the built-in calibration above; with the others, the paper-scale costs and the drawn
+//! RTT, which is still drawn so that every other draw stays the same). The SLO is then drawn
+//! against the profiled machine's unloaded p99, and [`SuiteScenario::flags`] prints the
+//! profile's values as explicit flags, so each scenario reproduces without the file.
+//!
 //! The **mixed** space: a cluster of [`MIX_APP_NODES_RANGE`] app nodes and
 //! [`MIX_STORAGE_NODES_RANGE`] storage nodes (uniform integers), each with the default
 //! space's cores, the default space's network, data hashed evenly over the storage nodes;
@@ -37,6 +50,7 @@ use crate::error::ExperimentError;
 use crate::model::{ClusterConfig, CostModel, FunctionSpec, Workload};
 use crate::scenario::Slo;
 use crate::sweep::{self, SweepConfig};
+use ferry_experiment::profile::Profile;
 use ferry_experiment::tasks::log_uniform;
 
 /// Fewest and most cores per node in the default space.
@@ -53,6 +67,13 @@ pub const COMPUTE_ZERO_SHARE: f64 = 0.125;
 pub const OBJECT_BYTES_RANGE: (f64, f64) = (64.0, 4096.0);
 /// Smallest and largest SLO, as a multiple of the better side's unloaded p99.
 pub const SLO_FACTOR_RANGE: (f64, f64) = (3.0, 20.0);
+
+/// Smallest and largest object of the wide space, bytes: up to 64 KiB, Pyxis' aggr-V
+/// vector, where a local read ships enough bytes to cost CPU and link time.
+pub const WIDE_OBJECT_BYTES_RANGE: (f64, f64) = (64.0, 65_536.0);
+/// Smallest and largest SLO of the wide space, as a multiple of the better side's unloaded
+/// p99: down to 2×, where the tail has as much room as the unloaded latency itself.
+pub const WIDE_SLO_FACTOR_RANGE: (f64, f64) = (2.0, 20.0);
 
 /// Fewest and most functions of a mixed-space scenario.
 pub const MIX_TASKS_RANGE: (u32, u32) = (2, 16);
@@ -80,18 +101,21 @@ pub enum Space {
     OnePlusOne,
     /// The default space's nodes with a mix of 2–16 functions.
     Mixed,
+    /// The default space with objects up to 64 KiB and SLOs down to 2× unloaded.
+    Wide,
 }
 
 impl Space {
-    /// Parses `default`, `1+1` or `mixed`.
+    /// Parses `default`, `1+1`, `mixed` or `wide`.
     pub fn parse(s: &str) -> Result<Space, ExperimentError> {
         match s {
             "default" => Ok(Space::Default),
             "1+1" => Ok(Space::OnePlusOne),
             "mixed" => Ok(Space::Mixed),
+            "wide" => Ok(Space::Wide),
             other => Err(ExperimentError::OutOfRange {
                 name: "--space".into(),
-                range: "{default, 1+1, mixed}",
+                range: "{default, 1+1, mixed, wide}",
                 value: other.to_string(),
             }),
         }
@@ -103,6 +127,7 @@ impl Space {
             Space::Default => "default",
             Space::OnePlusOne => "1+1",
             Space::Mixed => "mixed",
+            Space::Wide => "wide",
         }
     }
 
@@ -111,14 +136,14 @@ impl Space {
     /// 2 ms) that it holds ~10 stalls and ~10⁴ completions.
     pub fn duration_default(self) -> Nanos {
         match self {
-            Space::Default | Space::Mixed => Nanos::from_secs(2),
+            Space::Default | Space::Mixed | Space::Wide => Nanos::from_secs(2),
             Space::OnePlusOne => Nanos::from_secs(8),
         }
     }
 
     fn cluster(self, rng: &mut ChaCha8Rng) -> ClusterConfig {
         match self {
-            Space::Default | Space::Mixed => {
+            Space::Default | Space::Mixed | Space::Wide => {
                 let mut cl = ClusterConfig {
                     app_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
                     storage_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
@@ -178,9 +203,24 @@ pub struct SuiteScenario {
 
 /// Draws scenario `index` of the suite seeded `seed` from `space`.
 pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, ExperimentError> {
+    draw_with(space, None, seed, index)
+}
+
+/// Draws scenario `index` of the suite seeded `seed` from `space`, on the machine of
+/// `profile` if one is given (see the module docs).
+pub fn draw_with(
+    space: Space,
+    profile: Option<&Profile>,
+    seed: u64,
+    index: usize,
+) -> Result<SuiteScenario, ExperimentError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(index as u64);
-    let cluster = space.cluster(&mut rng);
+    let mut cluster = space.cluster(&mut rng);
+    if let Some(p) = profile {
+        p.apply(&mut cluster);
+        cluster.validate()?;
+    }
     let (workload_spec, workload) = if space == Space::Mixed {
         let n = rng.gen_range(MIX_TASKS_RANGE.0..=MIX_TASKS_RANGE.1);
         let elements: Vec<String> = (0..n)
@@ -196,11 +236,21 @@ pub fn draw(space: Space, seed: u64, index: usize) -> Result<SuiteScenario, Expe
         })?;
         (spec, workload)
     } else {
-        let (spec, f) = draw_function(&mut rng, OBJECT_BYTES_RANGE);
+        let objects = if space == Space::Wide {
+            WIDE_OBJECT_BYTES_RANGE
+        } else {
+            OBJECT_BYTES_RANGE
+        };
+        let (spec, f) = draw_function(&mut rng, objects);
         let workload = Workload::single(&spec, f);
         (spec, workload)
     };
-    let slo_factor = log_uniform(&mut rng, SLO_FACTOR_RANGE);
+    let slo_factors = if space == Space::Wide {
+        WIDE_SLO_FACTOR_RANGE
+    } else {
+        SLO_FACTOR_RANGE
+    };
+    let slo_factor = log_uniform(&mut rng, slo_factors);
     let sim_seed = rng.gen::<u64>() >> 16;
     let unloaded_p99_ns = [Placement::Local, Placement::Remote]
         .into_iter()
@@ -274,6 +324,12 @@ impl SuiteScenario {
                 c.storage_compute_factor
             ));
         }
+        if c.app_byte_ns != d.costs.app_byte_ns || c.storage_byte_ns != d.costs.storage_byte_ns {
+            out.push_str(&format!(
+                " --app-byte-cost {} --storage-byte-cost {}",
+                c.app_byte_ns, c.storage_byte_ns
+            ));
+        }
         if cl.stall_rate_hz != d.stall_rate_hz || cl.stall_mean != d.stall_mean {
             out.push_str(&format!(
                 " --stall-rate-hz {} --stall-mean {}",
@@ -321,6 +377,70 @@ mod tests {
         assert!(s.flags().contains("--storage-msg-cost 5us"), "{}", s.flags());
         assert!(s.flags().contains("--stall-rate-hz 5"), "{}", s.flags());
         assert!(Space::parse("2+2").is_err());
+    }
+
+    #[test]
+    fn wide_draws_stay_in_their_space_and_reach_beyond_the_default_one() {
+        let (mut big, mut tight) = (0, 0);
+        for i in 0..16 {
+            let s = draw(Space::Wide, 9, i).unwrap();
+            let cl = &s.cluster;
+            assert!((1..=16).contains(&cl.app_cores) && (1..=16).contains(&cl.storage_cores));
+            let f = &s.workload.functions[0];
+            assert!((1..=8).contains(&f.accesses));
+            assert!((64..=65_536).contains(&f.object_bytes), "{}", f.object_bytes);
+            let factor = s.slo.latency.0 as f64 / s.unloaded_p99_ns;
+            // The SLO is rounded up to a whole microsecond.
+            assert!((1.99..=20.1).contains(&factor), "SLO factor {factor}");
+            big += usize::from(f.object_bytes > 4_096);
+            tight += usize::from(factor < 3.0);
+            assert_eq!(draw(Space::Wide, 9, i).unwrap().flags(), s.flags());
+        }
+        // Log-uniform draws: ~1/3 of objects above 4 KiB, ~1/5 of SLOs under 3×.
+        assert!(big >= 2 && tight >= 1, "{big} large objects, {tight} tight SLOs");
+        assert_eq!(Space::parse("wide").unwrap().name(), "wide");
+    }
+
+    #[test]
+    fn a_profile_replaces_the_spaces_costs_and_its_flags_say_so() {
+        let profile = Profile {
+            format: ferry_experiment::profile::PROFILE_FORMAT.into(),
+            version: ferry_experiment::profile::PROFILE_VERSION,
+            measured_on: "test".into(),
+            measured_at: "now".into(),
+            rtt_ns: 41_000,
+            app_msg_ns: 3_000,
+            app_invoke_ns: 900,
+            app_byte_ns: 0.125,
+            storage_msg_ns: 2_500,
+            storage_invoke_ns: 1_200,
+            storage_get_ns: 300,
+            storage_byte_ns: 0.0625,
+            storage_compute_factor: 1.0,
+            stall_rate_hz: 2.5,
+            stall_mean_ns: 1_500_000,
+            notes: vec![],
+        };
+        let plain = draw(Space::OnePlusOne, 3, 0).unwrap();
+        let s = draw_with(Space::OnePlusOne, Some(&profile), 3, 0).unwrap();
+        assert_eq!((s.cluster.app_cores, s.cluster.storage_cores), (1, 1));
+        assert_eq!(s.workload_spec, plain.workload_spec, "the other draws stay");
+        let flags = s.flags();
+        for needle in [
+            "--rtt 41us",
+            "--storage-msg-cost 2.5us",
+            "--app-byte-cost 0.125 --storage-byte-cost 0.0625",
+            "--stall-rate-hz 2.5 --stall-mean 1.5ms",
+        ] {
+            assert!(flags.contains(needle), "{needle} in {flags}");
+        }
+        // On the default space the profile's RTT replaces the drawn one.
+        let d = draw_with(Space::Default, Some(&profile), 3, 1).unwrap();
+        assert_eq!(d.cluster.rtt, Nanos::from_us(41));
+        assert_eq!(
+            d.cluster.app_cores,
+            draw(Space::Default, 3, 1).unwrap().cluster.app_cores
+        );
     }
 
     #[test]
