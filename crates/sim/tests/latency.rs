@@ -52,7 +52,12 @@ fn many_dependent_round_trips_run_remote_within_the_slo() {
     let without = shape("balance:without=latency");
     eprintln!(
         "with: {:.0} ops/s at X {:.2}, p99 {:?}; without: {:.0} at X {:.2}, p99 {:?}",
-        with.throughput_ops, with.rpc_fraction_mean, with.p99_us, without.throughput_ops, without.rpc_fraction_mean, without.p99_us
+        with.throughput_ops,
+        with.rpc_fraction_mean,
+        with.p99_us,
+        without.throughput_ops,
+        without.rpc_fraction_mean,
+        without.p99_us
     );
     assert!(with.rpc_fraction_mean > 0.98, "X {}", with.rpc_fraction_mean);
     assert!(with.p99_us.unwrap() <= 117.0, "p99 {:?}", with.p99_us);
@@ -76,7 +81,12 @@ fn a_placement_whose_floor_nears_the_slo_carries_no_requests() {
     let without = shape("balance:without=latency");
     eprintln!(
         "with: {:.0} ops/s at X {:.3}, p99 {:?}; without: {:.0} at X {:.3}, p99 {:?}",
-        with.throughput_ops, with.rpc_fraction_mean, with.p99_us, without.throughput_ops, without.rpc_fraction_mean, without.p99_us
+        with.throughput_ops,
+        with.rpc_fraction_mean,
+        with.p99_us,
+        without.throughput_ops,
+        without.rpc_fraction_mean,
+        without.p99_us
     );
     assert!(with.rpc_fraction_mean > 0.995, "X {}", with.rpc_fraction_mean);
     assert!(with.p99_us.unwrap() <= 97.0, "p99 {:?}", with.p99_us);

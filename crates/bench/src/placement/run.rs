@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_client::{Adaptive, Backend};
-use ferry_control::Nanos;
+use ferry_client::{Adaptive, Backend, FollowGateway, Overhead, ViaGateway};
+use ferry_control::{Nanos, Policy};
 use ferry_datasets::workload::{load_for_workload, object_bytes, ycsbt_accounts};
 use ferry_datasets::ycsbt_total_is_conserved;
 use ferry_experiment::model::FunctionKind;
@@ -42,7 +42,21 @@ pub async fn run_on(
         async move { node_counter(&client, name).await }
     };
     let (pushbacks_before, wasted_before) = (counters("pushbacks").await, counters("pushback_wasted_cpu_ns").await);
-    let mut report = run_backend(testbed, config, client.clone(), || testbed.server_cpu_time()).await?;
+    let mut report = if client.gateway_rate_ops().is_some() {
+        // Through a gateway the tenant's loops run there: this side follows its rate and
+        // sends every invocation for it to place, so no request is throttled twice.
+        let policy = Box::new(FollowGateway::of(&client)?);
+        let mut report = run_backend(testbed, config, ViaGateway(client.clone()), Some(policy), || {
+            testbed.server_cpu_time()
+        })
+        .await?;
+        report.policy = format!("gateway ({})", config.policy.name());
+        report.rpc_fraction_mean = report.remote_share;
+        report.rpc_fraction = report.remote_share;
+        report
+    } else {
+        run_backend(testbed, config, client.clone(), None, || testbed.server_cpu_time()).await?
+    };
     if let (Some(before), Some(after)) = (pushbacks_before, counters("pushbacks").await) {
         let seconds = report.duration_ms / 1e3;
         let pushbacks = after.saturating_sub(before) as f64;
@@ -92,7 +106,7 @@ pub fn run_redis(config: &PlacementBenchConfig, target: &str) -> Result<Placemen
         let pid = crate::redis::server_pid(&setup).await;
         let backend =
             crate::redis::RedisBackend::new(crate::redis::RespConn::connect(&addr).await?, lua_iterations_per_ns);
-        let mut report = run_backend(&testbed, config, backend, || {
+        let mut report = run_backend(&testbed, config, backend, None, || {
             pid.and_then(ferry_os::cpu_time::process_cpu_time)
         })
         .await?;
@@ -111,23 +125,29 @@ async fn node_counter(client: &ferry_client::Client, name: &str) -> Option<u64> 
         .map(|stat| stat.value)
 }
 
-/// Drives `backend` under the configured policy and builds the report; `storage_cpu_time`
-/// reads the storage side's CPU time so far.
+/// Drives `backend` under `policy` (by default the configured one, with the overheads of
+/// each placement calibrated first) and builds the report; `storage_cpu_time` reads the
+/// storage side's CPU time so far.
 async fn run_backend<B: Backend>(
     testbed: &Testbed,
     config: &PlacementBenchConfig,
     backend: B,
+    policy: Option<Box<dyn Policy>>,
     storage_cpu_time: impl Fn() -> Option<Duration>,
 ) -> Result<PlacementReport, BenchError> {
-    let policy = config
-        .policy
-        .build(
-            Nanos(config.slo.as_nanos() as u64),
-            config.quantile,
-            config.testbed.capacity(),
-            config.seed,
-        )
-        .map_err(|err| BenchError::Invalid(format!("policy: {err}")))?;
+    let calibrate = policy.is_none();
+    let policy = match policy {
+        Some(policy) => policy,
+        None => config
+            .policy
+            .build(
+                Nanos(config.slo.as_nanos() as u64),
+                config.quantile,
+                config.testbed.capacity(),
+                config.seed,
+            )
+            .map_err(|err| BenchError::Invalid(format!("policy: {err}")))?,
+    };
     let steady_start = config.duration.mul_f64(1.0 - STEADY_FRACTION);
     let spec = DriveSpec {
         workload: &config.workload,
@@ -139,7 +159,11 @@ async fn run_backend<B: Backend>(
         quantile: config.quantile,
         progress: config.progress,
     };
-    let overhead = calibrate_overhead(testbed, &backend, &spec).await?;
+    let overhead = if calibrate {
+        calibrate_overhead(testbed, &backend, &spec).await?
+    } else {
+        Overhead::default()
+    };
     let adaptive = Arc::new(Adaptive::with_overhead(backend, policy, overhead)?);
     let server_cpu_before = storage_cpu_time();
     let app_cpu_before = testbed.app_cpu_time();

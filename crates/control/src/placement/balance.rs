@@ -33,7 +33,7 @@ use crate::placement::change::Reference;
 use crate::placement::latency_model::{LatencyModel, Waits};
 use crate::placement::load_model::{Capacity, LoadModel};
 use crate::placement::mix::{MixProfile, Slicing, UNREADY_X};
-use crate::placement::tail::TAIL_SAMPLES_MIN;
+use crate::placement::tail::{Predicted, TAIL_SAMPLES_MIN};
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
 use crate::rate::{RateInput, RateLoop, RateLoopConfig, RateReport};
 use crate::time::Nanos;
@@ -57,6 +57,13 @@ pub const MEASURE_DECISIONS_DEFAULT: u32 = 5;
 
 /// The split while profiling: Pyxis' 50 %.
 pub const PROFILE_X: f64 = 0.5;
+
+/// The most of its split's capacity the profile loads the sides to, when the latency model
+/// reads its completions: at half load a queue's wait is about one service time, which the
+/// model predicts well, so the shapes measured are the classes', not a ramp's backlog (a
+/// profile whose rate ramped to 97 % of its split's capacity read a 3.8 ms spread into
+/// runs of 0.17 ms, and sent a compute-heavy function to two storage cores).
+pub const PROFILE_LOAD: f64 = 0.5;
 
 /// The policy's own parts that `without=` switches off.
 pub const PART_NAMES: &str = "latency, staffing, feed-forward";
@@ -233,8 +240,10 @@ pub struct Balance {
     /// Each function's share sent remote, as the last move of X named it: held until X
     /// moves again, so that the shares' estimates moving later do not move the placement.
     split: Vec<f64>,
-    /// Which functions had known costs when the split was taken.
+    /// Which functions were ready when the split was taken.
     placed: Vec<bool>,
+    /// Which functions had requests when the split was taken.
+    seen: Vec<bool>,
     stage: Stage,
     /// What the model said when the last search started.
     reference: Option<Reference>,
@@ -245,8 +254,11 @@ pub struct Balance {
     searches: u64,
     /// Each side's wait per visit the latency model predicts at the rate and split in use,
     /// updated every tick: each completion's latency is learned with the wait predicted
-    /// for it, which its class's shape then leaves out.
-    waits: Waits,
+    /// for it, which its class's shape then leaves out. None while the model sees a side
+    /// past its capacity: completions then measure a backlog, not their class's shape, and
+    /// are left out of it (a profile ramping R past the capacity of its even split read a
+    /// 5 ms spread into a class whose runs take 0.4 ms).
+    waits: Option<Waits>,
 }
 
 impl Balance {
@@ -259,9 +271,10 @@ impl Balance {
             arbiter: Arbiter::new(PROFILE_X, cfg.seed)?,
             rate: RateLoop::new(cfg.rate.clone(), now)?,
             costs,
-            waits: Waits::default(),
+            waits: None,
             split: Vec::new(),
             placed: Vec::new(),
+            seen: Vec::new(),
             stage: Stage::Profiling,
             reference: None,
             capacity_before: None,
@@ -293,6 +306,35 @@ impl Balance {
             Some((x, _)) => Some(x),
             None => self.model().balanced_x(0.0, 1.0),
         }
+    }
+
+    /// The highest rate the profile runs at: [`PROFILE_LOAD`] of the capacity of its split,
+    /// from the costs known so far (none before any).
+    fn profile_rate_max(&self) -> Option<f64> {
+        let model = LatencyModel::new(
+            &self.costs,
+            self.cfg.capacity,
+            self.cfg.rate.slo_latency_ns,
+            self.cfg.rate.quantile,
+        );
+        let waits = model.waits_at(&self.split_in_use(), 1.0)?;
+        let load_per_rate = waits.app_rho.max(waits.storage_rho);
+        (load_per_rate > 0.0).then(|| PROFILE_LOAD / load_per_rate)
+    }
+
+    /// The share of requests under which a function is rare: the SLO quantile's allowance
+    /// (1 % under a p99). A rare function cannot set the tail even if all its requests are
+    /// slow, so the decision neither waits for its samples nor starts again when they come
+    /// (a library's loader called ten times held every FCALL at the profile for whole runs).
+    fn rare_share(&self) -> f64 {
+        1.0 - self.cfg.rate.quantile
+    }
+
+    /// Whether a function that is not rare still lacks its samples.
+    fn unready_but_not_rare(&self) -> bool {
+        let rare = self.rare_share();
+        let shares = self.costs.shares();
+        (0..shares.len()).any(|i| shares[i] >= rare && !self.costs.ready(i))
     }
 
     /// The split in use: the held one, or the profile's.
@@ -330,23 +372,26 @@ impl Balance {
             (Some(a), Some(b)) if a > 0.0 && self.cfg.parts.feed_forward => b / a,
             _ => 1.0,
         };
-        // A rate seen missing the SLO is a point of the old split's latency curve: where the
-        // latency model predicts both splits' rates at the SLO, their ratio moves it (a
+        // A rate seen missing the SLO is a point of the old split's latency curve, moved to
+        // the new one by the capacities' ratio; but where the latency model says the old
+        // split could not meet the SLO at any rate, that miss says little of the new curve,
+        // and the known miss is raised to the model's rate at the SLO for the new split (a
         // profile whose local half set the tail missed at a tenth of what all remote
-        // serves, and the miss, moved by the capacities' ratio, held R there for seconds).
-        // Where the old split could not meet the SLO at any rate, its miss says nothing of
-        // the new one's curve and is forgotten.
-        let miss_factor = match (self.slo_rate(&self.split_in_use()), self.slo_rate(&split)) {
-            (Some(a), Some(b)) if b > 0.0 && self.cfg.parts.feed_forward && a <= 0.0 => f64::INFINITY,
-            (Some(a), Some(b)) if a > 0.0 && b > 0.0 && self.cfg.parts.feed_forward => b / a,
-            _ => factor,
-        };
+        // serves, and the moved miss held R there for seconds).
+        let old_hopeless = self.slo_rate(&self.split_in_use()) == Some(0.0);
+        let predicted_miss = self
+            .slo_rate(&split)
+            .filter(|&r| r > 0.0 && old_hopeless && self.cfg.parts.feed_forward);
         if after.is_some() {
             self.capacity_before = None;
         }
         self.split = split;
         self.placed = self.costs.slices().iter().map(|s| s.known).collect();
-        self.rate.rescale(now, factor, miss_factor);
+        self.seen = self.costs.shares().iter().map(|&share| share > 0.0).collect();
+        self.rate.rescale(now, factor);
+        if let Some(miss) = predicted_miss {
+            self.rate.predict_miss(miss);
+        }
         self.arbiter.set_x(x);
     }
 
@@ -393,6 +438,12 @@ impl Balance {
     fn advance(&mut self, now: Nanos, report: RateReport) {
         match &mut self.stage {
             Stage::Profiling => {
+                // Every function that could set the tail has its samples, or the profile
+                // goes on: deciding without one only to profile again when it has them
+                // ships a mix's data at the profile's split twice.
+                if self.unready_but_not_rare() {
+                    return;
+                }
                 if let Some(predicted) = self.predict() {
                     self.search(now, self.cfg.search_start.unwrap_or(predicted));
                 }
@@ -407,12 +458,17 @@ impl Balance {
                     staffing: self.cfg.parts.staffing,
                     ..LoadModel::new(&self.costs, self.cfg.capacity)
                 };
-                // A function the split never placed (its costs were unknown when X last
-                // moved) is a new mix by definition (Pyxis §V resets on a new set of
-                // tasks); the regret cannot see it, having no costs to weigh it by.
+                // A function the split never saw is a new mix by definition (Pyxis §V resets
+                // on a new set of tasks), and so is one that was left out of the decision
+                // for want of samples and has them now, unless it is rare; the regret cannot
+                // see either, having no costs to weigh them by.
                 let shares = self.costs.shares();
+                let rare = self.rare_share();
+                let flag = |v: &[bool], i: usize| v.get(i).copied().unwrap_or(false);
                 let unplaced = (0..shares.len()).any(|i| {
-                    shares[i] > 0.0 && self.costs.ready(i) && !self.placed.get(i).copied().unwrap_or(false)
+                    shares[i] > 0.0
+                        && (!flag(&self.seen, i)
+                            || (shares[i] >= rare && self.costs.ready(i) && !flag(&self.placed, i)))
                 });
                 if unplaced || self.reference.as_mut().is_some_and(|r| r.changed(&model)) {
                     self.capacity_before = self.capacity_held(&self.model());
@@ -484,17 +540,23 @@ impl Policy for Balance {
     }
     fn on_completion(&mut self, now: Nanos, completion: &Completion) {
         self.rate.on_completion(now, completion.latency_ns);
-        let seen = self
-            .waits
-            .predicted(completion.placement, f64::from(completion.costs.round_trips));
+        let seen = match (self.cfg.parts.latency, self.waits) {
+            (true, Some(w)) => Some(w.predicted(completion.placement, f64::from(completion.costs.round_trips))),
+            (true, None) => None,
+            (false, _) => Some(Predicted::NONE),
+        };
         self.costs.learn(completion, seen);
     }
     fn tick(&mut self, now: Nanos) {
         if now < self.rate.next_tick() {
             return;
         }
+        let capacity_ops = match self.stage {
+            Stage::Profiling if self.cfg.parts.latency => self.profile_rate_max(),
+            _ => self.capacity_held(&self.model()),
+        };
         let input = RateInput {
-            capacity_ops: self.capacity_held(&self.model()),
+            capacity_ops,
             budget_paused: matches!(self.stage, Stage::Searching { .. }),
         };
         let report = self.rate.tick(now, input);
@@ -508,8 +570,7 @@ impl Policy for Balance {
             );
             self.waits = model
                 .waits_at(&self.split_in_use(), self.rate.rate_ops())
-                .filter(|w| w.app_ns.is_finite() && w.storage_ns.is_finite() && w.link_ns.is_finite())
-                .unwrap_or_default();
+                .filter(|w| w.app_ns.is_finite() && w.storage_ns.is_finite() && w.link_ns.is_finite());
         }
     }
     fn next_tick(&self) -> Nanos {
@@ -751,14 +812,14 @@ mod tests {
         functions: u64,
         costs: impl Fn(FnId, Placement) -> (u64, u64),
         latency_ns: impl Fn(FnId, Placement) -> u64,
-        calls: impl Fn(u64, FnId) -> bool,
+        calls: impl Fn(u64, u64, FnId) -> bool,
     ) {
         for k in from..from + periods {
             let now = Nanos::from_ms(5 * k);
             for i in 0..200u64 {
                 let at = Nanos(now.0.saturating_sub(4_000_000) + i * 10_000);
                 let fn_id = FnId((i % functions) as u32);
-                if !calls(k, fn_id) {
+                if !calls(k, i, fn_id) {
                     continue;
                 }
                 let placement = policy.place(at, fn_id);
@@ -792,7 +853,7 @@ mod tests {
             Placement::Local => 100_000,
             Placement::Remote => 20_000,
         };
-        let all = |_: u64, _: FnId| true;
+        let all = |_: u64, _: u64, _: FnId| true;
         let mut p = Balance::new(BalanceConfig::new(117_000.0, CORES, 1), Nanos::ZERO).unwrap();
         drive_latency(&mut p, 1, 20, 1, |_, pl| medium(pl), slow_local, all);
         assert_eq!(p.state().rpc_fraction, 1.0);
@@ -807,8 +868,8 @@ mod tests {
     fn a_function_called_a_few_times_does_not_hold_the_others_at_the_profile() {
         // Regression: FCALL through the gateway stayed at the profiling split for whole
         // runs because a library's loader ran ten times and never again, and the mix waited
-        // for its costs. Function 1 runs in the first period only.
-        let once = |k: u64, f: FnId| f.0 == 0 || k == 1;
+        // for its costs. Function 1 runs ten times, in the first period only.
+        let once = |k: u64, i: u64, f: FnId| f.0 == 0 || (k == 1 && i < 20);
         let same = |_: FnId, p: Placement| match p {
             Placement::Local => 60_000,
             Placement::Remote => 30_000,
@@ -816,11 +877,19 @@ mod tests {
         let mut p = Balance::new(BalanceConfig::new(200_000.0, CORES, 1), Nanos::ZERO).unwrap();
         drive_latency(&mut p, 1, 60, 2, |_, pl| medium(pl), same, once);
         assert!(!matches!(p.stage, Stage::Profiling), "left the profile");
-        assert_eq!(p.state().searches, Some(1), "and was not re-profiled by the rare function");
+        assert_eq!(
+            p.state().searches,
+            Some(1),
+            "and was not re-profiled by the rare function"
+        );
         // The rare function is placed half each way, the other by the model.
         assert!(p.costs.ready(0) && !p.costs.ready(1));
         assert_eq!(p.split[1], UNREADY_X);
-        assert!((p.state().rpc_fraction - PROFILE_X).abs() > 0.01, "{}", p.state().rpc_fraction);
+        assert!(
+            (p.state().rpc_fraction - PROFILE_X).abs() > 0.01,
+            "{}",
+            p.state().rpc_fraction
+        );
     }
 
     #[test]

@@ -179,20 +179,29 @@ impl<'a> LatencyModel<'a> {
         LoadModel::new(self.mix, self.capacity)
     }
 
-    /// Each ready function's (weight, placement, mean cost) at `split`, weights over the
-    /// ready functions summing to 1.
-    fn classes(&self, split: &[f64]) -> Vec<(usize, f64, Placement, MeanCost)> {
+    /// Each included function's (index, weight, placement, mean cost) at `split`, weights
+    /// over the included functions summing to 1: the ready ones (costs and tails known), or,
+    /// with `costs_only`, every one whose costs are known for the placements it uses.
+    fn classes(&self, split: &[f64], costs_only: bool) -> Vec<(usize, f64, Placement, MeanCost)> {
         let shares = self.mix.shares();
-        let ready: f64 = (0..shares.len())
-            .filter(|&i| self.mix.ready(i))
+        let included = |i: usize| {
+            let x = split.get(i).copied().unwrap_or(0.0);
+            match (costs_only, self.mix.function_at(i)) {
+                (false, _) => self.mix.ready(i),
+                (true, Some(c)) => (x >= 1.0 || c.local.known()) && (x <= 0.0 || c.remote.known()),
+                (true, None) => false,
+            }
+        };
+        let total: f64 = (0..shares.len())
+            .filter(|&i| shares[i] > 0.0 && included(i))
             .map(|i| shares[i])
             .sum();
         let mut out = Vec::new();
-        if ready <= 0.0 {
+        if total <= 0.0 {
             return out;
         }
         for (i, &share) in shares.iter().enumerate() {
-            if share <= 0.0 || !self.mix.ready(i) {
+            if share <= 0.0 || !included(i) {
                 continue;
             }
             let Some(costs) = self.mix.function_at(i) else {
@@ -204,36 +213,52 @@ impl<'a> LatencyModel<'a> {
                 (Placement::Remote, x, &costs.remote),
             ] {
                 if w > 0.0 {
-                    out.push((i, share / ready * w, placement, side.mean()));
+                    out.push((i, share / total * w, placement, side.mean()));
                 }
             }
         }
         out
     }
 
-    /// Each side's mean wait per visit at rate `rate_ops` and `split`, if the costs are
-    /// known (infinite waits past a side's capacity).
+    /// Each side's mean wait per visit at rate `rate_ops` and `split` (infinite past a
+    /// side's capacity), over every function whose costs are known: what the policy records
+    /// with each completion, before the functions' tails are known.
     pub fn waits_at(&self, split: &[f64], rate_ops: f64) -> Option<Waits> {
-        let loads = self.load().load_per_rate_at(split)?;
-        let (mut app, mut storage, mut link) = (VisitMoments::default(), VisitMoments::default(), VisitMoments::default());
-        for (_, w, placement, m) in self.classes(split) {
-                app.add(w, app_visits(placement, m.round_trips), m.app_ns);
+        self.waits_over(&self.classes(split, true), rate_ops)
+    }
+
+    /// The waits of [`Self::waits_at`] over `classes`, if there are any.
+    fn waits_over(&self, classes: &[(usize, f64, Placement, MeanCost)], rate_ops: f64) -> Option<Waits> {
+        if classes.is_empty() {
+            return None;
+        }
+        let mut mean = MeanCost::default();
+        let (mut app, mut storage, mut link) = (
+            VisitMoments::default(),
+            VisitMoments::default(),
+            VisitMoments::default(),
+        );
+        for &(_, w, placement, m) in classes {
+            mean.add_scaled(w, &m);
+            app.add(w, app_visits(placement, m.round_trips), m.app_ns);
             storage.add(w, m.round_trips, m.storage_ns);
             link.add(w, m.round_trips, m.bytes);
         }
         let cap = &self.capacity;
         let side = |moments: &VisitMoments, cores: f64, rho: f64| {
-            let (mean, cv2) = moments.mean_and_cv2();
-            wait_ns(cores, rho, mean, cv2)
+            let (service, cv2) = moments.mean_and_cv2();
+            wait_ns(cores, rho, service, cv2)
         };
+        let app_rho = rate_ops * mean.app_ns / (cap.app_cores * 1e9);
+        let storage_rho = rate_ops * mean.storage_ns / (cap.storage_cores * 1e9);
         let link_ns = match cap.links {
-            Some(l) if l.bytes_per_sec > 0.0 => {
+            Some(l) if l.bytes_per_sec > 0.0 && l.count > 0.0 => {
                 let (mean_bytes, cv2) = link.mean_and_cv2();
-                wait_ns(1.0, rate_ops * loads.link, mean_bytes * 1e9 / l.bytes_per_sec, cv2)
+                let link_rho = rate_ops * mean.bytes / (l.count * l.bytes_per_sec);
+                wait_ns(1.0, link_rho, mean_bytes * 1e9 / l.bytes_per_sec, cv2)
             }
             _ => 0.0,
         };
-        let (app_rho, storage_rho) = (rate_ops * loads.app, rate_ops * loads.storage);
         Some(Waits {
             app_ns: side(&app, cap.app_cores, app_rho),
             storage_ns: side(&storage, cap.storage_cores, storage_rho),
@@ -246,12 +271,13 @@ impl<'a> LatencyModel<'a> {
     /// The mix's predicted SLO quantile at rate `rate_ops` and `split`, ns, if every
     /// class used there has its costs and tail (infinite past a side's capacity).
     pub fn quantile_at(&self, split: &[f64], rate_ops: f64) -> Option<f64> {
-        let waits = self.waits_at(split, rate_ops)?;
+        let classes = self.classes(split, false);
+        let waits = self.waits_over(&classes, rate_ops)?;
         if !(waits.app_ns.is_finite() && waits.storage_ns.is_finite() && waits.link_ns.is_finite()) {
             return Some(f64::INFINITY);
         }
         let mut weighted = Vec::new();
-        for (i, w, placement, m) in self.classes(split) {
+        for (i, w, placement, m) in classes {
             let shape = self.mix.tail(i, placement)?;
             weighted.push(Weighted {
                 weight: w,
@@ -364,7 +390,7 @@ mod tests {
                     },
                     pushed_back: false,
                 };
-                mix.learn(&c, Predicted::NONE);
+                mix.learn(&c, Some(Predicted::NONE));
             }
         }
         mix

@@ -135,12 +135,13 @@ impl MixProfile {
         }
     }
 
-    /// Learns one completion's costs and latency, for which the latency model predicted
-    /// `seen` at the load it completed under ([`Predicted::NONE`] without one).
-    pub fn learn(&mut self, c: &Completion, seen: Predicted) {
+    /// Learns one completion's costs and, where `seen` says what the latency model
+    /// predicted at the load it completed under ([`Predicted::NONE`] without a model), its
+    /// latency; `None` leaves the latency out (it measured a backlog).
+    pub fn learn(&mut self, c: &Completion, seen: Option<Predicted>) {
         let i = self.slot_mut(c.fn_id);
         self.costs[i].learn(c);
-        if !c.pushed_back {
+        if let (false, Some(seen)) = (c.pushed_back, seen) {
             self.tails[i][tail_index(c.placement)].learn(c.latency_ns as f64, seen);
         }
     }
@@ -155,9 +156,7 @@ impl MixProfile {
         };
         costs.local.known()
             && costs.remote.known()
-            && self.tails[i]
-                .iter()
-                .all(|t| t.samples() >= self.tail_samples_min)
+            && self.tails[i].iter().all(|t| t.samples() >= self.tail_samples_min)
     }
 
     /// Slot `i`'s cost profile, if it was seen.
@@ -354,18 +353,18 @@ mod tests {
                 m.arrive(FnId(f));
                 m.learn(
                     &Completion {
-                    fn_id: FnId(f),
-                    placement,
-                    latency_ns: 10_000,
-                    costs: Costs {
-                        app_cpu_ns: app,
-                        storage_cpu_ns: storage,
-                        bytes_moved: 0,
-                        round_trips: 1,
+                        fn_id: FnId(f),
+                        placement,
+                        latency_ns: 10_000,
+                        costs: Costs {
+                            app_cpu_ns: app,
+                            storage_cpu_ns: storage,
+                            bytes_moved: 0,
+                            round_trips: 1,
+                        },
+                        pushed_back: false,
                     },
-                    pushed_back: false,
-                    },
-                    Predicted::NONE,
+                    Some(Predicted::NONE),
                 );
             }
         }

@@ -224,7 +224,11 @@ mod tests {
         let mut tail = ClassTail::default();
         for i in 0..2_000u64 {
             // One request in 200 caught by a 2 ms stall.
-            let latency = if i % 200 == 0 { 2_000_000.0 } else { 50_000.0 + (i % 10) as f64 * 1_000.0 };
+            let latency = if i % 200 == 0 {
+                2_000_000.0
+            } else {
+                50_000.0 + (i % 10) as f64 * 1_000.0
+            };
             tail.learn(latency, Predicted::NONE);
         }
         let s = tail.shape().unwrap();

@@ -144,13 +144,7 @@ impl RateLoopConfig {
             1e-6,
             self.quantile,
         )?;
-        check_range(
-            "judged window",
-            "[1 ms, 1 h]",
-            self.judged_window.0 as f64,
-            1e6,
-            3.6e12,
-        )?;
+        check_range("judged window", "[1 ms, 1 h]", self.judged_window.0 as f64, 1e6, 3.6e12)?;
         Ok(())
     }
 
@@ -225,14 +219,15 @@ pub struct RateLoop {
     stalls: StallEstimator,
     /// Completions per second the last decision saw delivered (R before any).
     delivered_ops: f64,
-    /// The medians of the last decisions' windows, newest last: their median is the
-    /// typical latency the stall headroom measures slack from (one window's median is the
-    /// stall's backlog when a stall falls in it).
+    /// The medians of the last decisions' windows, newest last: the lowest is the typical
+    /// latency the stall headroom measures slack from (a window's median is the backlog
+    /// when a stall or an overload falls in it; the stall headroom prices stalls, not
+    /// backlogs, which the backlog guard answers).
     medians_ns: std::collections::VecDeque<f64>,
 }
 
 /// Decisions whose window medians the typical latency is taken over: a stall disturbs one
-/// or two of them.
+/// or two of them, an overload a few more.
 const TYPICAL_DECISIONS: usize = 15;
 
 impl RateLoop {
@@ -285,22 +280,23 @@ impl RateLoop {
         (self.stalls.rate_hz(now), self.stalls.mean_length_ns())
     }
 
-    /// Multiplies R by `factor` at `now`, and the rate known to miss by `miss_factor`: a
-    /// feed-forward from an outer loop that moved the latency curve on purpose (X) and
-    /// predicts where R should go and where the new curve crosses the SLO (∞: nowhere it
-    /// knows, so the known miss is forgotten). The evidence restarts and no secant spans
-    /// the move.
-    pub fn rescale(&mut self, now: Nanos, factor: f64, miss_factor: f64) {
+    /// Multiplies R by `factor` at `now`: a feed-forward from an outer loop that moved the
+    /// latency curve on purpose (X) and predicts where R should go. The evidence restarts,
+    /// no secant spans the move, and the rate known to miss moves by the same factor.
+    pub fn rescale(&mut self, now: Nanos, factor: f64) {
         if factor.is_finite() && factor > 0.0 {
             self.set_rate(now, self.rate_ops * factor);
             self.core.curve_moved();
-            if miss_factor == f64::INFINITY {
-                self.bracket = Bracket::default();
-            } else if miss_factor.is_finite() && miss_factor > 0.0 {
-                self.bracket.scale(miss_factor);
-            } else {
-                self.bracket.scale(factor);
-            }
+            self.bracket.scale(factor);
+        }
+    }
+
+    /// Raises the rate known to miss to at least `miss_ops`: an outer loop's model
+    /// predicts the curve it moved to crosses the SLO no lower, where the old curve's miss,
+    /// moved by the capacities' ratio, may say otherwise.
+    pub fn predict_miss(&mut self, miss_ops: f64) {
+        if miss_ops.is_finite() && miss_ops > 0.0 {
+            self.bracket.at_least(miss_ops);
         }
     }
 
@@ -369,6 +365,13 @@ impl RateLoop {
         // The order the parts act in: the tail budget charges the window and moves the
         // setpoint, the core steps toward it, a backlog halves R at least, the bracket
         // limits a step up, the stall headroom caps R under the capacity.
+        self.delivered_ops = m.delivered_ops();
+        if let Some(median) = m.latency.quantile(0.5) {
+            if self.medians_ns.len() == TYPICAL_DECISIONS {
+                self.medians_ns.pop_front();
+            }
+            self.medians_ns.push_back(median);
+        }
         if self.cfg.guards.tail_budget && !input.budget_paused {
             let floor = UNLOADED_MARGIN
                 * self
@@ -394,21 +397,12 @@ impl RateLoop {
         } else {
             proposal
         };
-        self.delivered_ops = m.delivered_ops();
-        if let Some(median) = m.latency.quantile(0.5) {
-            if self.medians_ns.len() == TYPICAL_DECISIONS {
-                self.medians_ns.pop_front();
-            }
-            self.medians_ns.push_back(median);
-        }
         let next = if self.cfg.guards.stall_headroom && capacity_ops.is_finite() {
-            let mut medians: Vec<f64> = self.medians_ns.iter().copied().collect();
-            medians.sort_by(f64::total_cmp);
-            let typical_ns = medians.get(medians.len() / 2).copied().unwrap_or(0.0);
-            let spare_share = (1.0 - self.cfg.quantile) * (1.0 - self.cfg.tail_budget);
+            let typical_ns = self.medians_ns.iter().copied().fold(f64::INFINITY, f64::min);
+            let typical_ns = if typical_ns.is_finite() { typical_ns } else { 0.0 };
             let rho_max = self
                 .stalls
-                .rho_max(now, slo - typical_ns, self.cfg.judged_window, spare_share);
+                .rho_max(now, slo - typical_ns, self.cfg.judged_window, self.cfg.target_share());
             next.min(rho_max * capacity_ops)
         } else {
             next

@@ -38,6 +38,13 @@ impl Default for Bracket {
 }
 
 impl Bracket {
+    /// Raises the known miss to at least `miss_ops`: an outer loop predicts the curve
+    /// crosses the target no lower (a miss measured on another curve is no evidence
+    /// against that).
+    pub fn at_least(&mut self, miss_ops: f64) {
+        self.miss_ops = self.miss_ops.max(miss_ops);
+    }
+
     /// The lowest rate recently seen missing (∞ if none).
     pub fn miss_ops(&self) -> f64 {
         self.miss_ops
