@@ -17,8 +17,10 @@
 //!   last changed, gathered until they are enough to estimate the proxy;
 //! - [`core`]: Pseudocode 1 on the proxy's load-dependent part;
 //! - [`guards`]: the rules beyond the core, each switchable off for the ablation: the tail
-//!   budget, the backlog guard (a window that measured a queue halves R) and the bracket
-//!   (steps up go at most halfway toward a known miss or the capacity the costs predict).
+//!   budget, the backlog guard (a window that measured a queue halves R), the bracket
+//!   (steps up go at most halfway toward a known miss or the capacity the costs predict)
+//!   and the stall headroom (R stays where a bad judged window's stalls still drain inside
+//!   the tail's allowance).
 //!
 //! The order in which they act is written once, in [`RateLoop::tick`].
 

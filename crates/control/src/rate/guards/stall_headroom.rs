@@ -26,7 +26,9 @@
 //! (the rest of the allowance, 1 − q − b, is the window's ordinary tail), which holds while
 //! `(λ E[X] + z √(λ E[X²] / T)) / (1 − ρ) ≤ b`, i.e.
 //! `ρ ≤ 1 − (λ E[X] + z √(λ E[X²] / T)) / b`. R stays at or under that share of the
-//! capacity the costs predict. Where no stall is longer than the slack the guard never
+//! capacity the costs predict. A stall whose excess alone is `b T` or more breaks its
+//! window at any load: no headroom buys it back, so it counts with no excess (the tail the
+//! rate loop measures answers for it). Where no stall is longer than the slack the guard never
 //! binds; the longer and rarer the stalls against the slack, the more room it keeps. The
 //! stall process is the machine's, measured; nothing in the derivation is fitted to one.
 
@@ -135,17 +137,20 @@ impl StallEstimator {
 
     /// Mean over the stalls of their length beyond `slack_ns`, ns: E[(D − h)⁺] per stall.
     pub fn mean_excess_ns(&self, slack_ns: f64) -> f64 {
-        self.excess_moment(slack_ns, 1)
+        self.excess_moment(slack_ns, 1, f64::INFINITY)
     }
 
-    /// Mean over the stalls of the `power`-th power of their length beyond `slack_ns`.
-    fn excess_moment(&self, slack_ns: f64, power: i32) -> f64 {
+    /// Mean over the stalls of the `power`-th power of their length beyond `slack_ns`,
+    /// counting only the excesses below `excess_max_ns` (see [`Self::rho_max`]).
+    fn excess_moment(&self, slack_ns: f64, power: i32, excess_max_ns: f64) -> f64 {
         if self.episodes.is_empty() {
             return 0.0;
         }
         self.episodes
             .iter()
-            .map(|(_, d)| (d - slack_ns).max(0.0).powi(power))
+            .map(|(_, d)| (d - slack_ns).max(0.0))
+            .filter(|&x| x < excess_max_ns)
+            .map(|x| x.powi(power))
             .sum::<f64>()
             / self.episodes.len() as f64
     }
@@ -153,14 +158,18 @@ impl StallEstimator {
     /// The highest utilisation at which the stalls of a bad judged window of length
     /// `window` (the unluckiest tenth) cost at most `share` of its requests, requests having
     /// `slack_ns` before the SLO: `1 − (λ E[X] + z √(λ E[X²] / T)) / share` (see the module
-    /// docs), never under [`RHO_FLOOR`]; 1 if no stall matters.
+    /// docs), never under [`RHO_FLOOR`]; 1 if no stall matters. A stall whose excess alone
+    /// is `share · T` or more breaks its window at any load: no headroom buys it back, so it
+    /// is left out (one 50 ms stall of this VM otherwise held R at its floor for the whole
+    /// memory of the estimator).
     pub fn rho_max(&mut self, now: Nanos, slack_ns: f64, window: Nanos, share: f64) -> f64 {
         let window_s = window.as_secs_f64();
         let lambda = self.rate_hz(now);
         let slack_ns = slack_ns.max(0.0);
+        let hopeless_ns = share * window.0 as f64;
         let (mean_s, second_s2) = (
-            self.excess_moment(slack_ns, 1) / 1e9,
-            self.excess_moment(slack_ns, 2) / 1e18,
+            self.excess_moment(slack_ns, 1, hopeless_ns) / 1e9,
+            self.excess_moment(slack_ns, 2, hopeless_ns) / 1e18,
         );
         if lambda <= 0.0 || window_s <= 0.0 || mean_s <= 0.0 {
             return 1.0;
@@ -234,6 +243,9 @@ mod tests {
         assert_eq!(est.rho_max(now, 3_000_000.0, w, 0.008), 1.0);
         // Stalls longer than any slack leave the floor, not less.
         assert_eq!(est.rho_max(now, 0.0, w, 0.008), RHO_FLOOR);
+        // A stall that alone breaks its window at any load buys nothing and is left out:
+        // 0.8 % of a 200 ms window is 1.6 ms, less than these 2 ms stalls.
+        assert_eq!(est.rho_max(now, 0.0, Nanos::from_ms(200), 0.008), 1.0);
         // And stalls are forgotten after their memory.
         assert_eq!(est.rho_max(Nanos::from_secs(30), 1_900_000.0, w, 0.008), 1.0);
     }
