@@ -8,7 +8,7 @@ simulator's (`ferry sim-sweep --profile P --app-cores 1 --storage-cores 1 --x X`
 fixed-rate run warmed up and measured as long as a real probe); (c) a Markdown table:
 workload, X, real throughput at the SLO, simulated, their ratio, real p99, simulated p99.
 
-Run it on a quiet machine: the defaults take about an hour (six workloads, three X, a
+Run it on a quiet machine: the defaults take minutes (four on this VM: six workloads, three X, a
 bisection of one-second probes each). `--quick` runs one workload at one X with short
 probes, to check that everything works (about a minute).
 
