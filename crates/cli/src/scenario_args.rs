@@ -92,6 +92,10 @@ pub struct ScenarioArgs {
     /// Mean length of one stall (e.g. 16us).
     #[arg(long, allow_hyphen_values = true)]
     stall_mean: Option<String>,
+    /// Spread of the stalls' lengths, standard deviation over mean, in [0, 1] (1, the
+    /// default: exponential; 0: every stall of the mean length).
+    #[arg(long, allow_negative_numbers = true)]
+    stall_length_cv: Option<f64>,
 }
 
 /// Largest accepted slowdown SLO factor.
@@ -210,6 +214,9 @@ impl ScenarioArgs {
         }
         if let Some(m) = &self.stall_mean {
             cl.stall_mean = duration("--stall-mean", m)?;
+        }
+        if let Some(cv) = self.stall_length_cv {
+            cl.stall_length_cv = cv;
         }
         Ok(())
     }

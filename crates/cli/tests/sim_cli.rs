@@ -54,6 +54,11 @@ fn bad_cluster_shapes_are_rejected() {
         "--placement-groups 3: each group needs a storage node and an app node of its own, and there are 2 storage nodes",
     );
     sim_fails(&["--placement-groups", "0"], "--placement-groups 0");
+    sim_fails(&["--stall-length-cv", "2"], "stall length cv must be in [0, 1], got 2");
+    sim_fails(
+        &["--stall-length-cv", "-0.5"],
+        "stall length cv must be in [0, 1], got -0.5",
+    );
     // Eight app cores on one node: 16 cannot be reached; MIN above MAX is no range.
     sim_fails(
         &["--elastic", "4..16"],

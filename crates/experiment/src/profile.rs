@@ -105,9 +105,17 @@ pub struct Profile {
     pub stall_rate_hz: f64,
     /// Mean length of one stall.
     pub stall_mean_ns: u64,
+    /// Spread of the stalls' lengths, standard deviation over mean, in [0, 1]; optional,
+    /// 1 (exponential) in profiles written before it was measured.
+    #[serde(default = "stall_length_cv_default")]
+    pub stall_length_cv: f64,
     /// What the measurement had to adjust (a negative slope clamped to 0, say), for the reader.
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+fn stall_length_cv_default() -> f64 {
+    crate::model::STALL_LENGTH_CV_DEFAULT
 }
 
 /// Why a profile cannot be used.
@@ -224,6 +232,9 @@ impl Profile {
         if self.stall_mean_ns > STALL_MEAN_MAX.0 {
             return err("stall_mean_ns", "[0, 10ms]", self.stall_mean_ns.to_string());
         }
+        if !(0.0..=1.0).contains(&self.stall_length_cv) {
+            return err("stall_length_cv", "[0, 1]", self.stall_length_cv.to_string());
+        }
         let texts = [&self.measured_on, &self.measured_at].into_iter().chain(&self.notes);
         if let Some(long) = texts.into_iter().find(|t| t.len() > TEXT_BYTES_MAX) {
             return err("a text field", "4096 bytes", format!("{} bytes", long.len()));
@@ -249,6 +260,7 @@ impl Profile {
         cluster.rtt = Nanos(self.rtt_ns);
         cluster.stall_rate_hz = self.stall_rate_hz;
         cluster.stall_mean = Nanos(self.stall_mean_ns);
+        cluster.stall_length_cv = self.stall_length_cv;
     }
 
     /// The profile as the pretty JSON `ferry calibrate` writes.
@@ -339,6 +351,7 @@ mod tests {
             storage_compute_factor: 1.0,
             stall_rate_hz: 2.5,
             stall_mean_ns: 3_000_000,
+            stall_length_cv: 0.3,
             notes: vec![],
         }
     }
@@ -358,7 +371,16 @@ mod tests {
         assert_eq!(cl.costs.storage_msg_ns, 2_500);
         assert_eq!(cl.costs.app_byte_ns, 0.05);
         assert_eq!(cl.stall_mean, Nanos::from_ms(3));
+        assert_eq!(cl.stall_length_cv, 0.3);
         assert!(cl.validate().is_ok());
+    }
+
+    #[test]
+    fn a_profile_without_the_stalls_spread_has_exponential_stalls() {
+        let mut v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        v.as_object_mut().unwrap().remove("stall_length_cv");
+        let p = Profile::parse(&v.to_string(), Path::new("old.json")).unwrap();
+        assert_eq!(p.stall_length_cv, crate::model::STALL_LENGTH_CV_DEFAULT);
     }
 
     #[test]
@@ -397,6 +419,7 @@ mod tests {
             ),
             ("stall_rate_hz", serde_json::json!(1e7), "stall_rate_hz"),
             ("stall_mean_ns", serde_json::json!(1u64 << 40), "stall_mean_ns"),
+            ("stall_length_cv", serde_json::json!(1.5), "stall_length_cv"),
         ] {
             let mut v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
             v[field] = value;

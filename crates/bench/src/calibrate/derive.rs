@@ -20,7 +20,8 @@
 //! always loads.
 
 use ferry_experiment::model::{
-    BYTE_COST_NS_MAX, MSG_COST_MAX, RTT_MAX, STALL_MEAN_MAX, STALL_RATE_HZ_MAX, STORAGE_COMPUTE_FACTOR_MAX,
+    BYTE_COST_NS_MAX, MSG_COST_MAX, RTT_MAX, STALL_LENGTH_CV_DEFAULT, STALL_MEAN_MAX, STALL_RATE_HZ_MAX,
+    STORAGE_COMPUTE_FACTOR_MAX,
 };
 use ferry_experiment::profile::{Profile, PROFILE_FORMAT, PROFILE_VERSION};
 use serde::Serialize;
@@ -70,6 +71,8 @@ pub struct Raw {
     pub stalls_seen_hz: f64,
     /// Their mean length, ns.
     pub stall_mean_ns: f64,
+    /// Spread of their lengths (None under two stalls).
+    pub stall_length_cv: Option<f64>,
 }
 
 /// Collects what had to be adjusted.
@@ -174,6 +177,12 @@ pub fn derive(raw: &Raw, measured_on: String, measured_at: String) -> Profile {
     if stall_rate == 0.0 {
         notes.0.push("no stall was seen: the profile has none".into());
     }
+    // The model draws lengths no more variable than exponential; fewer than two stalls
+    // say nothing of their spread, and keep the exponential.
+    let stall_length_cv = match raw.stall_length_cv {
+        Some(cv) => notes.clamp("stall length spread", cv, 1.0),
+        None => STALL_LENGTH_CV_DEFAULT,
+    };
     Profile {
         format: PROFILE_FORMAT.into(),
         version: PROFILE_VERSION,
@@ -190,6 +199,7 @@ pub fn derive(raw: &Raw, measured_on: String, measured_at: String) -> Profile {
         storage_compute_factor: round_to(factor, FACTOR_DIGITS),
         stall_rate_hz: round_to(stall_rate, FACTOR_DIGITS),
         stall_mean_ns: if stall_rate == 0.0 { 0 } else { stall_mean },
+        stall_length_cv: round_to(stall_length_cv, FACTOR_DIGITS),
         notes: notes.0,
     }
 }
@@ -253,6 +263,7 @@ mod tests {
             get_p50_ns: 40_000.0 + get_small.app_ns + get_small.node_ns,
             stalls_seen_hz: 6.0,
             stall_mean_ns: 2e6,
+            stall_length_cv: Some(0.25),
         }
     }
 
@@ -273,6 +284,7 @@ mod tests {
         assert_eq!(p.storage_compute_factor, 1.2);
         assert_eq!(p.rtt_ns, 40_000);
         assert_eq!((p.stall_rate_hz, p.stall_mean_ns), (3.0, 2_000_000));
+        assert_eq!(p.stall_length_cv, 0.25);
         assert!(p.notes.is_empty(), "{:?}", p.notes);
         assert!(p.check().is_ok());
     }
@@ -287,7 +299,9 @@ mod tests {
         raw.get_p50_ns = 100.0;
         raw.stalls_seen_hz = 0.0;
         raw.stall_mean_ns = 0.0;
+        raw.stall_length_cv = None;
         let p = derive(&raw, "here".into(), "now".into());
+        assert_eq!(p.stall_length_cv, STALL_LENGTH_CV_DEFAULT);
         assert_eq!((p.storage_byte_ns, p.storage_get_ns, p.rtt_ns), (0.0, 0, 0));
         assert_eq!((p.stall_rate_hz, p.stall_mean_ns), (0.0, 0));
         for needle in [

@@ -297,6 +297,7 @@ pub fn run(config: &CalibrateConfig, mut progress: impl FnMut(&str)) -> Result<C
             get_p50_ns: single.latency.p50_us * 1e3,
             stalls_seen_hz: stalls.rate_hz,
             stall_mean_ns: stalls.mean_ns,
+            stall_length_cv: stalls.length_cv,
         };
         let measured_on = format!(
             "{}: storage node on CPUs {:?}, app side on CPUs {:?}, ferry {}",

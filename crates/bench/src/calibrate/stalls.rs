@@ -37,6 +37,8 @@ pub struct StallsSeen {
     pub rate_hz: f64,
     /// Their mean length, ns.
     pub mean_ns: f64,
+    /// Spread of their lengths, standard deviation over mean (None under two stalls).
+    pub length_cv: Option<f64>,
     /// Requests completed.
     pub completed: u64,
     /// Requests failed or not sent.
@@ -116,6 +118,7 @@ where
     StallsSeen {
         rate_hz: w.estimator.rate_hz(end),
         mean_ns: w.estimator.mean_length_ns(),
+        length_cv: w.estimator.length_cv(),
         completed: w.completed,
         failed: w.failed + w.outstanding as u64,
         resolution_ns: GAP_COMPLETIONS * 1e9 / rate_ops,

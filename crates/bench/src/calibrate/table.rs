@@ -102,6 +102,14 @@ impl Calibration {
                     self.stalls.p99_us / 1e3
                 ),
             ),
+            (
+                "stall length spread",
+                format!("{:.2}", p.stall_length_cv),
+                match self.stalls.length_cv {
+                    Some(cv) => format!("standard deviation over mean of the lengths seen: {cv:.2}"),
+                    None => "under two stalls seen: exponential (1)".to_string(),
+                },
+            ),
         ];
         let mut out = format!(
             "calibrate: {}\n  CPU phases of {} at {:.0} requests/s; stalls over {}\n",

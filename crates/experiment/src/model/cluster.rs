@@ -98,12 +98,17 @@ pub struct ClusterConfig {
     /// CPU costs.
     pub costs: CostModel,
     /// Rate of node-wide stalls per node, per second. A stall freezes every core of the node
-    /// for an exponentially distributed time (interrupt storms, allocator or OS pauses):
+    /// for a random time (interrupt storms, allocator or OS pauses; see `stall_length_cv`):
     /// without them, deterministic CPU costs keep p99 flat until ~99 % load (M/D/c), which no
     /// measured server shows. 0 disables them (queueing validation).
     pub stall_rate_hz: f64,
     /// Mean length of one stall.
     pub stall_mean: Nanos,
+    /// Spread of the stalls' lengths, standard deviation over mean, in [0, 1]: 1 draws them
+    /// exponential, less draws `mean (1 − cv) + an exponential of mean · cv` (0: all of the
+    /// mean). A VM's scheduler stalls are far less variable than exponential (`ferry
+    /// calibrate` measures it).
+    pub stall_length_cv: f64,
 }
 
 impl Default for ClusterConfig {
@@ -121,6 +126,7 @@ impl Default for ClusterConfig {
             costs: CostModel::default(),
             stall_rate_hz: STALL_RATE_HZ_DEFAULT,
             stall_mean: STALL_MEAN_DEFAULT,
+            stall_length_cv: STALL_LENGTH_CV_DEFAULT,
         }
     }
 }
@@ -170,6 +176,9 @@ impl ClusterConfig {
         }
         if self.stall_mean > STALL_MEAN_MAX {
             return Err(out_of_range("stall mean", "[0, 10ms]", self.stall_mean));
+        }
+        if self.stall_length_cv.is_nan() || !(0.0..=1.0).contains(&self.stall_length_cv) {
+            return Err(out_of_range("stall length cv", "[0, 1]", self.stall_length_cv));
         }
         let c = &self.costs;
         for (name, v) in [

@@ -94,6 +94,9 @@ pub const STALL_RATE_HZ_MAX: f64 = 1e5;
 /// Largest supported mean stall: 10 ms.
 pub const STALL_MEAN_MAX: Nanos = Nanos::from_ms(10);
 
+/// Default spread of stall lengths (standard deviation over mean): 1, exponential lengths.
+pub const STALL_LENGTH_CV_DEFAULT: f64 = 1.0;
+
 /// Default cores per node: the paper's 8-core configuration.
 pub const CORES_DEFAULT: u32 = 8;
 

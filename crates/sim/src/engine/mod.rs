@@ -207,7 +207,12 @@ fn nodes(cfg: &EngineConfig<'_>, count: u32, cores: u32, first_stream: u64) -> V
     let cl = cfg.cluster;
     (0..u64::from(count))
         .map(|i| {
-            let stalls = Stalls::new(cl.stall_rate_hz, cl.stall_mean, stream(cfg.seed, first_stream + 2 * i));
+            let stalls = Stalls::new(
+                cl.stall_rate_hz,
+                cl.stall_mean,
+                cl.stall_length_cv,
+                stream(cfg.seed, first_stream + 2 * i),
+            );
             (Node::new(cores, stalls), Link::new(cl.bandwidth_gbps, cl.rtt))
         })
         .collect()

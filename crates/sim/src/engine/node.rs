@@ -13,6 +13,8 @@ pub(super) struct Stalls {
     gap_mean_ns: f64,
     /// Mean stall length in ns.
     len_mean_ns: f64,
+    /// Spread of the lengths, standard deviation over mean (1: exponential).
+    len_cv: f64,
     /// Generated intervals `[a, b)`, sorted, non-overlapping.
     intervals: std::collections::VecDeque<(u64, u64)>,
     /// End of the last generated interval.
@@ -22,7 +24,7 @@ pub(super) struct Stalls {
 }
 
 impl Stalls {
-    pub(super) fn new(rate_hz: f64, mean: Nanos, rng: ChaCha8Rng) -> Self {
+    pub(super) fn new(rate_hz: f64, mean: Nanos, len_cv: f64, rng: ChaCha8Rng) -> Self {
         Stalls {
             gap_mean_ns: if rate_hz > 0.0 && mean.0 > 0 {
                 1e9 / rate_hz
@@ -30,6 +32,7 @@ impl Stalls {
                 0.0
             },
             len_mean_ns: mean.0 as f64,
+            len_cv: len_cv.clamp(0.0, 1.0),
             intervals: std::collections::VecDeque::new(),
             last_end: 0,
             rng,
@@ -41,11 +44,22 @@ impl Stalls {
         (-(1.0 - u).ln() * mean).round() as u64
     }
 
+    /// One stall's length: exponential at a spread of 1 (the draws of the days before the
+    /// spread existed), else a fixed part and an exponential part of mean `mean · cv`, whose
+    /// standard deviation is `mean · cv`.
+    fn length(&mut self) -> u64 {
+        if self.len_cv >= 1.0 {
+            return self.exp(self.len_mean_ns);
+        }
+        let fixed = (self.len_mean_ns * (1.0 - self.len_cv)).round() as u64;
+        fixed + self.exp(self.len_mean_ns * self.len_cv)
+    }
+
     /// Makes sure intervals are generated past `t`.
     fn ensure(&mut self, t: u64) {
         while self.last_end <= t {
             let a = self.last_end + self.exp(self.gap_mean_ns).max(1);
-            let b = a + self.exp(self.len_mean_ns).max(1);
+            let b = a + self.length().max(1);
             self.intervals.push_back((a, b));
             self.last_end = b;
         }
@@ -183,9 +197,27 @@ mod tests {
         assert_eq!(link.send(10_000, 100), 10_100 + 5_000);
     }
 
+    /// Mean and standard deviation over mean of 20,000 stall lengths at spread `cv`.
+    fn lengths(cv: f64) -> (f64, f64) {
+        let mut stalls = Stalls::new(100.0, Nanos::from_ms(2), cv, ChaCha8Rng::seed_from_u64(3));
+        let v: Vec<f64> = (0..20_000).map(|_| stalls.length() as f64).collect();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
+        (mean, sd / mean)
+    }
+
+    #[test]
+    fn stall_lengths_have_the_mean_and_the_spread_asked_for() {
+        for cv in [0.0, 0.3, 1.0] {
+            let (mean, spread) = lengths(cv);
+            assert!((mean / 2e6 - 1.0).abs() < 0.03, "cv {cv}: mean {mean}");
+            assert!((spread - cv).abs() < 0.03, "cv {cv}: spread {spread}");
+        }
+    }
+
     #[test]
     fn a_node_serves_on_its_earliest_free_core() {
-        let stalls = Stalls::new(0.0, Nanos::ZERO, ChaCha8Rng::seed_from_u64(1));
+        let stalls = Stalls::new(0.0, Nanos::ZERO, 1.0, ChaCha8Rng::seed_from_u64(1));
         let mut node = Node::new(2, stalls);
         assert_eq!(node.serve(0, 10), (0, 10));
         assert_eq!(node.serve(0, 10), (0, 10));

@@ -336,6 +336,9 @@ impl SuiteScenario {
                 cl.stall_rate_hz, cl.stall_mean
             ));
         }
+        if cl.stall_length_cv != d.stall_length_cv {
+            out.push_str(&format!(" --stall-length-cv {}", cl.stall_length_cv));
+        }
         out
     }
 }
@@ -419,6 +422,7 @@ mod tests {
             storage_compute_factor: 1.0,
             stall_rate_hz: 2.5,
             stall_mean_ns: 1_500_000,
+            stall_length_cv: 0.2,
             notes: vec![],
         };
         let plain = draw(Space::OnePlusOne, 3, 0).unwrap();
@@ -431,6 +435,7 @@ mod tests {
             "--storage-msg-cost 2.5us",
             "--app-byte-cost 0.125 --storage-byte-cost 0.0625",
             "--stall-rate-hz 2.5 --stall-mean 1.5ms",
+            "--stall-length-cv 0.2",
         ] {
             assert!(flags.contains(needle), "{needle} in {flags}");
         }

@@ -135,6 +135,17 @@ impl StallEstimator {
         self.episodes.iter().map(|(_, d)| d).sum::<f64>() / self.episodes.len() as f64
     }
 
+    /// Spread of the stalls' lengths, standard deviation over mean; None under two stalls.
+    pub fn length_cv(&self) -> Option<f64> {
+        let n = self.episodes.len();
+        let mean = self.mean_length_ns();
+        if n < 2 || mean <= 0.0 {
+            return None;
+        }
+        let var = self.episodes.iter().map(|(_, d)| (d - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        Some(var.sqrt() / mean)
+    }
+
     /// Mean over the stalls of their length beyond `slack_ns`, ns: E[(D − h)⁺] per stall.
     pub fn mean_excess_ns(&self, slack_ns: f64) -> f64 {
         self.excess_moment(slack_ns, 1, f64::INFINITY)
@@ -213,6 +224,8 @@ mod tests {
         assert!((rate - 5.0).abs() < 0.5, "{rate}/s");
         let mean = est.mean_length_ns();
         assert!((mean / 2_010_000.0 - 1.0).abs() < 0.01, "{mean} ns");
+        // Stalls all of one length have no spread.
+        assert!(est.length_cv().unwrap() < 0.01, "{:?}", est.length_cv());
         // A 4 ms slack leaves nothing of a 2 ms stall; a 1 ms slack leaves 1 ms.
         assert_eq!(est.mean_excess_ns(4_000_000.0), 0.0);
         assert!((est.mean_excess_ns(1_000_000.0) - 1_010_000.0).abs() < 1_000.0);
