@@ -56,6 +56,25 @@ pub struct Completion {
     pub pushed_back: bool,
 }
 
+#[cfg(test)]
+impl Completion {
+    /// A test's completion of one round trip that moved no bytes and was not pushed back.
+    pub(crate) fn of(fn_id: FnId, placement: Placement, latency_ns: u64, app_cpu_ns: u64, storage_cpu_ns: u64) -> Self {
+        Completion {
+            fn_id,
+            placement,
+            latency_ns,
+            costs: Costs {
+                app_cpu_ns,
+                storage_cpu_ns,
+                bytes_moved: 0,
+                round_trips: 1,
+            },
+            pushed_back: false,
+        }
+    }
+}
+
 /// A read-only view of a policy's control state, for timelines and reports.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PolicyState {

@@ -37,27 +37,29 @@ fn cluster(app_cores: u32, storage_cores: u32, rtt: Nanos) -> ClusterConfig {
     }
 }
 
-#[test]
-fn many_dependent_round_trips_run_remote_within_the_slo() {
-    let shape = |policy| {
-        run(
-            cluster(3, 4, Nanos::from_us(3)),
-            "traverse:depth=7,compute=770ns,size=256",
-            117,
-            3103,
-            policy,
-        )
-    };
-    let with = shape("balance");
-    let without = shape("balance:without=latency");
+/// The shape run by `balance` and by `balance:without=latency`, both printed.
+fn with_and_without(cluster: ClusterConfig, workload: &str, slo_us: u64, seed: u64) -> (SimReport, SimReport) {
+    let with = run(cluster.clone(), workload, slo_us, seed, "balance");
+    let without = run(cluster, workload, slo_us, seed, "balance:without=latency");
     eprintln!(
-        "with: {:.0} ops/s at X {:.2}, p99 {:?}; without: {:.0} at X {:.2}, p99 {:?}",
+        "with: {:.0} ops/s at X {:.3}, p99 {:?}; without: {:.0} at X {:.3}, p99 {:?}",
         with.throughput_ops,
         with.rpc_fraction_mean,
         with.p99_us,
         without.throughput_ops,
         without.rpc_fraction_mean,
         without.p99_us
+    );
+    (with, without)
+}
+
+#[test]
+fn many_dependent_round_trips_run_remote_within_the_slo() {
+    let (with, without) = with_and_without(
+        cluster(3, 4, Nanos::from_us(3)),
+        "traverse:depth=7,compute=770ns,size=256",
+        117,
+        3103,
     );
     assert!(with.rpc_fraction_mean > 0.98, "X {}", with.rpc_fraction_mean);
     assert!(with.p99_us.unwrap() <= 117.0, "p99 {:?}", with.p99_us);
@@ -68,25 +70,11 @@ fn many_dependent_round_trips_run_remote_within_the_slo() {
 
 #[test]
 fn a_placement_whose_floor_nears_the_slo_carries_no_requests() {
-    let shape = |policy| {
-        run(
-            cluster(12, 8, Nanos(12_100)),
-            "traverse:depth=4,compute=1210ns,size=16384",
-            97,
-            3104,
-            policy,
-        )
-    };
-    let with = shape("balance");
-    let without = shape("balance:without=latency");
-    eprintln!(
-        "with: {:.0} ops/s at X {:.3}, p99 {:?}; without: {:.0} at X {:.3}, p99 {:?}",
-        with.throughput_ops,
-        with.rpc_fraction_mean,
-        with.p99_us,
-        without.throughput_ops,
-        without.rpc_fraction_mean,
-        without.p99_us
+    let (with, without) = with_and_without(
+        cluster(12, 8, Nanos(12_100)),
+        "traverse:depth=4,compute=1210ns,size=16384",
+        97,
+        3104,
     );
     assert!(with.rpc_fraction_mean > 0.995, "X {}", with.rpc_fraction_mean);
     assert!(with.p99_us.unwrap() <= 97.0, "p99 {:?}", with.p99_us);

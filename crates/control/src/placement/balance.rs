@@ -638,18 +638,7 @@ mod tests {
                 let (app, storage) = costs(fn_id, placement);
                 policy.on_completion(
                     at,
-                    &Completion {
-                        fn_id,
-                        placement,
-                        latency_ns: latency_ns + i % 7 * 1_000,
-                        costs: Costs {
-                            app_cpu_ns: app,
-                            storage_cpu_ns: storage,
-                            bytes_moved: 0,
-                            round_trips: 1,
-                        },
-                        pushed_back: false,
-                    },
+                    &Completion::of(fn_id, placement, latency_ns + i % 7 * 1_000, app, storage),
                 );
             }
             policy.tick(now);
@@ -679,18 +668,7 @@ mod tests {
         for placement in [Placement::Local, Placement::Remote] {
             let (app, storage) = costs(placement);
             for _ in 0..100 {
-                profile.learn(&Completion {
-                    fn_id: FnId(0),
-                    placement,
-                    latency_ns: 1,
-                    costs: Costs {
-                        app_cpu_ns: app,
-                        storage_cpu_ns: storage,
-                        bytes_moved: 0,
-                        round_trips: 1,
-                    },
-                    pushed_back: false,
-                });
+                profile.learn(&Completion::of(FnId(0), placement, 1, app, storage));
             }
         }
         profile

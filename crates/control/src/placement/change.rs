@@ -85,25 +85,14 @@ mod tests {
     use super::*;
     use crate::placement::costs::CostProfile;
     use crate::placement::load_model::Capacity;
-    use crate::policy::{Completion, Costs, FnId, Placement};
+    use crate::policy::{Completion, FnId, Placement};
 
     fn profile(local: (u64, u64), remote: (u64, u64), jitter: u64) -> CostProfile {
         let mut p = CostProfile::default();
         for i in 0..2_000u64 {
             let j = (i % 7) * jitter;
             for (placement, (app, storage)) in [(Placement::Local, local), (Placement::Remote, remote)] {
-                p.learn(&Completion {
-                    fn_id: FnId(0),
-                    placement,
-                    latency_ns: 1,
-                    costs: Costs {
-                        app_cpu_ns: app + j,
-                        storage_cpu_ns: storage + j,
-                        bytes_moved: 0,
-                        round_trips: 1,
-                    },
-                    pushed_back: false,
-                });
+                p.learn(&Completion::of(FnId(0), placement, 1, app + j, storage + j));
             }
         }
         p

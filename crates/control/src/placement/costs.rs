@@ -160,18 +160,7 @@ mod tests {
     use crate::policy::FnId;
 
     fn completion(placement: Placement, app: u64, storage: u64) -> Completion {
-        Completion {
-            fn_id: FnId(0),
-            placement,
-            latency_ns: 10_000,
-            costs: Costs {
-                app_cpu_ns: app,
-                storage_cpu_ns: storage,
-                bytes_moved: 0,
-                round_trips: 1,
-            },
-            pushed_back: false,
-        }
+        Completion::of(FnId(0), placement, 10_000, app, storage)
     }
 
     #[test]

@@ -345,25 +345,13 @@ impl MeanCosts for MixProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Costs;
 
     fn learn(m: &mut MixProfile, f: u32, n: usize, local: (u64, u64), remote: (u64, u64)) {
         for _ in 0..n {
             for (placement, (app, storage)) in [(Placement::Local, local), (Placement::Remote, remote)] {
                 m.arrive(FnId(f));
                 m.learn(
-                    &Completion {
-                        fn_id: FnId(f),
-                        placement,
-                        latency_ns: 10_000,
-                        costs: Costs {
-                            app_cpu_ns: app,
-                            storage_cpu_ns: storage,
-                            bytes_moved: 0,
-                            round_trips: 1,
-                        },
-                        pushed_back: false,
-                    },
+                    &Completion::of(FnId(f), placement, 10_000, app, storage),
                     Some(Predicted::NONE),
                 );
             }

@@ -277,11 +277,6 @@ impl RateLoop {
         self.stalls.on_completion(now, latency_ns, self.delivered_ops);
     }
 
-    /// The stalls seen so far: their rate per second and mean length, ns.
-    pub fn stalls(&mut self, now: Nanos) -> (f64, f64) {
-        (self.stalls.rate_hz(now), self.stalls.mean_length_ns())
-    }
-
     /// Multiplies R by `factor` at `now`: a feed-forward from an outer loop that moved the
     /// latency curve on purpose (X) and predicts where R should go. The evidence restarts,
     /// no secant spans the move, and the rate known to miss moves by the same factor.
