@@ -94,7 +94,15 @@ fn calibrate_writes_a_profile_the_simulator_runs_as() {
     assert!(table.contains("profile written to"), "{table}");
     let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(profile["version"], 1);
-    assert!(profile["storage_msg_ns"].as_u64().unwrap() > 0, "{profile}");
+    // A one-second calibration on a busy machine can measure a per-message cost below zero
+    // (a difference of two noisy figures): it is then clamped to 0, and the profile says so.
+    let storage_msg_ns = profile["storage_msg_ns"].as_u64().unwrap();
+    let noted = profile["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("storage CPU per message"));
+    assert!(storage_msg_ns > 0 || noted, "{profile}");
     assert!(profile["rtt_ns"].is_u64() && profile["stall_rate_hz"].is_number());
     let sim = sim_with(&["--profile", path.to_str().unwrap()]);
     assert!(sim.status.success(), "{}", stderr(&sim));
