@@ -3,10 +3,12 @@
 # same pinning: each server on CPU 0, the load generator on CPU 1. Interleaved runs, the
 # median of each, and ferry / Redis. Installs Redis (and its tools) if missing; runs
 # memtier_benchmark too where it is installed (the distribution here does not package it).
-#   scripts/bench_redis.sh [RUNS]          (default 3; builds ferry in release first)
+#   scripts/bench_redis.sh [RUNS] [CASE]   (default 3 runs of every case; CASE runs only the
+#                                           cases whose name contains it, e.g. FCALL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
+only="${2:-}"
 redis_port=6391
 ferry_port=7791
 ferry_resp=6392
@@ -61,6 +63,7 @@ cases=(
 printf '| | Redis 7 (%s runs) | ferry RESP (%s runs) | ferry / Redis, medians |\n|---|---|---|---|\n' "$runs" "$runs"
 for case in "${cases[@]}"; do
   name="${case%%|*}"
+  [[ "$name" == *"$only"* ]] || continue
   read -r -a args <<<"${case#*|}"
   redis=(); ferry=()
   for _ in $(seq "$runs"); do

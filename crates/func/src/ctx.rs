@@ -41,6 +41,14 @@ pub trait Ctx: Send {
     /// invocation to the next (loaded code, a VM's state) must be kept per tenant.
     fn tenant(&self) -> u32;
 
+    /// Whether an access made now completes without waiting on anything outside this
+    /// thread (it may still ask once to be polled again). A runtime may then drive the
+    /// access to its end on the spot instead of suspending the function around it, as the
+    /// Lua VM does with `redis.call`. The default, false, is always correct.
+    fn immediate(&self) -> bool {
+        false
+    }
+
     /// Reads one object; `None` if it does not exist.
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>>;
 

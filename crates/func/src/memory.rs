@@ -39,6 +39,10 @@ impl MemoryCtx {
 }
 
 impl Ctx for MemoryCtx {
+    fn immediate(&self) -> bool {
+        true
+    }
+
     fn args(&self) -> &Bytes {
         &self.args
     }

@@ -1,33 +1,70 @@
 -- Run once in every VM before the library: the `redis` table, and the sandbox's edges.
--- Receives `spent`, a Rust function telling whether the running call's instruction
--- budget is gone; returns `run` (the trampoline every call starts in) and `finish`
--- (ends loading: returns the registered functions and freezes the globals).
-local spent = ...
+-- Receives `stopped`, a Rust function telling whether the running call must end (its
+-- instruction budget is gone, or its data access failed in a way that ends the
+-- invocation). Returns:
+--   run         the trampoline every call starts in;
+--   finish      ends loading: returns the registered functions, and from then on the
+--               library's globals are read-only;
+--   env         the environment the library's chunk is loaded in;
+--   set_direct  sets the function `redis.call` uses to run a command at once (it answers
+--               `nil` when the command must go the long way: a yield to the Rust side).
+--
+-- The sandbox, as strong as Redis's: the library sees its globals through `env`, an empty
+-- table whose reads fall through to them and whose writes fail once loading ends; `redis`,
+-- the standard library tables and `_G` are read-only proxies; the string metatable is
+-- hidden; `rawset` refuses every one of those. So nothing a call does to globals survives
+-- it, and one function cannot change what another sees.
+local stopped = ...
 local yield = coroutine.yield
-local raw_pcall, raw_xpcall = pcall, xpcall
-local error, select, type, tostring, setmetatable = error, select, type, tostring, setmetatable
+local raw_pcall, raw_xpcall, raw_rawset = pcall, xpcall, rawset
+local error, select, type, tostring, setmetatable, pairs = error, select, type, tostring, setmetatable, pairs
 
--- A budget error caught by the script is raised again: a runaway loop cannot swallow it.
+-- Tables no script may write, not even through `rawset` (weak keys: never kept alive here).
+local frozen = setmetatable({}, { __mode = 'k' })
+
+local function refuse(_, name)
+  error('ERR Attempt to modify a readonly table: ' .. tostring(name), 2)
+end
+
+-- A read-only view of `target`: reads fall through, writes and `setmetatable` fail.
+local function freeze(target)
+  local proxy = setmetatable({}, { __index = target, __newindex = refuse, __metatable = false })
+  frozen[proxy] = true
+  return proxy
+end
+
+-- A budget error (or an ended access) caught by the script is raised again: a runaway
+-- loop cannot swallow it.
 local function rethrow(ok, ...)
-  if not ok and spent() then error((...), 0) end
+  if not ok and stopped() then error((...), 0) end
   return ok, ...
 end
 pcall = function(f, ...) return rethrow(raw_pcall(f, ...)) end
 xpcall = function(f, handler, ...) return rethrow(raw_xpcall(f, handler, ...)) end
+rawset = function(t, k, v)
+  if frozen[t] then refuse(t, k) end
+  return raw_rawset(t, k, v)
+end
 
--- Every command is a yield to the Rust side, which runs it against the invocation's Ctx
--- and resumes with (ok, reply).
+-- Every command runs through `direct` when the invocation's data can answer at once, and
+-- is otherwise a yield to the Rust side, which runs it against the invocation's Ctx and
+-- resumes with (ok, reply).
+local direct = function()
+  error('ERR redis.call is not available while a library loads', 3)
+end
 local function command(...)
   if select('#', ...) == 0 then
     return false, { err = 'ERR Please specify at least one argument for this redis lib call' }
   end
-  return yield(...)
+  local ok, reply = direct(...)
+  if ok == nil then return yield(...) end
+  return ok, reply
 end
 
 local registered = {}
 local loading = true
 
-redis = {
+local redis = {
   call = function(...)
     local ok, reply = command(...)
     if ok then return reply end
@@ -68,19 +105,46 @@ redis = {
 -- Not in a storage function's reach: code loading, files, the OS, printing, coroutines.
 coroutine, load, loadstring, loadfile, dofile, require, print = nil, nil, nil, nil, nil, nil, nil
 
+-- The string metatable (what `("x"):upper()` goes through) is shared by every string of
+-- the VM: hidden, so no call can change it for the next.
+getmetatable('').__metatable = false
+
+-- What the library's globals fall back to: the builtins, with every table among them
+-- (and `redis`) read-only.
+local builtins = {}
+for name, value in pairs(_G) do
+  builtins[name] = type(value) == 'table' and freeze(value) or value
+end
+builtins.redis = freeze(redis)
+
+-- The library's globals: written only while loading (into `globals`), read through.
+local globals = setmetatable({}, { __index = builtins, __metatable = false })
+local env = setmetatable({}, {
+  __index = globals,
+  __newindex = function(_, name, value)
+    if loading then
+      raw_rawset(globals, name, value)
+    else
+      error('ERR Attempt to create global variable \'' .. tostring(name) .. '\'', 2)
+    end
+  end,
+  __metatable = false,
+})
+frozen[env] = true
+frozen[globals] = true
+raw_rawset(builtins, '_G', env)
+
 local function run(callback, keys, args)
   return raw_pcall(callback, keys, args)
 end
 
 local function finish()
   loading = false
-  setmetatable(_G, {
-    __newindex = function(_, name)
-      error('ERR Attempt to create global variable \'' .. tostring(name) .. '\'', 2)
-    end,
-    __metatable = false,
-  })
   return registered
 end
 
-return run, finish
+local function set_direct(f)
+  direct = f
+end
+
+return run, finish, env, set_direct

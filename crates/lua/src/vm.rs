@@ -1,7 +1,9 @@
 //! One sandboxed Lua VM holding one library, and a call of one of its functions driven as
-//! a coroutine: every `redis.call` yields the command here, it runs against the
-//! invocation's `Ctx` (a yield point of the invocation, as for a Rust function), and the
-//! coroutine resumes with the reply.
+//! a coroutine. A `redis.call` runs straight against the invocation's `Ctx` while that can
+//! answer at once (`Ctx::immediate`: the storage node inside a poll's slice, an in-memory
+//! store), with no yield; otherwise it yields the command here, it runs against the `Ctx`
+//! (a yield point of the invocation, as for a Rust function: a node's slice ended, a
+//! client's network read), and the coroutine resumes with the reply.
 //!
 //! Limits: an instruction budget per call, counted by a hook every
 //! [`HOOK_EVERY_INSTRUCTIONS`]; when it is gone the hook yields the coroutine (or, where
@@ -10,15 +12,17 @@
 //! hit either limit is not reused.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use mlua::{
     ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, ThreadStatus, Value, VmState,
 };
 
-use ferry_func::{Ctx, FnError};
+use ferry_func::{Ctx, CtxError, FnError};
 use ferry_resp::Reply;
 
 use crate::convert::{command_arg, lua_to_reply, reply_to_lua};
@@ -42,17 +46,73 @@ pub const MAX_VM_MEMORY_BYTES: usize = 4 * 1024 * 1024;
 
 const PRELUDE: &str = include_str!("prelude.lua");
 
+const NOT_STRINGS: &str = "Lua redis lib command arguments must be strings or integers";
+
+/// `redis.call`'s way in while the Ctx can answer at once: the command run to its end here,
+/// answered `(ok, reply)`; `(nil, nil)` sends it the long way (a yield). An access that
+/// ends the invocation (a conflict, a refusal) is kept in `ended` and raised past every
+/// `pcall` of the script.
+fn direct_command(
+    lua: &Lua,
+    ctx: &mut dyn Ctx,
+    table: &str,
+    writes_allowed: bool,
+    command: &MultiValue,
+    ended: &mut Option<CtxError>,
+    budget: &Budget,
+) -> mlua::Result<(Value, Value)> {
+    if !ctx.immediate() {
+        return Ok((Value::Nil, Value::Nil));
+    }
+    let reply = match command.iter().map(command_arg).collect::<Option<Vec<Bytes>>>() {
+        Some(args) => match poll_now(crate::call::execute(ctx, table, args, writes_allowed)) {
+            Some(Ok(reply)) => reply,
+            Some(Err(err)) => return Err(end_access(err, ended, budget)),
+            None => {
+                let err = CtxError::Stopped("an access that was to complete at once did not".into());
+                return Err(end_access(err, ended, budget));
+            }
+        },
+        None => Reply::err(NOT_STRINGS),
+    };
+    let ok = !matches!(reply, Reply::Error(_));
+    Ok((Value::Boolean(ok), reply_to_lua(lua, &reply)?))
+}
+
+fn end_access(err: CtxError, ended: &mut Option<CtxError>, budget: &Budget) -> mlua::Error {
+    budget.access_ended.store(true, Ordering::Relaxed);
+    let error = mlua::Error::runtime(format!("ERR {err}"));
+    *ended = Some(err);
+    error
+}
+
+/// Drives a future that should complete at once; `None` if it does not within
+/// [`MAX_IMMEDIATE_POLLS`].
+fn poll_now<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    (0..MAX_IMMEDIATE_POLLS).find_map(|_| match future.as_mut().poll(&mut cx) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    })
+}
+
 /// The message of a call stopped by its budget.
 pub fn budget_message() -> String {
     format!("ERR Script killed: it ran past its budget of {INSTRUCTION_BUDGET} Lua instructions")
 }
 
-/// The running call's instruction budget, shared by the hook and the prelude's `spent`.
+/// Polls of an access `Ctx::immediate` promised: it may ask once to be polled again.
+const MAX_IMMEDIATE_POLLS: usize = 2;
+
+/// The running call's instruction budget, shared by the hook and the prelude's `stopped`,
+/// and whether one of its accesses ended the invocation.
 #[derive(Default)]
 struct Budget {
     remaining: AtomicI64,
     yield_asked: AtomicBool,
     spent: AtomicBool,
+    access_ended: AtomicBool,
 }
 
 impl Budget {
@@ -60,10 +120,16 @@ impl Budget {
         self.remaining.store(INSTRUCTION_BUDGET, Ordering::Relaxed);
         self.yield_asked.store(false, Ordering::Relaxed);
         self.spent.store(false, Ordering::Relaxed);
+        self.access_ended.store(false, Ordering::Relaxed);
     }
 
     fn spent(&self) -> bool {
         self.spent.load(Ordering::Relaxed)
+    }
+
+    /// The call must end: no `pcall` of the script may keep it going.
+    fn stopped(&self) -> bool {
+        self.spent() || self.access_ended.load(Ordering::Relaxed)
     }
 
     /// The hook: counts, and once the budget is gone asks to yield; if Lua could not
@@ -98,6 +164,8 @@ pub struct Vm {
     /// the budget's hook installed once.
     thread: Thread,
     functions: HashMap<String, Registered>,
+    /// The prelude's setter of the function `redis.call` runs commands through at once.
+    set_direct: Function,
     budget: Arc<Budget>,
     /// Hit a limit: dropped instead of reused.
     poisoned: bool,
@@ -124,12 +192,12 @@ impl Vm {
         lua.set_memory_limit(MAX_VM_MEMORY_BYTES)
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
         let budget = Arc::new(Budget::default());
-        let spent = {
+        let stopped = {
             let budget = Arc::clone(&budget);
-            lua.create_function(move |_, ()| Ok(budget.spent()))
+            lua.create_function(move |_, ()| Ok(budget.stopped()))
         };
-        let (run, finish): (Function, Function) = spent
-            .and_then(|spent| lua.load(PRELUDE).set_name("=ferry").call(spent))
+        let (run, finish, env, set_direct): (Function, Function, Table, Function) = stopped
+            .and_then(|stopped| lua.load(PRELUDE).set_name("=ferry").call(stopped))
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
         budget.reset();
         lua.set_hook(triggers(), budget.hook())
@@ -137,6 +205,7 @@ impl Vm {
         let loaded = lua
             .load(body)
             .set_name(format!("@{}", header.name))
+            .set_environment(env)
             .set_mode(ChunkMode::Text)
             .exec();
         lua.remove_hook();
@@ -193,6 +262,7 @@ impl Vm {
             run,
             thread,
             functions,
+            set_direct,
             budget,
             poisoned: false,
         };
@@ -241,13 +311,34 @@ impl Vm {
             return Err(failed(err));
         }
         self.budget.reset();
-        let mut input = MultiValue::from_vec(vec![
+        let mut input = Some(MultiValue::from_vec(vec![
             Value::Function(registered.callback.clone()),
             Value::Table(sequence(keys).map_err(failed)?),
             Value::Table(sequence(args).map_err(failed)?),
-        ]);
+        ]));
+        let writes_allowed = !no_writes;
         loop {
-            let output = thread.resume::<MultiValue>(input);
+            // Resumed inside a scope that lends `redis.call` the invocation's Ctx, to run
+            // commands at once while it can answer at once; the scope ends before any
+            // command is awaited the long way.
+            let mut ended: Option<CtxError> = None;
+            let output = {
+                let ctx: &mut dyn Ctx = &mut *ctx;
+                let ended = &mut ended;
+                let budget = &self.budget;
+                let resumed_with = input.take().unwrap_or_default();
+                self.lua.scope(|scope| {
+                    let direct = scope.create_function_mut(move |lua, command: MultiValue| {
+                        direct_command(lua, &mut *ctx, table, writes_allowed, &command, ended, budget)
+                    })?;
+                    self.set_direct.call::<()>(direct)?;
+                    thread.resume::<MultiValue>(resumed_with)
+                })
+            };
+            if let Some(err) = ended {
+                // The script's pcalls re-raised it to the trampoline: the VM is intact.
+                return Err(FnError::Ctx(err));
+            }
             if self.budget.spent() {
                 self.poisoned = true;
                 return Err(FnError::Failed(budget_message()));
@@ -261,12 +352,12 @@ impl Vm {
                 ThreadStatus::Resumable => {
                     let args: Option<Vec<Bytes>> = output.iter().map(command_arg).collect();
                     let reply = match args {
-                        Some(args) => crate::call::execute(ctx, table, args, !no_writes).await?,
-                        None => Reply::err("Lua redis lib command arguments must be strings or integers"),
+                        Some(args) => crate::call::execute(ctx, table, args, writes_allowed).await?,
+                        None => Reply::err(NOT_STRINGS),
                     };
                     let ok = !matches!(reply, Reply::Error(_));
                     let reply = reply_to_lua(&self.lua, &reply).map_err(failed)?;
-                    input = MultiValue::from_vec(vec![Value::Boolean(ok), reply]);
+                    input = Some(MultiValue::from_vec(vec![Value::Boolean(ok), reply]));
                 }
                 _ => return Err(FnError::Failed("ERR the function's coroutine stopped".into())),
             }

@@ -208,6 +208,62 @@ redis.register_function('register', function() redis.register_function('late', f
     assert!(err.contains("can only be called on FUNCTION LOAD"), "{err}");
 }
 
+const ESCAPES: &str = r#"#!lua name=escapes
+function helper() return 'helper' end
+redis.register_function('break_strings', function()
+  getmetatable('').__index = { upper = function() return 'broken' end }
+end)
+redis.register_function('count', function()
+  local n = (rawget(_G, 'counter') or 0) + 1
+  rawset(_G, 'counter', n)
+  return n
+end)
+redis.register_function('hijack', function() redis.call = function() return 'hijacked' end end)
+redis.register_function('raw_hijack', function() rawset(redis, 'call', function() return 'hijacked' end) end)
+redis.register_function('patch_string', function() string.upper = function() return 'patched' end end)
+redis.register_function('raw_patch', function() rawset(string, 'upper', function() return 'patched' end) end)
+redis.register_function('unlock_globals', function() setmetatable(_G, nil) end)
+redis.register_function('drop_helper', function() helper = nil end)
+redis.register_function('upper', function() return ('abc'):upper() .. string.upper('d') end)
+redis.register_function('get', function(keys) return redis.call('GET', keys[1]) end)
+redis.register_function('use_helper', function() return helper() end)
+"#;
+
+#[test]
+fn no_call_can_change_what_a_later_call_sees() {
+    // The three escapes of the issue (the string metatable, rawset on _G, redis.call
+    // replaced) and their cousins: each is refused, and every later call of every function
+    // sees the library as it was loaded.
+    let mut ctx = MemoryCtx::default();
+    load(&mut ctx, ESCAPES, false).unwrap();
+    fcall(&mut ctx, "get", &["seed"], &[]).unwrap();
+    ctx.data
+        .insert(("db0".into(), Bytes::from_static(b"k")), Bytes::from_static(b"v"));
+    let attacks = [
+        ("break_strings", "attempt to index a boolean value"),
+        ("count", "readonly table"),
+        ("hijack", "readonly table"),
+        ("raw_hijack", "readonly table"),
+        ("patch_string", "readonly table"),
+        ("raw_patch", "readonly table"),
+        ("unlock_globals", "cannot change a protected metatable"),
+        ("drop_helper", "Attempt to create global variable 'helper'"),
+    ];
+    for (attack, refusal) in attacks {
+        for _ in 0..2 {
+            let err = fcall(&mut ctx, attack, &[], &[]).unwrap_err();
+            assert!(err.contains(refusal), "{attack}: {err}");
+        }
+        assert_eq!(fcall(&mut ctx, "upper", &[], &[]), Ok(bulk("ABCD")), "after {attack}");
+        assert_eq!(fcall(&mut ctx, "get", &["k"], &[]), Ok(bulk("v")), "after {attack}");
+        assert_eq!(
+            fcall(&mut ctx, "use_helper", &[], &[]),
+            Ok(bulk("helper")),
+            "after {attack}"
+        );
+    }
+}
+
 #[test]
 fn runaway_and_memory_hungry_calls_end_alone_and_the_library_keeps_serving() {
     let mut ctx = MemoryCtx::default();
@@ -229,9 +285,13 @@ fn runaway_and_memory_hungry_calls_end_alone_and_the_library_keeps_serving() {
 
 #[test]
 fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
-    // A Ctx whose reads of db0 conflict: redis.pcall must not catch it.
-    struct Conflicting(MemoryCtx);
+    // A Ctx whose reads of db0 conflict: redis.pcall must not catch it, whether the
+    // command runs at once (the storage node inside its slice) or the long way.
+    struct Conflicting(MemoryCtx, bool);
     impl ferry_func::Ctx for Conflicting {
+        fn immediate(&self) -> bool {
+            self.1
+        }
         fn args(&self) -> &Bytes {
             self.0.args()
         }
@@ -268,11 +328,16 @@ fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
         args: vec![],
         read_only: false,
     };
-    let mut ctx = Conflicting(inner);
-    ctx.0.args = call.encode().unwrap();
+    inner.args = call.encode().unwrap();
     let function = ferry_lua::registry().get(&call.invocation_name()).unwrap();
-    let result = block_on(function(&mut ctx));
-    assert!(matches!(result, Err(FnError::Ctx(CtxError::Conflict(_)))), "{result:?}");
+    for immediate in [true, false] {
+        let mut ctx = Conflicting(inner.clone(), immediate);
+        let result = block_on(function(&mut ctx));
+        assert!(
+            matches!(result, Err(FnError::Ctx(CtxError::Conflict(_)))),
+            "immediate {immediate}: {result:?}"
+        );
+    }
 }
 
 #[test]

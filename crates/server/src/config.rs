@@ -50,9 +50,10 @@ pub const DEFAULT_IO_THREADS: usize = 1;
 pub const MAX_IO_THREADS: usize = 64;
 
 /// ASFP pushback thresholds. An invocation whose client accepts pushback is handed back at
-/// a data access when its worker is overloaded — it already holds at least
-/// `old_invocations_min` suspended invocations, at least `new_invocations_min` more wait in
-/// its queue, and at least `keep_min` would remain — and the invocation is compute-bound:
+/// a data access when its worker is overloaded — it holds at least `old_invocations_min`
+/// suspended invocations (the one at its yield point included: an invocation yields only
+/// once it has outrun its poll's slice), at least `new_invocations_min` more wait in its
+/// queue, and at least `keep_min` would remain — and the invocation is compute-bound:
 /// its compute so far exceeds `credit_per_access` times its accesses (the slides' c > n·D).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PushbackConfig {
@@ -73,7 +74,8 @@ pub struct PushbackConfig {
 /// the node would rather ship out.
 pub const DEFAULT_PUSHBACK_CREDIT_PER_ACCESS: Duration = Duration::from_micros(5);
 
-/// Default "old tasks": one suspended invocation means the worker is already juggling work.
+/// Default "old tasks": one suspended invocation (the candidate itself, which outran its
+/// slice) means the worker is already juggling work.
 pub const DEFAULT_PUSHBACK_OLD_MIN: usize = 1;
 
 /// Default "more arriving": one waiting invocation.

@@ -85,7 +85,9 @@ fn start_attempt(
     function: StorageFn,
     args: Bytes,
 ) -> (AttemptFuture, SharedAttempt) {
+    // The attempt's snapshot starts now (TL2): every read is checked against it alone.
     let state = SharedAttempt::default();
+    state.lock().read_version = tenant.store.read_version();
     let ctx_state = Arc::clone(&state);
     let future = Box::pin(async move {
         let mut ctx = StoreCtx::new(tenant, cluster, handoff, args, ctx_state);
@@ -98,7 +100,7 @@ fn start_attempt(
 /// Protocol status of a store refusal.
 pub(crate) fn status_of(err: &StoreError) -> Status {
     match err {
-        StoreError::Conflict { .. } => Status::TxAbort,
+        _ if err.is_conflict() => Status::TxAbort,
         StoreError::EmptyKey | StoreError::BadTableName(_) => Status::BadRequest,
         _ if err.is_limit() => Status::TooLarge,
         _ => Status::BadRequest,
@@ -327,6 +329,7 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
         generation,
     });
     let started = Instant::now();
+    invocation.state.lock().slice_ends = Some(started + crate::store_ctx::POLL_SLICE);
     let mut cx = Context::from_waker(Waker::noop());
     let polled = catch_unwind(AssertUnwindSafe(|| invocation.attempt.as_mut().poll(&mut cx)));
     let still_ours = {
@@ -384,11 +387,13 @@ const MAX_PUSHBACK_VALUE_BYTES: usize = MAX_BODY_BYTES as usize / 2;
 /// compute-bound (see `PushbackConfig`).
 fn should_push_back(node: &Node, worker: usize, invocation: &Invocation) -> bool {
     let config = &node.pushback;
-    // The invocation being stepped is out of the running list, so this counts the others.
-    let old = node.pool.slots[worker].running.lock().len();
+    // The invocation being stepped is out of the running list: `others` does not count it,
+    // the old tasks do (it has outrun its slice, so it is old work itself).
+    let others = node.pool.slots[worker].running.lock().len();
     let new = node.pool.queued_invokes(worker);
-    let overloaded =
-        old >= config.old_invocations_min && new >= config.new_invocations_min && old + new >= config.keep_min;
+    let overloaded = others + 1 >= config.old_invocations_min
+        && new >= config.new_invocations_min
+        && others + new >= config.keep_min;
     if !overloaded {
         return false;
     }
@@ -489,8 +494,9 @@ fn complete(
         Err(FnError::Ctx(CtxError::Conflict(_))) => return retry(invocation),
         Err(err) => return fail(invocation, err.to_string()),
     };
-    // Reads were validated together at the last read, so a read-only invocation is
-    // already serialized there; one that wrote must validate again and install.
+    // Every read was made at the attempt's read version, so a read-only invocation is
+    // serialized there with no validation; one that wrote validates its reads once and
+    // installs.
     let wrote = !ctx.state.lock().tx.writes().is_empty();
     let mut installed = ferry_store::VERSION_ABSENT;
     if wrote {

@@ -31,6 +31,20 @@ pub(crate) struct TenantState {
 }
 
 impl TenantState {
+    /// A tenant outside any node, for unit tests of what runs over its store.
+    #[cfg(test)]
+    pub(crate) fn for_test(id: u32, quota_bytes: u64) -> TenantState {
+        TenantState {
+            id,
+            token: Vec::new(),
+            home: 0,
+            store: TenantStore::new(quota_bytes),
+            counters: TenantCounters::default(),
+            latency: Arc::default(),
+            functions: Default::default(),
+        }
+    }
+
     /// Compares tokens in time independent of where they differ, so response timing does
     /// not leak a token byte by byte.
     pub(crate) fn token_matches(&self, token: &[u8]) -> bool {

@@ -49,9 +49,30 @@ pub enum StoreError {
         /// Version found at validation.
         current_version: u64,
     },
+    /// A read at a read version found the object changed after it (TL2): its value at the
+    /// read version is gone, so the reader extends its snapshot or starts over.
+    #[error(
+        "transaction aborted: {table}/{key_hex} changed at version {changed_at}, after the read version {read_version}"
+    )]
+    Newer {
+        /// Table of the object.
+        table: String,
+        /// Its key, hex-encoded for the message.
+        key_hex: String,
+        /// The reader's read version.
+        read_version: u64,
+        /// The version it changed at (for an absent object, its shard's last delete).
+        changed_at: u64,
+    },
 }
 
 impl StoreError {
+    /// True when the transaction saw data change under it (`Conflict` or `Newer`): it is
+    /// retried, never failed (protocol status `tx_abort`).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. } | StoreError::Newer { .. })
+    }
+
     /// True for errors caused by a size or quota limit (protocol status `too_large`).
     pub fn is_limit(&self) -> bool {
         matches!(

@@ -23,8 +23,39 @@ pub(crate) struct Object {
     pub(crate) value: Bytes,
 }
 
-/// One lock shard of a table: the objects whose key hashes to it.
-pub(crate) type Shard = HashMap<Bytes, Object>;
+/// One lock shard of a table: the objects whose key hashes to it, and the version of the
+/// latest delete among them. An absent object carries no version of its own, so a reader
+/// at a read version older than `deleted_at` cannot tell whether what it reads as absent
+/// was still there at its read version (see `tenant::snapshot`).
+#[derive(Debug, Default)]
+pub(crate) struct Shard {
+    pub(crate) objects: HashMap<Bytes, Object>,
+    /// Version of the latest commit that removed an object of this shard (0: none).
+    pub(crate) deleted_at: u64,
+}
+
+impl Shard {
+    /// The version a reader at any read version sees for `key` when it was last changed:
+    /// the object's version, or for an absent one the shard's last delete (a bound: the
+    /// object may have been absent for longer).
+    pub(crate) fn changed_at(&self, key: &[u8]) -> u64 {
+        self.objects.get(key).map_or(self.deleted_at, |object| object.version)
+    }
+}
+
+impl std::ops::Deref for Shard {
+    type Target = HashMap<Bytes, Object>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.objects
+    }
+}
+
+impl std::ops::DerefMut for Shard {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.objects
+    }
+}
 
 /// A table: its objects split over [`SHARDS_PER_TABLE`] independently locked shards.
 pub(crate) struct Table {
@@ -34,7 +65,7 @@ pub(crate) struct Table {
 impl Table {
     pub(crate) fn new() -> Table {
         Table {
-            shards: (0..SHARDS_PER_TABLE).map(|_| RwLock::new(HashMap::new())).collect(),
+            shards: (0..SHARDS_PER_TABLE).map(|_| RwLock::new(Shard::default())).collect(),
         }
     }
 }

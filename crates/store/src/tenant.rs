@@ -14,6 +14,8 @@ use crate::limits::{
 use crate::locks::{LockPlan, LockedShards, Object, Table};
 use crate::VERSION_ABSENT;
 
+mod snapshot;
+
 /// An object a transaction read, with the version it saw (0 = absent).
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectRef<'a> {
@@ -353,6 +355,7 @@ impl TenantStore {
                 None => {
                     if shard.remove(write.key).is_some() {
                         self.objects.fetch_sub(1, Ordering::Relaxed);
+                        shard.deleted_at = shard.deleted_at.max(version);
                     }
                 }
             }
