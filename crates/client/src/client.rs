@@ -273,10 +273,11 @@ impl Client {
             table: table.to_string(),
             keys: keys.to_vec(),
             validate: Vec::new(),
+            snapshots: Vec::new(),
         };
         match self.call_ok(&request).await? {
             Response {
-                body: ResponseBody::MultiGet(entries),
+                body: ResponseBody::MultiGet { entries, .. },
                 ..
             } if entries.len() == keys.len() => Ok(entries.into_iter().map(versioned).collect()),
             other => Err(unexpected(&other)),
@@ -378,7 +379,7 @@ impl Client {
                     "the node pushed back an invocation that did not allow it".into(),
                 ));
             }
-            return crate::local::finish_pushed_back(route, function, args, &state.reads, started, cost).await;
+            return crate::local::finish_pushed_back(route, function, args, &state, started, cost).await;
         }
         match check_status(response)?.body {
             ResponseBody::Invoke { result, costs, trace } => {

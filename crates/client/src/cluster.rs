@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use ferry_cluster::ClusterMap;
-use ferry_proto::{CommitWrite, ReadVersion, Request, Response, Status};
+use ferry_proto::{CommitWrite, ReadVersion, Request, Response, ResponseBody, Status};
 
 use crate::adaptive::{Backend, BackendFuture};
 use crate::client::{Client, ClientConfig, Versioned};
@@ -112,13 +112,25 @@ impl ClusterClient {
     /// its read to that validation, so all of them were at this read (the argument of
     /// `local`). A changed one answers `tx_abort`.
     pub async fn forward(&self, request: &Request) -> Result<Response, ClientError> {
-        let (read_keys, validate): (Vec<&[u8]>, &[ReadVersion]) = match request {
-            Request::Get { key, validate, .. } => (vec![&key[..]], validate),
-            Request::MultiGet { keys, validate, .. } => (keys.iter().map(|k| &k[..]).collect(), validate),
+        let (table, read_keys, validate): (&str, Vec<&[u8]>, &[ReadVersion]) = match request {
+            Request::Get {
+                table, key, validate, ..
+            } => (table, vec![&key[..]], validate),
+            Request::MultiGet {
+                table, keys, validate, ..
+            } => (table, keys.iter().map(|k| &k[..]).collect(), validate),
             _ => return self.node_for_all(request.keys())?.forward(request).await,
         };
         let home = match self.map.single_owner(read_keys.iter().copied()) {
             Ok(Some(owner)) => owner.id.clone(),
+            // Nothing to read: a validation only (a read-only run across nodes ends so).
+            Ok(None) if !validate.is_empty() => {
+                let empty = Response::ok(ResponseBody::MultiGet {
+                    entries: Vec::new(),
+                    snapshot: None,
+                });
+                return Ok(self.validate_by_node(table, validate.to_vec()).await?.unwrap_or(empty));
+            }
             Ok(None) => return self.node_for_all(request.keys())?.forward(request).await,
             Err(spread) => return Err(ClientError::server(Status::CrossSlot, spread.to_string())),
         };
@@ -137,22 +149,35 @@ impl ClusterClient {
         if !matches!(response.status, Status::Ok | Status::NotFound) {
             return Ok(response);
         }
+        match self.validate_by_node(table, elsewhere).await? {
+            Some(refused) if refused.status != Status::Ok => Ok(refused),
+            _ => Ok(response),
+        }
+    }
+
+    /// Validates `reads` on the nodes that serve them, one empty multiget per node; the
+    /// first answer that is not `ok` (a changed object: `tx_abort`), else the last answer
+    /// (`None` for no reads).
+    async fn validate_by_node(&self, table: &str, reads: Vec<ReadVersion>) -> Result<Option<Response>, ClientError> {
         let mut by_node: HashMap<&str, Vec<ReadVersion>> = HashMap::new();
-        for read in elsewhere {
+        for read in reads {
             by_node.entry(&self.map.owner(&read.key).id).or_default().push(read);
         }
+        let mut last = None;
         for (node, reads) in by_node {
             let check = Request::MultiGet {
-                table: reads[0].table.clone(),
+                table: table.to_string(),
                 keys: Vec::new(),
                 validate: reads,
+                snapshots: Vec::new(),
             };
             let checked = self.nodes[node].forward(&check).await?;
             if checked.status != Status::Ok {
-                return Ok(checked);
+                return Ok(Some(checked));
             }
+            last = Some(checked);
         }
-        Ok(response)
+        Ok(last)
     }
 
     /// The node an invocation of `function` starts on: the one serving its routing key, or

@@ -1,17 +1,22 @@
 //! Local execution (ship data): the function runs here, against a `Ctx` that fetches over
 //! the network.
 //!
-//! Each read carries the read set so far, which the node validates atomically with the
-//! read; so the function only ever sees a consistent snapshot, and a read-only invocation
-//! is serialized at its last read without a commit round trip. Writes are buffered and
-//! committed with OCC at the end. A conflict anywhere restarts the invocation, up to
-//! [`MAX_LOCAL_ATTEMPTS`] times with jittered exponential backoff.
+//! Reads are TL2 reads at a snapshot of each node (a read version of its tenant clock):
+//! the first read on a node starts one, the node answers with it, and every later read
+//! carries it (O(1) on the wire and on the node, whatever was read before); an object
+//! changed after it is answered `tx_abort`, never read. So the function only ever sees a
+//! consistent snapshot of each node, and a read-only invocation on one node is serialized
+//! at that snapshot without a commit round trip. Writes are buffered and committed with OCC
+//! at the end (the read set validated once). A conflict anywhere restarts the invocation,
+//! up to [`MAX_LOCAL_ATTEMPTS`] times with jittered exponential backoff.
 //!
-//! Over a sharded cluster each read goes to its key's node, carrying the reads made on that
-//! node. A read-only invocation whose reads span nodes then validates, after its last read,
-//! every other node's reads once more: each object read was current from its read to that
-//! validation, and all reads came before all validations, so all were current together at
-//! the last read, where the invocation is serialized. An invocation that writes commits on
+//! Over a sharded cluster each read goes to its key's node with the snapshots so far (the
+//! node picks its own, so this works through a gateway too). Every read a node accepts was
+//! the object's current value when it was read (it had not changed since the snapshot). A
+//! read-only invocation whose reads span nodes then validates every node's reads once more
+//! after its last read: each object read was current from its read to that validation, and
+//! all reads came before all validations, so all were current together at the last read,
+//! where the invocation is serialized. An invocation that writes commits on
 //! one node, so its reads and writes must all live there (`cross_slot` otherwise, before
 //! anything is sent): a commit is never half-applied, and reads on a node it does not commit
 //! on could not be kept valid until the commit.
@@ -26,7 +31,7 @@ use bytes::Bytes;
 
 use ferry_func::registry::panic_text;
 use ferry_func::{Ctx, CtxError, CtxFuture, FnError, FnFuture, TxState};
-use ferry_proto::{PushbackRead, ReadVersion, Request, Response, ResponseBody, Status};
+use ferry_proto::{PushbackState, ReadVersion, Request, Response, ResponseBody, Snapshot, Status, MAX_SNAPSHOTS};
 
 use crate::client::check_status;
 use crate::error::ClientError;
@@ -49,8 +54,8 @@ struct RemoteCtx<'c> {
     args: Bytes,
     tx: TxState,
     cost: InvokeCost,
-    /// Node of the last read (its reads were validated then), if any.
-    last_node: Option<&'c str>,
+    /// The snapshot of each node read from so far.
+    snapshots: Vec<Snapshot>,
 }
 
 fn ctx_error(err: ClientError) -> CtxError {
@@ -85,52 +90,56 @@ impl<'c> RemoteCtx<'c> {
                 None => by_node.push((node, vec![Bytes::copy_from_slice(key)])),
             }
         }
-        for (node, group) in by_node {
-            self.read_on_node(table, node, group).await?;
-            self.last_node = Some(node);
+        for (_, group) in by_node {
+            self.read_on_node(table, group).await?;
         }
         self.tx.known(table, keys)
     }
 
-    /// Reads `missing` (all served by `node`), validating the reads made on that node.
-    async fn read_on_node(&mut self, table: &str, node: &str, missing: Vec<Bytes>) -> Result<(), CtxError> {
-        let validate = reads_on(self.route, node, self.tx.read_versions());
-        if missing.len() == 1 {
-            let request = Request::Get {
-                table: table.to_string(),
-                key: missing[0].clone(),
-                validate,
-            };
-            let response = self.fetch(&missing[0], request).await?;
-            let (version, value) = match response.status {
-                Status::NotFound => (ferry_store::VERSION_ABSENT, None),
-                _ => match check_status(response).map_err(ctx_error)?.body {
-                    ResponseBody::Get { version, value } => (version, Some(value)),
-                    other => return Err(CtxError::Unavailable(format!("unexpected get answer {other:?}"))),
-                },
-            };
-            self.tx.record_read(table, missing[0].clone(), version, value)?;
-        } else if !missing.is_empty() {
-            let request = Request::MultiGet {
-                table: table.to_string(),
-                keys: missing.clone(),
-                validate,
-            };
-            let response = check_status(self.fetch(&missing[0], request).await?).map_err(ctx_error)?;
-            let ResponseBody::MultiGet(entries) = response.body else {
-                return Err(CtxError::Unavailable("unexpected multiget answer".into()));
-            };
-            if entries.len() != missing.len() {
-                return Err(CtxError::Unavailable(format!(
-                    "multiget of {} keys answered with {} entries",
-                    missing.len(),
-                    entries.len()
-                )));
-            }
-            for (key, entry) in missing.into_iter().zip(entries) {
-                self.tx.record_read(table, key, entry.version, entry.value)?;
-            }
+    /// Reads `missing` (all served by one node) at this attempt's snapshot of that node, or
+    /// at a new one the answer names.
+    async fn read_on_node(&mut self, table: &str, missing: Vec<Bytes>) -> Result<(), CtxError> {
+        let Some(first) = missing.first().cloned() else {
+            return Ok(());
+        };
+        let request = Request::MultiGet {
+            table: table.to_string(),
+            keys: missing.clone(),
+            validate: Vec::new(),
+            snapshots: self.snapshots.clone(),
+        };
+        let response = check_status(self.fetch(&first, request).await?).map_err(ctx_error)?;
+        let ResponseBody::MultiGet { entries, snapshot } = response.body else {
+            return Err(CtxError::Unavailable("unexpected multiget answer".into()));
+        };
+        if entries.len() != missing.len() {
+            return Err(CtxError::Unavailable(format!(
+                "multiget of {} keys answered with {} entries",
+                missing.len(),
+                entries.len()
+            )));
         }
+        if let Some(snapshot) = snapshot {
+            self.remember(snapshot)?;
+        }
+        for (key, entry) in missing.into_iter().zip(entries) {
+            self.tx.record_read(table, key, entry.version, entry.value)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps a node's snapshot for the attempt's later reads there (the first one a node
+    /// gives stands: later reads there carry it).
+    fn remember(&mut self, snapshot: Snapshot) -> Result<(), CtxError> {
+        if self.snapshots.iter().any(|known| known.clock == snapshot.clock) {
+            return Ok(());
+        }
+        if self.snapshots.len() >= MAX_SNAPSHOTS {
+            return Err(CtxError::Refused(format!(
+                "invocation read from more than {MAX_SNAPSHOTS} storage nodes"
+            )));
+        }
+        self.snapshots.push(snapshot);
         Ok(())
     }
 
@@ -233,7 +242,7 @@ pub(crate) async fn invoke_local(
         route,
         function_name,
         args,
-        TxState::new(),
+        Start::default(),
         Instant::now(),
         InvokeCost::default(),
         false,
@@ -248,20 +257,33 @@ pub(crate) async fn finish_pushed_back(
     route: Route<'_>,
     function_name: &str,
     args: Bytes,
-    reads: &[PushbackRead],
+    state: &PushbackState,
     started: Instant,
     cost: InvokeCost,
 ) -> Result<Invocation, ClientError> {
-    let preloaded =
-        TxState::preloaded(reads).map_err(|err| ClientError::Protocol(format!("pushed-back read set: {err}")))?;
-    run_local(route, function_name, args, preloaded, started, cost, true).await
+    let preloaded = TxState::preloaded(&state.reads)
+        .map_err(|err| ClientError::Protocol(format!("pushed-back read set: {err}")))?;
+    // Reads on that node go on at the snapshot its reads were made at.
+    let start = Start {
+        tx: preloaded,
+        snapshots: state.snapshot.into_iter().collect(),
+    };
+    run_local(route, function_name, args, start, started, cost, true).await
+}
+
+/// What the first attempt of a local run starts from: nothing, or a pushed-back attempt's
+/// reads and snapshot.
+#[derive(Default)]
+struct Start {
+    tx: TxState,
+    snapshots: Vec<Snapshot>,
 }
 
 async fn run_local(
     route: Route<'_>,
     function_name: &str,
     args: Bytes,
-    first_tx: TxState,
+    first: Start,
     started: Instant,
     mut cost: InvokeCost,
     pushed_back: bool,
@@ -272,17 +294,18 @@ async fn run_local(
         })?;
     let mut rng = ferry_func::args::mix64(JITTER_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) | 1;
     // Only the first attempt may start from preloaded reads: after a conflict they are stale.
-    let mut next_tx = Some(first_tx);
+    let mut next = Some(first);
     let mut local_attempts = 0;
     loop {
         local_attempts += 1;
         cost.attempts += 1;
+        let start = next.take().unwrap_or_default();
         let mut ctx = RemoteCtx {
             route,
             args: args.clone(),
-            tx: next_tx.take().unwrap_or_default(),
+            tx: start.tx,
             cost: InvokeCost::default(),
-            last_node: None,
+            snapshots: start.snapshots,
         };
         let (result, app_cpu_ns) = TimedAttempt {
             inner: function(&mut ctx),
@@ -292,7 +315,7 @@ async fn run_local(
         cost.app_cpu_ns += app_cpu_ns;
         cost.absorb(&ctx.cost);
         let conflict = match result {
-            Ok(result) => match commit(route, &ctx.tx, ctx.last_node, &mut cost).await {
+            Ok(result) => match commit(route, &ctx.tx, ctx.snapshots.len(), &mut cost).await {
                 Ok(installed) => {
                     return Ok(Invocation {
                         result,
@@ -324,16 +347,14 @@ async fn run_local(
 }
 
 /// Commits the writes of a finished attempt; returns the version installed. A read-only
-/// attempt was validated at its last read on that node (`last_node`) and needs nothing
-/// more unless it read on other nodes too: those are validated again now.
-async fn commit(
-    route: Route<'_>,
-    tx: &TxState,
-    last_node: Option<&str>,
-    cost: &mut InvokeCost,
-) -> Result<u64, ClientError> {
+/// attempt on one node is serialized at its snapshot there and needs nothing more; one
+/// that read on several nodes (`nodes_read` snapshots) validates every node's reads once
+/// now.
+async fn commit(route: Route<'_>, tx: &TxState, nodes_read: usize, cost: &mut InvokeCost) -> Result<u64, ClientError> {
     if tx.writes().is_empty() {
-        validate_other_nodes(route, tx, last_node, cost).await?;
+        if nodes_read > 1 {
+            validate_across_nodes(route, tx, cost).await?;
+        }
         return Ok(ferry_store::VERSION_ABSENT);
     }
     let request = Request::Commit {
@@ -370,26 +391,32 @@ async fn commit(
     }
 }
 
-/// Validates the reads a read-only attempt made on nodes other than `last_node` (an empty
-/// multiget carrying them); a changed object answers `tx_abort`, which retries the attempt.
-async fn validate_other_nodes(
-    route: Route<'_>,
-    tx: &TxState,
-    last_node: Option<&str>,
-    cost: &mut InvokeCost,
-) -> Result<(), ClientError> {
-    let Route::Cluster(_) = route else { return Ok(()) };
-    let mut nodes: Vec<&str> = tx.reads().iter().map(|read| route.node_of(&read.key)).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    for node in nodes.into_iter().filter(|node| Some(*node) != last_node) {
-        let validate = reads_on(route, node, tx.read_versions());
-        let Some(first) = validate.first() else { continue };
-        let client = route.client_for(&first.key);
+/// Validates the reads of a read-only attempt that read on several nodes: each node's part
+/// in an empty multiget to it, or, through a gateway (which knows the nodes), the whole
+/// read set in one that the gateway splits. A changed object answers `tx_abort`, which
+/// retries the attempt.
+async fn validate_across_nodes(route: Route<'_>, tx: &TxState, cost: &mut InvokeCost) -> Result<(), ClientError> {
+    let Some(first) = tx.reads().first() else { return Ok(()) };
+    let parts: Vec<Vec<ReadVersion>> = match route {
+        Route::Node(_) => vec![tx.read_versions()],
+        Route::Cluster(_) => {
+            let mut nodes: Vec<&str> = tx.reads().iter().map(|read| route.node_of(&read.key)).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            nodes
+                .into_iter()
+                .map(|node| reads_on(route, node, tx.read_versions()))
+                .collect()
+        }
+    };
+    for validate in parts {
+        let Some(part_first) = validate.first() else { continue };
+        let client = route.client_for(&part_first.key);
         let request = Request::MultiGet {
             table: first.table.clone(),
             keys: Vec::new(),
             validate,
+            snapshots: Vec::new(),
         };
         cost.round_trips += 1;
         let response = check_status(client.call(&request).await?)?;

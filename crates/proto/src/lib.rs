@@ -23,7 +23,7 @@ pub use frame::{
 };
 pub use message::{
     encode_unknown_opcode_response, CommitWrite, DecodeError, HelloInfo, InvokeTrace, MultiGetEntry, PushbackRead,
-    PushbackState, ReadVersion, Request, Response, ResponseBody, StatEntry, MAX_MULTIGET_KEYS, MAX_STAT_ENTRIES,
-    MAX_TX_ITEMS,
+    PushbackState, ReadVersion, Request, Response, ResponseBody, Snapshot, StatEntry, MAX_MULTIGET_KEYS, MAX_SNAPSHOTS,
+    MAX_STAT_ENTRIES, MAX_TX_ITEMS,
 };
 pub use wire::EncodeError;

@@ -32,6 +32,9 @@ const INVOKE_FLAGS_KNOWN: u8 = INVOKE_FLAG_PUSHBACK | INVOKE_FLAG_TRACE | INVOKE
 /// Most entries in a stats response.
 pub const MAX_STAT_ENTRIES: usize = 4096;
 
+/// Most snapshots one read may carry: one per storage node a local run has read from.
+pub const MAX_SNAPSHOTS: usize = 256;
+
 /// A body could not be decoded: the frame itself was intact, so only this request fails
 /// (with `bad_request`) and the connection carries on.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -84,6 +87,19 @@ pub struct ReadVersion {
     /// Key of the object.
     pub key: Bytes,
     /// Version seen (0 = the object did not exist).
+    pub version: u64,
+}
+
+/// A read version of one storage node's tenant clock (TL2): reads at it see the state as of
+/// that version, and an object changed after it is answered `tx_abort` ("newer"), never
+/// read. `clock` names the clock (each node's tenant store has its own), so a client
+/// running a function over several nodes, directly or through a gateway, carries one
+/// snapshot per node and each node picks its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Snapshot {
+    /// Which clock: a storage node's tenant store's identity.
+    pub clock: u64,
+    /// The read version.
     pub version: u64,
 }
 
@@ -143,7 +159,9 @@ pub enum Request {
         /// Key.
         key: Bytes,
     },
-    /// Read several objects of one table; validation as for `Get`.
+    /// Read several objects of one table; validation as for `Get`. Without a read set to
+    /// validate, the keys are read at the node's snapshot among `snapshots` (or at a new
+    /// one if none is the node's), and the answer says which: TL2 reads, O(1) each.
     MultiGet {
         /// Table to read.
         table: String,
@@ -151,6 +169,8 @@ pub enum Request {
         keys: Vec<Bytes>,
         /// Read set to validate atomically with these reads.
         validate: Vec<ReadVersion>,
+        /// The reader's snapshots so far, one per node it has read from.
+        snapshots: Vec<Snapshot>,
     },
     /// Run a storage function next to the data.
     Invoke {
@@ -243,13 +263,23 @@ impl Request {
                 put_bytes16(out, table.as_bytes(), "table")?;
                 put_bytes16(out, key, "key")
             }
-            Request::MultiGet { table, keys, validate } => {
+            Request::MultiGet {
+                table,
+                keys,
+                validate,
+                snapshots,
+            } => {
                 put_bytes16(out, table.as_bytes(), "table")?;
                 put_count(out, keys.len(), "keys")?;
                 for key in keys {
                     put_bytes16(out, key, "key")?;
                 }
-                put_read_set(out, validate)
+                put_read_set(out, validate)?;
+                put_count(out, snapshots.len(), "snapshots")?;
+                for snapshot in snapshots {
+                    put_snapshot(out, snapshot);
+                }
+                Ok(())
             }
             Request::Invoke {
                 function,
@@ -313,10 +343,17 @@ impl Request {
                 for _ in 0..count {
                     keys.push(r.bytes16("key")?);
                 }
+                let validate = read_read_set(&mut r)?;
+                let count = r.count(MAX_SNAPSHOTS, "snapshots")?;
+                let mut snapshots = Vec::with_capacity(count);
+                for _ in 0..count {
+                    snapshots.push(read_snapshot(&mut r)?);
+                }
                 Request::MultiGet {
                     table,
                     keys,
-                    validate: read_read_set(&mut r)?,
+                    validate,
+                    snapshots,
                 }
             }
             Opcode::Invoke => {
@@ -393,6 +430,8 @@ pub struct PushbackState {
     pub reads: Vec<PushbackRead>,
     /// What it buffered to write so far.
     pub writes: Vec<CommitWrite>,
+    /// The snapshot its reads were made at, for the client to read on at.
+    pub snapshot: Option<Snapshot>,
 }
 
 /// Body of a response, by opcode and status.
@@ -418,7 +457,12 @@ pub enum ResponseBody {
         version: u64,
     },
     /// `multiget` answers.
-    MultiGet(Vec<MultiGetEntry>),
+    MultiGet {
+        /// One per key, in order.
+        entries: Vec<MultiGetEntry>,
+        /// The snapshot they were read at (none for a validated read).
+        snapshot: Option<Snapshot>,
+    },
     /// `invoke` result.
     Invoke {
         /// Opaque bytes the function returned.
@@ -525,12 +569,13 @@ impl Response {
                 out.put_u64_le(*version);
                 Ok(())
             }
-            ResponseBody::MultiGet(entries) => {
+            ResponseBody::MultiGet { entries, snapshot } => {
                 put_count(out, entries.len(), "entries")?;
                 for entry in entries {
                     out.put_u64_le(entry.version);
                     put_optional_value(out, entry.value.as_ref())?;
                 }
+                put_optional_snapshot(out, snapshot.as_ref());
                 Ok(())
             }
             ResponseBody::Invoke { result, costs, trace } => {
@@ -560,7 +605,9 @@ impl Response {
                     put_read_version(out, &read.read)?;
                     put_optional_value(out, read.value.as_ref())?;
                 }
-                put_write_set(out, &state.writes)
+                put_write_set(out, &state.writes)?;
+                put_optional_snapshot(out, state.snapshot.as_ref());
+                Ok(())
             }
             ResponseBody::Error { message } => {
                 // Messages are for humans; cut rather than fail on an absurdly long one.
@@ -597,7 +644,12 @@ impl Response {
                     reads.push(PushbackRead { read, value });
                 }
                 let writes = read_write_set(&mut r)?;
-                ResponseBody::Pushback(PushbackState { reads, writes })
+                let snapshot = read_optional_snapshot(&mut r)?;
+                ResponseBody::Pushback(PushbackState {
+                    reads,
+                    writes,
+                    snapshot,
+                })
             }
             _ => ResponseBody::Error {
                 message: r.string16("message")?,
@@ -660,7 +712,8 @@ fn decode_ok_body(opcode: Opcode, costs: bool, r: &mut Reader) -> Result<Respons
                 let value = read_optional_value(r)?;
                 entries.push(MultiGetEntry { version, value });
             }
-            ResponseBody::MultiGet(entries)
+            let snapshot = read_optional_snapshot(r)?;
+            ResponseBody::MultiGet { entries, snapshot }
         }
         Opcode::Invoke => {
             let result = r.bytes32("result")?;
@@ -761,6 +814,36 @@ fn read_read_set(r: &mut Reader) -> Result<Vec<ReadVersion>, DecodeError> {
         reads.push(read_read_version(r)?);
     }
     Ok(reads)
+}
+
+fn put_snapshot(out: &mut BytesMut, snapshot: &Snapshot) {
+    out.put_u64_le(snapshot.clock);
+    out.put_u64_le(snapshot.version);
+}
+
+fn read_snapshot(r: &mut Reader) -> Result<Snapshot, DecodeError> {
+    Ok(Snapshot {
+        clock: r.u64("snapshot clock")?,
+        version: r.u64("snapshot version")?,
+    })
+}
+
+fn put_optional_snapshot(out: &mut BytesMut, snapshot: Option<&Snapshot>) {
+    match snapshot {
+        None => out.put_u8(TAG_ABSENT),
+        Some(snapshot) => {
+            out.put_u8(TAG_PRESENT);
+            put_snapshot(out, snapshot);
+        }
+    }
+}
+
+fn read_optional_snapshot(r: &mut Reader) -> Result<Option<Snapshot>, DecodeError> {
+    match r.u8("snapshot tag")? {
+        TAG_ABSENT => Ok(None),
+        TAG_PRESENT => Ok(Some(read_snapshot(r)?)),
+        tag => Err(DecodeError::BadTag { what: "snapshot", tag }),
+    }
 }
 
 /// Tag of an optional value: absent.

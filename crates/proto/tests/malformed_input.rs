@@ -96,9 +96,18 @@ fn request_strategy() -> impl Strategy<Value = Request> {
         (
             "[a-z]{0,8}",
             proptest::collection::vec(bytes_strategy(8), 0..8),
-            proptest::collection::vec(read_version(), 0..4)
+            proptest::collection::vec(read_version(), 0..4),
+            proptest::collection::vec((any::<u64>(), any::<u64>()), 0..3)
         )
-            .prop_map(|(table, keys, validate)| Request::MultiGet { table, keys, validate }),
+            .prop_map(|(table, keys, validate, snapshots)| Request::MultiGet {
+                table,
+                keys,
+                validate,
+                snapshots: snapshots
+                    .into_iter()
+                    .map(|(clock, version)| ferry_proto::Snapshot { clock, version })
+                    .collect(),
+            }),
         (
             "[a-z_]{0,12}",
             bytes_strategy(64),
@@ -165,13 +174,16 @@ proptest! {
     }
 
     #[test]
-    fn multiget_responses_round_trip(entries in proptest::collection::vec((any::<u64>(), proptest::option::of(bytes_strategy(32))), 0..16), cpu_ns in any::<u64>()) {
+    fn multiget_responses_round_trip(entries in proptest::collection::vec((any::<u64>(), proptest::option::of(bytes_strategy(32))), 0..16), cpu_ns in any::<u64>(), snapshot in proptest::option::of((any::<u64>(), any::<u64>()))) {
         let response = Response {
             status: Status::Ok,
             cpu_ns,
             bytes_returned: 5,
             admission_rate_ops: 7,
-            body: ResponseBody::MultiGet(entries.into_iter().map(|(version, value)| MultiGetEntry { version, value }).collect()),
+            body: ResponseBody::MultiGet {
+                entries: entries.into_iter().map(|(version, value)| MultiGetEntry { version, value }).collect(),
+                snapshot: snapshot.map(|(clock, version)| ferry_proto::Snapshot { clock, version }),
+            },
         };
         let mut buf = BytesMut::new();
         response.encode_frame(Opcode::MultiGet, 3, 9, &mut buf).unwrap();

@@ -11,7 +11,8 @@ use bytes::Bytes;
 
 use ferry_func::{CtxError, FnError, StorageFn};
 use ferry_proto::{
-    MultiGetEntry, Opcode, PushbackState, ReadVersion, Request, Response, ResponseBody, Status, MAX_BODY_BYTES,
+    MultiGetEntry, Opcode, PushbackState, ReadVersion, Request, Response, ResponseBody, Snapshot, Status,
+    MAX_BODY_BYTES,
 };
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
@@ -257,10 +258,35 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
             Ok(None) => Response::error(Status::NotFound, format!("no object {table}/{}", printable(&key))),
             Err(err) => store_error(err),
         },
-        Request::MultiGet { table, keys, validate } => {
+        Request::MultiGet {
+            table,
+            keys,
+            validate,
+            snapshots,
+        } => {
             let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
-            match store.read_validated(&table, &keys, &request_refs(&validate)) {
-                Ok(values) => {
+            // A read set to validate: the reads are current now, validated with it. Else
+            // TL2: at the reader's snapshot of this node, or at one that starts now.
+            let read = if validate.is_empty() {
+                match snapshots.iter().find(|snapshot| snapshot.clock == store.clock_id()) {
+                    Some(snapshot) => store
+                        .read_at(&table, &keys, snapshot.version)
+                        .map(|values| (values, Some(*snapshot))),
+                    None => store.read_now(&table, &keys).map(|(values, version)| {
+                        let snapshot = Snapshot {
+                            clock: store.clock_id(),
+                            version,
+                        };
+                        (values, Some(snapshot))
+                    }),
+                }
+            } else {
+                store
+                    .read_validated(&table, &keys, &request_refs(&validate))
+                    .map(|values| (values, None))
+            };
+            match read {
+                Ok((values, snapshot)) => {
                     let total: usize = values.iter().flatten().map(|(_, value)| value.len()).sum();
                     if total > MAX_MULTIGET_RESPONSE_BYTES {
                         return Response::error(
@@ -281,7 +307,7 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
                             },
                         })
                         .collect();
-                    let mut response = Response::ok(ResponseBody::MultiGet(entries));
+                    let mut response = Response::ok(ResponseBody::MultiGet { entries, snapshot });
                     response.bytes_returned = total as u32;
                     response
                 }
@@ -416,10 +442,19 @@ fn should_push_back(node: &Node, worker: usize, invocation: &Invocation) -> bool
 /// need not fetch them again) and write set back to the client. A read set too large for
 /// one frame is left out: the client then starts over, which is correct, only slower.
 fn push_back(invocation: Invocation) -> Stepped {
-    let (mut reads, mut writes) = {
+    let (mut reads, mut writes, read_version) = {
         let state = invocation.state.lock();
-        (state.tx.reads_with_values(), state.tx.commit_writes())
+        (
+            state.tx.reads_with_values(),
+            state.tx.commit_writes(),
+            state.read_version,
+        )
     };
+    // The client reads on at the snapshot the reads were made at.
+    let snapshot = Some(Snapshot {
+        clock: invocation.tenant.store.clock_id(),
+        version: read_version,
+    });
     let read_bytes: usize = reads
         .iter()
         .filter_map(|read| read.value.as_ref())
@@ -448,7 +483,11 @@ fn push_back(invocation: Invocation) -> Stepped {
         cpu_ns: 0,
         bytes_returned: u32::try_from(bytes_returned).unwrap_or(u32::MAX),
         admission_rate_ops: 0,
-        body: ResponseBody::Pushback(PushbackState { reads, writes }),
+        body: ResponseBody::Pushback(PushbackState {
+            reads,
+            writes,
+            snapshot,
+        }),
     };
     invocation.finish(response)
 }

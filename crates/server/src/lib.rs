@@ -3,6 +3,8 @@
 //! Layout:
 //! - [`config`]: [`ServerConfig`], its defaults, limits and the TOML config file.
 //! - [`server`]: [`start`] a node, [`ServerHandle`] to find its address and stop it.
+//! - [`listeners`]: a node's sockets bound before it starts ([`start_on`]), so a cluster map
+//!   can name ports the OS gave instead of ports guessed free.
 //! - `conn`: one task pair per connection — framing, hello, dispatch, and the outbox that
 //!   batches responses into few writes.
 //! - `worker`: the worker threads, their bounded per-core queues, work stealing and the
@@ -24,6 +26,7 @@ mod conn;
 mod exec;
 mod fair;
 mod function_stats;
+pub mod listeners;
 mod metrics;
 mod node;
 mod resp;
@@ -36,4 +39,5 @@ mod store_ctx;
 mod worker;
 
 pub use config::{ConfigError, ConfigFile, PushbackConfig, Scheduling, ServerConfig, TenantConfig};
-pub use server::{start, ServerError, ServerHandle};
+pub use listeners::Listeners;
+pub use server::{start, start_on, ServerError, ServerHandle};

@@ -52,6 +52,16 @@ impl TenantState {
     }
 }
 
+/// A name for a tenant's version clock on this node that no other node, and no restart of
+/// this one, gives it: readers carrying snapshots of several nodes tell them apart by it.
+fn clock_id(tenant: u32) -> u64 {
+    let started_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    let process = u64::from(std::process::id());
+    ferry_func::args::mix64(started_ns ^ (process << 32) ^ ferry_func::args::mix64(u64::from(tenant)))
+}
+
 /// Everything the threads of one node share.
 pub(crate) struct Node {
     /// Tenants by id; fixed at start.
@@ -94,7 +104,7 @@ impl Node {
                     id: tenant.id,
                     token: tenant.token.as_bytes().to_vec(),
                     home: config.home_core(index),
-                    store: TenantStore::new(tenant.quota_bytes),
+                    store: TenantStore::with_clock_id(tenant.quota_bytes, clock_id(tenant.id)),
                     counters: TenantCounters::default(),
                     latency: Arc::clone(&latency),
                     functions: Default::default(),

@@ -14,6 +14,7 @@ use ferry_func::Registry;
 use ferry_proto::StatEntry;
 
 use crate::config::{ConfigError, ServerConfig};
+use crate::listeners::Listeners;
 use crate::node::{Node, TenantState};
 use crate::worker;
 
@@ -57,6 +58,14 @@ pub struct ServerHandle {
 /// Returns once the node accepts connections.
 pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, ServerError> {
     config.validate()?;
+    let listeners = Listeners::bind(&config)?;
+    start_on(config, registry, listeners)
+}
+
+/// Starts a storage node on listeners already bound (the addresses in `config` are not
+/// used). Returns once the node accepts connections.
+pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) -> Result<ServerHandle, ServerError> {
+    config.validate()?;
     install_worker_panic_hook();
     match config.spin_iters_per_ms {
         Some(rate) => ferry_func::work::set_iters_per_ms(rate),
@@ -68,29 +77,14 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
             });
         }
     }
-    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
-        addr: config.listen,
-        source,
-    })?;
-    listener.set_nonblocking(true).map_err(ServerError::Start)?;
+    let Listeners {
+        ferry: listener,
+        resp: resp_listener,
+        metrics: metrics_listener,
+    } = listeners;
     let local_addr = listener.local_addr().map_err(ServerError::Start)?;
-
-    let bind_extra = |addr: SocketAddr| -> Result<std::net::TcpListener, ServerError> {
-        let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
-        listener.set_nonblocking(true).map_err(ServerError::Start)?;
-        Ok(listener)
-    };
-    let resp_listener = config.resp_listen.map(bind_extra).transpose()?;
     let resp_addr = match &resp_listener {
         Some(listener) => Some(listener.local_addr().map_err(ServerError::Start)?),
-        None => None,
-    };
-    let metrics_listener = match config.metrics_listen {
-        Some(addr) => {
-            let listener = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
-            listener.set_nonblocking(true).map_err(ServerError::Start)?;
-            Some(listener)
-        }
         None => None,
     };
     let metrics_addr = match &metrics_listener {

@@ -212,32 +212,30 @@ fn garbage_and_truncated_resp_cost_only_their_connection() {
     assert_eq!(pong, "PONG");
 }
 
-fn free_addr() -> String {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().to_string()
-}
-
 #[test]
 fn a_cluster_sends_redis_clients_to_the_owner_and_describes_its_slots() {
     use ferry_cluster::ClusterMap;
-    let addrs = vec![free_addr(), free_addr()];
+    // Bound first, so the map names ports the nodes already hold.
+    let listeners: Vec<_> = (0..2)
+        .map(|_| ferry_server::Listeners::loopback(true).unwrap())
+        .collect();
+    let addrs: Vec<String> = listeners.iter().map(|bound| bound.addr().to_string()).collect();
     let mut nodes = ClusterMap::even(&addrs).unwrap().nodes().to_vec();
-    for node in &mut nodes {
-        node.resp = Some(free_addr());
+    for (node, bound) in nodes.iter_mut().zip(&listeners) {
+        node.resp = Some(bound.resp_addr().unwrap().to_string());
     }
     let map = ClusterMap::new(nodes).unwrap();
     let servers: Vec<_> = map
         .nodes()
         .iter()
-        .map(|node| {
+        .zip(listeners)
+        .map(|(node, listeners)| {
             let mut config = config(1);
-            config.listen = node.addr.parse().unwrap();
-            config.resp_listen = Some(node.resp.as_ref().unwrap().parse().unwrap());
             config.cluster = Some(ferry_server::routing::ClusterRole {
                 map: map.clone(),
                 node_id: node.id.clone(),
             });
-            start_with(config)
+            ferry_server::start_on(config, registry(), listeners).expect("test node starts")
         })
         .collect();
     let mut s1 = connect(&servers[0], TENANT_A, TOKEN_A);

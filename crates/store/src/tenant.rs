@@ -72,6 +72,9 @@ pub struct TenantStore {
     objects: AtomicU64,
     /// Last version handed out; versions of one tenant strictly increase.
     clock: AtomicU64,
+    /// Which clock this is, for readers that carry snapshots of several (see
+    /// [`TenantStore::clock_id`]).
+    clock_id: u64,
     /// Write transactions committed.
     commits: AtomicU64,
     /// Transactions refused by validation.
@@ -134,9 +137,17 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 impl TenantStore {
-    /// An empty tenant with a memory quota.
+    /// An empty tenant with a memory quota, its clock named 0 (a store no reader combines
+    /// with another's: tests, a single process).
     pub fn new(quota_bytes: u64) -> TenantStore {
+        TenantStore::with_clock_id(quota_bytes, 0)
+    }
+
+    /// An empty tenant with a memory quota whose clock is named `clock_id`: unique among
+    /// the stores one reader may read from (a cluster's nodes, and their restarts).
+    pub fn with_clock_id(quota_bytes: u64, clock_id: u64) -> TenantStore {
         TenantStore {
+            clock_id,
             tables: RwLock::new(HashMap::new()),
             quota_bytes,
             used_bytes: AtomicU64::new(0),

@@ -11,7 +11,7 @@ use ferry_front::{
     start_compute, start_gateway, ComputeConfig, FrontConfig, FrontHandle, FrontTenant, GatewayConfig, PolicyFactory,
 };
 use ferry_server::routing::ClusterRole;
-use ferry_server::{ServerConfig, ServerHandle, TenantConfig};
+use ferry_server::{Listeners, ServerConfig, ServerHandle, TenantConfig};
 
 pub const TENANT: u32 = 1;
 pub const TOKEN: &str = "ferry";
@@ -22,11 +22,6 @@ pub struct Cluster {
     pub storage: Vec<ServerHandle>,
     pub compute: FrontHandle,
     pub gateway: FrontHandle,
-}
-
-fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
 }
 
 pub fn front_config() -> FrontConfig {
@@ -67,12 +62,17 @@ pub fn cluster_with(
     gateway_front: FrontConfig,
     compute_front: FrontConfig,
 ) -> Cluster {
-    let addrs: Vec<String> = (0..storage_nodes).map(|_| free_addr()).collect();
+    // Bound first, so the map names ports the nodes already hold.
+    let listeners: Vec<Listeners> = (0..storage_nodes)
+        .map(|_| Listeners::loopback(false).expect("loopback listeners"))
+        .collect();
+    let addrs: Vec<String> = listeners.iter().map(|bound| bound.addr().to_string()).collect();
     let map = ClusterMap::even(&addrs).unwrap();
     let storage = map
         .nodes()
         .iter()
-        .map(|node| {
+        .zip(listeners)
+        .map(|(node, listeners)| {
             let tenant = TenantConfig {
                 id: TENANT,
                 token: TOKEN.into(),
@@ -85,7 +85,7 @@ pub fn cluster_with(
                 map: map.clone(),
                 node_id: node.id.clone(),
             });
-            ferry_server::start(config, ferry_lua::registry()).expect("storage node starts")
+            ferry_server::start_on(config, ferry_lua::registry(), listeners).expect("storage node starts")
         })
         .collect();
     let compute = start_compute(ComputeConfig {

@@ -248,31 +248,25 @@ impl RawConn {
     }
 }
 
-/// Two nodes on free loopback ports (picked by binding port 0 first: the map must name the
-/// addresses before the nodes start) and their map.
+/// Two nodes on loopback ports the OS gave (bound before the map is built: the map must
+/// name the addresses before the nodes start) and their map.
 pub fn two_nodes() -> (Vec<ServerHandle>, ClusterMap) {
-    let ports: Vec<u16> = (0..2)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        })
+    let listeners: Vec<ferry_server::Listeners> = (0..2)
+        .map(|_| ferry_server::Listeners::loopback(false).unwrap())
         .collect();
-    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let addrs: Vec<String> = listeners.iter().map(|bound| bound.addr().to_string()).collect();
     let map = ClusterMap::even(&addrs).unwrap();
     let servers = map
         .nodes()
         .iter()
-        .map(|node| {
+        .zip(listeners)
+        .map(|(node, listeners)| {
             let mut config = config(1);
-            config.listen = node.addr.parse().unwrap();
             config.cluster = Some(ClusterRole {
                 map: map.clone(),
                 node_id: node.id.clone(),
             });
-            start_with(config)
+            ferry_server::start_on(config, registry(), listeners).expect("test node starts")
         })
         .collect();
     (servers, map)

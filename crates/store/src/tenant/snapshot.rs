@@ -24,7 +24,31 @@ use crate::locks::shard_of;
 use crate::tenant::ObjectRef;
 use crate::VERSION_ABSENT;
 
+/// Times [`TenantStore::read_now`] takes the clock again before it gives up on a key
+/// rewritten faster than it can be read (answered as a conflict).
+pub const MAX_FRESH_SNAPSHOT_ATTEMPTS: u32 = 8;
+
 impl TenantStore {
+    /// The name of this store's version clock: a read version means something only to the
+    /// clock it was taken from.
+    pub fn clock_id(&self) -> u64 {
+        self.clock_id
+    }
+
+    /// Reads `keys` at a snapshot that starts now: the clock taken again if a key changes
+    /// between taking it and reading (a busy writer), so the reads are one consistent
+    /// snapshot, returned with its read version.
+    pub fn read_now(&self, table: &str, keys: &[&[u8]]) -> Result<(Vec<Option<Versioned>>, u64), StoreError> {
+        let mut attempts = 0;
+        loop {
+            let read_version = self.read_version();
+            match self.read_at(table, keys, read_version) {
+                Err(StoreError::Newer { .. }) if attempts < MAX_FRESH_SNAPSHOT_ATTEMPTS => attempts += 1,
+                result => return result.map(|values| (values, read_version)),
+            }
+        }
+    }
+
     /// The tenant's clock now: the read version of an invocation that starts now (every
     /// commit of a version up to it is installed for any reader that looks afterwards).
     pub fn read_version(&self) -> u64 {
