@@ -34,9 +34,10 @@ cli() { # PORT ARGS...: redis-cli as each server wants it
   fi
 }
 
-# The same library and graph on both.
+# The same libraries and graph on both.
 for port in $redis_port $ferry_resp; do
   cli $port FUNCTION LOAD REPLACE "$(cat examples/lua/traverse.lua)" >/dev/null
+  cli $port FUNCTION LOAD REPLACE "$(cat examples/lua/small.lua)" >/dev/null
   for first in $(seq 0 1000 $((nodes - 1))); do
     cli $port FCALL load_graph 0 $first 1000 $nodes >/dev/null
   done
@@ -58,7 +59,12 @@ cases=(
   "GET, 16 pipelined|-t get -n 1000000 -c 50 -P 16"
   "SET, 16 pipelined|-t set -n 1000000 -c 50 -P 16"
   "FCALL traverse depth 1|-n 100000 -c 32 -r $nodes FCALL traverse 1 node:__rand_int__ 1"
+  "FCALL traverse depth 5|-n 50000 -c 32 -r $nodes FCALL traverse 1 node:__rand_int__ 5"
   "FCALL traverse depth 10|-n 50000 -c 32 -r $nodes FCALL traverse 1 node:__rand_int__ 10"
+  "FCALL get3 (read-only), not pipelined|-n 100000 -c 32 -r $nodes FCALL get3 3 node:__rand_int__ node:__rand_int__ node:__rand_int__"
+  "FCALL get3 (read-only), 16 pipelined|-n 300000 -c 32 -P 16 -r $nodes FCALL get3 3 node:__rand_int__ node:__rand_int__ node:__rand_int__"
+  "FCALL bump (read-modify-write), not pipelined|-n 100000 -c 32 -r $nodes FCALL bump 1 ctr:__rand_int__"
+  "FCALL bump (read-modify-write), 16 pipelined|-n 300000 -c 32 -P 16 -r $nodes FCALL bump 1 ctr:__rand_int__"
 )
 printf '| | Redis 7 (%s runs) | ferry RESP (%s runs) | ferry / Redis, medians |\n|---|---|---|---|\n' "$runs" "$runs"
 for case in "${cases[@]}"; do
@@ -74,6 +80,29 @@ for case in "${cases[@]}"; do
   f=$(printf '%s\n' "${ferry[@]}" | median)
   printf '| %s | %s | %s | %.2f× |\n' "$name" "${redis[*]}" "${ferry[*]}" "$(echo "$f / $r" | bc -l)"
 done
+
+# Memory: RSS before and after 1 M SETs of 100-byte values (keys mem:0000000..), per object.
+if [[ -z "$only" || "memory" == *"$only"* ]]; then
+  objects=1000000
+  python3 -c "
+import sys
+value = 'v' * 100
+out = sys.stdout.buffer
+for i in range($objects):
+    key = 'mem:%07d' % i
+    out.write(b'*3\r\n\$3\r\nSET\r\n\$%d\r\n%s\r\n\$100\r\n%s\r\n' % (len(key), key.encode(), value.encode()))
+" >/tmp/ferry-bench-redis-mem.resp
+  rss() { ps -o rss= -p "$1" | tr -d ' '; }
+  redis_pid=$(redis-cli -p $redis_port info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
+  printf '\n| memory, %s objects of 100 bytes | Redis 7 | ferry |\n|---|---|---|\n' "$objects"
+  before_r=$(rss "$redis_pid"); before_f=$(rss "$ferry_pid")
+  redis-cli -p $redis_port --pipe </tmp/ferry-bench-redis-mem.resp >/dev/null
+  redis-cli -p $ferry_resp -a ferry --no-auth-warning --pipe </tmp/ferry-bench-redis-mem.resp >/dev/null
+  after_r=$(rss "$redis_pid"); after_f=$(rss "$ferry_pid")
+  printf '| RSS growth, MiB | %s | %s |\n' "$(( (after_r - before_r) / 1024 ))" "$(( (after_f - before_f) / 1024 ))"
+  printf '| bytes per object | %s | %s |\n' "$(( (after_r - before_r) * 1024 / objects ))" "$(( (after_f - before_f) * 1024 / objects ))"
+  rm -f /tmp/ferry-bench-redis-mem.resp
+fi
 
 if command -v memtier_benchmark >/dev/null 2>&1; then
   for port in $redis_port $ferry_resp; do

@@ -43,7 +43,7 @@ pub struct TxWrite {
 /// share it. Lookups compare hashes first, then the table and key themselves.
 #[derive(Debug, Default)]
 struct Index {
-    first: HashMap<u64, u32>,
+    first: HashMap<u64, u32, ahash::RandomState>,
     /// For entry i: the next entry with the same hash, if any.
     next: Vec<Option<u32>>,
 }

@@ -365,6 +365,21 @@ fn the_traverse_example_walks_the_graph_it_loads() {
 }
 
 #[test]
+fn the_small_examples_read_and_bump() {
+    // examples/lua/small.lua, which scripts/bench_redis.sh runs on Redis and on ferry.
+    let mut ctx = MemoryCtx::default();
+    load(&mut ctx, include_str!("../../../examples/lua/small.lua"), false).unwrap();
+    assert_eq!(fcall(&mut ctx, "bump", &["n"], &[]), Ok(Reply::Integer(1)));
+    assert_eq!(fcall(&mut ctx, "bump", &["n"], &[]), Ok(Reply::Integer(2)));
+    assert_eq!(
+        fcall_as(&mut ctx, "get3", &["n", "missing", "n"], &[], true),
+        Ok(Reply::Array(vec![bulk("2"), Reply::Null, bulk("2")]))
+    );
+    let err = fcall_as(&mut ctx, "bump", &["n"], &[], true).unwrap_err();
+    assert!(err.contains("write flag"), "{err}");
+}
+
+#[test]
 fn tenants_loading_the_same_text_do_not_share_what_its_vm_keeps() {
     // A library that (against Redis's advice) keeps state in a local between calls.
     let stateful =

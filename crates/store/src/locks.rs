@@ -29,22 +29,24 @@ pub(crate) struct Object {
 /// was still there at its read version (see `tenant::snapshot`).
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
-    pub(crate) objects: HashMap<Bytes, Object>,
+    /// By key, hashed with aHash: every read pays for the hash, and its random per-process
+    /// keys keep clients from choosing colliding keys.
+    pub(crate) objects: HashMap<Bytes, Object, ahash::RandomState>,
     /// Version of the latest commit that removed an object of this shard (0: none).
     pub(crate) deleted_at: u64,
 }
 
 impl Shard {
-    /// The version a reader at any read version sees for `key` when it was last changed:
-    /// the object's version, or for an absent one the shard's last delete (a bound: the
-    /// object may have been absent for longer).
-    pub(crate) fn changed_at(&self, key: &[u8]) -> u64 {
-        self.objects.get(key).map_or(self.deleted_at, |object| object.version)
+    /// When the object a reader found under a key (`None`: absent) last changed: its
+    /// version, or for an absent one the shard's last delete (a bound: the object may have
+    /// been absent for longer).
+    pub(crate) fn changed_at_of(&self, object: Option<&Object>) -> u64 {
+        object.map_or(self.deleted_at, |object| object.version)
     }
 }
 
 impl std::ops::Deref for Shard {
-    type Target = HashMap<Bytes, Object>;
+    type Target = HashMap<Bytes, Object, ahash::RandomState>;
 
     fn deref(&self) -> &Self::Target {
         &self.objects

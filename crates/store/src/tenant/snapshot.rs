@@ -74,7 +74,8 @@ impl TenantStore {
         keys.iter()
             .map(|key| {
                 let shard = found.shards[shard_of(key)].read();
-                let changed_at = shard.changed_at(key);
+                let object = shard.get(*key);
+                let changed_at = shard.changed_at_of(object);
                 if changed_at > read_version {
                     return Err(StoreError::Newer {
                         table: table.to_string(),
@@ -83,7 +84,7 @@ impl TenantStore {
                         changed_at,
                     });
                 }
-                Ok(shard.get(*key).map(|object| (object.version, object.value.clone())))
+                Ok(object.map(|object| (object.version, object.value.clone())))
             })
             .collect()
     }
@@ -98,8 +99,9 @@ impl TenantStore {
             let (current, changed_at) = match tables.get(read.table) {
                 Some(table) => {
                     let shard = table.shards[shard_of(read.key)].read();
-                    let current = shard.get(read.key).map_or(VERSION_ABSENT, |object| object.version);
-                    (current, shard.changed_at(read.key))
+                    let object = shard.get(read.key);
+                    let current = object.map_or(VERSION_ABSENT, |object| object.version);
+                    (current, shard.changed_at_of(object))
                 }
                 None => (VERSION_ABSENT, VERSION_ABSENT),
             };
