@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use ferry_lua::fcall::reply_of;
 use ferry_lua::resp::{command_args, error_reply, FunctionCall, FunctionStat, COMMAND};
 use ferry_net::preauth::{token_matches, PreAuth};
@@ -124,7 +125,7 @@ impl<S: Service> RespService for RespFront<S> {
         self.0.counters.connections_authenticated.fetch_sub(1, Ordering::AcqRel);
     }
 
-    fn execute<'a>(&'a self, tenant: &'a u32, table: &'a str, command: Command) -> RespFuture<'a> {
+    fn execute<'a>(&'a self, tenant: &'a u32, table: &'a str, command: Command, _keys: &'a [Bytes]) -> RespFuture<'a> {
         Box::pin(async move {
             match FunctionCall::of(command, table) {
                 Ok(call) => {

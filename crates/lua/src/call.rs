@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use ferry_func::{Ctx, CtxError};
 use ferry_resp::command::{expiry_refused, incr_delta, incremented, SetCondition};
+use ferry_resp::table::{lookup, NO_SCRIPT, WRITE};
 use ferry_resp::{Command, Reply};
 
 /// Runs one command for a script over `table`. `writes_allowed` is false in functions
@@ -17,13 +18,19 @@ pub async fn execute(
     args: Vec<Bytes>,
     writes_allowed: bool,
 ) -> Result<Reply, CtxError> {
+    // What a script may call is the command table's to say.
+    if let Some(spec) = args.first().and_then(|name| lookup(name)) {
+        if spec.is(NO_SCRIPT) {
+            return Ok(Reply::err("This Redis command is not allowed from script"));
+        }
+        if spec.is(WRITE) && !writes_allowed {
+            return Ok(Reply::err("Write commands are not allowed from read-only scripts."));
+        }
+    }
     let command = match Command::parse(args) {
         Ok(command) => command,
         Err(reply) => return Ok(reply),
     };
-    if is_write(&command) && !writes_allowed {
-        return Ok(Reply::err("Write commands are not allowed from read-only scripts."));
-    }
     match command {
         Command::Ping(None) => Ok(Reply::Simple("PONG".into())),
         Command::Ping(Some(message)) | Command::Echo(message) => Ok(Reply::Bulk(message)),
@@ -98,11 +105,4 @@ pub async fn execute(
         }
         _ => Ok(Reply::err("This Redis command is not allowed from script")),
     }
-}
-
-fn is_write(command: &Command) -> bool {
-    matches!(
-        command,
-        Command::Set { .. } | Command::Del(_) | Command::MSet(_) | Command::IncrBy { .. }
-    )
 }

@@ -106,6 +106,44 @@ fn a_loaded_library_runs_its_functions_over_the_ctx() {
 }
 
 #[test]
+fn the_command_table_says_what_a_script_may_call() {
+    let mut ctx = MemoryCtx::default();
+    let code = r#"#!lua name=calls
+redis.register_function('run', function(_, args) return redis.pcall(table.unpack(args)) end)
+redis.register_function{function_name = 'run_ro', callback = function(_, args) return redis.pcall(table.unpack(args)) end, flags = {'no-writes'}}
+"#;
+    load(&mut ctx, code, false).unwrap();
+    let refused = |reply: Result<Reply, String>, wording: &str| match reply {
+        Ok(Reply::Error(text)) => assert!(text.contains(wording), "{text}"),
+        other => panic!("{other:?}"),
+    };
+    // noscript commands, whatever else they are.
+    refused(
+        fcall(&mut ctx, "run", &[], &["FCALL", "run", "0"]),
+        "not allowed from script",
+    );
+    refused(fcall(&mut ctx, "run", &[], &["AUTH", "x"]), "not allowed from script");
+    refused(fcall(&mut ctx, "run", &[], &["select", "1"]), "not allowed from script");
+    // write commands in a no-writes function; reads are fine there.
+    refused(
+        fcall(&mut ctx, "run_ro", &[], &["INCR", "n"]),
+        "Write commands are not allowed",
+    );
+    refused(
+        fcall(&mut ctx, "run_ro", &[], &["mset", "a", "1"]),
+        "Write commands are not allowed",
+    );
+    assert_eq!(fcall(&mut ctx, "run_ro", &[], &["GET", "n"]), Ok(Reply::Null));
+    assert_eq!(fcall(&mut ctx, "run", &[], &["INCR", "n"]), Ok(Reply::Integer(1)));
+    // Unknown commands and wrong arity as Redis words them.
+    refused(fcall(&mut ctx, "run", &[], &["FLUSHALL"]), "unknown command");
+    refused(
+        fcall(&mut ctx, "run", &[], &["GET"]),
+        "wrong number of arguments for 'get'",
+    );
+}
+
+#[test]
 fn the_catalog_refuses_clashes_and_replaces_and_deletes_libraries() {
     let mut ctx = MemoryCtx::default();
     load(&mut ctx, COUNTER, false).unwrap();

@@ -18,7 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use ferry_resp::command::{unknown, SERVED};
+use ferry_resp::command::unknown;
+use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
 
 use crate::preauth::{unauthenticated_over, PreAuth, MAX_FAILED_HELLOS};
@@ -73,8 +74,15 @@ pub trait RespService: Send + Sync + 'static {
     fn release_seat(&self);
 
     /// Runs a command of a signed-in connection over `table` (data, FUNCTION, FCALL,
-    /// CLUSTER), charging it to the tenant itself.
-    fn execute<'a>(&'a self, tenant: &'a Self::Tenant, table: &'a str, command: Command) -> RespFuture<'a>;
+    /// CLUSTER), charging it to the tenant itself. `keys` are the keys it names, by the
+    /// command table (for a cluster node's `-MOVED` and `-CROSSSLOT`).
+    fn execute<'a>(
+        &'a self,
+        tenant: &'a Self::Tenant,
+        table: &'a str,
+        command: Command,
+        keys: &'a [Bytes],
+    ) -> RespFuture<'a>;
 
     /// Charges a session command (PING, SELECT, …) answered by the listener.
     fn charge(&self, tenant: &Self::Tenant, cpu_ns: u64);
@@ -203,6 +211,8 @@ async fn handle<S: RespService>(
     out: &mut BytesMut,
 ) -> After {
     let started = Instant::now();
+    // The keys, by the command table, for a service that routes by them.
+    let keys = keys_of(&args);
     let command = match Command::parse(args) {
         Ok(command) => command,
         Err(_) if session.tenant.is_none() => {
@@ -218,7 +228,7 @@ async fn handle<S: RespService>(
         Ok(done) => done,
         Err(command) => {
             let tenant = session.tenant.as_ref().expect("session commands answer before sign-in");
-            let reply = service.execute(tenant, &session.table, command).await;
+            let reply = service.execute(tenant, &session.table, command, &keys).await;
             reply.encode(session.protocol, out);
             return After::Continue;
         }
@@ -351,12 +361,14 @@ fn hello_reply(mode: &str, protocol: Protocol) -> Reply {
 fn command_info(args: &[Bytes]) -> Reply {
     let sub = args.first().map(|a| String::from_utf8_lossy(a).to_ascii_uppercase());
     match sub.as_deref() {
-        Some("COUNT") => Reply::Integer(SERVED.len() as i64),
+        Some("COUNT") => Reply::Integer(COMMANDS.len() as i64),
         Some("DOCS") => Reply::Map(Vec::new()),
-        Some("INFO") | None => Reply::Array(
-            SERVED
+        None => Reply::Array(COMMANDS.iter().map(|spec| spec.info()).collect()),
+        // COMMAND INFO name...: one entry per name, nil for a command not served.
+        Some("INFO") => Reply::Array(
+            args[1..]
                 .iter()
-                .map(|name| Reply::Array(vec![Reply::text(*name), Reply::Integer(-1)]))
+                .map(|name| ferry_resp::table::lookup(name).map_or(Reply::Null, |spec| spec.info()))
                 .collect(),
         ),
         Some(_) => Reply::err("unknown COMMAND subcommand"),

@@ -153,25 +153,30 @@ pub fn unknown(args: &[Bytes]) -> Reply {
 impl Command {
     /// Parses `args` (never empty); the error is the reply to send.
     pub fn parse(args: Vec<Bytes>) -> Result<Command, Reply> {
-        let name = upper(&args[0]);
-        if !SERVED.contains(&name.to_ascii_lowercase().as_str()) {
+        // The table says whether the command exists and how many words it takes; the
+        // arms below check what only the command knows (its options, ranges of arity).
+        let Some(spec) = crate::table::lookup(&args[0]) else {
             return Err(unknown(&args));
-        }
+        };
+        let name = spec.name;
         let n = args.len();
-        let arity = |ok: bool| if ok { Ok(()) } else { Err(wrong_arity(&name)) };
+        if !spec.arity_fits(n) {
+            return Err(wrong_arity(name));
+        }
+        let arity = |ok: bool| if ok { Ok(()) } else { Err(wrong_arity(name)) };
         let mut rest = args.into_iter().skip(1);
         let mut next = || rest.next().expect("arity checked");
-        Ok(match name.as_str() {
-            "PING" => {
+        Ok(match name {
+            "ping" => {
                 arity(n <= 2)?;
                 Command::Ping((n == 2).then(&mut next))
             }
-            "ECHO" => {
+            "echo" => {
                 arity(n == 2)?;
                 Command::Echo(next())
             }
-            "QUIT" => Command::Quit,
-            "AUTH" => {
+            "quit" => Command::Quit,
+            "auth" => {
                 arity(n == 2 || n == 3)?;
                 let first = next();
                 if n == 3 {
@@ -186,7 +191,7 @@ impl Command {
                     }
                 }
             }
-            "HELLO" => {
+            "hello" => {
                 let mut protocol = None;
                 let mut auth = None;
                 if n >= 2 {
@@ -208,15 +213,15 @@ impl Command {
                 }
                 Command::Hello { protocol, auth }
             }
-            "SELECT" => {
+            "select" => {
                 arity(n == 2)?;
                 Command::Select(next())
             }
-            "GET" => {
+            "get" => {
                 arity(n == 2)?;
                 Command::Get(next())
             }
-            "SET" => {
+            "set" => {
                 arity(n >= 3)?;
                 let key = next();
                 let value = next();
@@ -246,58 +251,58 @@ impl Command {
                     expiry,
                 }
             }
-            "DEL" | "UNLINK" => {
+            "del" | "unlink" => {
                 arity(n >= 2)?;
                 Command::Del((1..n).map(|_| next()).collect())
             }
-            "EXISTS" => {
+            "exists" => {
                 arity(n >= 2)?;
                 Command::Exists((1..n).map(|_| next()).collect())
             }
-            "MGET" => {
+            "mget" => {
                 arity(n >= 2)?;
                 Command::MGet((1..n).map(|_| next()).collect())
             }
-            "MSET" => {
+            "mset" => {
                 arity(n >= 3 && n % 2 == 1)?;
                 Command::MSet((0..(n - 1) / 2).map(|_| (next(), next())).collect())
             }
-            "INCR" | "DECR" => {
+            "incr" | "decr" => {
                 arity(n == 2)?;
                 Command::IncrBy {
                     key: next(),
-                    delta: Bytes::from_static(if name == "INCR" { b"1" } else { b"-1" }),
+                    delta: Bytes::from_static(if name == "incr" { b"1" } else { b"-1" }),
                     negate: false,
                 }
             }
-            "INCRBY" | "DECRBY" => {
+            "incrby" | "decrby" => {
                 arity(n == 3)?;
                 Command::IncrBy {
                     key: next(),
                     delta: next(),
-                    negate: name == "DECRBY",
+                    negate: name == "decrby",
                 }
             }
-            "COMMAND" => Command::CommandInfo((1..n).map(|_| next()).collect()),
-            "INFO" => {
+            "command" => Command::CommandInfo((1..n).map(|_| next()).collect()),
+            "info" => {
                 arity(n <= 2)?;
                 Command::Info
             }
-            "CLIENT" => {
+            "client" => {
                 arity(n >= 2)?;
                 Command::Client(Bytes::from(upper(&next())))
             }
-            "CLUSTER" => {
+            "cluster" => {
                 arity(n >= 2)?;
                 Command::Cluster(Bytes::from(upper(&next())))
             }
-            "FUNCTION" => {
+            "function" => {
                 arity(n >= 2)?;
                 let sub = upper(&next());
                 let rest: Vec<Bytes> = (2..n).map(|_| next()).collect();
                 Command::Function(parse_function(&sub, rest)?)
             }
-            "FCALL" | "FCALL_RO" => {
+            "fcall" | "fcall_ro" => {
                 arity(n >= 3)?;
                 let function = next();
                 let numkeys = std::str::from_utf8(&next())
@@ -316,10 +321,10 @@ impl Command {
                     function,
                     keys,
                     args,
-                    read_only: name == "FCALL_RO",
+                    read_only: name == "fcall_ro",
                 }
             }
-            _ => unreachable!("every name of SERVED has an arm"),
+            _ => unreachable!("every command of the table has an arm"),
         })
     }
 }
@@ -478,12 +483,6 @@ fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply>
     }
 }
 
-/// The names of the commands served, lower case, for COMMAND.
-pub const SERVED: &[&str] = &[
-    "ping", "echo", "quit", "auth", "hello", "select", "get", "set", "del", "unlink", "exists", "mget", "mset", "incr",
-    "decr", "incrby", "decrby", "command", "info", "client", "cluster", "function", "fcall", "fcall_ro",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,10 +599,10 @@ mod tests {
     }
 
     #[test]
-    fn every_served_name_has_a_parser() {
-        for name in SERVED {
+    fn every_command_of_the_table_has_a_parser() {
+        for spec in crate::table::COMMANDS {
             for extra in 0..4 {
-                let mut words = vec![*name];
+                let mut words = vec![spec.name];
                 words.extend(std::iter::repeat_n("1", extra));
                 // Any outcome but a panic (the `unreachable!` arm).
                 let _ = parse(&words);

@@ -3,13 +3,16 @@
 //! - [`command`]: a command as a typed value, arity and options checked;
 //! - [`parser`]: commands from clients (arrays of bulk strings, or inline), parsed
 //!   incrementally with every size bounded;
-//! - [`reply`]: replies, encoded as RESP2 or RESP3.
+//! - [`reply`]: replies, encoded as RESP2 or RESP3;
+//! - [`table`]: the one table of commands (arity, flags, key positions) that drives
+//!   parsing, COMMAND, cluster key extraction and what scripts may call.
 //!
 //! No I/O: the listener feeds bytes in and writes bytes out.
 
 pub mod command;
 pub mod parser;
 pub mod reply;
+pub mod table;
 
 pub use command::Command;
 pub use parser::{ParseError, Parser};

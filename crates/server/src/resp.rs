@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use ferry_cluster::key_slot;
 use ferry_lua::resp::FunctionCall;
 use ferry_net::preauth::PreAuth;
@@ -47,9 +48,15 @@ impl RespService for Node {
         self.counters.connections_authenticated.fetch_sub(1, Ordering::AcqRel);
     }
 
-    fn execute<'a>(&'a self, tenant: &'a Arc<TenantState>, table: &'a str, command: Command) -> RespFuture<'a> {
+    fn execute<'a>(
+        &'a self,
+        tenant: &'a Arc<TenantState>,
+        table: &'a str,
+        command: Command,
+        keys: &'a [Bytes],
+    ) -> RespFuture<'a> {
         Box::pin(async move {
-            if let Some(refusal) = misrouted(self, &command) {
+            if let Some(refusal) = misrouted(self, keys) {
                 return refusal;
             }
             match FunctionCall::of(command, table) {
@@ -102,16 +109,9 @@ impl RespService for Node {
 }
 
 /// In a cluster, Redis Cluster's refusals for keys this node does not serve.
-fn misrouted(node: &Node, command: &Command) -> Option<Reply> {
+fn misrouted(node: &Node, keys: &[Bytes]) -> Option<Reply> {
     let role = node.cluster.as_ref()?;
-    let keys: Vec<&[u8]> = match command {
-        Command::Get(key) | Command::Set { key, .. } | Command::IncrBy { key, .. } => vec![&key[..]],
-        Command::Del(keys) | Command::Exists(keys) | Command::MGet(keys) => keys.iter().map(|k| &k[..]).collect(),
-        Command::MSet(pairs) => pairs.iter().map(|(k, _)| &k[..]).collect(),
-        Command::FCall { keys, .. } => keys.iter().map(|k| &k[..]).collect(),
-        _ => return None,
-    };
-    if role.map.single_owner(keys.iter().copied()).is_err() {
+    if role.map.single_owner(keys.iter().map(|key| &key[..])).is_err() {
         return Some(Reply::Error(
             "CROSSSLOT Keys in request don't hash to the same slot".into(),
         ));

@@ -89,6 +89,27 @@ fn every_supported_command_works_and_the_rest_are_refused() {
 
     let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut con).unwrap();
     assert!(count >= 15);
+    // COMMAND INFO from the command table, in Redis's shape: name, arity, flags, first key,
+    // last key, step; nil for a command not served.
+    let info: redis::Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("mset")
+        .arg("nosuch")
+        .query(&mut con)
+        .unwrap();
+    let redis::Value::Array(entries) = info else {
+        panic!("{info:?}")
+    };
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1], redis::Value::Nil);
+    let redis::Value::Array(mset) = &entries[0] else {
+        panic!("{entries:?}")
+    };
+    assert_eq!(mset[1], redis::Value::Int(-3));
+    assert_eq!(
+        &mset[3..],
+        &[redis::Value::Int(1), redis::Value::Int(-1), redis::Value::Int(2)]
+    );
     let info: String = redis::cmd("INFO").query(&mut con).unwrap();
     assert!(info.contains("redis_version"), "{info}");
     let () = redis::cmd("CLIENT").arg("SETNAME").arg("me").query(&mut con).unwrap();
