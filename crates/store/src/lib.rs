@@ -3,7 +3,8 @@
 //! Layout:
 //! - [`limits`]: every size limit of the store as a named constant.
 //! - [`tenant`]: [`TenantStore`], one tenant's tables, memory quota and version clock, with
-//!   the single-object operations and the OCC commit.
+//!   the single-object operations, the OCC commit, and reads at a read version (TL2,
+//!   `tenant/snapshot.rs`): O(1) per read, consistent as of the version.
 //! - [`locks`]: the lock plan that takes shard locks in one global order, so commits and
 //!   validated reads never deadlock.
 //! - [`error`]: the store's error type, [`StoreError`].
