@@ -8,15 +8,12 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use ferry_net::connections::Connections;
 use ferry_net::histogram::LatencyHistograms;
-use ferry_net::preauth::PreAuth;
 
 use crate::config::FrontConfig;
-use crate::listener::{ListenerCounters, Service, Shared};
+use crate::listener::{Service, Shared};
 use crate::FrontError;
-
-/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// Families that go up and down; every other one only grows.
 const GAUGES: &[&str] = &[
@@ -81,9 +78,8 @@ where
     let (shutdown, shutdown_rx) = watch::channel(false);
     let shared = Arc::new(Shared {
         service,
-        preauth: PreAuth::new(config.max_unauthenticated),
+        connections: Connections::new(config.max_connections, config.max_unauthenticated, config.hello_timeout),
         config,
-        counters: ListenerCounters::default(),
         latency: LatencyHistograms::default(),
         process,
     });
@@ -100,7 +96,7 @@ where
         let front = Arc::new(crate::resp::RespFront(Arc::clone(&shared)));
         runtime.spawn(ferry_net::resp::serve(front, listener, shutdown_rx.clone()));
     }
-    runtime.spawn(accept_loop(shared, listener, shutdown_rx));
+    runtime.spawn(ferry_net::door::serve(shared, listener, shutdown_rx));
     Ok(FrontHandle {
         local_addr,
         resp_addr,
@@ -108,25 +104,6 @@ where
         shutdown,
         runtime: Some(runtime),
     })
-}
-
-async fn accept_loop<S: Service>(shared: Arc<Shared<S>>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.changed() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                tracing::debug!(%peer, process = shared.process, "connection accepted");
-                tokio::spawn(crate::listener::serve(Arc::clone(&shared), stream, shutdown.clone()));
-            }
-            Err(err) => {
-                tracing::warn!(process = shared.process, "accept failed: {err}");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-            }
-        }
-    }
 }
 
 impl FrontHandle {

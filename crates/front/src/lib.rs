@@ -5,8 +5,9 @@
 //!   compute node; data operations routed to their keys' nodes.
 //! - [`compute`]: a compute node — invocations run over the cluster's data with an elastic
 //!   number of active workers ([`workers`]).
-//! - `listener`: framing, hello, the pre-authentication bound and per-connection limits in
-//!   front of either; `handle`: starting and stopping a process, its metrics endpoint.
+//! - `listener`: either process behind the ferry protocol's front door (`ferry_net::door`,
+//!   which frames, says hello and bounds connections for every ferry process);
+//!   `handle`: starting and stopping a process, its metrics endpoint.
 //! - [`forward`]: the client runtime's outcomes turned back into protocol answers.
 //! - `resp`: `--resp` on the gateway: Redis commands sent on as the invocations they are
 //!   (FCALL placed by the policy).
@@ -26,9 +27,10 @@ use thiserror::Error;
 
 pub use compute::{start_compute, ComputeConfig};
 pub use config::{FrontConfig, FrontTenant};
+pub use ferry_net::door::MAX_INFLIGHT_PER_CONNECTION;
 pub use gateway::{start_gateway, GatewayConfig, PolicyFactory};
 pub use handle::FrontHandle;
-pub use listener::{ListenerCounters, Service, ServiceFuture, MAX_INFLIGHT_PER_CONNECTION};
+pub use listener::{Service, ServiceFuture};
 
 /// Why a gateway or compute node could not start.
 #[derive(Debug, Error)]

@@ -6,15 +6,13 @@
 //! transaction. FUNCTION STATS adds, per function, where the gateway placed its calls and
 //! their measured c_i and s_i.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use ferry_lua::fcall::reply_of;
 use ferry_lua::resp::{command_args, error_reply, FunctionCall, FunctionStat, COMMAND};
-use ferry_net::preauth::{token_matches, PreAuth};
-use ferry_net::resp::{RespEvent, RespFuture, RespService};
+use ferry_net::connections::Connections;
+use ferry_net::resp::{Queued, RespFuture, RespService};
 use ferry_proto::{Request, ResponseBody, Status};
 use ferry_resp::{Command, Reply};
 
@@ -95,93 +93,60 @@ impl<S: Service> RespFront<S> {
         }
         stats
     }
+
+    /// Runs one command of a signed-in connection.
+    async fn run(&self, tenant: u32, table: &str, command: Command) -> Reply {
+        match FunctionCall::of(command, table) {
+            Ok(call) => {
+                let (function, args) = match call.invocation() {
+                    Ok(invocation) => invocation,
+                    Err(refusal) => return refusal,
+                };
+                match self.invoke(tenant, function, args).await {
+                    Ok(result) => call.reply(&result, || self.function_stats()),
+                    Err(reply) => reply,
+                }
+            }
+            Err(Command::Cluster(_)) => {
+                Reply::err("this is the gateway: it sends each key to its storage node itself (no CLUSTER commands)")
+            }
+            Err(data) => {
+                let Some(args) = data.into_words().and_then(|words| command_args(table, &words)) else {
+                    return Reply::err("this command is not served by the gateway");
+                };
+                match self.invoke(tenant, COMMAND.to_string(), args).await {
+                    Ok(result) => reply_of(&result),
+                    Err(reply) => reply,
+                }
+            }
+        }
+    }
 }
 
 impl<S: Service> RespService for RespFront<S> {
     type Tenant = u32;
 
     fn sign_in(&self, id: u32, password: &[u8]) -> Option<u32> {
-        let tenants = &self.0.config.tenants;
-        tenants
-            .iter()
-            .any(|t| t.id == id && token_matches(t.token.as_bytes(), password))
-            .then_some(id)
+        self.0.signs_in(id, password).then_some(id)
     }
 
-    fn take_seat(&self) -> Result<(), Reply> {
-        let counters = &self.0.counters;
-        let max = self.0.config.max_connections as u64;
-        counters
-            .connections_authenticated
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-            .map(|_| ())
-            .map_err(|_| {
-                counters.connections_refused.fetch_add(1, Ordering::Relaxed);
-                Reply::err(format!("max number of clients reached ({max})"))
-            })
+    fn connections(&self) -> &Arc<Connections> {
+        &self.0.connections
     }
 
-    fn release_seat(&self) {
-        self.0.counters.connections_authenticated.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    fn execute<'a>(&'a self, tenant: &'a u32, table: &'a str, command: Command, _keys: &'a [Bytes]) -> RespFuture<'a> {
+    fn execute<'a>(&'a self, tenant: &'a u32, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
-            match FunctionCall::of(command, table) {
-                Ok(call) => {
-                    let (function, args) = match call.invocation() {
-                        Ok(invocation) => invocation,
-                        Err(refusal) => return refusal,
-                    };
-                    match self.invoke(*tenant, function, args).await {
-                        Ok(result) => call.reply(&result, || self.function_stats()),
-                        Err(reply) => reply,
-                    }
-                }
-                Err(Command::Cluster(_)) => Reply::err(
-                    "this is the gateway: it sends each key to its storage node itself (no CLUSTER commands)",
-                ),
-                Err(data) => {
-                    let Some(args) = data.into_words().and_then(|words| command_args(table, &words)) else {
-                        return Reply::err("this command is not served by the gateway");
-                    };
-                    match self.invoke(*tenant, COMMAND.to_string(), args).await {
-                        Ok(result) => reply_of(&result),
-                        Err(reply) => reply,
-                    }
-                }
+            let mut replies = Vec::with_capacity(batch.len());
+            for queued in batch {
+                replies.push(self.run(*tenant, table, queued.command).await);
             }
+            replies
         })
     }
 
     fn charge(&self, _tenant: &u32, _cpu_ns: u64) {}
 
-    fn observe(&self, event: RespEvent) {
-        let counters = &self.0.counters;
-        let counter = match event {
-            RespEvent::Opened => {
-                counters.connections_open.fetch_add(1, Ordering::AcqRel);
-                return;
-            }
-            RespEvent::Closed => {
-                counters.connections_open.fetch_sub(1, Ordering::AcqRel);
-                return;
-            }
-            RespEvent::FramingError => &counters.framing_errors,
-            RespEvent::UnauthenticatedClosed => &counters.connections_unauthenticated_closed,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
     fn mode(&self) -> &'static str {
         "standalone"
-    }
-
-    fn preauth(&self) -> &PreAuth {
-        &self.0.preauth
-    }
-
-    fn hello_timeout(&self) -> Duration {
-        self.0.config.hello_timeout
     }
 }

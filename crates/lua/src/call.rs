@@ -31,10 +31,21 @@ pub async fn execute(
         Ok(command) => command,
         Err(reply) => return Ok(reply),
     };
-    match command {
-        Command::Ping(None) => Ok(Reply::Simple("PONG".into())),
-        Command::Ping(Some(message)) | Command::Echo(message) => Ok(Reply::Bulk(message)),
-        Command::Get(key) => Ok(ctx.get(table, &key).await?.map_or(Reply::Null, Reply::Bulk)),
+    match run(ctx, table, &command).await? {
+        Some(reply) => Ok(reply),
+        None => Ok(Reply::err("This Redis command is not allowed from script")),
+    }
+}
+
+/// Runs one data command over `ctx`: the one executor of Redis's data commands, for a
+/// script's `redis.call` and for a RESP client's command alike (the storage node runs the
+/// latter as a one-command transaction in the tenant's seat). `None` for a command that is
+/// not a data command.
+pub async fn run(ctx: &mut dyn Ctx, table: &str, command: &Command) -> Result<Option<Reply>, CtxError> {
+    let reply = match command {
+        Command::Ping(None) => Reply::Simple("PONG".into()),
+        Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.clone()),
+        Command::Get(key) => ctx.get(table, key).await?.map_or(Reply::Null, Reply::Bulk),
         Command::Set {
             key,
             value,
@@ -43,66 +54,65 @@ pub async fn execute(
             expiry,
         } => {
             if let Some(option) = expiry {
-                return Ok(expiry_refused(&option));
+                return Ok(Some(expiry_refused(option)));
             }
-            let old = if condition.is_some() || get {
-                ctx.get(table, &key).await?
+            let old = if condition.is_some() || *get {
+                ctx.get(table, key).await?
             } else {
                 None
             };
-            let allowed = SetCondition::allows(condition, old.is_some());
+            let allowed = SetCondition::allows(*condition, old.is_some());
             if allowed {
-                ctx.put(table, &key, value).await?;
+                ctx.put(table, key, value.clone()).await?;
             }
-            Ok(match (get, allowed) {
+            match (get, allowed) {
                 (true, _) => old.map_or(Reply::Null, Reply::Bulk),
                 (false, true) => Reply::ok(),
                 (false, false) => Reply::Null,
-            })
+            }
         }
         Command::Del(keys) => {
             let mut removed = 0;
-            for key in &keys {
+            for key in keys {
                 if ctx.get(table, key).await?.is_some() {
                     ctx.delete(table, key).await?;
                     removed += 1;
                 }
             }
-            Ok(Reply::Integer(removed))
+            Reply::Integer(removed)
         }
         Command::Exists(keys) => {
             let mut found = 0;
-            for key in &keys {
+            for key in keys {
                 found += i64::from(ctx.get(table, key).await?.is_some());
             }
-            Ok(Reply::Integer(found))
+            Reply::Integer(found)
         }
         Command::MGet(keys) => {
-            let values = ctx.multiget(table, &keys).await?;
-            Ok(Reply::Array(
-                values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect(),
-            ))
+            let values = ctx.multiget(table, keys).await?;
+            Reply::Array(values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect())
         }
         Command::MSet(pairs) => {
             for (key, value) in pairs {
-                ctx.put(table, &key, value).await?;
+                ctx.put(table, key, value.clone()).await?;
             }
-            Ok(Reply::ok())
+            Reply::ok()
         }
         Command::IncrBy { key, delta, negate } => {
-            let delta = match incr_delta(&delta, negate) {
+            let delta = match incr_delta(delta, *negate) {
                 Ok(delta) => delta,
-                Err(reply) => return Ok(reply),
+                Err(reply) => return Ok(Some(reply)),
             };
-            let current = ctx.get(table, &key).await?;
+            let current = ctx.get(table, key).await?;
             match incremented(current.as_deref(), delta) {
                 Ok(next) => {
-                    ctx.put(table, &key, Bytes::from(next.to_string())).await?;
-                    Ok(Reply::Integer(next))
+                    ctx.put(table, key, Bytes::from(next.to_string())).await?;
+                    Reply::Integer(next)
                 }
-                Err(reply) => Ok(reply),
+                Err(reply) => reply,
             }
         }
-        _ => Ok(Reply::err("This Redis command is not allowed from script")),
-    }
+        _ => return Ok(None),
+    };
+    Ok(Some(reply))
 }

@@ -1,5 +1,9 @@
 //! What every listening ferry process (storage node, gateway, compute node) shares:
 //!
+//! - [`connections`]: a process's connections — counters, authenticated seats and the
+//!   pre-authentication bound — shared by its listeners;
+//! - [`door`]: the ferry protocol's front door (framing, hello, seats, per-connection
+//!   bounds, the outbox) in front of a process's [`door::Door`];
 //! - [`preauth`]: connections that have not said hello yet, bounded in number and time;
 //! - [`metrics`]: `GET /metrics` in the Prometheus text format on a listener of its own;
 //! - [`histogram`]: request counts and latency histograms by operation and status;
@@ -7,6 +11,8 @@
 //!   front of a process's [`resp::RespService`];
 //! - [`signal`]: waiting for SIGINT or SIGTERM.
 
+pub mod connections;
+pub mod door;
 pub mod histogram;
 pub mod metrics;
 pub mod preauth;

@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,8 @@ use ferry_resp::command::unknown;
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
 
-use crate::preauth::{unauthenticated_over, PreAuth, MAX_FAILED_HELLOS};
+use crate::connections::{Connections, Seat};
+use crate::preauth::{unauthenticated_over, MAX_FAILED_HELLOS};
 
 /// Bytes requested from the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -42,20 +44,20 @@ pub fn table_of(index: u32) -> String {
     format!("db{index}")
 }
 
-/// The reply of a command a service runs.
-pub type RespFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+/// Most commands of one pipeline handed to the service at once: a batch runs as one job
+/// (one hand-off to a worker for many commands), and this bounds the work and the replies
+/// one job holds.
+pub const MAX_BATCH_COMMANDS: usize = 128;
 
-/// Something that happened to a connection, for the service's counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RespEvent {
-    /// A connection was accepted.
-    Opened,
-    /// It closed.
-    Closed,
-    /// It sent something that is not RESP (answered with an error, then closed).
-    FramingError,
-    /// It did not authenticate in time, or was evicted by newer unauthenticated ones.
-    UnauthenticatedClosed,
+/// The replies to a batch of commands a service runs, one per command, in order.
+pub type RespFuture<'a> = Pin<Box<dyn Future<Output = Vec<Reply>> + Send + 'a>>;
+
+/// A command for the service, with the keys it names by the command table (for a cluster
+/// node's `-MOVED` and `-CROSSSLOT`).
+#[derive(Clone, Debug)]
+pub struct Queued {
+    pub command: Command,
+    pub keys: Vec<Bytes>,
 }
 
 /// What a process serves over RESP.
@@ -66,38 +68,20 @@ pub trait RespService: Send + Sync + 'static {
     /// The tenant `id` if `password` is its token.
     fn sign_in(&self, id: u32, password: &[u8]) -> Option<Self::Tenant>;
 
-    /// Takes one of the process's authenticated-connection seats (given back with
-    /// [`RespService::release_seat`]), or the reply refusing the connection.
-    fn take_seat(&self) -> Result<(), Reply>;
+    /// The process's connections (counters, seats, the pre-authentication bound), shared
+    /// with its ferry-protocol door.
+    fn connections(&self) -> &Arc<Connections>;
 
-    /// Gives a seat back.
-    fn release_seat(&self);
-
-    /// Runs a command of a signed-in connection over `table` (data, FUNCTION, FCALL,
-    /// CLUSTER), charging it to the tenant itself. `keys` are the keys it names, by the
-    /// command table (for a cluster node's `-MOVED` and `-CROSSSLOT`).
-    fn execute<'a>(
-        &'a self,
-        tenant: &'a Self::Tenant,
-        table: &'a str,
-        command: Command,
-        keys: &'a [Bytes],
-    ) -> RespFuture<'a>;
+    /// Runs commands of a signed-in connection over `table` (data, FUNCTION, FCALL,
+    /// CLUSTER) in order, as a pipeline delivered them (at most [`MAX_BATCH_COMMANDS`]),
+    /// charging them to the tenant itself: one reply per command, in order.
+    fn execute<'a>(&'a self, tenant: &'a Self::Tenant, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a>;
 
     /// Charges a session command (PING, SELECT, …) answered by the listener.
     fn charge(&self, tenant: &Self::Tenant, cpu_ns: u64);
 
-    /// Counts a connection event.
-    fn observe(&self, event: RespEvent);
-
     /// `cluster` for one node of a sharded cluster, `standalone` otherwise (HELLO, INFO).
     fn mode(&self) -> &'static str;
-
-    /// The pre-authentication bound shared with the process's other listeners.
-    fn preauth(&self) -> &PreAuth;
-
-    /// How long a connection may stay unauthenticated.
-    fn hello_timeout(&self) -> Duration;
 }
 
 /// What a connection knows about its peer.
@@ -106,8 +90,8 @@ struct Session<T> {
     protocol: Protocol,
     table: String,
     failed_auths: u32,
-    /// Holds one of the service's authenticated-connection seats.
-    seated: bool,
+    /// One of the process's authenticated-connection seats, held once signed in.
+    seat: Option<Seat>,
 }
 
 /// What to do after a command.
@@ -127,12 +111,12 @@ pub async fn serve<S: RespService>(service: Arc<S>, listener: TcpListener, mut s
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        let open = service.connections().open();
         let service = Arc::clone(&service);
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            service.observe(RespEvent::Opened);
             connection(&*service, stream, shutdown).await;
-            service.observe(RespEvent::Closed);
+            drop(open);
         });
     }
 }
@@ -144,20 +128,22 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
         protocol: Protocol::Resp2,
         table: table_of(0),
         failed_auths: 0,
-        seated: false,
+        seat: None,
     };
-    let mut ticket = Some(service.preauth().admit());
-    let hello_deadline = tokio::time::Instant::now() + service.hello_timeout();
+    let connections = service.connections();
+    let mut ticket = Some(connections.preauth.admit());
+    let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
     let mut parser = Parser::new();
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::new();
+    let mut batch = Vec::new();
     'read: loop {
         input.reserve(READ_CHUNK_BYTES);
         let read = tokio::select! {
             read = stream.read_buf(&mut input) => read,
             _ = shutdown.changed() => break,
             _ = unauthenticated_over(ticket.as_ref(), hello_deadline) => {
-                service.observe(RespEvent::UnauthenticatedClosed);
+                connections.counters.unauthenticated_closed.fetch_add(1, Ordering::Relaxed);
                 break;
             }
         };
@@ -169,13 +155,29 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
                 Ok(Some(args)) => args,
                 Ok(None) => break,
                 Err(err) => {
-                    service.observe(RespEvent::FramingError);
+                    connections.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
+                    run_batch(service, &session, &mut batch, &mut output).await;
                     Reply::Error(format!("ERR {err}")).encode(session.protocol, &mut output);
                     let _ = stream.write_all(&output).await;
                     break 'read;
                 }
             };
-            let after = handle(service, &mut session, args, &mut output).await;
+            let after = match handle(service, &mut session, args) {
+                Handled::Service(queued) => {
+                    batch.push(queued);
+                    if batch.len() < MAX_BATCH_COMMANDS {
+                        continue;
+                    }
+                    run_batch(service, &session, &mut batch, &mut output).await;
+                    After::Continue
+                }
+                Handled::Answered(reply, after) => {
+                    // Replies keep the order of the commands: the batch before this one first.
+                    run_batch(service, &session, &mut batch, &mut output).await;
+                    reply.encode(session.protocol, &mut output);
+                    after
+                }
+            };
             if session.tenant.is_some() {
                 ticket = None;
             }
@@ -189,6 +191,7 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
                 }
             }
         }
+        run_batch(service, &session, &mut batch, &mut output).await;
         if !output.is_empty() {
             if stream.write_all(&output).await.is_err() {
                 break;
@@ -196,48 +199,61 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
             output.clear();
         }
     }
-    if session.seated {
-        service.release_seat();
-    }
+    // The seat, if any, goes back as the session drops.
 }
 
-/// Runs one command, appending its reply. A command the service runs may wait (an
-/// FCALL queued to a worker): later commands of the pipeline wait with it, so replies
-/// keep their order.
-async fn handle<S: RespService>(
-    service: &S,
-    session: &mut Session<S::Tenant>,
-    args: Vec<Bytes>,
-    out: &mut BytesMut,
-) -> After {
+/// What became of one command.
+enum Handled {
+    /// The listener answered it.
+    Answered(Reply, After),
+    /// It is for the service (only once signed in).
+    Service(Queued),
+}
+
+/// Answers a session command, a refusal or a parse error here; gives the rest to the
+/// service's next batch.
+fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: Vec<Bytes>) -> Handled {
     let started = Instant::now();
     // The keys, by the command table, for a service that routes by them.
     let keys = keys_of(&args);
     let command = match Command::parse(args) {
         Ok(command) => command,
-        Err(_) if session.tenant.is_none() => {
-            noauth().encode(session.protocol, out);
-            return After::Continue;
-        }
-        Err(reply) => {
-            reply.encode(session.protocol, out);
-            return After::Continue;
-        }
+        Err(_) if session.tenant.is_none() => return Handled::Answered(noauth(), After::Continue),
+        Err(reply) => return Handled::Answered(reply, After::Continue),
     };
-    let (reply, after) = match session_command(service, session, command) {
-        Ok(done) => done,
-        Err(command) => {
-            let tenant = session.tenant.as_ref().expect("session commands answer before sign-in");
-            let reply = service.execute(tenant, &session.table, command, &keys).await;
-            reply.encode(session.protocol, out);
-            return After::Continue;
+    match session_command(service, session, command) {
+        Ok((reply, after)) => {
+            if let Some(tenant) = &session.tenant {
+                service.charge(tenant, started.elapsed().as_nanos() as u64);
+            }
+            Handled::Answered(reply, after)
         }
-    };
-    reply.encode(session.protocol, out);
-    if let Some(tenant) = &session.tenant {
-        service.charge(tenant, started.elapsed().as_nanos() as u64);
+        Err(command) => Handled::Service(Queued { command, keys }),
     }
-    after
+}
+
+/// Runs the commands gathered for the service, if any, appending their replies. The
+/// service may wait (a worker's queue, an FCALL): later commands of the pipeline wait
+/// with it, so replies keep their order.
+async fn run_batch<S: RespService>(
+    service: &S,
+    session: &Session<S::Tenant>,
+    batch: &mut Vec<Queued>,
+    out: &mut BytesMut,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    let tenant = session
+        .tenant
+        .as_ref()
+        .expect("only a signed-in session queues commands");
+    let count = batch.len();
+    let replies = service.execute(tenant, &session.table, std::mem::take(batch)).await;
+    debug_assert_eq!(replies.len(), count, "one reply per command");
+    for reply in replies {
+        reply.encode(session.protocol, out);
+    }
 }
 
 /// Before AUTH, an unknown command is still refused for want of authentication (as
@@ -330,11 +346,12 @@ fn auth<S: RespService>(
         session.failed_auths += 1;
         return Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into());
     };
-    if !session.seated {
-        if let Err(refusal) = service.take_seat() {
-            return refusal;
+    if session.seat.is_none() {
+        match service.connections().take_seat() {
+            Ok(seat) => session.seat = Some(seat),
+            // Redis's words, which its clients recognise.
+            Err(_) => return Reply::err("max number of clients reached"),
         }
-        session.seated = true;
     }
     session.tenant = Some(tenant);
     Reply::ok()

@@ -21,7 +21,7 @@ use crate::node::{Node, TenantState};
 use crate::routing::ClusterRole;
 use crate::stats::TenantCounters;
 use crate::store_ctx::{object_refs, write_refs, SharedAttempt, StoreCtx};
-use crate::worker::{CurrentPoll, Task};
+use crate::worker::{CurrentPoll, Task, Work};
 
 /// Attempts of one server-side invocation before it is answered `tx_abort`: conflicts are
 /// retried immediately on the node, where a retry costs no round trip, but a hot spot must
@@ -145,7 +145,7 @@ fn answer(
     outbox.respond(opcode, tenant.id, request_id, response);
 }
 
-fn charge_cpu(node: &Node, worker: usize, tenant: &TenantState, ns: u64) {
+pub(crate) fn charge_cpu(node: &Node, worker: usize, tenant: &TenantState, ns: u64) {
     use std::sync::atomic::Ordering::Relaxed;
     tenant.counters.cpu_ns.fetch_add(ns, Relaxed);
     node.pool.slots[worker].counters.busy_ns.fetch_add(ns, Relaxed);
@@ -154,16 +154,18 @@ fn charge_cpu(node: &Node, worker: usize, tenant: &TenantState, ns: u64) {
 }
 
 /// Runs one task. Data operations are answered here; an invocation takes its first step
-/// and is returned if it yielded.
+/// and is returned if it yielded; a RESP batch runs its commands in order.
 pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped> {
-    let Task {
-        outbox,
-        tenant,
-        opcode,
-        request_id,
-        request,
-        received,
-    } = task;
+    let Task { tenant, received, work } = task;
+    let (outbox, opcode, request_id, request) = match work {
+        Work::Resp(job) => return crate::resp_job::run(node, worker, &tenant, job, received),
+        Work::Request {
+            outbox,
+            opcode,
+            request_id,
+            request,
+        } => (outbox, opcode, request_id, request),
+    };
     if let Request::Invoke {
         function,
         args,
@@ -175,45 +177,17 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
         costs: _,
     } = request
     {
-        let name = function;
-        let Some(function) = node.registry.get(&name) else {
-            // Checked by the reader already; kept for safety against a registry mismatch.
-            answer(
-                outbox.as_ref(),
-                &tenant,
-                opcode,
-                request_id,
-                received,
-                &Response::error(Status::UnknownFunction, format!("no function named {name:?}")),
-            );
-            return None;
-        };
-        let (attempt, state) = start_attempt(
-            Arc::clone(&tenant),
-            node.cluster.clone(),
-            handoff,
-            function,
-            args.clone(),
-        );
-        let invocation = Invocation {
-            attempt,
-            state,
+        let call = Call {
+            outbox,
+            request_id,
+            received,
+            name: function,
+            args,
             allow_pushback,
             trace,
             handoff,
-            cluster: node.cluster.clone(),
-            outbox,
-            tenant,
-            request_id,
-            name,
-            function,
-            args,
-            attempts: 1,
-            cpu_ns: 0,
-            received,
-            deadline_ns: node.now_ns() + node.invoke_budget_ns * WALL_DEADLINE_BUDGETS,
         };
-        return Some(step(node, worker, invocation));
+        return start(node, worker, tenant, call);
     }
 
     let started = Instant::now();
@@ -225,6 +199,63 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
     charge_cpu(node, worker, &tenant, cpu_ns);
     answer(outbox.as_ref(), &tenant, opcode, request_id, received, &response);
     None
+}
+
+/// An invocation as it is asked for, before its first attempt.
+pub(crate) struct Call {
+    /// Where the answer goes.
+    pub(crate) outbox: Arc<dyn Answer>,
+    pub(crate) request_id: u64,
+    /// When it was received (its latency is measured from here).
+    pub(crate) received: Instant,
+    /// The registered name of the function.
+    pub(crate) name: String,
+    pub(crate) args: Bytes,
+    pub(crate) allow_pushback: bool,
+    pub(crate) trace: bool,
+    pub(crate) handoff: bool,
+}
+
+/// Starts an invocation and takes its first step; `None` once it is answered (an unknown
+/// function is answered at once), else what the step left.
+pub(crate) fn start(node: &Node, worker: usize, tenant: Arc<TenantState>, call: Call) -> Option<Stepped> {
+    let Some(function) = node.registry.get(&call.name) else {
+        answer(
+            call.outbox.as_ref(),
+            &tenant,
+            Opcode::Invoke,
+            call.request_id,
+            call.received,
+            &Response::error(Status::UnknownFunction, format!("no function named {:?}", call.name)),
+        );
+        return None;
+    };
+    let (attempt, state) = start_attempt(
+        Arc::clone(&tenant),
+        node.cluster.clone(),
+        call.handoff,
+        function,
+        call.args.clone(),
+    );
+    let invocation = Invocation {
+        attempt,
+        state,
+        allow_pushback: call.allow_pushback,
+        trace: call.trace,
+        handoff: call.handoff,
+        cluster: node.cluster.clone(),
+        outbox: call.outbox,
+        tenant,
+        request_id: call.request_id,
+        name: call.name,
+        function,
+        args: call.args,
+        attempts: 1,
+        cpu_ns: 0,
+        received: call.received,
+        deadline_ns: node.now_ns() + node.invoke_budget_ns * WALL_DEADLINE_BUDGETS,
+    };
+    Some(step(node, worker, invocation))
 }
 
 fn data_operation(tenant: &TenantState, request: Request) -> Response {

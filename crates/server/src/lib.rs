@@ -18,8 +18,9 @@
 //!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
 //! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
-//! - `resp`, `resp_exec`, `resp_fn`: the RESP front end (`--resp ADDR`), its data commands,
-//!   and FUNCTION / FCALL as invocations of the Lua storage functions.
+//! - `resp`, `resp_job`: the RESP front end (`--resp ADDR`), and its commands run as one job
+//!   per pipeline in the tenant's seat: data commands over the one executor of
+//!   `ferry_lua::call`, FUNCTION / FCALL as invocations of the Lua storage functions.
 
 pub mod config;
 mod conn;
@@ -30,8 +31,7 @@ pub mod listeners;
 mod metrics;
 mod node;
 mod resp;
-mod resp_exec;
-mod resp_fn;
+mod resp_job;
 pub mod routing;
 pub mod server;
 pub mod stats;

@@ -18,6 +18,7 @@ const GAUGES: &[&str] = &[
     "quota_bytes",
     "workers",
     "connections_open",
+    "connections_authenticated",
     "connections_waiting_hello",
     "queue_len",
 ];

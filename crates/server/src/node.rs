@@ -74,12 +74,9 @@ pub(crate) struct Node {
     pub(crate) counters: NodeCounters,
     /// CPU budget of one invocation.
     pub(crate) invoke_budget_ns: u64,
-    /// Most simultaneous authenticated connections.
-    pub(crate) max_connections: usize,
-    /// Longest a connection may take to authenticate.
-    pub(crate) hello_timeout: std::time::Duration,
-    /// Connections waiting to authenticate.
-    pub(crate) preauth: ferry_net::preauth::PreAuth,
+    /// Its connections over both listeners: counters, authenticated seats (at most
+    /// `max_connections`), and those waiting to authenticate.
+    pub(crate) connections: Arc<ferry_net::connections::Connections>,
     /// This node's place in a cluster, if any.
     pub(crate) cluster: Option<Arc<crate::routing::ClusterRole>>,
     /// ASFP pushback thresholds.
@@ -118,9 +115,11 @@ impl Node {
             pool: Pool::new(config.cores, config.queue_capacity, config.scheduling),
             counters: NodeCounters::default(),
             invoke_budget_ns: config.invoke_budget.as_nanos() as u64,
-            max_connections: config.max_connections,
-            hello_timeout: config.hello_timeout,
-            preauth: ferry_net::preauth::PreAuth::new(config.max_unauthenticated),
+            connections: ferry_net::connections::Connections::new(
+                config.max_connections,
+                config.max_unauthenticated,
+                config.hello_timeout,
+            ),
             cluster: config.cluster.clone().map(Arc::new),
             inline_data_ops: config.inline_data_ops,
             pushback: config.pushback.clone(),

@@ -1,94 +1,82 @@
 //! The RESP front end of a storage node (`--resp ADDR`): redis-cli, redis-benchmark and the
 //! Redis client of any language can use ferry's tables. The listener and the session
-//! commands are `ferry_net::resp`'s; this is what the node serves behind them: data
-//! commands against the tenant's tables (`resp_exec`, on the I/O thread: they are
-//! bounded), FUNCTION and FCALL as invocations on the tenant's home worker (`resp_fn`),
-//! and in a cluster Redis Cluster's `-MOVED slot host:port` for keys of other nodes,
-//! `-CROSSSLOT` for keys on several, and CLUSTER SLOTS/SHARDS. Connections share the
-//! node's pre-authentication bound, hello timeout and connection limit.
+//! commands are `ferry_net::resp`'s; this is what the node serves behind them. A
+//! connection's pipelined commands become one job in the tenant's seat on its home worker
+//! (`resp_job`): data commands, FUNCTION and FCALL, all charged to the tenant. In a cluster
+//! it answers Redis Cluster's `-MOVED slot host:port` for keys of other nodes, `-CROSSSLOT`
+//! for keys on several, and CLUSTER SLOTS/SHARDS, here on the I/O thread from the map.
+//! Connections share the node's pre-authentication bound, hello timeout and connection
+//! limit.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use ferry_cluster::key_slot;
 use ferry_lua::resp::FunctionCall;
-use ferry_net::preauth::PreAuth;
-use ferry_net::resp::{RespEvent, RespFuture, RespService};
+use ferry_net::connections::Connections;
+use ferry_net::resp::{Queued, RespFuture, RespService};
 use ferry_resp::{Command, Reply};
 
 use crate::node::{Node, TenantState};
+use crate::resp_job::{RespJob, Step};
 use crate::stats::TenantCounters;
+use crate::worker::{dispatch, Task, Work};
 
 impl RespService for Node {
     type Tenant = Arc<TenantState>;
 
     fn sign_in(&self, id: u32, password: &[u8]) -> Option<Arc<TenantState>> {
-        self.tenants
-            .get(&id)
-            .filter(|tenant| tenant.token_matches(password))
-            .cloned()
+        ferry_net::door::Door::sign_in(self, id, password)
     }
 
-    fn take_seat(&self) -> Result<(), Reply> {
-        self.counters
-            .connections_authenticated
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max_connections as u64).then_some(n + 1)
-            })
-            .map(|_| ())
-            .map_err(|_| {
-                self.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
-                Reply::err(format!("max number of clients reached ({})", self.max_connections))
-            })
+    fn connections(&self) -> &Arc<Connections> {
+        &self.connections
     }
 
-    fn release_seat(&self) {
-        self.counters.connections_authenticated.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    fn execute<'a>(
-        &'a self,
-        tenant: &'a Arc<TenantState>,
-        table: &'a str,
-        command: Command,
-        keys: &'a [Bytes],
-    ) -> RespFuture<'a> {
+    fn execute<'a>(&'a self, tenant: &'a Arc<TenantState>, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
-            if let Some(refusal) = misrouted(self, keys) {
-                return refusal;
-            }
-            match FunctionCall::of(command, table) {
-                // The worker counts the invocation and its CPU.
-                Ok(call) => crate::resp_fn::run(call, self, tenant).await,
-                Err(Command::Cluster(sub)) => cluster(self, &sub),
-                Err(data) => {
-                    let started = Instant::now();
-                    let reply = crate::resp_exec::execute(tenant, table, data);
-                    self.charge(tenant, started.elapsed().as_nanos() as u64);
-                    reply
+            let count = batch.len();
+            let mut steps: VecDeque<Step> = batch.into_iter().map(|queued| self.step_of(table, queued)).collect();
+            let mut replies = Vec::with_capacity(count);
+            while !steps.is_empty() {
+                let (job, progress) = RespJob::new(table.to_string(), steps);
+                let task = Task {
+                    tenant: Arc::clone(tenant),
+                    received: Instant::now(),
+                    work: Work::Resp(job),
+                };
+                if let Err(task) = dispatch(self, task) {
+                    TenantCounters::bump(&tenant.counters.overloaded);
+                    let refused = match &task.work {
+                        Work::Resp(job) => job.len(),
+                        Work::Request { .. } => 0,
+                    };
+                    let busy = || Reply::Error("BUSY storage node queues are full; retry later".into());
+                    replies.extend(std::iter::repeat_with(busy).take(refused));
+                    break;
                 }
+                let Ok(progress) = progress.await else { break };
+                replies.extend(progress.replies);
+                let Some((pending, rest)) = progress.waiting else { break };
+                replies.push(pending.await.unwrap_or_else(|_| stopped()));
+                steps = rest;
             }
+            // A job lost to a stopping node still owes a reply per command.
+            let missing = count.saturating_sub(replies.len());
+            replies.extend(std::iter::repeat_with(stopped).take(missing));
+            replies
         })
     }
 
+    /// Session commands answered on the I/O thread are the tenant's too: its CPU and its
+    /// share of its home worker's fair queue.
     fn charge(&self, tenant: &Arc<TenantState>, cpu_ns: u64) {
         tenant.counters.cpu_ns.fetch_add(cpu_ns, Ordering::Relaxed);
+        self.pool.charge(tenant.home, tenant.id, cpu_ns);
         TenantCounters::bump(&tenant.counters.requests);
-    }
-
-    fn observe(&self, event: RespEvent) {
-        match event {
-            RespEvent::Opened => {
-                self.counters.connections_open.fetch_add(1, Ordering::SeqCst);
-            }
-            RespEvent::Closed => {
-                self.counters.connections_open.fetch_sub(1, Ordering::SeqCst);
-            }
-            RespEvent::FramingError => TenantCounters::bump(&self.counters.framing_errors),
-            RespEvent::UnauthenticatedClosed => TenantCounters::bump(&self.counters.connections_unauthenticated_closed),
-        }
     }
 
     fn mode(&self) -> &'static str {
@@ -98,14 +86,26 @@ impl RespService for Node {
             "standalone"
         }
     }
+}
 
-    fn preauth(&self) -> &PreAuth {
-        &self.preauth
+impl Node {
+    /// What a command becomes in a job: refusals and CLUSTER are answered here (they read
+    /// only the cluster map), the rest runs on the worker.
+    fn step_of(&self, table: &str, queued: Queued) -> Step {
+        if let Some(refusal) = misrouted(self, &queued.keys) {
+            return Step::Answered(refusal);
+        }
+        match FunctionCall::of(queued.command, table) {
+            Ok(call) => Step::Function(call),
+            Err(Command::Cluster(sub)) => Step::Answered(cluster(self, &sub)),
+            Err(data) => Step::Data(data),
+        }
     }
+}
 
-    fn hello_timeout(&self) -> Duration {
-        self.hello_timeout
-    }
+/// The reply to a command whose job was lost because the node is stopping.
+fn stopped() -> Reply {
+    Reply::err("the storage node stopped before the command ran")
 }
 
 /// In a cluster, Redis Cluster's refusals for keys this node does not serve.

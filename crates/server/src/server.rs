@@ -22,9 +22,6 @@ use crate::worker;
 /// invocation budget, before it stops anyway.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
-
 /// Why a node could not start.
 #[derive(Debug, Error)]
 pub enum ServerError {
@@ -124,7 +121,7 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         };
         runtime.spawn(ferry_net::resp::serve(Arc::clone(&node), listener, shutdown_rx.clone()));
     }
-    runtime.spawn(accept_loop(Arc::clone(&node), listener, shutdown_rx));
+    runtime.spawn(ferry_net::door::serve(Arc::clone(&node), listener, shutdown_rx));
     Ok(ServerHandle {
         local_addr,
         metrics_addr,
@@ -163,41 +160,6 @@ fn install_worker_panic_hook() {
     });
 }
 
-async fn accept_loop(node: Arc<Node>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.changed() => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                tracing::warn!("accept failed: {err}");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
-        };
-        let counters = &node.counters;
-        // Unauthenticated connections are bounded by eviction (`preauth`); a new one is
-        // refused only when no further connection could authenticate.
-        if counters.connections_authenticated.load(Ordering::SeqCst) >= node.max_connections as u64 {
-            counters.connections_refused.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%peer, "connection refused: the node is full");
-            drop(stream);
-            continue;
-        }
-        tracing::debug!(%peer, "connection accepted");
-        counters.connections_open.fetch_add(1, Ordering::SeqCst);
-        counters.connections_total.fetch_add(1, Ordering::Relaxed);
-        let node = Arc::clone(&node);
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            crate::conn::serve(Arc::clone(&node), stream, shutdown).await;
-            node.counters.connections_open.fetch_sub(1, Ordering::SeqCst);
-        });
-    }
-}
-
 /// The counters a tenant may see: its own, and the node's (never another tenant's).
 pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
     let mut out = Vec::new();
@@ -228,26 +190,12 @@ pub(crate) fn node_stats(node: &Node, out: &mut Vec<StatEntry>) {
     push("node.workers".into(), node.pool.workers() as u64);
     push("node.uptime_ns".into(), node.now_ns());
     let counters = &node.counters;
+    for (name, value) in node.connections.counters.named() {
+        push(format!("node.{name}"), value);
+    }
     push(
-        "node.connections_open".into(),
-        counters.connections_open.load(Ordering::Relaxed),
-    );
-    push(
-        "node.connections_total".into(),
-        counters.connections_total.load(Ordering::Relaxed),
-    );
-    push(
-        "node.connections_refused".into(),
-        counters.connections_refused.load(Ordering::Relaxed),
-    );
-    push("node.connections_waiting_hello".into(), node.preauth.waiting() as u64);
-    push(
-        "node.connections_unauthenticated_closed".into(),
-        counters.connections_unauthenticated_closed.load(Ordering::Relaxed),
-    );
-    push(
-        "node.framing_errors".into(),
-        counters.framing_errors.load(Ordering::Relaxed),
+        "node.connections_waiting_hello".into(),
+        node.connections.preauth.waiting() as u64,
     );
     push(
         "node.worker_replacements".into(),
@@ -336,7 +284,7 @@ impl ServerHandle {
                 && pool.slots[index].running.lock().is_empty()
                 && pool.slots[index].current.lock().is_none()
         });
-        idle && self.node.counters.connections_open.load(Ordering::SeqCst) == 0
+        idle && self.node.connections.counters.open.load(Ordering::SeqCst) == 0
     }
 }
 

@@ -75,21 +75,9 @@ pub struct WorkerCounters {
     pub busy_ns: AtomicU64,
 }
 
-/// Counters of the node as a whole.
+/// Counters of the node as a whole (its connections' are `Node::connections`').
 #[derive(Debug, Default)]
 pub struct NodeCounters {
-    /// Connections currently open.
-    pub connections_open: AtomicU64,
-    /// Connections currently open and authenticated (at most `max_connections`).
-    pub connections_authenticated: AtomicU64,
-    /// Connections accepted since start.
-    pub connections_total: AtomicU64,
-    /// Connections refused because `max_connections` authenticated ones were open.
-    pub connections_refused: AtomicU64,
-    /// Connections closed because their framing broke.
-    pub framing_errors: AtomicU64,
-    /// Connections closed before they authenticated: hello timeout, or evicted by a newer one.
-    pub connections_unauthenticated_closed: AtomicU64,
     /// Worker threads replaced by the watchdog after a runaway invocation.
     pub worker_replacements: AtomicU64,
 }

@@ -51,20 +51,28 @@ const WATCHDOG_PERIOD_MAX: Duration = Duration::from_millis(50);
 /// Name prefix of worker threads (the panic hook recognises them by it).
 pub(crate) const WORKER_THREAD_PREFIX: &str = "ferry-worker-";
 
-/// A request waiting for a worker.
+/// Work waiting for a worker, for one tenant.
 pub(crate) struct Task {
-    /// Where the answer goes.
-    pub(crate) outbox: Arc<dyn Answer>,
     /// Who asked.
     pub(crate) tenant: Arc<TenantState>,
-    /// Opcode to answer under.
-    pub(crate) opcode: Opcode,
-    /// Id to answer to.
-    pub(crate) request_id: u64,
-    /// The decoded request.
-    pub(crate) request: Request,
-    /// When the I/O thread decoded it (latency is measured from here).
+    /// When the I/O thread received it (latency is measured from here).
     pub(crate) received: std::time::Instant,
+    /// What to do.
+    pub(crate) work: Work,
+}
+
+/// What a task asks of a worker.
+pub(crate) enum Work {
+    /// A ferry-protocol request (a data operation or an invocation), answered to its
+    /// connection's outbox under its opcode and id.
+    Request {
+        outbox: Arc<dyn Answer>,
+        opcode: Opcode,
+        request_id: u64,
+        request: Request,
+    },
+    /// Commands of one RESP connection, run in order, answered together.
+    Resp(crate::resp_job::RespJob),
 }
 
 /// The invocation a worker is polling right now, as the watchdog sees it.
@@ -88,8 +96,12 @@ struct Queue {
     invokes: AtomicUsize,
 }
 
+/// Whether a task runs a storage function (ASFP counts queued invocations as new work).
 fn is_invoke(task: &Task) -> bool {
-    matches!(task.request, Request::Invoke { .. })
+    match &task.work {
+        Work::Request { request, .. } => matches!(request, Request::Invoke { .. }),
+        Work::Resp(job) => job.has_functions(),
+    }
 }
 
 /// Per-worker state other threads need to see.
@@ -232,7 +244,7 @@ impl Pool {
         }
     }
 
-    fn pop(&self, index: usize) -> Option<Task> {
+    pub(crate) fn pop(&self, index: usize) -> Option<Task> {
         let queue = &self.queues[index];
         if queue.len.load(Ordering::SeqCst) == 0 {
             return None;
@@ -287,6 +299,24 @@ impl Pool {
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
     }
+}
+
+/// Hands `task` to its tenant's home worker. A task that runs no storage function is run
+/// right here, in that worker's seat, when the worker sleeps with nothing queued: it is
+/// charged exactly as the worker would charge it (the tenant's CPU, its fair-queue share,
+/// the worker's busy time) and saves a hand-off. Gives the task back when the queue is
+/// full.
+pub(crate) fn dispatch(node: &Node, task: Task) -> Result<(), Box<Task>> {
+    let home = task.tenant.home;
+    if node.inline_data_ops && !is_invoke(&task) && node.pool.try_take_seat(home) {
+        // Data operations are bounded (microseconds), so running them here cannot stall
+        // this thread's other connections the way a storage function could.
+        TenantCounters::bump(&node.pool.slots[home].counters.tasks_inline);
+        exec::execute(node, home, task);
+        node.pool.release_seat(home);
+        return Ok(());
+    }
+    node.pool.submit(home, task)
 }
 
 /// Starts the thread of worker `index` at the slot's current generation.

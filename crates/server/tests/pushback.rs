@@ -94,7 +94,9 @@ async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
                         from,
                         to,
                         amount: 1,
-                        compute_ns: 50_000,
+                        // Past the node's 200 µs poll slice, so the put after it yields and
+                        // ASFP gets to decide there (it decides only at slice ends).
+                        compute_ns: 400_000,
                     }
                     .encode();
                     let outcome = match (task + i) % 3 {

@@ -1,0 +1,385 @@
+//! RESP commands in the tenant's seat: a connection's pipelined commands run as one job on
+//! the tenant's home worker (or in its seat, inline, when it sleeps; see
+//! `worker::dispatch`), so fair queueing, the worker's busy time and the tenant's counters
+//! see every command, and a pipeline of many commands costs one hand-off.
+//!
+//! A data command is the one executor of Redis's data commands, `ferry_lua::call::run`,
+//! over a [`StoreCtx`] as a one-command transaction: reads at a read version, writes
+//! buffered and committed with OCC, retried on conflict (so `redis.call` in a script and a
+//! client's command mean the same). FUNCTION and FCALL are invocations of the Lua storage
+//! functions, like any invocation over the ferry protocol; one that does not finish in its
+//! first step (it outran its slice) stays with the worker, and the job hands the commands
+//! after it back to the connection, which sends them again once its reply is in: replies
+//! keep their order and nothing runs ahead of a write it should see.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use ferry_func::CtxError;
+use ferry_lua::resp::{error_reply, FunctionCall, FunctionStat};
+use ferry_proto::{Opcode, Response, ResponseBody, Status};
+use ferry_resp::{Command, Reply};
+
+use crate::conn::Answer;
+use crate::exec::{self, Call, Stepped};
+use crate::node::{Node, TenantState};
+use crate::stats::TenantCounters;
+use crate::store_ctx::{object_refs, write_refs, SharedAttempt, StoreCtx, POLL_SLICE};
+
+/// Attempts of one data command (a conditional SET, an INCR, a DEL) before it gives up
+/// under contention; each retry is on the node and costs no round trip.
+pub const MAX_COMMAND_ATTEMPTS: u32 = 16;
+
+/// One command of a job.
+pub(crate) enum Step {
+    /// Answered by the connection already (a refusal, CLUSTER): passed through in order.
+    Answered(Reply),
+    /// A data command.
+    Data(Command),
+    /// FUNCTION or FCALL.
+    Function(FunctionCall),
+}
+
+/// Commands of one RESP connection for the worker, in order.
+pub(crate) struct RespJob {
+    table: String,
+    steps: VecDeque<Step>,
+    done: oneshot::Sender<Progress>,
+}
+
+/// What a job did.
+pub(crate) struct Progress {
+    /// Replies to the commands it ran, in order.
+    pub(crate) replies: Vec<Reply>,
+    /// It stopped at an invocation still running: that invocation's reply to come, then
+    /// the commands after it, not run yet.
+    pub(crate) waiting: Option<(oneshot::Receiver<Reply>, VecDeque<Step>)>,
+}
+
+impl RespJob {
+    /// A job over `table` and the receiver of its progress.
+    pub(crate) fn new(table: String, steps: VecDeque<Step>) -> (RespJob, oneshot::Receiver<Progress>) {
+        let (done, progress) = oneshot::channel();
+        (RespJob { table, steps, done }, progress)
+    }
+
+    /// Whether it runs a storage function (and so may not run inline).
+    pub(crate) fn has_functions(&self) -> bool {
+        self.steps.iter().any(|step| matches!(step, Step::Function(_)))
+    }
+
+    /// The commands not run yet.
+    pub(crate) fn len(&self) -> usize {
+        self.steps.len()
+    }
+}
+
+/// Runs a job on worker `worker`. Returns an invocation left suspended (for the worker's
+/// running list) or abandoned to the watchdog.
+pub(crate) fn run(
+    node: &Node,
+    worker: usize,
+    tenant: &Arc<TenantState>,
+    job: RespJob,
+    received: Instant,
+) -> Option<Stepped> {
+    let RespJob { table, mut steps, done } = job;
+    let mut replies = Vec::with_capacity(steps.len());
+    let mut data_ns = 0;
+    while let Some(step) = steps.pop_front() {
+        match step {
+            Step::Answered(reply) => replies.push(reply),
+            Step::Data(command) => {
+                let started = Instant::now();
+                // The store never panics on input, but a bug must cost one command, not a
+                // worker.
+                let reply = catch_unwind(AssertUnwindSafe(|| data_command(node, tenant, &table, &command)))
+                    .unwrap_or_else(|_| Reply::err("internal error while executing the command"));
+                data_ns += started.elapsed().as_nanos() as u64;
+                TenantCounters::bump(&tenant.counters.requests);
+                replies.push(reply);
+            }
+            Step::Function(call) => match function_call(node, worker, tenant, call, received) {
+                Ok(reply) => replies.push(reply),
+                Err((pending, stepped)) => {
+                    exec::charge_cpu(node, worker, tenant, data_ns);
+                    let waiting = Some((pending, steps));
+                    let _ = done.send(Progress { replies, waiting });
+                    return Some(stepped);
+                }
+            },
+        }
+    }
+    exec::charge_cpu(node, worker, tenant, data_ns);
+    // The connection may be gone; then nobody needs the replies.
+    let _ = done.send(Progress { replies, waiting: None });
+    None
+}
+
+/// Runs one data command as a transaction of its own.
+fn data_command(node: &Node, tenant: &Arc<TenantState>, table: &str, command: &Command) -> Reply {
+    for _ in 0..MAX_COMMAND_ATTEMPTS {
+        let state = SharedAttempt::default();
+        {
+            let mut state = state.lock();
+            state.read_version = tenant.store.read_version();
+            // A command is bounded: it gets one slice like a poll of an invocation, and
+            // [`drive`] polls it past any yield.
+            state.slice_ends = Some(Instant::now() + POLL_SLICE);
+        }
+        let mut ctx = StoreCtx::new(
+            Arc::clone(tenant),
+            node.cluster.clone(),
+            false,
+            Bytes::new(),
+            Arc::clone(&state),
+        );
+        let reply = match drive(ferry_lua::call::run(&mut ctx, table, command)) {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return Reply::err("this command is not a data command"),
+            Err(CtxError::Conflict(_)) => continue,
+            Err(CtxError::Refused(message) | CtxError::Unavailable(message) | CtxError::Stopped(message)) => {
+                return Reply::err(message)
+            }
+        };
+        let state = state.lock();
+        if state.tx.writes().is_empty() {
+            // Every read was made at one read version: nothing to validate.
+            return reply;
+        }
+        match tenant
+            .store
+            .commit(&object_refs(state.tx.reads()), &write_refs(state.tx.writes()))
+        {
+            Ok(_) => return reply,
+            Err(err) if err.is_conflict() => continue,
+            Err(err) => return Reply::err(err),
+        }
+    }
+    Reply::err(format!(
+        "the command gave up after {MAX_COMMAND_ATTEMPTS} conflicting attempts; retry"
+    ))
+}
+
+/// Polls a command's future to its end. A `StoreCtx` access is pending at most once (a
+/// yield when the slice is used up), so this takes at most one poll more than the
+/// command makes accesses, which its size bounds.
+fn drive<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+    }
+}
+
+/// Starts the invocation a FUNCTION or FCALL command is; its reply if it finished in its
+/// first step, else the receiver of its reply and what became of it.
+#[allow(clippy::result_large_err)]
+fn function_call(
+    node: &Node,
+    worker: usize,
+    tenant: &Arc<TenantState>,
+    call: FunctionCall,
+    received: Instant,
+) -> Result<Reply, (oneshot::Receiver<Reply>, Stepped)> {
+    let (name, args) = match call.invocation() {
+        Ok(invocation) => invocation,
+        Err(refusal) => return Ok(refusal),
+    };
+    let (sender, mut receiver) = oneshot::channel();
+    let waiter = Waiter {
+        call,
+        tenant: Arc::clone(tenant),
+        sender: Mutex::new(Some(sender)),
+    };
+    let started = exec::start(
+        node,
+        worker,
+        Arc::clone(tenant),
+        Call {
+            outbox: Arc::new(waiter),
+            request_id: 0,
+            received,
+            name,
+            args,
+            allow_pushback: false,
+            trace: false,
+            handoff: false,
+        },
+    );
+    match started {
+        None | Some(Stepped::Finished) => Ok(receiver
+            .try_recv()
+            .unwrap_or_else(|_| Reply::err("the function finished without an answer"))),
+        Some(stepped) => Err((receiver, stepped)),
+    }
+}
+
+/// Turns the answer to a FUNCTION or FCALL invocation into its reply.
+struct Waiter {
+    call: FunctionCall,
+    tenant: Arc<TenantState>,
+    sender: Mutex<Option<oneshot::Sender<Reply>>>,
+}
+
+impl Answer for Waiter {
+    fn respond(&self, _opcode: Opcode, _tenant: u32, _request_id: u64, response: &Response) {
+        let Some(sender) = self.sender.lock().take() else {
+            return;
+        };
+        let reply = match &response.body {
+            ResponseBody::Invoke { result, .. } if response.status == Status::Ok => {
+                self.call.reply(result, || stats_of(&self.tenant))
+            }
+            ResponseBody::Error { message } => error_reply(message),
+            _ => Reply::err(format!("unexpected answer ({:?})", response.status)),
+        };
+        // The connection may be gone; then nobody needs the reply.
+        let _ = sender.send(reply);
+    }
+}
+
+/// What this node saw of the tenant's Lua functions, for FUNCTION STATS.
+fn stats_of(tenant: &TenantState) -> Vec<FunctionStat> {
+    let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    tenant
+        .functions
+        .summaries(ferry_lua::fcall::FAMILY)
+        .into_iter()
+        .map(|f| FunctionStat {
+            figures: vec![
+                ("calls", int(f.calls)),
+                ("ran_on_node", int(f.calls - f.failed - f.handed_back)),
+                ("handed_back", int(f.handed_back)),
+                ("failed", int(f.failed)),
+                ("node_cpu_us_mean", int(f.cpu_ns_mean / 1_000)),
+                ("latency_us_p50", int(f.latency_us_p50)),
+                ("latency_us_p99", int(f.latency_us_p99)),
+            ],
+            name: f.name,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ServerConfig, TenantConfig};
+
+    const PIPELINED_SETS: usize = 200;
+
+    fn tenant(id: u32) -> TenantConfig {
+        TenantConfig {
+            id,
+            token: format!("token-{id}"),
+            quota_bytes: 1 << 20,
+            home_core: Some(0),
+        }
+    }
+
+    /// One worker, tenants 1 and 2 both homed on it, and no threads: the test plays the
+    /// worker.
+    fn node() -> Node {
+        let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), 1, vec![tenant(1), tenant(2)]);
+        Node::new(&config, ferry_func::Registry::new())
+    }
+
+    fn set(key: usize) -> Step {
+        let words = ["SET".to_string(), format!("key-{key}"), "value".to_string()];
+        Step::Data(Command::parse(words.into_iter().map(Bytes::from).collect()).unwrap())
+    }
+
+    /// A ferry-protocol read of tenant `id`, to queue behind the job.
+    fn read_task(node: &Node, id: u32) -> crate::worker::Task {
+        struct Nowhere;
+        impl Answer for Nowhere {
+            fn respond(&self, _: Opcode, _: u32, _: u64, _: &Response) {}
+        }
+        crate::worker::Task {
+            tenant: Arc::clone(&node.tenants[&id]),
+            received: Instant::now(),
+            work: crate::worker::Work::Request {
+                outbox: Arc::new(Nowhere),
+                opcode: Opcode::Get,
+                request_id: 0,
+                request: ferry_proto::Request::Get {
+                    table: "db0".into(),
+                    key: Bytes::from_static(b"key-0"),
+                    validate: Vec::new(),
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn pipelined_sets_are_charged_to_their_tenant_in_its_workers_fair_queue() {
+        let node = node();
+        let busy = Arc::clone(&node.tenants[&1]);
+        let (job, progress) = RespJob::new("db0".into(), (0..PIPELINED_SETS).map(set).collect());
+        assert!(run(&node, 0, &busy, job, Instant::now()).is_none());
+        let mut progress = progress;
+        let replies = progress
+            .try_recv()
+            .expect("a job of data commands answers at once")
+            .replies;
+        assert_eq!(replies.len(), PIPELINED_SETS);
+        assert!(replies.iter().all(|reply| *reply == Reply::ok()), "{replies:?}");
+        assert_eq!(
+            busy.store.get("db0", b"key-7").unwrap().unwrap().1,
+            Bytes::from_static(b"value")
+        );
+
+        // The tenant's counters…
+        let counters = |id: u32| {
+            let counters = &node.tenants[&id].counters;
+            (
+                counters.requests.load(std::sync::atomic::Ordering::Relaxed),
+                counters.cpu_ns.load(std::sync::atomic::Ordering::Relaxed),
+            )
+        };
+        let (requests, cpu_ns) = counters(1);
+        assert_eq!(requests, PIPELINED_SETS as u64);
+        assert!(cpu_ns > 0);
+        assert_eq!(counters(2), (0, 0), "nothing is charged to the other tenant");
+
+        // …and its share of the worker: queued after the busy tenant, the other one's
+        // request is served first, because the SETs used the busy tenant's CPU share.
+        // (Run outside the fair queue, they would not be, and the worker would take
+        // requests in arrival order.)
+        node.pool.submit(0, read_task(&node, 1)).ok().unwrap();
+        node.pool.submit(0, read_task(&node, 2)).ok().unwrap();
+        let first = node.pool.pop(0).unwrap();
+        assert_eq!(first.tenant.id, 2);
+    }
+
+    #[test]
+    fn commands_of_a_job_run_in_order_and_a_refused_one_says_why() {
+        let node = node();
+        let tenant = Arc::clone(&node.tenants[&1]);
+        let incr = |key: &str| {
+            let words = ["INCR".to_string(), key.to_string()];
+            Step::Data(Command::parse(words.into_iter().map(Bytes::from).collect()).unwrap())
+        };
+        let steps: VecDeque<Step> = vec![incr("n"), incr("n"), set(1), incr("key-1")].into();
+        let (job, mut progress) = RespJob::new("db0".into(), steps);
+        run(&node, 0, &tenant, job, Instant::now());
+        let replies = progress.try_recv().unwrap().replies;
+        assert_eq!(replies[0], Reply::Integer(1));
+        assert_eq!(replies[1], Reply::Integer(2), "each command sees the one before it");
+        assert_eq!(replies[2], Reply::ok());
+        assert!(
+            matches!(&replies[3], Reply::Error(message) if message.contains("not an integer")),
+            "{:?}",
+            replies[3]
+        );
+    }
+}
