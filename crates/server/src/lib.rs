@@ -12,7 +12,8 @@
 //! - `fair`: start-time fair queueing of a worker's tasks by tenant CPU time.
 //! - `exec`: executing a task on a worker — data operations directly, storage functions
 //!   step by step with a CPU budget, OCC commit and bounded retries.
-//! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx`.
+//! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations;
+//!   `command_ctx`: the same semantics cut down for one RESP data command.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
 //! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
 //!   serve.
@@ -22,6 +23,7 @@
 //!   per pipeline in the tenant's seat: data commands over the one executor of
 //!   `ferry_lua::call`, FUNCTION / FCALL as invocations of the Lua storage functions.
 
+mod command_ctx;
 pub mod config;
 mod conn;
 mod exec;

@@ -4,7 +4,7 @@
 //! see every command, and a pipeline of many commands costs one hand-off.
 //!
 //! A data command is the one executor of Redis's data commands, `ferry_lua::call::run`,
-//! over a [`StoreCtx`] as a one-command transaction: reads at a read version, writes
+//! over a [`CommandCtx`] as a one-command transaction: reads at a read version, writes
 //! buffered and committed with OCC, retried on conflict (so `redis.call` in a script and a
 //! client's command mean the same). FUNCTION and FCALL are invocations of the Lua storage
 //! functions, like any invocation over the ferry protocol; one that does not finish in its
@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
@@ -27,11 +26,11 @@ use ferry_lua::resp::{error_reply, FunctionCall, FunctionStat};
 use ferry_proto::{Opcode, Response, ResponseBody, Status};
 use ferry_resp::{Command, Reply};
 
+use crate::command_ctx::CommandCtx;
 use crate::conn::Answer;
 use crate::exec::{self, Call, Stepped};
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
-use crate::store_ctx::{object_refs, write_refs, SharedAttempt, StoreCtx, POLL_SLICE};
 
 /// Attempts of one data command (a conditional SET, an INCR, a DEL) before it gives up
 /// under contention; each retry is on the node and costs no round trip.
@@ -124,41 +123,21 @@ pub(crate) fn run(
 }
 
 /// Runs one data command as a transaction of its own.
-fn data_command(node: &Node, tenant: &Arc<TenantState>, table: &str, command: &Command) -> Reply {
+fn data_command(node: &Node, tenant: &TenantState, table: &str, command: &Command) -> Reply {
+    let cluster = node.cluster.as_deref();
     for _ in 0..MAX_COMMAND_ATTEMPTS {
-        let state = SharedAttempt::default();
-        {
-            let mut state = state.lock();
-            state.read_version = tenant.store.read_version();
-            // A command is bounded: it gets one slice like a poll of an invocation, and
-            // [`drive`] polls it past any yield.
-            state.slice_ends = Some(Instant::now() + POLL_SLICE);
-        }
-        let mut ctx = StoreCtx::new(
-            Arc::clone(tenant),
-            node.cluster.clone(),
-            false,
-            Bytes::new(),
-            Arc::clone(&state),
-        );
+        let mut ctx = CommandCtx::new(&tenant.store, tenant.id, table, cluster);
         let reply = match drive(ferry_lua::call::run(&mut ctx, table, command)) {
-            Ok(Some(reply)) => reply,
-            Ok(None) => return Reply::err("this command is not a data command"),
-            Err(CtxError::Conflict(_)) => continue,
-            Err(CtxError::Refused(message) | CtxError::Unavailable(message) | CtxError::Stopped(message)) => {
+            None => return Reply::err("internal error: the command waited on something"),
+            Some(Ok(Some(reply))) => reply,
+            Some(Ok(None)) => return Reply::err("this command is not a data command"),
+            Some(Err(CtxError::Conflict(_))) => continue,
+            Some(Err(CtxError::Refused(message) | CtxError::Unavailable(message) | CtxError::Stopped(message))) => {
                 return Reply::err(message)
             }
         };
-        let state = state.lock();
-        if state.tx.writes().is_empty() {
-            // Every read was made at one read version: nothing to validate.
-            return reply;
-        }
-        match tenant
-            .store
-            .commit(&object_refs(state.tx.reads()), &write_refs(state.tx.writes()))
-        {
-            Ok(_) => return reply,
+        match ctx.commit() {
+            Ok(()) => return reply,
             Err(err) if err.is_conflict() => continue,
             Err(err) => return Reply::err(err),
         }
@@ -168,17 +147,18 @@ fn data_command(node: &Node, tenant: &Arc<TenantState>, table: &str, command: &C
     ))
 }
 
-/// Polls a command's future to its end. A `StoreCtx` access is pending at most once (a
-/// yield when the slice is used up), so this takes at most one poll more than the
-/// command makes accesses, which its size bounds.
-fn drive<F: std::future::Future>(future: F) -> F::Output {
+/// Polls of a command's future before it is given up on: a `CommandCtx` access is always
+/// ready, so one is enough, and more would mean a future waiting on something else.
+const MAX_COMMAND_POLLS: usize = 4;
+
+/// Polls a command's future to its end; `None` if it keeps waiting.
+fn drive<F: std::future::Future>(future: F) -> Option<F::Output> {
     let mut future = std::pin::pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-    }
+    (0..MAX_COMMAND_POLLS).find_map(|_| match future.as_mut().poll(&mut cx) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    })
 }
 
 /// Starts the invocation a FUNCTION or FCALL command is; its reply if it finished in its
@@ -274,6 +254,7 @@ fn stats_of(tenant: &TenantState) -> Vec<FunctionStat> {
 mod tests {
     use super::*;
     use crate::config::{ServerConfig, TenantConfig};
+    use bytes::Bytes;
 
     const PIPELINED_SETS: usize = 200;
 
