@@ -53,7 +53,7 @@ pub const MAX_BATCH_COMMANDS: usize = 128;
 pub type RespFuture<'a> = Pin<Box<dyn Future<Output = Vec<Reply>> + Send + 'a>>;
 
 /// A command for the service, with the keys it names by the command table (for a cluster
-/// node's `-MOVED` and `-CROSSSLOT`).
+/// node's `-MOVED` and `-CROSSSLOT`; empty unless [`RespService::routes_by_key`]).
 #[derive(Clone, Debug)]
 pub struct Queued {
     pub command: Command,
@@ -71,6 +71,12 @@ pub trait RespService: Send + Sync + 'static {
     /// The process's connections (counters, seats, the pre-authentication bound), shared
     /// with its ferry-protocol door.
     fn connections(&self) -> &Arc<Connections>;
+
+    /// Whether commands should carry their keys ([`Queued::keys`]): a cluster node routes
+    /// by them; a process that does not leaves them empty and saves their copies.
+    fn routes_by_key(&self) -> bool {
+        false
+    }
 
     /// Runs commands of a signed-in connection over `table` (data, FUNCTION, FCALL,
     /// CLUSTER) in order, as a pipeline delivered them (at most [`MAX_BATCH_COMMANDS`]),
@@ -215,7 +221,11 @@ enum Handled {
 fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: Vec<Bytes>) -> Handled {
     let started = Instant::now();
     // The keys, by the command table, for a service that routes by them.
-    let keys = keys_of(&args);
+    let keys = if service.routes_by_key() {
+        keys_of(&args)
+    } else {
+        Vec::new()
+    };
     let command = match Command::parse(args) {
         Ok(command) => command,
         Err(_) if session.tenant.is_none() => return Handled::Answered(noauth(), After::Continue),

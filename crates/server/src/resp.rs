@@ -36,6 +36,10 @@ impl RespService for Node {
         &self.connections
     }
 
+    fn routes_by_key(&self) -> bool {
+        self.cluster.is_some()
+    }
+
     fn execute<'a>(&'a self, tenant: &'a Arc<TenantState>, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
             let count = batch.len();

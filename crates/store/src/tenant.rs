@@ -63,7 +63,8 @@ pub struct TenantStore {
     /// Tables by name. Held for reading during every operation; taken for writing only to
     /// create a table, which is also what makes "this table does not exist" a stable fact
     /// for the duration of a validation.
-    tables: RwLock<HashMap<String, Arc<Table>>>,
+    /// Keyed with aHash like the shards: SipHash cost more than the rest of a lookup.
+    tables: RwLock<HashMap<String, Arc<Table>, ahash::RandomState>>,
     /// Memory quota (keys + values + per-object overhead).
     quota_bytes: u64,
     /// Bytes charged against the quota.
@@ -148,7 +149,7 @@ impl TenantStore {
     pub fn with_clock_id(quota_bytes: u64, clock_id: u64) -> TenantStore {
         TenantStore {
             clock_id,
-            tables: RwLock::new(HashMap::new()),
+            tables: RwLock::new(HashMap::default()),
             quota_bytes,
             used_bytes: AtomicU64::new(0),
             objects: AtomicU64::new(0),
@@ -312,7 +313,8 @@ impl TenantStore {
     /// changes nothing.
     fn install(&self, locked: &mut LockedShards<'_>, writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
         // Later writes to the same object win; only the last one is charged and installed.
-        let mut last_write: HashMap<(&str, &[u8]), usize> = HashMap::with_capacity(writes.len());
+        let mut last_write: HashMap<(&str, &[u8]), usize, ahash::RandomState> =
+            HashMap::with_capacity_and_hasher(writes.len(), ahash::RandomState::new());
         for (index, write) in writes.iter().enumerate() {
             last_write.insert((write.table, write.key), index);
         }
