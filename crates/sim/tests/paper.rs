@@ -10,6 +10,10 @@
 //!   nodes' stalls — the main source of tail noise — are the same for both. It refines the
 //!   coarse optimum on a 0.05 grid. (A 40 ms window is luckier or unluckier by up to ±10 %
 //!   in rate, so the coarse sweep is no bound.)
+//!
+//! Minutes of simulation: built and run only with the `paper` feature
+//! (`cargo test -p ferry-sim --features paper`), so the workspace's test run stays short.
+#![cfg(feature = "paper")]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};

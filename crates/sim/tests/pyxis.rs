@@ -2,6 +2,10 @@
 //! sensitivity of Algorithm 1 to its start α0 and its grid M. The scenario is the polarized
 //! pair (A: four 48 KB reads and 50 ns; B: one 64 B read and 50 µs) on 16 app cores and 4
 //! storage cores at p99 ≤ 1 ms, seed 1.
+//!
+//! Minutes of simulation: built and run only with the `paper` feature
+//! (`cargo test -p ferry-sim --features paper`), so the workspace's test run stays short.
+#![cfg(feature = "paper")]
 
 use ferry_control::Nanos;
 use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
