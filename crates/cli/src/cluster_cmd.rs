@@ -2,6 +2,7 @@
 //! nodes and a gateway as child processes, pinned, until SIGINT or SIGTERM.
 
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -139,18 +140,20 @@ fn up(args: UpArgs) -> CmdResult {
         None => std::env::temp_dir().join(format!("ferry-cluster-{}", std::process::id())),
     };
     std::fs::create_dir_all(&dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    // The map names the storage nodes' addresses before they start: take free ports now.
-    let free_addr = || -> std::io::Result<String> {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0")?;
-        Ok(probe.local_addr()?.to_string())
-    };
-    let addrs = (0..args.storage_nodes)
-        .map(|_| free_addr())
+    // The map names the storage nodes' addresses before they start: bind their listeners
+    // here and hand each node its own sockets (no port is chosen free and let go).
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0");
+    let listeners = (0..args.storage_nodes)
+        .map(|_| Ok((bind()?, bind()?)))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let addrs = listeners
+        .iter()
+        .map(|(ferry, _)| Ok(ferry.local_addr()?.to_string()))
         .collect::<std::io::Result<Vec<String>>>()?;
     // Every storage node speaks RESP too, and the map says where (for -MOVED and CLUSTER SLOTS).
     let mut nodes = ClusterMap::even(&addrs)?.nodes().to_vec();
-    for node in &mut nodes {
-        node.resp = Some(free_addr()?);
+    for (node, (_, resp)) in nodes.iter_mut().zip(&listeners) {
+        node.resp = Some(resp.local_addr()?.to_string());
     }
     let map = ClusterMap::new(nodes)?;
     let map_path = dir.join("cluster.toml");
@@ -166,15 +169,19 @@ fn up(args: UpArgs) -> CmdResult {
     let (storage_cpus, other_cpus) = cpu_halves();
 
     let mut storage = Vec::new();
-    for (index, node) in map.nodes().iter().enumerate() {
+    for (index, (node, (ferry_listener, resp_listener))) in map.nodes().iter().zip(&listeners).enumerate() {
         let mut command = ferry(&exe, "server", &common);
-        let resp = node.resp.as_deref().expect("set above");
+        ferry_os::inherit::pass_listeners(&mut command, &[ferry_listener, resp_listener]);
         command
-            .args(["--listen", &node.addr, "--node-id", &node.id, "--resp", resp])
+            .args(["--node-id", &node.id])
+            .args(["--listen-fd", &ferry_listener.as_raw_fd().to_string()])
+            .args(["--resp-fd", &resp_listener.as_raw_fd().to_string()])
             .args(["--cores", &args.cores.to_string()])
             .args(cpu_flag(&storage_cpus, index));
         storage.push(ChildServer::start_resp(command, &format!("storage node {}", node.id))?);
     }
+    // Each node holds its own sockets now.
+    drop(listeners);
     let mut compute = Vec::new();
     for index in 0..args.compute_nodes {
         let mut command = ferry(&exe, "compute", &common);

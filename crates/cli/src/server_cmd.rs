@@ -79,6 +79,14 @@ pub struct ServerArgs {
     /// any free one; printed as `resp on HOST:PORT` right after the `listening on` line).
     #[arg(long)]
     resp: Option<String>,
+    /// Serve the ferry protocol on this inherited listening socket (a file descriptor)
+    /// instead of binding --listen: how `ferry cluster up` hands each node the socket it
+    /// bound for the cluster map.
+    #[arg(long)]
+    listen_fd: Option<i32>,
+    /// Serve RESP on this inherited listening socket instead of binding --resp.
+    #[arg(long)]
+    resp_fd: Option<i32>,
     /// This node's id in --cluster-map.
     #[arg(long, requires = "cluster_map")]
     node_id: Option<String>,
@@ -171,7 +179,21 @@ pub fn run(args: ServerArgs) -> CmdResult {
             node_id: node_id.clone(),
         });
     }
-    let handle = ferry_server::start(config.clone(), ferry_lua::registry())?;
+    let handle = match args.listen_fd {
+        None if args.resp_fd.is_some() => return Err("--resp-fd needs --listen-fd".into()),
+        None => ferry_server::start(config.clone(), ferry_lua::registry())?,
+        Some(fd) => {
+            let inherited = |fd: i32, flag: &str| {
+                ferry_os::inherit::inherited_listener(fd).map_err(|err| format!("{flag} {fd}: {err}"))
+            };
+            let ferry = inherited(fd, "--listen-fd")?;
+            let resp = args.resp_fd.map(|fd| inherited(fd, "--resp-fd")).transpose()?;
+            config.listen = ferry.local_addr()?;
+            config.resp_listen = resp.as_ref().map(|l| l.local_addr()).transpose()?;
+            let listeners = ferry_server::Listeners::adopt(&config, ferry, resp)?;
+            ferry_server::start_on(config.clone(), ferry_lua::registry(), listeners)?
+        }
+    };
     // The first stdout line is a contract: tools and tests read the port from it.
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on {}", handle.local_addr())?;

@@ -17,6 +17,7 @@
 pub mod affinity;
 pub mod child;
 pub mod cpu_time;
+pub mod inherit;
 pub mod keep_warm;
 
 pub use affinity::{online_cpus, parse_cpu_set, pin_current_thread, AffinityError, MAX_CPUS};

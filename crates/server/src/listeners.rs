@@ -32,6 +32,24 @@ impl Listeners {
         })
     }
 
+    /// Listeners bound elsewhere (inherited from the parent process): the ferry protocol's
+    /// and RESP's; the metrics one, if any, bound from `config`.
+    pub fn adopt(
+        config: &ServerConfig,
+        ferry: TcpListener,
+        resp: Option<TcpListener>,
+    ) -> Result<Listeners, ServerError> {
+        ferry.set_nonblocking(true).map_err(ServerError::Start)?;
+        if let Some(resp) = &resp {
+            resp.set_nonblocking(true).map_err(ServerError::Start)?;
+        }
+        Ok(Listeners {
+            ferry,
+            resp,
+            metrics: config.metrics_listen.map(bind).transpose()?,
+        })
+    }
+
     /// Loopback listeners on ports the OS picks: the ferry protocol's, and RESP's if `resp`.
     pub fn loopback(resp: bool) -> Result<Listeners, ServerError> {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
