@@ -64,9 +64,10 @@ impl RespService for Node {
                 }
                 let Ok(progress) = progress.await else { break };
                 replies.extend(progress.replies);
-                let Some((pending, rest)) = progress.waiting else { break };
-                replies.push(pending.await.unwrap_or_else(|_| stopped()));
-                steps = rest;
+                if let Some(pending) = progress.pending {
+                    replies.push(pending.await.unwrap_or_else(|_| stopped()));
+                }
+                steps = progress.rest;
             }
             // A job lost to a stopping node still owes a reply per command.
             let missing = count.saturating_sub(replies.len());

@@ -10,7 +10,10 @@
 //! functions, like any invocation over the ferry protocol; one that does not finish in its
 //! first step (it outran its slice) stays with the worker, and the job hands the commands
 //! after it back to the connection, which sends them again once its reply is in: replies
-//! keep their order and nothing runs ahead of a write it should see.
+//! keep their order and nothing runs ahead of a write it should see. A job also stops once
+//! it has run for a slice ([`POLL_SLICE`]), like a poll of an invocation, and hands the rest
+//! back the same way: a tenant's long pipeline queues again behind other tenants' work
+//! instead of holding the worker.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -31,6 +34,7 @@ use crate::conn::Answer;
 use crate::exec::{self, Call, Stepped};
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
+use crate::store_ctx::POLL_SLICE;
 
 /// Attempts of one data command (a conditional SET, an INCR, a DEL) before it gives up
 /// under contention; each retry is on the node and costs no round trip.
@@ -57,9 +61,10 @@ pub(crate) struct RespJob {
 pub(crate) struct Progress {
     /// Replies to the commands it ran, in order.
     pub(crate) replies: Vec<Reply>,
-    /// It stopped at an invocation still running: that invocation's reply to come, then
-    /// the commands after it, not run yet.
-    pub(crate) waiting: Option<(oneshot::Receiver<Reply>, VecDeque<Step>)>,
+    /// It stopped at an invocation still running: that invocation's reply, to come next.
+    pub(crate) pending: Option<oneshot::Receiver<Reply>>,
+    /// The commands after where it stopped, not run yet: sent again as a new job.
+    pub(crate) rest: VecDeque<Step>,
 }
 
 impl RespJob {
@@ -97,6 +102,12 @@ pub(crate) fn run(
     let mut invocations_ns = 0;
     let data_ns = |invocations_ns: u64| (started.elapsed().as_nanos() as u64).saturating_sub(invocations_ns);
     while let Some(step) = steps.pop_front() {
+        if started.elapsed() >= POLL_SLICE {
+            // A job holds the worker no longer than a poll of an invocation: the rest goes
+            // back to the connection and queues again, behind other tenants' work.
+            steps.push_front(step);
+            break;
+        }
         match step {
             Step::Answered(reply) => replies.push(reply),
             Step::Data(command) => {
@@ -114,8 +125,12 @@ pub(crate) fn run(
                 Err(waiting) => {
                     let (pending, stepped) = *waiting;
                     exec::charge_cpu(node, worker, tenant, data_ns(invocations_ns));
-                    let waiting = Some((pending, steps));
-                    let _ = done.send(Progress { replies, waiting });
+                    let pending = Some(pending);
+                    let _ = done.send(Progress {
+                        replies,
+                        pending,
+                        rest: steps,
+                    });
                     return Some(stepped);
                 }
             },
@@ -123,7 +138,11 @@ pub(crate) fn run(
     }
     exec::charge_cpu(node, worker, tenant, data_ns(invocations_ns));
     // The connection may be gone; then nobody needs the replies.
-    let _ = done.send(Progress { replies, waiting: None });
+    let _ = done.send(Progress {
+        replies,
+        pending: None,
+        rest: steps,
+    });
     None
 }
 
@@ -313,17 +332,39 @@ mod tests {
         }
     }
 
+    /// Runs a job as the worker would, and what it hands back again, as the connection
+    /// would, until every command has run.
+    fn run_to_the_end(node: &Node, tenant: &Arc<TenantState>, mut steps: VecDeque<Step>) -> Vec<Reply> {
+        let mut replies = Vec::new();
+        while !steps.is_empty() {
+            let (job, mut progress) = RespJob::new("db0".into(), steps);
+            assert!(run(node, 0, tenant, job, Instant::now()).is_none());
+            let progress = progress.try_recv().expect("a job of data commands answers at once");
+            replies.extend(progress.replies);
+            steps = progress.rest;
+        }
+        replies
+    }
+
+    #[test]
+    fn a_job_holds_the_worker_for_a_slice_and_hands_the_rest_back() {
+        const COMMANDS: usize = 100_000;
+        let node = node();
+        let tenant = Arc::clone(&node.tenants[&1]);
+        let (job, mut progress) = RespJob::new("db0".into(), (0..COMMANDS).map(set).collect());
+        run(&node, 0, &tenant, job, Instant::now());
+        let progress = progress.try_recv().unwrap();
+        // A hundred thousand commands take far longer than one 200 µs slice.
+        assert!(!progress.rest.is_empty(), "the job ran past its slice");
+        assert!(!progress.replies.is_empty(), "a job always makes progress");
+        assert_eq!(progress.replies.len() + progress.rest.len(), COMMANDS);
+    }
+
     #[test]
     fn pipelined_sets_are_charged_to_their_tenant_in_its_workers_fair_queue() {
         let node = node();
         let busy = Arc::clone(&node.tenants[&1]);
-        let (job, progress) = RespJob::new("db0".into(), (0..PIPELINED_SETS).map(set).collect());
-        assert!(run(&node, 0, &busy, job, Instant::now()).is_none());
-        let mut progress = progress;
-        let replies = progress
-            .try_recv()
-            .expect("a job of data commands answers at once")
-            .replies;
+        let replies = run_to_the_end(&node, &busy, (0..PIPELINED_SETS).map(set).collect());
         assert_eq!(replies.len(), PIPELINED_SETS);
         assert!(replies.iter().all(|reply| *reply == Reply::ok()), "{replies:?}");
         assert_eq!(
@@ -363,9 +404,7 @@ mod tests {
             Step::Data(Command::parse(words.into_iter().map(Bytes::from).collect()).unwrap())
         };
         let steps: VecDeque<Step> = vec![incr("n"), incr("n"), set(1), incr("key-1")].into();
-        let (job, mut progress) = RespJob::new("db0".into(), steps);
-        run(&node, 0, &tenant, job, Instant::now());
-        let replies = progress.try_recv().unwrap().replies;
+        let replies = run_to_the_end(&node, &tenant, steps);
         assert_eq!(replies[0], Reply::Integer(1));
         assert_eq!(replies[1], Reply::Integer(2), "each command sees the one before it");
         assert_eq!(replies[2], Reply::ok());
