@@ -5,7 +5,7 @@
 //! as cheap in round trips as ship compute. Now the compute node answers a gateway with its
 //! costs record, and the gateway's policy learns what an embedded client would measure.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! costs only its own connection. And the pre-authentication bound: idle connections that
 //! never say hello cannot lock a client out.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

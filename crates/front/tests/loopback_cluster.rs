@@ -3,7 +3,7 @@
 //! invocations placed either way with the single-node results, a node killed mid-run,
 //! and a metrics scrape.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

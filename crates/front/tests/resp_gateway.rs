@@ -3,7 +3,7 @@
 //! under `rpc`, on the compute node under `kv`) with the same replies and state, and
 //! FUNCTION STATS saying where each function ran.
 
-mod common;
+use crate::common;
 
 use common::*;
 use redis::{RedisResult, Value};

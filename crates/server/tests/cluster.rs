@@ -3,7 +3,7 @@
 //! keep keys together, and a commit spanning nodes is refused before anything is applied.
 //! (Invocations across nodes: `cluster_functions.rs`.)
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;

@@ -5,7 +5,7 @@
 //! write on one node without an earlier one on the other; an invocation writing on both
 //! nodes is refused with nothing applied.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! on another holding the same data, gives the same results and leaves the same state.
 //! And invocations stay serializable when remote and local ones race on the same data.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;

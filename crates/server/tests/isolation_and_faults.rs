@@ -1,6 +1,6 @@
 //! Tenant isolation, misbehaving functions and misbehaving peers: each costs only itself.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! `GET /metrics` on a node started with a metrics address: the counters in Prometheus text
 //! for every tenant, and clear answers (never a panic or a hang) to anything else.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

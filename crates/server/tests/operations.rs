@@ -1,6 +1,6 @@
 //! Every operation and every error status, over the real protocol, against a node on port 0.
 
-mod common;
+use crate::common;
 
 use bytes::{Bytes, BytesMut};
 use common::*;

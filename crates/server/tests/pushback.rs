@@ -2,7 +2,7 @@
 //! result, without the node re-sending what it already read, and every path stays
 //! serializable when remote, local and pushed-back invocations race.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! command, errors for the rest, AUTH and tenant isolation, pipelining, and what a
 //! well-behaved client never sends.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::time::Duration;

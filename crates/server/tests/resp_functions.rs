@@ -3,7 +3,7 @@
 //! node) and locally (the Rust client) giving the same results and the same state; and
 //! runaway or memory-hungry functions stopped while other clients are served.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,14 @@
+//! The crate's integration tests as one test binary (each file a module): one build and
+//! one link instead of one per file, which was most of the workspace's test build time.
+//! Timing-sensitive files stay binaries of their own, so nothing else runs beside them.
+
+mod cluster;
+mod cluster_functions;
+mod common;
+mod equivalence;
+mod isolation_and_faults;
+mod metrics;
+mod operations;
+mod pushback;
+mod resp;
+mod resp_functions;

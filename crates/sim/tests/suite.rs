@@ -1,0 +1,10 @@
+//! The crate's integration tests as one test binary (each file a module): one build and
+//! one link instead of one per file, which was most of the workspace's test build time.
+//! Timing-sensitive files stay binaries of their own, so nothing else runs beside them.
+
+mod cluster;
+mod latency;
+mod mix;
+mod paper;
+mod pyxis;
+mod validation;
