@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use thiserror::Error;
@@ -60,4 +61,20 @@ pub trait Ctx: Send {
 
     /// Buffers a delete; it takes effect when the invocation commits.
     fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()>;
+}
+
+/// Polls of an access [`Ctx::immediate`] promised before it is given up on: it may ask once
+/// to be polled again.
+pub const MAX_IMMEDIATE_POLLS: usize = 2;
+
+/// Drives a future over an immediate `Ctx` (a `redis.call` inside a slice, a RESP data
+/// command) to its end on the spot; `None` if it does not finish within
+/// [`MAX_IMMEDIATE_POLLS`].
+pub fn poll_now<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    (0..MAX_IMMEDIATE_POLLS).find_map(|_| match future.as_mut().poll(&mut cx) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    })
 }

@@ -12,16 +12,15 @@
 //! hit either limit is not reused.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use mlua::{
     ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, ThreadStatus, Value, VmState,
 };
 
+use ferry_func::ctx::poll_now;
 use ferry_func::{Ctx, CtxError, FnError};
 use ferry_resp::Reply;
 
@@ -86,24 +85,10 @@ fn end_access(err: CtxError, ended: &mut Option<CtxError>, budget: &Budget) -> m
     error
 }
 
-/// Drives a future that should complete at once; `None` if it does not within
-/// [`MAX_IMMEDIATE_POLLS`].
-fn poll_now<F: Future>(future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    (0..MAX_IMMEDIATE_POLLS).find_map(|_| match future.as_mut().poll(&mut cx) {
-        Poll::Ready(output) => Some(output),
-        Poll::Pending => None,
-    })
-}
-
 /// The message of a call stopped by its budget.
 pub fn budget_message() -> String {
     format!("ERR Script killed: it ran past its budget of {INSTRUCTION_BUDGET} Lua instructions")
 }
-
-/// Polls of an access `Ctx::immediate` promised: it may ask once to be polled again.
-const MAX_IMMEDIATE_POLLS: usize = 2;
 
 /// The running call's instruction budget, shared by the hook and the prelude's `stopped`,
 /// and whether one of its accesses ended the invocation.

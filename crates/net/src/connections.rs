@@ -85,7 +85,8 @@ impl Connections {
     }
 
     /// Whether every seat is taken: a new connection could not authenticate, so the
-    /// listener refuses it at once (unauthenticated ones are bounded by `preauth`).
+    /// listener refuses it at once (unauthenticated ones are bounded by `preauth`), and
+    /// this counts the refusal.
     pub fn full(&self) -> bool {
         let full = self.counters.authenticated.load(Ordering::Acquire) >= self.max_authenticated as u64;
         if full {

@@ -46,20 +46,17 @@ impl RespService for Node {
             let mut steps: VecDeque<Step> = batch.into_iter().map(|queued| self.step_of(table, queued)).collect();
             let mut replies = Vec::with_capacity(count);
             while !steps.is_empty() {
+                let left = steps.len();
                 let (job, progress) = RespJob::new(table.to_string(), steps);
                 let task = Task {
                     tenant: Arc::clone(tenant),
                     received: Instant::now(),
                     work: Work::Resp(job),
                 };
-                if let Err(task) = dispatch(self, task) {
+                if dispatch(self, task).is_err() {
                     TenantCounters::bump(&tenant.counters.overloaded);
-                    let refused = match &task.work {
-                        Work::Resp(job) => job.len(),
-                        Work::Request { .. } => 0,
-                    };
                     let busy = || Reply::Error("BUSY storage node queues are full; retry later".into());
-                    replies.extend(std::iter::repeat_with(busy).take(refused));
+                    replies.extend(std::iter::repeat_with(busy).take(left));
                     break;
                 }
                 let Ok(progress) = progress.await else { break };

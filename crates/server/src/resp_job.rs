@@ -18,12 +18,12 @@
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use ferry_func::ctx::poll_now;
 use ferry_func::CtxError;
 use ferry_lua::resp::{error_reply, FunctionCall, FunctionStat};
 use ferry_proto::{Opcode, Response, ResponseBody, Status};
@@ -77,11 +77,6 @@ impl RespJob {
     /// Whether it runs a storage function (and so may not run inline).
     pub(crate) fn has_functions(&self) -> bool {
         self.steps.iter().any(|step| matches!(step, Step::Function(_)))
-    }
-
-    /// The commands not run yet.
-    pub(crate) fn len(&self) -> usize {
-        self.steps.len()
     }
 }
 
@@ -159,7 +154,7 @@ fn data_command(node: &Node, tenant: &TenantState, table: &str, command: &Comman
     let cluster = node.cluster.as_deref();
     for _ in 0..MAX_COMMAND_ATTEMPTS {
         let mut ctx = CommandCtx::new(&tenant.store, tenant.id, table, cluster);
-        let reply = match drive(ferry_lua::call::run(&mut ctx, table, command)) {
+        let reply = match poll_now(ferry_lua::call::run(&mut ctx, table, command)) {
             None => return Reply::err("internal error: the command waited on something"),
             Some(Ok(Some(reply))) => reply,
             Some(Ok(None)) => return Reply::err("this command is not a data command"),
@@ -177,20 +172,6 @@ fn data_command(node: &Node, tenant: &TenantState, table: &str, command: &Comman
     Reply::err(format!(
         "the command gave up after {MAX_COMMAND_ATTEMPTS} conflicting attempts; retry"
     ))
-}
-
-/// Polls of a command's future before it is given up on: a `CommandCtx` access is always
-/// ready, so one is enough, and more would mean a future waiting on something else.
-const MAX_COMMAND_POLLS: usize = 4;
-
-/// Polls a command's future to its end; `None` if it keeps waiting.
-fn drive<F: std::future::Future>(future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    (0..MAX_COMMAND_POLLS).find_map(|_| match future.as_mut().poll(&mut cx) {
-        Poll::Ready(output) => Some(output),
-        Poll::Pending => None,
-    })
 }
 
 /// Starts the invocation a FUNCTION or FCALL command is; its reply if it finished in its
