@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ferry_server::config::{parse_tenant_flag, ConfigFile, ServerConfig};
+use ferry_server::Durability;
+use ferry_wal::{FsyncMode, WalConfig};
 
 use crate::CmdResult;
 
@@ -22,8 +24,8 @@ pub struct ServerArgs {
     #[arg(long)]
     cores: Option<usize>,
     /// TOML config file (listen, cores, io_threads, queue_capacity, invoke_budget_ms,
-    /// max_connections, hello_timeout_ms, max_unauthenticated, [[tenant]]
-    /// id/token/quota_bytes/home_core).
+    /// max_connections, hello_timeout_ms, max_unauthenticated, data_dir, fsync,
+    /// max_log_bytes, [[tenant]] id/token/quota_bytes/home_core).
     #[arg(long)]
     config: Option<PathBuf>,
     /// A tenant as ID:TOKEN; repeatable. Added to those of the config file.
@@ -90,6 +92,19 @@ pub struct ServerArgs {
     /// This node's id in --cluster-map.
     #[arg(long, requires = "cluster_map")]
     node_id: Option<String>,
+    /// Keep a write-ahead log of every commit in this directory (it must exist) and recover
+    /// from it on start; without it the node keeps everything in memory only.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// When the log is synced to disk: `always` (before any reply that reveals a write:
+    /// survives power loss), `everysec` (written before the reply, synced each second:
+    /// survives kill -9, power loss may lose about a second) or `no` (written before the
+    /// reply, synced by the OS: survives kill -9). Default everysec.
+    #[arg(long, value_parser = ["always", "everysec", "no"])]
+    fsync: Option<String>,
+    /// Most bytes of log on disk; commits past it are refused (reads are still served).
+    #[arg(long)]
+    max_log_bytes: Option<u64>,
 }
 
 pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -98,6 +113,26 @@ pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
         .map_err(|err| format!("cannot resolve --listen {listen:?}: {err}"))?
         .next()
         .ok_or_else(|| format!("--listen {listen:?} resolves to no address"))
+}
+
+/// The data dir and log settings of the flags and the config file (flags win).
+fn durability(args: &ServerArgs, file: &ConfigFile) -> Result<Option<Durability>, String> {
+    let fsync = args.fsync.clone().or(file.fsync.clone());
+    let max_log_bytes = args.max_log_bytes.or(file.max_log_bytes);
+    let Some(data_dir) = args.data_dir.clone().or(file.data_dir.clone()) else {
+        if fsync.is_some() || max_log_bytes.is_some() {
+            return Err("--fsync and --max-log-bytes need --data-dir (or data_dir in the config file)".into());
+        }
+        return Ok(None);
+    };
+    let mut wal = WalConfig {
+        max_log_bytes,
+        ..WalConfig::default()
+    };
+    if let Some(mode) = fsync {
+        wal.fsync = mode.parse::<FsyncMode>()?;
+    }
+    Ok(Some(Durability { data_dir, wal }))
 }
 
 pub fn run(args: ServerArgs) -> CmdResult {
@@ -179,6 +214,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
             node_id: node_id.clone(),
         });
     }
+    config.durability = durability(&args, &file)?;
     let handle = match args.listen_fd {
         None if args.resp_fd.is_some() => return Err("--resp-fd needs --listen-fd".into()),
         None => ferry_server::start(config.clone(), ferry_lua::registry())?,
@@ -202,6 +238,22 @@ pub fn run(args: ServerArgs) -> CmdResult {
     }
     if let Some(metrics) = handle.metrics_addr() {
         writeln!(stdout, "metrics on {metrics}")?;
+    }
+    if let Some((recovered, took)) = handle.recovered() {
+        writeln!(
+            stdout,
+            "recovered {} commits ({} bytes of log) in {} ms",
+            recovered.records,
+            recovered.bytes,
+            took.as_millis()
+        )?;
+        if let Some(cut) = &recovered.cut {
+            writeln!(
+                stdout,
+                "cut {} bytes of log at offset {}: {}",
+                cut.bytes, cut.lsn, cut.why
+            )?;
+        }
     }
     stdout.flush()?;
     tracing::info!(

@@ -26,6 +26,8 @@ use ferry_proto::{
     Response, Status,
 };
 
+use ferry_wal::ReplyGate;
+
 use crate::connections::{Connections, Seat};
 use crate::preauth::{unauthenticated_over, MAX_FAILED_HELLOS};
 
@@ -61,6 +63,12 @@ pub trait Door: Send + Sync + 'static {
     /// with [`Outbox::respond`], exactly once, now or later, from any thread. Must not
     /// panic on any request.
     fn dispatch(self: &Arc<Self>, tenant: &Self::Tenant, header: Header, request: Request, outbox: &Arc<Outbox>);
+
+    /// The gate answers pass before they are sent, when the process has a write-ahead log:
+    /// an answer must not reveal a write before the log holds it.
+    fn reply_gate(&self) -> Option<Arc<ReplyGate>> {
+        None
+    }
 }
 
 /// Accepts connections until `shutdown` turns true.
@@ -184,7 +192,7 @@ async fn connection<D: Door>(door: Arc<D>, stream: TcpStream, shutdown: watch::R
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     let outbox = Arc::new(Outbox::new());
-    let writer_task = tokio::spawn(write_loop(writer, Arc::clone(&outbox)));
+    let writer_task = tokio::spawn(write_loop(writer, Arc::clone(&outbox), door.reply_gate()));
     read_loop(&door, reader, &outbox, shutdown).await;
     outbox.reader_done.store(true, Ordering::Release);
     outbox.ready.notify_one();
@@ -327,7 +335,7 @@ fn hello<D: Door>(door: &D, session: &mut Session<D::Tenant>, tenant_id: u32, fr
     }
 }
 
-async fn write_loop(mut writer: OwnedWriteHalf, outbox: Arc<Outbox>) {
+async fn write_loop(mut writer: OwnedWriteHalf, outbox: Arc<Outbox>, gate: Option<Arc<ReplyGate>>) {
     let mut spare = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         {
@@ -337,7 +345,11 @@ async fn write_loop(mut writer: OwnedWriteHalf, outbox: Arc<Outbox>) {
             }
         }
         if !spare.is_empty() {
-            if writer.write_all(&spare).await.is_err() {
+            let passed = match &gate {
+                Some(gate) => gate.pass().await.is_ok(),
+                None => true,
+            };
+            if !passed || writer.write_all(&spare).await.is_err() {
                 outbox.closed.store(true, Ordering::Release);
                 outbox.buf.lock().clear();
                 outbox.space.notify_one();

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use ferry_resp::command::unknown;
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
+use ferry_wal::ReplyGate;
 
 use crate::connections::{Connections, Seat};
 use crate::preauth::{unauthenticated_over, MAX_FAILED_HELLOS};
@@ -88,6 +89,12 @@ pub trait RespService: Send + Sync + 'static {
 
     /// `cluster` for one node of a sharded cluster, `standalone` otherwise (HELLO, INFO).
     fn mode(&self) -> &'static str;
+
+    /// The gate replies pass before they are sent, when the process has a write-ahead log:
+    /// a reply must not reveal a write before the log holds it.
+    fn reply_gate(&self) -> Option<&ReplyGate> {
+        None
+    }
 }
 
 /// What a connection knows about its peer.
@@ -164,7 +171,7 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
                     connections.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
                     run_batch(service, &session, &mut batch, &mut output).await;
                     Reply::Error(format!("ERR {err}")).encode(session.protocol, &mut output);
-                    let _ = stream.write_all(&output).await;
+                    let _ = send(service, &mut stream, &output).await;
                     break 'read;
                 }
             };
@@ -188,7 +195,7 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
                 ticket = None;
             }
             if matches!(after, After::Close) || output.len() >= MAX_PENDING_REPLY_BYTES {
-                if stream.write_all(&output).await.is_err() {
+                if !send(service, &mut stream, &output).await {
                     break 'read;
                 }
                 output.clear();
@@ -199,7 +206,7 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
         }
         run_batch(service, &session, &mut batch, &mut output).await;
         if !output.is_empty() {
-            if stream.write_all(&output).await.is_err() {
+            if !send(service, &mut stream, &output).await {
                 break;
             }
             output.clear();
@@ -240,6 +247,17 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
         }
         Err(command) => Handled::Service(Queued { command, keys }),
     }
+}
+
+/// Sends replies once they pass the service's reply gate; false when the connection is
+/// done (the peer is gone, or the log failed and the replies are withheld).
+async fn send<S: RespService>(service: &S, stream: &mut TcpStream, output: &[u8]) -> bool {
+    if let Some(gate) = service.reply_gate() {
+        if gate.pass().await.is_err() {
+            return false;
+        }
+    }
+    stream.write_all(output).await.is_ok()
 }
 
 /// Runs the commands gathered for the service, if any, appending their replies. The

@@ -155,6 +155,8 @@ pub struct ServerConfig {
     /// How workers share out tasks; both mechanisms on by default. Switching one off
     /// exists for ablations and for the tests that show each mechanism matters.
     pub scheduling: Scheduling,
+    /// The data dir and its log; `None` keeps everything in memory only.
+    pub durability: Option<crate::durable::Durability>,
 }
 
 /// The workers' scheduling mechanisms.
@@ -197,6 +199,7 @@ impl ServerConfig {
             cluster: None,
             metrics_listen: None,
             resp_listen: None,
+            durability: None,
         }
     }
 
@@ -313,6 +316,12 @@ pub struct ConfigFile {
     pub pushback_new_min: Option<usize>,
     /// Pushback: invocations kept after a pushback.
     pub pushback_keep_min: Option<usize>,
+    /// Data dir: keep a write-ahead log there and recover from it on start.
+    pub data_dir: Option<std::path::PathBuf>,
+    /// When the log is synced: always, everysec (default) or no.
+    pub fsync: Option<String>,
+    /// Most bytes of log on disk; commits past it are refused.
+    pub max_log_bytes: Option<u64>,
     /// Tenants.
     #[serde(default, rename = "tenant")]
     pub tenants: Vec<TenantConfig>,

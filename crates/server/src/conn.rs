@@ -99,4 +99,8 @@ impl Door for Node {
             );
         }
     }
+
+    fn reply_gate(&self) -> Option<Arc<ferry_wal::ReplyGate>> {
+        Node::reply_gate(self).cloned()
+    }
 }

@@ -103,6 +103,8 @@ pub(crate) fn status_of(err: &StoreError) -> Status {
     match err {
         _ if err.is_conflict() => Status::TxAbort,
         StoreError::EmptyKey | StoreError::BadTableName(_) => Status::BadRequest,
+        // Nothing was applied: a retry may succeed once the log has room again.
+        StoreError::Journal(_) => Status::Unavailable,
         _ if err.is_limit() => Status::TooLarge,
         _ => Status::BadRequest,
     }

@@ -14,6 +14,8 @@
 //!   step by step with a CPU budget, OCC commit and bounded retries.
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations;
 //!   `command_ctx`: the same semantics cut down for one RESP data command.
+//! - [`durable`]: with a data dir, the write-ahead log replayed on start and journalling
+//!   every commit; replies pass its gate.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
 //! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
 //!   serve.
@@ -26,6 +28,7 @@
 mod command_ctx;
 pub mod config;
 mod conn;
+pub mod durable;
 mod exec;
 mod fair;
 mod function_stats;
@@ -41,5 +44,6 @@ mod store_ctx;
 mod worker;
 
 pub use config::{ConfigError, ConfigFile, PushbackConfig, Scheduling, ServerConfig, TenantConfig};
+pub use durable::Durability;
 pub use listeners::Listeners;
 pub use server::{start, start_on, ServerError, ServerHandle};

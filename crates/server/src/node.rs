@@ -87,6 +87,8 @@ pub(crate) struct Node {
     pub(crate) epoch: Instant,
     /// Latency from a request's decoding to its answer, by operation and status.
     pub(crate) latency: Arc<LatencyHistograms>,
+    /// The write-ahead log, when the node has a data dir.
+    pub(crate) durable: Option<crate::durable::Durable>,
 }
 
 impl Node {
@@ -125,7 +127,23 @@ impl Node {
             pushback: config.pushback.clone(),
             epoch: Instant::now(),
             latency,
+            durable: None,
         }
+    }
+
+    /// A node over `config`'s data dir, if it has one: the log replayed into the tenants'
+    /// stores and journalling their commits.
+    pub(crate) fn open(config: &ServerConfig, registry: Registry) -> Result<Node, ferry_wal::WalError> {
+        let mut node = Node::new(config, registry);
+        if let Some(durability) = &config.durability {
+            node.durable = Some(crate::durable::open(durability, &node.tenants)?);
+        }
+        Ok(node)
+    }
+
+    /// The gate replies pass, when the node has a log.
+    pub(crate) fn reply_gate(&self) -> Option<&Arc<ferry_wal::ReplyGate>> {
+        self.durable.as_ref().map(|durable| durable.wal.gate())
     }
 
     /// Nanoseconds since the node started.

@@ -88,6 +88,10 @@ impl RespService for Node {
             "standalone"
         }
     }
+
+    fn reply_gate(&self) -> Option<&ferry_wal::ReplyGate> {
+        Node::reply_gate(self).map(|gate| &**gate)
+    }
 }
 
 impl Node {

@@ -39,6 +39,9 @@ pub enum ServerError {
     /// Threads or the I/O runtime could not be started.
     #[error("cannot start the node: {0}")]
     Start(std::io::Error),
+    /// The data dir cannot be used, or its log cannot be replayed.
+    #[error("{0}")]
+    DataDir(#[from] ferry_wal::WalError),
 }
 
 /// A running storage node. Dropping it shuts the node down.
@@ -88,7 +91,7 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         Some(listener) => Some(listener.local_addr().map_err(ServerError::Start)?),
         None => None,
     };
-    let node = Arc::new(Node::new(&config, registry));
+    let node = Arc::new(Node::open(&config, registry)?);
     for index in 0..config.cores {
         worker::spawn_worker(Arc::clone(&node), index).map_err(ServerError::Start)?;
     }
@@ -274,6 +277,22 @@ impl ServerHandle {
         } else {
             runtime.shutdown_timeout(Duration::from_millis(100));
         }
+        self.close_log();
+    }
+
+    /// Writes and syncs the log and lets go of the data dir (a restart may take it now).
+    fn close_log(&self) {
+        if let Some(durable) = &self.node.durable {
+            durable.wal.close();
+        }
+    }
+
+    /// What the node recovered from its data dir on start, and how long it took.
+    pub fn recovered(&self) -> Option<(&ferry_wal::Recovered, Duration)> {
+        self.node
+            .durable
+            .as_ref()
+            .map(|durable| (&durable.recovered, durable.recovery_time))
     }
 
     /// Nothing queued, nothing running, every connection closed after its last answer.
@@ -295,6 +314,7 @@ impl Drop for ServerHandle {
             let _ = self.shutdown.send(true);
             self.node.pool.begin_shutdown();
             runtime.shutdown_background();
+            self.close_log();
         }
     }
 }

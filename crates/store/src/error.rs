@@ -64,6 +64,10 @@ pub enum StoreError {
         /// The version it changed at (for an absent object, its shard's last delete).
         changed_at: u64,
     },
+    /// The node's log refused the commit (full, failed, or the write set too large for
+    /// one record); nothing was installed.
+    #[error("write refused by the log: {0}")]
+    Journal(String),
 }
 
 impl StoreError {

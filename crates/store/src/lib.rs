@@ -8,6 +8,8 @@
 //! - [`locks`]: the lock plan that takes shard locks in one global order, so commits and
 //!   validated reads never deadlock.
 //! - [`error`]: the store's error type, [`StoreError`].
+//! - [`journal`]: the [`Journal`] a commit hands its write set to before it is visible
+//!   (the node's write-ahead log), and [`TenantStore::recover_commit`], which replays one.
 //!
 //! Isolation: every operation, including a single put, is a transaction that takes the
 //! locks of every shard it touches in sorted order, validates read versions and installs
@@ -15,11 +17,13 @@
 //! ever grows and a validated read set is a consistent snapshot at the moment of validation.
 
 pub mod error;
+pub mod journal;
 pub mod limits;
 mod locks;
 pub mod tenant;
 
 pub use error::StoreError;
+pub use journal::{Journal, JournalRefusal};
 pub use tenant::{ObjectRef, TenantStats, TenantStore, WriteRef};
 
 /// Version of an absent object. Real versions start at 1.

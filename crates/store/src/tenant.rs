@@ -1,13 +1,15 @@
 //! One tenant's data: tables, memory quota, version clock, and the operations on them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
 
 use crate::error::StoreError;
+use crate::journal::Journal;
 use crate::limits::{
     MAX_KEY_BYTES, MAX_TABLES_PER_TENANT, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES, OBJECT_OVERHEAD_BYTES,
 };
@@ -28,7 +30,7 @@ pub struct ObjectRef<'a> {
 }
 
 /// An object a transaction writes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteRef<'a> {
     /// Table (created if it does not exist).
     pub table: &'a str,
@@ -80,6 +82,9 @@ pub struct TenantStore {
     commits: AtomicU64,
     /// Transactions refused by validation.
     conflicts: AtomicU64,
+    /// Where committed write sets go before they are visible; attached once, after any
+    /// recovery (recovered commits are not journalled again).
+    journal: OnceLock<Arc<dyn Journal>>,
 }
 
 fn charge(key: &[u8], value: &[u8]) -> u64 {
@@ -137,6 +142,30 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The effective writes of a transaction: its last write to each object, in the order of
+/// those last writes. Borrowed when no object is written twice (the usual case).
+fn last_writes<'w, 'a>(writes: &'w [WriteRef<'a>]) -> Cow<'w, [WriteRef<'a>]> {
+    if writes.len() <= 1 {
+        return Cow::Borrowed(writes);
+    }
+    let mut last_write: HashMap<(&str, &[u8]), usize, ahash::RandomState> =
+        HashMap::with_capacity_and_hasher(writes.len(), ahash::RandomState::new());
+    for (index, write) in writes.iter().enumerate() {
+        last_write.insert((write.table, write.key), index);
+    }
+    if last_write.len() == writes.len() {
+        return Cow::Borrowed(writes);
+    }
+    Cow::Owned(
+        writes
+            .iter()
+            .enumerate()
+            .filter(|(index, write)| last_write[&(write.table, write.key)] == *index)
+            .map(|(_, write)| *write)
+            .collect(),
+    )
+}
+
 impl TenantStore {
     /// An empty tenant with a memory quota, its clock named 0 (a store no reader combines
     /// with another's: tests, a single process).
@@ -156,7 +185,14 @@ impl TenantStore {
             clock: AtomicU64::new(VERSION_ABSENT),
             commits: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
+            journal: OnceLock::new(),
         }
+    }
+
+    /// Sends every later commit's write set to `journal` before it is visible. Attach it
+    /// after recovery and before serving; a second journal is refused (returned).
+    pub fn attach_journal(&self, journal: Arc<dyn Journal>) -> Result<(), Arc<dyn Journal>> {
+        self.journal.set(journal)
     }
 
     /// Reads one object; a missing table reads as a missing object.
@@ -309,21 +345,54 @@ impl TenantStore {
         Ok((values, version))
     }
 
-    /// Installs writes under the held locks, charging the quota first so a refused write
-    /// changes nothing.
+    /// Installs writes under the held locks: charges the quota, takes a version, hands the
+    /// write set to the journal, then makes it visible. A refusal at any step changes nothing.
     fn install(&self, locked: &mut LockedShards<'_>, writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
-        // Later writes to the same object win; only the last one is charged and installed.
-        let mut last_write: HashMap<(&str, &[u8]), usize, ahash::RandomState> =
-            HashMap::with_capacity_and_hasher(writes.len(), ahash::RandomState::new());
-        for (index, write) in writes.iter().enumerate() {
-            last_write.insert((write.table, write.key), index);
+        let writes = last_writes(writes);
+        let net_grow = self.charge(locked, &writes, true)?;
+        let version = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
+        if let Some(journal) = self.journal.get() {
+            if let Err(refusal) = journal.record(version, &writes) {
+                self.uncharge(net_grow);
+                return Err(StoreError::Journal(refusal.0));
+            }
         }
+        self.apply(locked, version, &writes);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(version)
+    }
+
+    /// Replays one commit read back from the log: installs `writes` at `version`, moves the
+    /// clock past it, and charges the quota without refusing (recovered data is never
+    /// dropped; a quota lowered since may show as exceeded). Not journalled.
+    pub fn recover_commit(&self, version: u64, writes: &[WriteRef<'_>]) -> Result<(), StoreError> {
+        if writes.len() > MAX_TX_OBJECTS {
+            return Err(StoreError::TooManyObjects(writes.len()));
+        }
+        for write in writes {
+            check_write(write.table, write.key, write.value)?;
+            self.ensure_table(write.table)?;
+        }
+        let tables = self.tables.read();
+        let mut plan = LockPlan::with_capacity(writes.len());
+        for write in writes {
+            let (name, table) = tables.get_key_value(write.table).expect("written table exists");
+            plan.add(name, table, write.key, true);
+        }
+        let mut locked = plan.lock();
+        let writes = last_writes(writes);
+        self.charge(&locked, &writes, false)?;
+        self.clock.fetch_max(version, Ordering::AcqRel);
+        self.apply(&mut locked, version, &writes);
+        Ok(())
+    }
+
+    /// Charges the quota for `writes` (each object once) against what they replace;
+    /// returns the net growth charged. With `enforce`, growth past the quota is refused.
+    fn charge(&self, locked: &LockedShards<'_>, writes: &[WriteRef<'_>], enforce: bool) -> Result<u64, StoreError> {
         let mut grow: u64 = 0;
         let mut shrink: u64 = 0;
-        for (index, write) in writes.iter().enumerate() {
-            if last_write[&(write.table, write.key)] != index {
-                continue;
-            }
+        for write in writes {
             let old = locked
                 .get(write.table, write.key)
                 .map_or(0, |o| charge(write.key, &o.value));
@@ -335,7 +404,7 @@ impl TenantStore {
             }
         }
         let net_grow = grow.saturating_sub(shrink);
-        if net_grow > 0 {
+        if net_grow > 0 && enforce {
             self.used_bytes
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                     (used + net_grow <= self.quota_bytes).then_some(used + net_grow)
@@ -345,15 +414,22 @@ impl TenantStore {
                     used_bytes: used,
                     needed_bytes: net_grow,
                 })?;
+        } else if net_grow > 0 {
+            self.used_bytes.fetch_add(net_grow, Ordering::AcqRel);
         } else {
             self.used_bytes.fetch_sub(shrink - grow, Ordering::AcqRel);
         }
+        Ok(net_grow)
+    }
 
-        let version = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
-        for (index, write) in writes.iter().enumerate() {
-            if last_write[&(write.table, write.key)] != index {
-                continue;
-            }
+    /// Gives back a growth [`TenantStore::charge`] took for a commit that did not happen.
+    fn uncharge(&self, net_grow: u64) {
+        self.used_bytes.fetch_sub(net_grow, Ordering::AcqRel);
+    }
+
+    /// Makes `writes` (each object once) visible at `version`.
+    fn apply(&self, locked: &mut LockedShards<'_>, version: u64, writes: &[WriteRef<'_>]) {
+        for write in writes {
             let shard = locked.shard_mut(write.table, write.key);
             match write.value {
                 Some(value) => {
@@ -373,8 +449,6 @@ impl TenantStore {
                 }
             }
         }
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        Ok(version)
     }
 
     fn ensure_table(&self, name: &str) -> Result<(), StoreError> {

@@ -1,0 +1,132 @@
+//! `ferry server --data-dir`: writes acknowledged under `--fsync always` survive kill -9,
+//! a data dir in use is refused with a clear error, and log flags need a data dir.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+/// A node on `dir` speaking RESP; returns the child and its RESP address.
+fn start(dir: &Path, fsync: &str) -> (Child, String) {
+    let mut child = ferry()
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--resp",
+            "127.0.0.1:0",
+            "--tenant",
+            "1:ferry",
+        ])
+        .args(["--spin-iters-per-ms", "1000000", "--fsync", fsync, "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let _listening = lines.next().unwrap().unwrap();
+    let resp = lines.next().unwrap().unwrap();
+    let addr = resp.strip_prefix("resp on ").expect("resp line").trim().to_string();
+    let recovered = lines.next().unwrap().unwrap();
+    assert!(recovered.starts_with("recovered "), "{recovered}");
+    (child, addr)
+}
+
+fn connect(addr: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(command(&["AUTH", "1", "ferry"]).as_bytes()).unwrap();
+    assert_eq!(read_line(&mut stream), "+OK");
+    stream
+}
+
+/// One command as a RESP array.
+fn command(args: &[&str]) -> String {
+    let mut out = format!("*{}\r\n", args.len());
+    for arg in args {
+        out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    out
+}
+
+fn read_line(stream: &mut TcpStream) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        line.push(byte[0]);
+    }
+    String::from_utf8(line[..line.len() - 2].to_vec()).unwrap()
+}
+
+fn kill_9(child: &mut Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn writes_acknowledged_with_fsync_always_survive_kill_9() {
+    let dir = std::env::temp_dir().join(format!("ferry-cli-kill9-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut child, addr) = start(&dir, "always");
+    let mut stream = connect(&addr);
+    const WRITES: usize = 2000;
+    let pipeline: String = (0..WRITES)
+        .map(|i| command(&["SET", &format!("key{i}"), &format!("value{i}")]))
+        .collect();
+    stream.write_all(pipeline.as_bytes()).unwrap();
+    for _ in 0..WRITES {
+        assert_eq!(read_line(&mut stream), "+OK");
+    }
+    // Killed the moment the last acknowledgement is in.
+    kill_9(&mut child);
+
+    let (mut child, addr) = start(&dir, "always");
+    let mut stream = connect(&addr);
+    let gets: String = (0..WRITES).map(|i| command(&["GET", &format!("key{i}")])).collect();
+    stream.write_all(gets.as_bytes()).unwrap();
+    for i in 0..WRITES {
+        assert!(read_line(&mut stream).starts_with('$'), "key{i} lost");
+        assert_eq!(read_line(&mut stream), format!("value{i}"));
+    }
+    kill_9(&mut child);
+}
+
+#[test]
+fn a_second_node_on_a_data_dir_in_use_is_refused() {
+    let dir = std::env::temp_dir().join(format!("ferry-cli-locked-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut child, _) = start(&dir, "everysec");
+    let second = ferry()
+        .args(["server", "--listen", "127.0.0.1:0", "--tenant", "1:ferry", "--data-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("in use by another ferry server"), "{stderr}");
+    kill_9(&mut child);
+
+    let no_dir = ferry()
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--tenant",
+            "1:ferry",
+            "--fsync",
+            "always",
+        ])
+        .output()
+        .unwrap();
+    assert!(!no_dir.status.success());
+    assert!(String::from_utf8_lossy(&no_dir.stderr).contains("need --data-dir"));
+}

@@ -1,0 +1,151 @@
+//! A node with a data dir: what it acknowledged is there after a restart (RESP writes,
+//! ferry-protocol writes, Lua libraries and what they wrote), another node cannot take
+//! its data dir, and a full log refuses writes while reads go on.
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::*;
+use ferry_server::{Durability, ServerError, ServerHandle};
+use ferry_wal::{FsyncMode, WalConfig, WalError};
+
+fn data_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferry-durable-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn durable_config(dir: &std::path::Path, wal: WalConfig) -> ferry_server::ServerConfig {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.durability = Some(Durability {
+        data_dir: dir.to_path_buf(),
+        wal,
+    });
+    config
+}
+
+fn always() -> WalConfig {
+    WalConfig {
+        fsync: FsyncMode::Always,
+        ..WalConfig::default()
+    }
+}
+
+fn connect(server: &ServerHandle) -> redis::Connection {
+    let addr = server.resp_addr().unwrap();
+    let client = redis::Client::open(format!("redis://{TENANT_A}:{TOKEN_A}@{addr}/")).unwrap();
+    client.get_connection_with_timeout(Duration::from_secs(10)).unwrap()
+}
+
+const LIBRARY: &str = r#"#!lua name=counter
+local function bump(keys)
+  return redis.call('INCR', keys[1])
+end
+redis.register_function('bump', bump)
+"#;
+
+fn bump(con: &mut redis::Connection) -> i64 {
+    redis::cmd("FCALL").arg("bump").arg(1).arg("hits").query(con).unwrap()
+}
+
+#[test]
+fn what_a_node_acknowledged_is_there_after_a_restart() {
+    let dir = data_dir("restart");
+    let server = start_with(durable_config(&dir, always()));
+    assert_eq!(server.recovered().unwrap().0.records, 0);
+    let mut con = connect(&server);
+    let _: () = redis::cmd("SET").arg("greeting").arg("hello").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("gone").arg("soon").query(&mut con).unwrap();
+    let _: i64 = redis::cmd("DEL").arg("gone").query(&mut con).unwrap();
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(LIBRARY).query(&mut con).unwrap();
+    assert_eq!((bump(&mut con), bump(&mut con)), (1, 2));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = client_b(&server).await;
+        client.put("t", b"k", b"ferry protocol").await.unwrap();
+    });
+    drop(con);
+    server.shutdown();
+
+    let server = start_with(durable_config(&dir, always()));
+    let (recovered, _) = server.recovered().unwrap();
+    assert!(recovered.records >= 6, "{recovered:?}");
+    assert_eq!(recovered.cut, None);
+    let mut con = connect(&server);
+    let greeting: Option<String> = redis::cmd("GET").arg("greeting").query(&mut con).unwrap();
+    assert_eq!(greeting.as_deref(), Some("hello"));
+    let gone: Option<String> = redis::cmd("GET").arg("gone").query(&mut con).unwrap();
+    assert_eq!(gone, None, "a delete is recovered too");
+    assert_eq!(bump(&mut con), 3, "the Lua library and its counter came back");
+    rt.block_on(async {
+        let client = client_b(&server).await;
+        let got = client.get("t", b"k").await.unwrap().expect("recovered");
+        assert_eq!(&got.value[..], b"ferry protocol");
+    });
+}
+
+#[test]
+fn a_data_dir_held_by_a_running_node_or_missing_is_refused() {
+    let dir = data_dir("locked");
+    let first = start_with(durable_config(&dir, WalConfig::default()));
+    let refused = ferry_server::start(durable_config(&dir, WalConfig::default()), registry());
+    match refused {
+        Err(ServerError::DataDir(WalError::Locked { holder, .. })) => {
+            assert_eq!(holder, std::process::id().to_string());
+        }
+        Err(other) => panic!("wrong error: {other}"),
+        Ok(_) => panic!("a second node took a data dir in use"),
+    }
+    drop(first);
+    let missing = dir.join("not-created");
+    let refused = ferry_server::start(durable_config(&missing, WalConfig::default()), registry());
+    assert!(
+        matches!(refused, Err(ServerError::DataDir(WalError::Io { .. }))),
+        "a missing dir is an error"
+    );
+}
+
+#[test]
+fn a_full_log_refuses_writes_with_a_clear_error_and_still_serves_reads() {
+    let dir = data_dir("full");
+    let wal = WalConfig {
+        max_log_bytes: Some(4096),
+        ..WalConfig::default()
+    };
+    let server = start_with(durable_config(&dir, wal.clone()));
+    let mut con = connect(&server);
+    let mut acknowledged = 0;
+    let refusal = loop {
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("key{acknowledged}"))
+            .arg("a value of some thirty bytes..")
+            .query(&mut con);
+        match set {
+            Ok(()) => acknowledged += 1,
+            Err(err) => break err,
+        }
+        assert!(acknowledged < 1000, "the log never filled");
+    };
+    assert!(refusal.to_string().contains("log is full"), "{refusal}");
+    let first: Option<String> = redis::cmd("GET").arg("key0").query(&mut con).unwrap();
+    assert!(first.is_some(), "reads are still served");
+    drop(con);
+    server.shutdown();
+
+    let server = start_with(durable_config(&dir, wal));
+    let mut con = connect(&server);
+    let last: Option<String> = redis::cmd("GET")
+        .arg(format!("key{}", acknowledged - 1))
+        .query(&mut con)
+        .unwrap();
+    assert!(last.is_some(), "every acknowledged write survived");
+    let refused: Option<String> = redis::cmd("GET")
+        .arg(format!("key{acknowledged}"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(refused, None, "the refused write was never applied");
+}

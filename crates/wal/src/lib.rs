@@ -1,0 +1,46 @@
+//! ferry's write-ahead log: every committed write set of every tenant, framed and
+//! checksummed in segment files of the node's data dir, written by one thread with group
+//! commit, and replayed on start. This crate does the node's disk I/O; the store only
+//! hands it write sets through [`ferry_store::Journal`].
+//!
+//! - [`dir`]: the data dir, held by one process (a lock file), and its segment files.
+//! - [`record`]: one record's bytes: a commit's write set, its length and checksum.
+//! - [`log`]: [`Wal`]: appends (with disk space reserved first), the fsync modes, and each
+//!   tenant's [`ferry_store::Journal`].
+//! - `writer`: the writer thread: one write and at most one fdatasync per batch.
+//! - [`gate`]: [`ReplyGate`]: a reply leaves only once what it may reveal is logged as
+//!   durably as the mode promises.
+//! - [`recover`]: [`replay`]: every whole record in order, the log cut at the first torn
+//!   or corrupt one.
+//! - [`error`]: the log's error type, [`WalError`].
+
+pub mod dir;
+pub mod error;
+pub mod gate;
+pub mod log;
+pub mod record;
+pub mod recover;
+mod writer;
+
+pub use dir::DataDir;
+pub use error::WalError;
+pub use gate::{LogFailed, ReplyGate};
+pub use log::{AppendError, FsyncMode, Wal, WalConfig, DEFAULT_SEGMENT_BYTES};
+pub use recover::{replay, Cut, Recovered};
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::path::PathBuf;
+
+    /// A fresh directory under the system's temp dir for one test.
+    pub(crate) fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "ferry-wal-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,321 @@
+//! The write-ahead log. Committing workers append records to one buffer, in log order,
+//! while they hold the locks of what they write; one writer thread ([`crate::writer`])
+//! writes each batch with one system call and, as the fsync mode asks, one fdatasync:
+//! group commit for every worker and tenant at once.
+//!
+//! Space is reserved (fallocate) before a record is appended, a segment at a time, so a
+//! full disk refuses the commit that would not fit instead of failing a write whose
+//! commit is already visible. `max_log_bytes` caps the log the same way.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use thiserror::Error;
+
+use ferry_store::{Journal, JournalRefusal, WriteRef};
+
+use crate::dir::DataDir;
+use crate::error::WalError;
+use crate::gate::ReplyGate;
+use crate::record::{self, MAX_RECORD_BYTES};
+use crate::recover::Recovered;
+
+/// Bytes reserved for a segment when it is opened; a segment is closed once a record no
+/// longer fits, so segments are about this size (one larger record gets its own).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How often `everysec` syncs the log, at most.
+pub const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
+
+/// When the log is made durable, and so what an acknowledged write survives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FsyncMode {
+    /// fdatasync before any reply that reveals a write: it survives power loss.
+    Always,
+    /// Written before the reply, fdatasync once a second: survives kill -9; power loss
+    /// loses at most about the last second.
+    #[default]
+    EverySec,
+    /// Written before the reply, synced when the OS chooses: survives kill -9 only.
+    No,
+}
+
+impl FsyncMode {
+    /// The name used by `--fsync` and the config file.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncMode::Always => "always",
+            FsyncMode::EverySec => "everysec",
+            FsyncMode::No => "no",
+        }
+    }
+}
+
+impl FromStr for FsyncMode {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<FsyncMode, String> {
+        match name {
+            "always" => Ok(FsyncMode::Always),
+            "everysec" => Ok(FsyncMode::EverySec),
+            "no" => Ok(FsyncMode::No),
+            other => Err(format!("unknown fsync mode {other:?}: use always, everysec or no")),
+        }
+    }
+}
+
+/// How the log is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalConfig {
+    /// When records are synced.
+    pub fsync: FsyncMode,
+    /// Bytes reserved per segment.
+    pub segment_bytes: u64,
+    /// Most bytes of log kept on disk; a commit that would go past it is refused.
+    pub max_log_bytes: Option<u64>,
+}
+
+impl Default for WalConfig {
+    fn default() -> WalConfig {
+        WalConfig {
+            fsync: FsyncMode::default(),
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            max_log_bytes: None,
+        }
+    }
+}
+
+/// Why a record was not appended (the commit is refused; nothing was installed).
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum AppendError {
+    /// The commit's record would exceed [`MAX_RECORD_BYTES`].
+    #[error("a commit of {0} bytes exceeds the log's {MAX_RECORD_BYTES}-byte record limit")]
+    TooLarge(usize),
+    /// The log reached `max_log_bytes`.
+    #[error("the log is full ({0} bytes, max_log_bytes); reads are still served")]
+    Full(u64),
+    /// No disk space could be reserved for the record.
+    #[error("no disk space for the log ({0}); reads are still served")]
+    DiskFull(String),
+    /// The writer failed; nothing more can be made durable.
+    #[error("the log failed ({0}); restart the node")]
+    Failed(String),
+}
+
+/// What appenders share with the writer, under one lock.
+pub(crate) struct Pending {
+    /// Records appended, not yet taken by the writer.
+    pub(crate) bytes: Vec<u8>,
+    /// End of the last record appended.
+    pub(crate) appended_lsn: u64,
+    /// Start of the oldest segment on disk (for `max_log_bytes`).
+    oldest_lsn: u64,
+    /// Start of the newest segment, and the bytes reserved in it.
+    segment_start: u64,
+    segment_reserved: u64,
+    /// A handle on the newest segment, for reserving more space in it.
+    segment: File,
+    /// Segments opened by appenders that the writer has not reached, by start.
+    pub(crate) new_segments: Vec<(u64, File)>,
+    /// Why the writer stopped, once it has failed.
+    pub(crate) failed: Option<String>,
+    /// Set by [`Wal::close`]: write what is left, sync, stop.
+    pub(crate) stopping: bool,
+}
+
+pub(crate) struct Shared {
+    pub(crate) dir: DataDir,
+    pub(crate) config: WalConfig,
+    pub(crate) pending: Mutex<Pending>,
+    pub(crate) wake: Condvar,
+    pub(crate) gate: Arc<ReplyGate>,
+}
+
+/// An open log: appends, its reply gate, and its writer thread.
+pub struct Wal {
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Wal {
+    /// Opens the log of `dir` for appending after `recovered` (what [`crate::replay`]
+    /// found): a new segment starts where the log ends, and the writer thread starts.
+    pub fn open(dir: DataDir, config: WalConfig, recovered: &Recovered) -> Result<Wal, WalError> {
+        let start = recovered.end_lsn;
+        let oldest_lsn = dir.segments()?.first().map_or(start, |(first, _)| *first);
+        let path = dir.segment_path(start);
+        // A segment named for the end of the log holds no record (replay ended at its
+        // start): it is replaced.
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(|err| WalError::io(&path, "cannot replace", err))?;
+        }
+        let file = create_segment(&dir, start, config.segment_bytes)
+            .map_err(|err| WalError::io(&path, "cannot create", err))?;
+        dir.sync()?;
+        let segment = file
+            .try_clone()
+            .map_err(|err| WalError::io(&path, "cannot open", err))?;
+        let gate = Arc::new(ReplyGate::new(start));
+        let shared = Arc::new(Shared {
+            dir,
+            pending: Mutex::new(Pending {
+                bytes: Vec::new(),
+                appended_lsn: start,
+                oldest_lsn,
+                segment_start: start,
+                segment_reserved: config.segment_bytes,
+                segment,
+                new_segments: Vec::new(),
+                failed: None,
+                stopping: false,
+            }),
+            config,
+            wake: Condvar::new(),
+            gate,
+        });
+        let writer = std::thread::Builder::new()
+            .name("ferry-wal".into())
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || crate::writer::run(shared, file, start)
+            })
+            .map_err(|err| WalError::io(std::path::Path::new("ferry-wal"), "cannot start the writer thread", err))?;
+        Ok(Wal {
+            shared,
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// The gate replies pass before they leave the node.
+    pub fn gate(&self) -> &Arc<ReplyGate> {
+        &self.shared.gate
+    }
+
+    /// The fsync mode.
+    pub fn fsync(&self) -> FsyncMode {
+        self.shared.config.fsync
+    }
+
+    /// Appends the record of a commit. Called by the store while the commit holds its
+    /// write locks, before the writes are visible.
+    pub fn append(&self, tenant: u32, version: u64, writes: &[WriteRef<'_>]) -> Result<(), AppendError> {
+        let frame = record::frame_len(writes);
+        if frame > MAX_RECORD_BYTES {
+            return Err(AppendError::TooLarge(frame));
+        }
+        let mut pending = self.shared.pending.lock();
+        if let Some(why) = &pending.failed {
+            return Err(AppendError::Failed(why.clone()));
+        }
+        if pending.stopping {
+            return Err(AppendError::Failed("the node is shutting down".into()));
+        }
+        if let Some(cap) = self.shared.config.max_log_bytes {
+            if pending.appended_lsn - pending.oldest_lsn + frame as u64 > cap {
+                return Err(AppendError::Full(cap));
+            }
+        }
+        self.reserve(&mut pending, frame as u64)?;
+        record::encode(&mut pending.bytes, tenant, version, writes);
+        pending.appended_lsn += frame as u64;
+        self.shared.gate.appended(pending.appended_lsn);
+        drop(pending);
+        self.shared.wake.notify_one();
+        Ok(())
+    }
+
+    /// Makes room for a record of `frame` bytes: in the newest segment, or in a new one.
+    fn reserve(&self, pending: &mut Pending, frame: u64) -> Result<(), AppendError> {
+        let used = pending.appended_lsn - pending.segment_start;
+        if used + frame <= pending.segment_reserved {
+            return Ok(());
+        }
+        let disk_full = |err: std::io::Error| AppendError::DiskFull(err.to_string());
+        if used == 0 {
+            // A record larger than a segment, first in its segment: reserve what it needs.
+            reserve(&pending.segment, 0, frame).map_err(disk_full)?;
+            pending.segment_reserved = frame;
+            return Ok(());
+        }
+        let start = pending.appended_lsn;
+        let size = self.shared.config.segment_bytes.max(frame);
+        let file = create_segment(&self.shared.dir, start, size).map_err(disk_full)?;
+        pending.segment = file.try_clone().map_err(disk_full)?;
+        pending.segment_start = start;
+        pending.segment_reserved = size;
+        pending.new_segments.push((start, file));
+        Ok(())
+    }
+
+    /// The journal of one tenant's store: its commits go to this log.
+    pub fn journal(self: &Arc<Wal>, tenant: u32) -> Arc<dyn Journal> {
+        Arc::new(TenantLog {
+            wal: Arc::clone(self),
+            tenant,
+        })
+    }
+
+    /// Writes and syncs what is appended, stops the writer and lets go of the data dir:
+    /// after it, every commit acknowledged so far is on disk whatever the fsync mode.
+    /// Later appends are refused.
+    pub fn close(&self) {
+        self.shared.pending.lock().stopping = true;
+        self.shared.wake.notify_one();
+        if let Some(writer) = self.writer.lock().take() {
+            let _ = writer.join();
+        }
+        self.shared.dir.release();
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// One tenant's commits into the node's log.
+struct TenantLog {
+    wal: Arc<Wal>,
+    tenant: u32,
+}
+
+impl Journal for TenantLog {
+    fn record(&self, version: u64, writes: &[WriteRef<'_>]) -> Result<(), JournalRefusal> {
+        self.wal
+            .append(self.tenant, version, writes)
+            .map_err(|err| JournalRefusal(err.to_string()))
+    }
+}
+
+/// Creates the segment starting at `start` with `size` bytes reserved.
+fn create_segment(dir: &DataDir, start: u64, size: u64) -> std::io::Result<File> {
+    let path = dir.segment_path(start);
+    let file = OpenOptions::new().write(true).create_new(true).open(&path)?;
+    if let Err(err) = reserve(&file, 0, size) {
+        let _ = std::fs::remove_file(&path);
+        return Err(err);
+    }
+    Ok(file)
+}
+
+/// Reserves disk blocks for `offset..offset + len` of `file` without changing its length,
+/// so later writes there cannot run out of space. A file system that cannot reserve is
+/// used without: its writes may still find the disk full, as any write may.
+fn reserve(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    // SAFETY: fallocate on an open descriptor we own, with plain integer arguments.
+    let result = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset as i64, len as i64) };
+    if result == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+        _ => Err(err),
+    }
+}

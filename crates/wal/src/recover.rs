@@ -1,0 +1,118 @@
+//! Recovery: replays every whole record of the log, in order, and cuts the log at the
+//! first record that is torn or corrupt (everything after it is removed, and reported).
+//! Records are appended in commit order per object and the writer makes them durable as
+//! a prefix, so what survives a crash is a prefix of the log, and a prefix of the log is a
+//! state the node really passed through.
+
+use std::fs::OpenOptions;
+
+use crate::dir::DataDir;
+use crate::error::WalError;
+use crate::record::{self, Commit};
+
+/// What recovery found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// Records replayed.
+    pub records: u64,
+    /// Bytes of log read and replayed.
+    pub bytes: u64,
+    /// Segment files read.
+    pub segments: usize,
+    /// Where the log ends: the next record goes here.
+    pub end_lsn: u64,
+    /// The tail cut off, if any.
+    pub cut: Option<Cut>,
+}
+
+/// A tail of the log that was not a whole, valid record, and was removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// Log offset of the first bad byte.
+    pub lsn: u64,
+    /// Bytes removed from there on (this segment's rest and every later segment).
+    pub bytes: u64,
+    /// Why it was not a record.
+    pub why: String,
+}
+
+/// Replays the log of `dir`: `apply` gets each commit with its log offset, in log order.
+/// A torn or corrupt record ends the log there: the rest is truncated and removed.
+pub fn replay(
+    dir: &DataDir,
+    mut apply: impl FnMut(u64, Commit<'_>) -> Result<(), WalError>,
+) -> Result<Recovered, WalError> {
+    let segments = dir.segments()?;
+    let mut recovered = Recovered {
+        end_lsn: segments.first().map_or(0, |(start, _)| *start),
+        ..Recovered::default()
+    };
+    let mut cut_at: Option<(usize, u64, String)> = None;
+    for (index, (start, path)) in segments.iter().enumerate() {
+        if *start != recovered.end_lsn {
+            let why = format!(
+                "segment starts at {start}, but the log before it ends at {}",
+                recovered.end_lsn
+            );
+            cut_at = Some((index, 0, why));
+            break;
+        }
+        let bytes = std::fs::read(path).map_err(|err| WalError::io(path, "cannot read", err))?;
+        recovered.segments += 1;
+        let mut offset = 0usize;
+        while offset < bytes.len() {
+            let lsn = start + offset as u64;
+            let frame =
+                record::next_frame(&bytes[offset..]).and_then(|(payload, len)| Ok((record::decode(payload)?, len)));
+            match frame {
+                Ok((commit, len)) => {
+                    apply(lsn, commit)?;
+                    offset += len;
+                    recovered.records += 1;
+                }
+                Err(bad) => {
+                    cut_at = Some((index, offset as u64, bad.to_string()));
+                    break;
+                }
+            }
+        }
+        recovered.bytes += offset as u64;
+        recovered.end_lsn = start + offset as u64;
+        if cut_at.is_some() {
+            break;
+        }
+    }
+    if let Some((index, offset, why)) = cut_at {
+        recovered.cut = Some(cut(dir, &segments[index..], offset, why)?);
+    }
+    Ok(recovered)
+}
+
+/// Truncates the first of `segments` at `offset` and removes the others.
+fn cut(dir: &DataDir, segments: &[(u64, std::path::PathBuf)], offset: u64, why: String) -> Result<Cut, WalError> {
+    let (start, first) = &segments[0];
+    let mut removed = 0u64;
+    let file = OpenOptions::new()
+        .write(true)
+        .open(first)
+        .map_err(|err| WalError::io(first, "cannot open to cut", err))?;
+    let len = file
+        .metadata()
+        .map_err(|err| WalError::io(first, "cannot stat", err))?
+        .len();
+    removed += len.saturating_sub(offset);
+    file.set_len(offset)
+        .and_then(|()| file.sync_all())
+        .map_err(|err| WalError::io(first, "cannot cut", err))?;
+    for (_, path) in &segments[1..] {
+        removed += std::fs::metadata(path).map_or(0, |meta| meta.len());
+        std::fs::remove_file(path).map_err(|err| WalError::io(path, "cannot remove", err))?;
+    }
+    dir.sync()?;
+    tracing::warn!(lsn = start + offset, bytes = removed, %why, "cut the log's tail at a torn or corrupt record");
+    Ok(Cut {
+        lsn: start + offset,
+        bytes: removed,
+        why,
+    })
+}
