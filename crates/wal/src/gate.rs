@@ -5,12 +5,19 @@
 //! everything appended so far is released covers every write it could reveal.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{OnceLock, Weak};
 
 use thiserror::Error;
 use tokio::sync::watch;
 
+/// What writes the log out, for a reply that would otherwise wait for someone to.
+pub trait Flush: Send + Sync {
+    /// Writes (and syncs, as the mode asks) everything appended, then releases the gate;
+    /// false if another flush is running (its release wakes the waiters).
+    fn try_flush(&self) -> bool;
+}
+
 /// The log's write position and how far it has been made as durable as promised.
-#[derive(Debug)]
 pub struct ReplyGate {
     /// End of the last record appended (a log offset).
     appended: AtomicU64,
@@ -18,6 +25,17 @@ pub struct ReplyGate {
     released: watch::Sender<u64>,
     /// The log can no longer make anything durable.
     failed: AtomicBool,
+    /// The log's flush, run by a waiting reply (none: wait for a release).
+    flusher: OnceLock<Weak<dyn Flush>>,
+}
+
+impl std::fmt::Debug for ReplyGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyGate")
+            .field("appended", &self.appended_lsn())
+            .field("released", &self.released_lsn())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The log failed: the replies waiting may reveal writes it will never hold.
@@ -32,7 +50,13 @@ impl ReplyGate {
             appended: AtomicU64::new(lsn),
             released: watch::Sender::new(lsn),
             failed: AtomicBool::new(false),
+            flusher: OnceLock::new(),
         }
+    }
+
+    /// Lets replies that wait run `flusher` themselves.
+    pub(crate) fn flush_with(&self, flusher: Weak<dyn Flush>) {
+        let _ = self.flusher.set(flusher);
     }
 
     /// The log now ends at `lsn` (called by the appender, in log order; public so tests of
@@ -66,26 +90,27 @@ impl ReplyGate {
         *self.released.borrow()
     }
 
-    /// Waits until every record appended before the call is released. Call it after a
-    /// reply is produced and before it is sent.
+    /// Waits until every record appended before the call is released, flushing the log
+    /// itself when no other flush runs. Call it after a reply is produced and before it is
+    /// sent.
     pub async fn pass(&self) -> Result<(), LogFailed> {
         let target = self.appended_lsn();
-        if self.released_lsn() >= target {
-            return Ok(());
-        }
         let mut released = self.released.subscribe();
-        let failed = &self.failed;
-        let passed = match released
-            .wait_for(|&lsn| lsn >= target || failed.load(Ordering::Acquire))
-            .await
-        {
-            Ok(lsn) => *lsn >= target,
-            Err(_) => false,
-        };
-        if passed {
-            Ok(())
-        } else {
-            Err(LogFailed)
+        loop {
+            if *released.borrow_and_update() >= target {
+                return Ok(());
+            }
+            if self.failed.load(Ordering::Acquire) {
+                return Err(LogFailed);
+            }
+            let flushed = self
+                .flusher
+                .get()
+                .and_then(Weak::upgrade)
+                .is_some_and(|flusher| flusher.try_flush());
+            if !flushed && released.changed().await.is_err() {
+                return Err(LogFailed);
+            }
         }
     }
 }

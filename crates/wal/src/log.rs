@@ -1,7 +1,8 @@
 //! The write-ahead log. Committing workers append records to one buffer, in log order,
-//! while they hold the locks of what they write; one writer thread ([`crate::writer`])
-//! writes each batch with one system call and, as the fsync mode asks, one fdatasync:
-//! group commit for every worker and tenant at once.
+//! while they hold the locks of what they write; a flush ([`crate::writer`]), run by the
+//! first reply that needs it or by a background thread, writes all of it with one system
+//! call and, as the fsync mode asks, one fdatasync: group commit for every worker and
+//! tenant at once.
 //!
 //! Space is reserved (fallocate) before a record is appended, a segment at a time, so a
 //! full disk refuses the commit that would not fit instead of failing a write whose
@@ -126,14 +127,32 @@ pub(crate) struct Pending {
     pub(crate) failed: Option<String>,
     /// Set by [`Wal::close`]: write what is left, sync, stop.
     pub(crate) stopping: bool,
+    /// A reply waits for the background thread to flush (`always`).
+    pub(crate) flush_requested: bool,
 }
 
 pub(crate) struct Shared {
     pub(crate) dir: DataDir,
     pub(crate) config: WalConfig,
     pub(crate) pending: Mutex<Pending>,
+    /// The file and how far it is written: held by the one flush running.
+    pub(crate) writer: Mutex<crate::writer::WriterState>,
+    /// Wakes the background flusher (to close).
     pub(crate) wake: Condvar,
     pub(crate) gate: Arc<ReplyGate>,
+}
+
+impl crate::gate::Flush for Shared {
+    fn try_flush(&self) -> bool {
+        if self.config.fsync == FsyncMode::Always {
+            // The background thread syncs, so the thread replying goes on reading requests
+            // whose commits join the next group; syncing on it made every group one commit.
+            self.pending.lock().flush_requested = true;
+            self.wake.notify_one();
+            return false;
+        }
+        crate::writer::try_flush(self)
+    }
 }
 
 /// An open log: appends, its reply gate, and its writer thread.
@@ -173,16 +192,20 @@ impl Wal {
                 new_segments: Vec::new(),
                 failed: None,
                 stopping: false,
+                flush_requested: false,
             }),
             config,
+            writer: Mutex::new(crate::writer::WriterState::new(file, start)),
             wake: Condvar::new(),
             gate,
         });
+        let flusher: std::sync::Weak<dyn crate::gate::Flush> = Arc::downgrade(&shared) as _;
+        shared.gate.flush_with(flusher);
         let writer = std::thread::Builder::new()
             .name("ferry-wal".into())
             .spawn({
                 let shared = Arc::clone(&shared);
-                move || crate::writer::run(shared, file, start)
+                move || crate::writer::run(shared)
             })
             .map_err(|err| WalError::io(std::path::Path::new("ferry-wal"), "cannot start the writer thread", err))?;
         Ok(Wal {
@@ -224,8 +247,6 @@ impl Wal {
         record::encode(&mut pending.bytes, tenant, version, writes);
         pending.appended_lsn += frame as u64;
         self.shared.gate.appended(pending.appended_lsn);
-        drop(pending);
-        self.shared.wake.notify_one();
         Ok(())
     }
 

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# ferry's durability against Redis 7's AOF, on the same load generator and pinning: each
+# server on CPU 0, redis-benchmark (50 clients) on CPU 1. Configurations: ferry in memory,
+# ferry --fsync no|everysec|always, Redis appendonly no and appendfsync everysec|always.
+# Each run starts every server afresh on an empty data dir; medians over the runs.
+#   scripts/bench_durable.sh [RUNS]     (default 3)
+# The data dirs live under ${TMPDIR:-/tmp}: say which disk that is when quoting numbers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${1:-3}"
+port=6393
+base="${TMPDIR:-/tmp}/ferry-bench-durable"
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  scripts/redis.sh "$port" 0 && scripts/redis.sh stop "$port"
+fi
+cargo build --release -q -p ferry-cli
+
+configs=("ferry memory" "ferry no" "ferry everysec" "ferry always" "redis memory" "redis everysec" "redis always")
+cases=(
+  "SET|-t set -n 200000"
+  "SET P16|-t set -n 1000000 -P 16"
+  "FCALL bump|-n 100000 -r 100000 FCALL bump 1 ctr:__rand_int__"
+  "FCALL bump P16|-n 300000 -P 16 -r 100000 FCALL bump 1 ctr:__rand_int__"
+)
+
+pid=
+stop() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; true; }
+trap 'stop; rm -rf "$base"' EXIT
+
+start() { # SYSTEM MODE
+  rm -rf "$base" && mkdir -p "$base"
+  if [ "$1" = ferry ]; then
+    local log=()
+    [ "$2" != memory ] && log=(--data-dir "$base" --fsync "$2")
+    taskset -c 0 target/release/ferry server --listen 127.0.0.1:0 --resp 127.0.0.1:$port \
+      --tenant 1:ferry "${log[@]}" >"$base.log" 2>&1 &
+  else
+    local aof=(--appendonly no)
+    [ "$2" != memory ] && aof=(--appendonly yes --appendfsync "$2")
+    taskset -c 0 redis-server --port $port --bind 127.0.0.1 --requirepass ferry --save '' --dir "$base" "${aof[@]}" \
+      >"$base.log" 2>&1 &
+  fi
+  pid=$!
+  for _ in $(seq 100); do
+    cli PING >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  cli FUNCTION LOAD REPLACE "$(cat examples/lua/small.lua)" >/dev/null
+}
+
+cli() { redis-cli -p $port -a ferry --no-auth-warning "$@"; }
+
+bench() { # ARGS...: requests per second
+  taskset -c 1 redis-benchmark -p $port -a ferry -c 50 -q "$@" 2>/dev/null |
+    tr '\r' '\n' | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p' | tail -1
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+declare -A results
+for _ in $(seq "$runs"); do
+  for config in "${configs[@]}"; do
+    read -r system mode <<<"$config"
+    start "$system" "$mode"
+    for case in "${cases[@]}"; do
+      read -r -a args <<<"${case#*|}"
+      results["$config|${case%%|*}"]+="$(bench "${args[@]}") "
+    done
+    stop
+  done
+done
+
+printf '| requests/s, medians of %s | %s |\n|---|%s\n' "$runs" "$(printf '%s | ' "${configs[@]}" | sed 's/ | $//')" \
+  "$(printf -- '---|%.0s' "${configs[@]}")"
+for case in "${cases[@]}"; do
+  name="${case%%|*}"
+  row="| $name |"
+  for config in "${configs[@]}"; do
+    row+=" $(echo "${results["$config|$name"]}" | tr ' ' '\n' | grep . | median) |"
+  done
+  echo "$row"
+done
+echo
+echo "ferry always / ferry memory, ferry always / Redis always, ferry everysec / ferry memory:"
+for case in "${cases[@]}"; do
+  name="${case%%|*}"
+  m() { echo "${results["$1|$name"]}" | tr ' ' '\n' | grep . | median; }
+  printf '  %-16s %.2f×  %.2f×  %.2f×\n' "$name" \
+    "$(echo "$(m 'ferry always') / $(m 'ferry memory')" | bc -l)" \
+    "$(echo "$(m 'ferry always') / $(m 'redis always')" | bc -l)" \
+    "$(echo "$(m 'ferry everysec') / $(m 'ferry memory')" | bc -l)"
+done
