@@ -10,7 +10,7 @@
 //! thread would stop it from reading the requests that should join the group. Appends
 //! made while one flush writes or syncs are taken by the next: that is the group commit.
 //! The background thread also flushes what no reply waits for and, in `everysec`, syncs
-//! once a second.
+//! once a second, outside the writer's lock, so replies go on being written meanwhile.
 
 use std::fs::File;
 use std::io::Write;
@@ -22,10 +22,10 @@ use crate::log::{FsyncMode, Shared, EVERYSEC_INTERVAL};
 
 /// The file being written and how far it is written and synced; one flush at a time.
 pub(crate) struct WriterState {
-    pub(crate) file: File,
+    /// Shared so the once-a-second sync of `everysec` runs outside the lock.
+    file: Arc<File>,
     written_lsn: u64,
     synced_lsn: u64,
-    last_sync: Instant,
     /// The buffer swapped with the appenders' (kept to reuse its allocation).
     batch: Vec<u8>,
 }
@@ -33,10 +33,9 @@ pub(crate) struct WriterState {
 impl WriterState {
     pub(crate) fn new(file: File, start_lsn: u64) -> WriterState {
         WriterState {
-            file,
+            file: Arc::new(file),
             written_lsn: start_lsn,
             synced_lsn: start_lsn,
-            last_sync: Instant::now(),
             batch: Vec::new(),
         }
     }
@@ -45,7 +44,8 @@ impl WriterState {
 /// When a flush syncs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sync {
-    /// As the mode asks: `always` every flush, `everysec` once the second is up.
+    /// As the mode asks: `always` every flush, otherwise never (`everysec` syncs in the
+    /// background, outside the lock: [`run`]).
     AsTheModeAsks,
     /// Now, whatever the mode (closing, or the background thread's second in `everysec`).
     Now,
@@ -65,10 +65,14 @@ pub(crate) fn try_flush(shared: &Shared) -> bool {
 /// never reach the disk.
 pub(crate) fn flush_or_fail(shared: &Shared, state: &mut WriterState, sync: Sync) {
     if let Err(err) = flush(shared, state, sync) {
-        tracing::error!(error = %err, "the write-ahead log failed; writes are refused until the node restarts");
-        shared.pending.lock().failed = Some(err.to_string());
-        shared.gate.fail();
+        fail(shared, err);
     }
+}
+
+fn fail(shared: &Shared, err: WalError) {
+    tracing::error!(error = %err, "the write-ahead log failed; writes are refused until the node restarts");
+    shared.pending.lock().failed = Some(err.to_string());
+    shared.gate.fail();
 }
 
 fn flush(shared: &Shared, state: &mut WriterState, sync: Sync) -> Result<(), WalError> {
@@ -85,28 +89,22 @@ fn flush(shared: &Shared, state: &mut WriterState, sync: Sync) -> Result<(), Wal
     let mut offset = 0usize;
     for (segment_start, next) in segments {
         let upto = (segment_start - batch_start) as usize;
-        write(shared, &mut state.file, &state.batch[offset..upto])?;
+        write(shared, &state.file, &state.batch[offset..upto])?;
         // The old segment is whole on disk before the new one holds anything, so what
         // survives a crash is a prefix of the log.
         sync_file(shared, &state.file)?;
         shared.dir.sync()?;
-        state.file = next;
+        state.file = Arc::new(next);
         offset = upto;
     }
-    write(shared, &mut state.file, &state.batch[offset..])?;
+    write(shared, &state.file, &state.batch[offset..])?;
     state.written_lsn = end_lsn;
     state.batch.clear();
     let mode = shared.config.fsync;
-    let sync_due = sync == Sync::Now
-        || match mode {
-            FsyncMode::Always => true,
-            FsyncMode::EverySec => state.last_sync.elapsed() >= EVERYSEC_INTERVAL,
-            FsyncMode::No => false,
-        };
+    let sync_due = sync == Sync::Now || mode == FsyncMode::Always;
     if sync_due && state.synced_lsn < state.written_lsn {
         sync_file(shared, &state.file)?;
         state.synced_lsn = state.written_lsn;
-        state.last_sync = Instant::now();
     }
     shared.gate.release(if mode == FsyncMode::Always {
         state.synced_lsn
@@ -132,22 +130,43 @@ pub(crate) fn run(shared: Arc<Shared>) {
             let asked = std::mem::take(&mut pending.flush_requested);
             (pending.stopping, asked)
         };
-        let sync = if stopping || (!asked && shared.config.fsync == FsyncMode::EverySec) {
-            Sync::Now
-        } else {
-            Sync::AsTheModeAsks
-        };
-        flush_or_fail(&shared, &mut shared.writer.lock(), sync);
         if stopping {
+            flush_or_fail(&shared, &mut shared.writer.lock(), Sync::Now);
             return;
+        }
+        flush_or_fail(&shared, &mut shared.writer.lock(), Sync::AsTheModeAsks);
+        if !asked && shared.config.fsync == FsyncMode::EverySec {
+            sync_in_background(&shared);
         }
     }
 }
 
-fn write(shared: &Shared, file: &mut File, bytes: &[u8]) -> Result<(), WalError> {
+/// `everysec`'s sync: what is written so far, synced outside the writer's lock, so
+/// replies flushing meanwhile do not wait for the disk (holding the lock through the sync
+/// held every reply of a pipelined load for it, 0.57× of the in-memory SET rate).
+fn sync_in_background(shared: &Shared) {
+    let (file, written_lsn) = {
+        let state = shared.writer.lock();
+        if state.synced_lsn >= state.written_lsn {
+            return;
+        }
+        (Arc::clone(&state.file), state.written_lsn)
+    };
+    // A segment switch since then synced the old file whole, and the new one only holds
+    // later records: syncing this file covers everything up to `written_lsn`.
+    if let Err(err) = sync_file(shared, &file) {
+        fail(shared, err);
+        return;
+    }
+    let mut state = shared.writer.lock();
+    state.synced_lsn = state.synced_lsn.max(written_lsn);
+}
+
+fn write(shared: &Shared, file: &File, bytes: &[u8]) -> Result<(), WalError> {
     if bytes.is_empty() {
         return Ok(());
     }
+    let mut file = file;
     file.write_all(bytes)
         .map_err(|err| WalError::io(shared.dir.path(), "cannot write the log in", err))
 }
