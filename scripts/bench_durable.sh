@@ -3,7 +3,9 @@
 # server on CPU 0, redis-benchmark (50 clients) on CPU 1. Configurations: ferry in memory,
 # ferry --fsync no|everysec|always, Redis appendonly no and appendfsync everysec|always.
 # Each run starts every server afresh on an empty data dir; medians over the runs.
-#   scripts/bench_durable.sh [RUNS]     (default 3)
+#   scripts/bench_durable.sh [RUNS]        (default 3)
+#   scripts/bench_durable.sh recovery [MB]  a log of MB (default 1024) of 1,000-byte SETs,
+#                                          kill -9, restart: recovery time and MB/s
 # The data dirs live under ${TMPDIR:-/tmp}: say which disk that is when quoting numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +59,25 @@ bench() { # ARGS...: requests per second
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+if [ "$runs" = recovery ]; then
+  mb="${2:-1024}"
+  start ferry everysec
+  taskset -c 1 redis-benchmark -p $port -a ferry -c 50 -P 16 -q -t set -d 1000 -r 100000000 \
+    -n $((mb * 1024 * 1024 / 1070)) >/dev/null 2>&1
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true; pid=
+  echo "log: $(du -sm "$base" | cut -f1) MB in $(ls "$base" | grep -c '\.log$') segments"
+  taskset -c 0 target/release/ferry server --listen 127.0.0.1:0 --tenant 1:ferry --data-dir "$base" \
+    >"$base.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -q '^recovered' "$base.out" 2>/dev/null && break; sleep 0.1; done
+  line="$(grep '^recovered' "$base.out")"
+  echo "$line"
+  bytes="$(echo "$line" | sed -n 's/.*(\([0-9]*\) bytes.*/\1/p')"
+  ms="$(echo "$line" | sed -n 's/.* in \([0-9]*\) ms.*/\1/p')"
+  echo "recovery: $(echo "$bytes / 1048576 / ($ms / 1000)" | bc -l | xargs printf '%.0f') MB/s"
+  exit 0
+fi
 
 declare -A results
 for _ in $(seq "$runs"); do
