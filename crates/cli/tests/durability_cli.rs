@@ -1,41 +1,27 @@
 //! `ferry server --data-dir`: writes acknowledged under `--fsync always` survive kill -9,
 //! a data dir in use is refused with a clear error, and log flags need a data dir.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
+
+use crate::server_cli::Server;
 
 fn ferry() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferry"))
 }
 
-/// A node on `dir` speaking RESP; returns the child and its RESP address.
-fn start(dir: &Path, fsync: &str) -> (Child, String) {
-    let mut child = ferry()
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--resp",
-            "127.0.0.1:0",
-            "--tenant",
-            "1:ferry",
-        ])
-        .args(["--spin-iters-per-ms", "1000000", "--fsync", fsync, "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let _listening = lines.next().unwrap().unwrap();
-    let resp = lines.next().unwrap().unwrap();
+/// A node on `dir` speaking RESP (killed with SIGKILL when dropped), and its RESP address.
+fn start(dir: &Path, fsync: &str) -> (Server, String) {
+    let dir = dir.to_str().unwrap();
+    let mut server = Server::start(&["--resp", "127.0.0.1:0", "--fsync", fsync, "--data-dir", dir]);
+    let resp = server.stdout.next().unwrap().unwrap();
     let addr = resp.strip_prefix("resp on ").expect("resp line").trim().to_string();
-    let recovered = lines.next().unwrap().unwrap();
+    let recovered = server.stdout.next().unwrap().unwrap();
     assert!(recovered.starts_with("recovered "), "{recovered}");
-    (child, addr)
+    (server, addr)
 }
 
 fn connect(addr: &str) -> TcpStream {
@@ -65,17 +51,12 @@ fn read_line(stream: &mut TcpStream) -> String {
     String::from_utf8(line[..line.len() - 2].to_vec()).unwrap()
 }
 
-fn kill_9(child: &mut Child) {
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
 #[test]
 fn writes_acknowledged_with_fsync_always_survive_kill_9() {
     let dir = std::env::temp_dir().join(format!("ferry-cli-kill9-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut child, addr) = start(&dir, "always");
+    let (server, addr) = start(&dir, "always");
     let mut stream = connect(&addr);
     const WRITES: usize = 2000;
     let pipeline: String = (0..WRITES)
@@ -85,10 +66,10 @@ fn writes_acknowledged_with_fsync_always_survive_kill_9() {
     for _ in 0..WRITES {
         assert_eq!(read_line(&mut stream), "+OK");
     }
-    // Killed the moment the last acknowledgement is in.
-    kill_9(&mut child);
+    // Killed (SIGKILL, on drop) the moment the last acknowledgement is in.
+    drop(server);
 
-    let (mut child, addr) = start(&dir, "always");
+    let (_server, addr) = start(&dir, "always");
     let mut stream = connect(&addr);
     let gets: String = (0..WRITES).map(|i| command(&["GET", &format!("key{i}")])).collect();
     stream.write_all(gets.as_bytes()).unwrap();
@@ -96,7 +77,6 @@ fn writes_acknowledged_with_fsync_always_survive_kill_9() {
         assert!(read_line(&mut stream).starts_with('$'), "key{i} lost");
         assert_eq!(read_line(&mut stream), format!("value{i}"));
     }
-    kill_9(&mut child);
 }
 
 #[test]
@@ -104,7 +84,7 @@ fn a_second_node_on_a_data_dir_in_use_is_refused() {
     let dir = std::env::temp_dir().join(format!("ferry-cli-locked-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut child, _) = start(&dir, "everysec");
+    let (server, _) = start(&dir, "everysec");
     let second = ferry()
         .args(["server", "--listen", "127.0.0.1:0", "--tenant", "1:ferry", "--data-dir"])
         .arg(&dir)
@@ -113,7 +93,7 @@ fn a_second_node_on_a_data_dir_in_use_is_refused() {
     assert!(!second.status.success());
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(stderr.contains("in use by another ferry server"), "{stderr}");
-    kill_9(&mut child);
+    drop(server);
 
     let no_dir = ferry()
         .args([

@@ -8,15 +8,15 @@ fn ferry() -> Command {
 }
 
 /// A `ferry server` child, stopped with SIGTERM when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     /// The rest of its stdout, after the `listening on` line.
-    stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    pub(crate) stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
 }
 
 impl Server {
-    fn start(extra: &[&str]) -> Server {
+    pub(crate) fn start(extra: &[&str]) -> Server {
         let mut child = ferry()
             .args([
                 "server",

@@ -76,11 +76,11 @@ fn fail(shared: &Shared, err: WalError) {
 }
 
 fn flush(shared: &Shared, state: &mut WriterState, sync: Sync) -> Result<(), WalError> {
-    if shared.pending.lock().failed.is_some() {
-        return Ok(());
-    }
     let (segments, end_lsn) = {
         let mut pending = shared.pending.lock();
+        if pending.failed.is_some() {
+            return Ok(());
+        }
         std::mem::swap(&mut pending.bytes, &mut state.batch);
         (std::mem::take(&mut pending.new_segments), pending.appended_lsn)
     };
