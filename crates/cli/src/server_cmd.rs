@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ferry_server::config::{parse_tenant_flag, ConfigFile, ServerConfig};
 use ferry_server::Durability;
-use ferry_wal::{FsyncMode, WalConfig};
+use ferry_wal::FsyncMode;
 
 use crate::CmdResult;
 
@@ -25,7 +25,7 @@ pub struct ServerArgs {
     cores: Option<usize>,
     /// TOML config file (listen, cores, io_threads, queue_capacity, invoke_budget_ms,
     /// max_connections, hello_timeout_ms, max_unauthenticated, data_dir, fsync,
-    /// max_log_bytes, [[tenant]] id/token/quota_bytes/home_core).
+    /// max_log_bytes, snapshot_log_bytes, [[tenant]] id/token/quota_bytes/home_core).
     #[arg(long)]
     config: Option<PathBuf>,
     /// A tenant as ID:TOKEN; repeatable. Added to those of the config file.
@@ -105,6 +105,11 @@ pub struct ServerArgs {
     /// Most bytes of log on disk; commits past it are refused (reads are still served).
     #[arg(long)]
     max_log_bytes: Option<u64>,
+    /// Take a snapshot of every tenant, and remove the log it makes unneeded, each time
+    /// the log grows by this many bytes (default 256 MiB; at most half of
+    /// --max-log-bytes). BGSAVE and SAVE take one on demand.
+    #[arg(long)]
+    snapshot_log_bytes: Option<u64>,
 }
 
 pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -119,20 +124,28 @@ pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
 fn durability(args: &ServerArgs, file: &ConfigFile) -> Result<Option<Durability>, String> {
     let fsync = args.fsync.clone().or(file.fsync.clone());
     let max_log_bytes = args.max_log_bytes.or(file.max_log_bytes);
+    let snapshot_log_bytes = args.snapshot_log_bytes.or(file.snapshot_log_bytes);
     let Some(data_dir) = args.data_dir.clone().or(file.data_dir.clone()) else {
-        if fsync.is_some() || max_log_bytes.is_some() {
-            return Err("--fsync and --max-log-bytes need --data-dir (or data_dir in the config file)".into());
+        if fsync.is_some() || max_log_bytes.is_some() || snapshot_log_bytes.is_some() {
+            return Err(
+                "--fsync, --max-log-bytes and --snapshot-log-bytes need --data-dir (or data_dir in the config file)"
+                    .into(),
+            );
         }
         return Ok(None);
     };
-    let mut wal = WalConfig {
-        max_log_bytes,
-        ..WalConfig::default()
-    };
-    if let Some(mode) = fsync {
-        wal.fsync = mode.parse::<FsyncMode>()?;
+    if snapshot_log_bytes == Some(0) {
+        return Err("--snapshot-log-bytes must be above 0".into());
     }
-    Ok(Some(Durability { data_dir, wal }))
+    let mut durability = Durability::new(data_dir);
+    durability.wal.max_log_bytes = max_log_bytes;
+    if let Some(bytes) = snapshot_log_bytes {
+        durability.snapshot_log_bytes = bytes;
+    }
+    if let Some(mode) = fsync {
+        durability.wal.fsync = mode.parse::<FsyncMode>()?;
+    }
+    Ok(Some(durability))
 }
 
 pub fn run(args: ServerArgs) -> CmdResult {
@@ -239,10 +252,13 @@ pub fn run(args: ServerArgs) -> CmdResult {
     if let Some(metrics) = handle.metrics_addr() {
         writeln!(stdout, "metrics on {metrics}")?;
     }
-    if let Some((recovered, took)) = handle.recovered() {
+    if let Some((restored, recovered, took)) = handle.recovered() {
         writeln!(
             stdout,
-            "recovered {} commits ({} bytes of log) in {} ms",
+            "recovered {} objects from {} snapshots ({} bytes) and {} commits ({} bytes of log) in {} ms",
+            restored.objects,
+            restored.covers.len(),
+            restored.bytes,
             recovered.records,
             recovered.bytes,
             took.as_millis()

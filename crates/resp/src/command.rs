@@ -99,6 +99,11 @@ pub enum Command {
     CommandInfo(Vec<Bytes>),
     /// INFO [section].
     Info,
+    /// SAVE (waits for the snapshot) or BGSAVE (starts it and returns).
+    Save {
+        /// BGSAVE.
+        background: bool,
+    },
     /// CLIENT subcommand ...: SETNAME and SETINFO are accepted (and ignored), the rest refused.
     Client(Bytes),
     /// CLUSTER subcommand (upper case): SLOTS and SHARDS are served.
@@ -287,6 +292,13 @@ impl Command {
             "info" => {
                 arity(n <= 2)?;
                 Command::Info
+            }
+            "save" | "bgsave" => {
+                // BGSAVE SCHEDULE is not taken: a BGSAVE while one runs is refused.
+                arity(n == 1)?;
+                Command::Save {
+                    background: name == "bgsave",
+                }
             }
             "client" => {
                 arity(n >= 2)?;
@@ -596,6 +608,13 @@ mod tests {
             }
         }
         assert_eq!(parse(&["PING"]).unwrap().into_words(), None);
+    }
+
+    #[test]
+    fn save_and_bgsave_parse_without_arguments() {
+        assert_eq!(parse(&["SAVE"]).unwrap(), Command::Save { background: false });
+        assert_eq!(parse(&["bgsave"]).unwrap(), Command::Save { background: true });
+        assert!(parse(&["BGSAVE", "SCHEDULE"]).is_err());
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("decrby", 3, WRITE, ONE_KEY),
     spec("command", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("info", -1, ADMIN | NO_SCRIPT, NO_KEYS),
+    spec("save", 1, ADMIN | NO_SCRIPT, NO_KEYS),
+    spec("bgsave", 1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("client", -2, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("cluster", -2, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("function", -2, ADMIN | NO_SCRIPT, NO_KEYS),

@@ -322,6 +322,8 @@ pub struct ConfigFile {
     pub fsync: Option<String>,
     /// Most bytes of log on disk; commits past it are refused.
     pub max_log_bytes: Option<u64>,
+    /// Log growth since the last snapshot that starts the next one.
+    pub snapshot_log_bytes: Option<u64>,
     /// Tenants.
     #[serde(default, rename = "tenant")]
     pub tenants: Vec<TenantConfig>,

@@ -1,14 +1,17 @@
-//! A node with a data dir: on start, the log is replayed into the tenants' stores, then
-//! opened for appending, and each store's commits are journalled into it. Replies pass the
-//! log's gate (`ferry_net` does that for both listeners) so none reveals a write before
-//! the log holds it as durably as `fsync` promises.
+//! A node with a data dir: on start, each tenant's newest snapshot is loaded and the log
+//! replayed over it, then the log is opened for appending, each store's commits are
+//! journalled into it, and the checkpointer starts (snapshots when the log has grown, or
+//! on `BGSAVE`/`SAVE`). Replies pass the log's gate (`ferry_net` does that for both
+//! listeners) so none reveals a write before the log holds it as durably as `fsync`
+//! promises.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_wal::{DataDir, Recovered, Wal, WalConfig, WalError};
+use ferry_store::TenantStore;
+use ferry_wal::{Checkpointer, DataDir, Recovered, Restored, Tenants, Wal, WalConfig, WalError};
 
 use crate::node::TenantState;
 
@@ -19,13 +22,46 @@ pub struct Durability {
     pub data_dir: PathBuf,
     /// The log's fsync mode, segment size and cap.
     pub wal: WalConfig,
+    /// Log growth since the last snapshot that starts the next (halved to fit under
+    /// `max_log_bytes` when that is lower).
+    pub snapshot_log_bytes: u64,
+}
+
+impl Durability {
+    /// A data dir with the default log settings.
+    pub fn new(data_dir: PathBuf) -> Durability {
+        Durability {
+            data_dir,
+            wal: WalConfig::default(),
+            snapshot_log_bytes: ferry_wal::DEFAULT_SNAPSHOT_LOG_BYTES,
+        }
+    }
 }
 
 /// The open log of a running node, and what its recovery found.
 pub(crate) struct Durable {
     pub(crate) wal: Arc<Wal>,
+    pub(crate) checkpointer: Checkpointer,
+    pub(crate) restored: Restored,
     pub(crate) recovered: Recovered,
     pub(crate) recovery_time: Duration,
+}
+
+impl Durable {
+    /// Stops taking snapshots, then writes and syncs the log and lets go of the data dir.
+    pub(crate) fn close(&self) {
+        self.checkpointer.stop();
+        self.wal.close();
+    }
+}
+
+/// The node's tenants, for the checkpointer.
+struct NodeTenants(Vec<(u32, Arc<TenantState>)>);
+
+impl Tenants for NodeTenants {
+    fn each(&self, each: &mut dyn FnMut(u32, &TenantStore) -> Result<(), WalError>) -> Result<(), WalError> {
+        self.0.iter().try_for_each(|(id, tenant)| each(*id, &tenant.store))
+    }
 }
 
 /// Replays the data dir's log into `tenants`' stores and journals their commits from now
@@ -33,7 +69,8 @@ pub(crate) struct Durable {
 pub(crate) fn open(config: &Durability, tenants: &HashMap<u32, Arc<TenantState>>) -> Result<Durable, WalError> {
     let started = Instant::now();
     let dir = DataDir::lock(&config.data_dir)?;
-    let recovered = ferry_wal::replay(&dir, |lsn, commit| {
+    let restored = ferry_wal::load_snapshots(&dir, |id| tenants.get(&id).map(|tenant| &tenant.store))?;
+    let recovered = ferry_wal::replay(&dir, &restored.covers, |lsn, commit| {
         let tenant = tenants
             .get(&commit.tenant)
             .ok_or(WalError::UnknownTenant(commit.tenant))?;
@@ -60,8 +97,18 @@ pub(crate) fn open(config: &Durability, tenants: &HashMap<u32, Arc<TenantState>>
             );
         }
     }
+    let log_from = restored.covers.values().copied().min().unwrap_or(0);
+    let mut trigger = config.snapshot_log_bytes;
+    if let Some(cap) = config.wal.max_log_bytes {
+        trigger = trigger.min(cap / 2);
+    }
+    let mut sorted: Vec<_> = tenants.iter().map(|(id, tenant)| (*id, Arc::clone(tenant))).collect();
+    sorted.sort_by_key(|(id, _)| *id);
+    let checkpointer = Checkpointer::start(Arc::clone(&wal), Arc::new(NodeTenants(sorted)), trigger, log_from)?;
     Ok(Durable {
         wal,
+        checkpointer,
+        restored,
         recovered,
         recovery_time: started.elapsed(),
     })

@@ -14,8 +14,9 @@
 //!   step by step with a CPU budget, OCC commit and bounded retries.
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations;
 //!   `command_ctx`: the same semantics cut down for one RESP data command.
-//! - [`durable`]: with a data dir, the write-ahead log replayed on start and journalling
-//!   every commit; replies pass its gate.
+//! - [`durable`]: with a data dir, snapshots and the write-ahead log recovered on start,
+//!   every commit journalled, snapshots taken by the checkpointer; replies pass the log's
+//!   gate. `save`: RESP SAVE and BGSAVE.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
 //! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
 //!   serve.
@@ -38,6 +39,7 @@ mod node;
 mod resp;
 mod resp_job;
 pub mod routing;
+mod save;
 pub mod server;
 pub mod stats;
 mod store_ctx;

@@ -104,6 +104,7 @@ impl Node {
         match FunctionCall::of(queued.command, table) {
             Ok(call) => Step::Function(call),
             Err(Command::Cluster(sub)) => Step::Answered(cluster(self, &sub)),
+            Err(Command::Save { background }) => Step::Save { background },
             Err(data) => Step::Data(data),
         }
     }

@@ -48,6 +48,11 @@ pub(crate) enum Step {
     Data(Command),
     /// FUNCTION or FCALL.
     Function(FunctionCall),
+    /// SAVE or BGSAVE: run when the job reaches it, so it covers the commands before it.
+    Save {
+        /// BGSAVE.
+        background: bool,
+    },
 }
 
 /// Commands of one RESP connection for the worker, in order.
@@ -113,6 +118,18 @@ pub(crate) fn run(
                 TenantCounters::bump(&tenant.counters.requests);
                 replies.push(reply);
             }
+            Step::Save { background } => match crate::save::save(node, background) {
+                Ok(reply) => replies.push(reply),
+                Err(pending) => {
+                    exec::charge_cpu(node, worker, tenant, data_ns(invocations_ns));
+                    let _ = done.send(Progress {
+                        replies,
+                        pending: Some(pending),
+                        rest: steps,
+                    });
+                    return None;
+                }
+            },
             Step::Function(call) => match timed(&mut invocations_ns, || {
                 function_call(node, worker, tenant, call, received)
             }) {

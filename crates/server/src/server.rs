@@ -283,16 +283,23 @@ impl ServerHandle {
     /// Writes and syncs the log and lets go of the data dir (a restart may take it now).
     fn close_log(&self) {
         if let Some(durable) = &self.node.durable {
-            durable.wal.close();
+            durable.close();
         }
     }
 
-    /// What the node recovered from its data dir on start, and how long it took.
-    pub fn recovered(&self) -> Option<(&ferry_wal::Recovered, Duration)> {
+    /// What the node recovered from its data dir on start (the snapshots, the log), and
+    /// how long it took.
+    pub fn recovered(&self) -> Option<(&ferry_wal::Restored, &ferry_wal::Recovered, Duration)> {
         self.node
             .durable
             .as_ref()
-            .map(|durable| (&durable.recovered, durable.recovery_time))
+            .map(|durable| (&durable.restored, &durable.recovered, durable.recovery_time))
+    }
+
+    /// Snapshots finished since the node started, and the last one's result (none without
+    /// a data dir).
+    pub fn snapshots(&self) -> Option<(u64, Option<ferry_wal::CheckpointResult>)> {
+        self.node.durable.as_ref().map(|durable| durable.checkpointer.last())
     }
 
     /// Nothing queued, nothing running, every connection closed after its last answer.

@@ -21,10 +21,9 @@ fn data_dir(name: &str) -> PathBuf {
 fn durable_config(dir: &std::path::Path, wal: WalConfig) -> ferry_server::ServerConfig {
     let mut config = config(1);
     config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
-    config.durability = Some(Durability {
-        data_dir: dir.to_path_buf(),
-        wal,
-    });
+    let mut durability = Durability::new(dir.to_path_buf());
+    durability.wal = wal;
+    config.durability = Some(durability);
     config
 }
 
@@ -56,7 +55,7 @@ fn bump(con: &mut redis::Connection) -> i64 {
 fn what_a_node_acknowledged_is_there_after_a_restart() {
     let dir = data_dir("restart");
     let server = start_with(durable_config(&dir, always()));
-    assert_eq!(server.recovered().unwrap().0.records, 0);
+    assert_eq!(server.recovered().unwrap().1.records, 0);
     let mut con = connect(&server);
     let _: () = redis::cmd("SET").arg("greeting").arg("hello").query(&mut con).unwrap();
     let _: () = redis::cmd("SET").arg("gone").arg("soon").query(&mut con).unwrap();
@@ -72,7 +71,7 @@ fn what_a_node_acknowledged_is_there_after_a_restart() {
     server.shutdown();
 
     let server = start_with(durable_config(&dir, always()));
-    let (recovered, _) = server.recovered().unwrap();
+    let (_, recovered, _) = server.recovered().unwrap();
     assert!(recovered.records >= 6, "{recovered:?}");
     assert_eq!(recovered.cut, None);
     let mut con = connect(&server);
@@ -148,4 +147,59 @@ fn a_full_log_refuses_writes_with_a_clear_error_and_still_serves_reads() {
         .query(&mut con)
         .unwrap();
     assert_eq!(refused, None, "the refused write was never applied");
+}
+
+#[test]
+fn save_and_bgsave_take_snapshots_a_restart_recovers_from() {
+    let dir = data_dir("save");
+    let server = start_with(durable_config(&dir, always()));
+    let mut con = connect(&server);
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(LIBRARY).query(&mut con).unwrap();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut con).unwrap();
+    }
+    assert_eq!(bump(&mut con), 1);
+    // SAVE answers once its snapshot is named: the commands before it are in it.
+    let saved: String = redis::cmd("SAVE").query(&mut con).unwrap();
+    assert_eq!(saved, "OK");
+    let (taken, last) = server.snapshots().unwrap();
+    assert_eq!(taken, 1);
+    let report = last.unwrap().unwrap();
+    assert!(report.objects >= 201, "{report:?}");
+    let _: () = redis::cmd("SET").arg("after").arg("save").query(&mut con).unwrap();
+    let started: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    assert_eq!(started, "Background saving started");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.snapshots().unwrap().0 < 2 {
+        assert!(std::time::Instant::now() < deadline, "BGSAVE never finished");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(bump(&mut con), 2);
+    drop(con);
+    server.shutdown();
+
+    let server = start_with(durable_config(&dir, always()));
+    let (restored, recovered, _) = server.recovered().unwrap();
+    assert_eq!(restored.covers.len(), 2, "one snapshot per tenant: {restored:?}");
+    assert!(restored.objects >= 202, "{restored:?}");
+    // Only what followed the last snapshot came from the log.
+    assert!(recovered.records <= 2, "{recovered:?}");
+    let mut con = connect(&server);
+    let value: Option<String> = redis::cmd("GET").arg("k199").query(&mut con).unwrap();
+    assert_eq!(value.as_deref(), Some("199"));
+    let value: Option<String> = redis::cmd("GET").arg("after").query(&mut con).unwrap();
+    assert_eq!(value.as_deref(), Some("save"));
+    assert_eq!(bump(&mut con), 3);
+}
+
+#[test]
+fn save_without_a_data_dir_is_a_clear_error() {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = start_with(config);
+    let mut con = connect(&server);
+    for command in ["SAVE", "BGSAVE"] {
+        let err = redis::cmd(command).query::<String>(&mut con).unwrap_err();
+        assert!(err.to_string().contains("--data-dir"), "{command}: {err}");
+    }
 }

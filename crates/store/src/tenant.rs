@@ -16,7 +16,10 @@ use crate::limits::{
 use crate::locks::{LockPlan, LockedShards, Object, Table};
 use crate::VERSION_ABSENT;
 
+mod scan;
 mod snapshot;
+
+pub use scan::{ScanMark, SCAN_BATCH_OBJECTS};
 
 /// An object a transaction read, with the version it saw (0 = absent).
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +88,10 @@ pub struct TenantStore {
     /// Where committed write sets go before they are visible; attached once, after any
     /// recovery (recovered commits are not journalled again).
     journal: OnceLock<Arc<dyn Journal>>,
+    /// Held for reading by a commit from its journal record to its writes being visible,
+    /// and for writing by [`TenantStore::mark`]: so a mark sees no commit half done (see
+    /// `tenant/scan.rs`).
+    installing: RwLock<()>,
 }
 
 fn charge(key: &[u8], value: &[u8]) -> u64 {
@@ -186,6 +193,7 @@ impl TenantStore {
             commits: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
             journal: OnceLock::new(),
+            installing: RwLock::new(()),
         }
     }
 
@@ -350,6 +358,7 @@ impl TenantStore {
     fn install(&self, locked: &mut LockedShards<'_>, writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
         let writes = last_writes(writes);
         let net_grow = self.charge(locked, &writes, true)?;
+        let _installing = self.installing.read();
         let version = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
         if let Some(journal) = self.journal.get() {
             if let Err(refusal) = journal.record(version, &writes) {

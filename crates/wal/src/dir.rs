@@ -14,6 +14,10 @@ pub const LOCK_FILE: &str = "LOCK";
 /// Suffix of segment files: `<start offset, 20 digits>.log`.
 const SEGMENT_SUFFIX: &str = ".log";
 
+/// Snapshot files: `snap-<tenant, 10 digits>-<log offset, 20 digits>.snap`.
+const SNAPSHOT_PREFIX: &str = "snap-";
+const SNAPSHOT_SUFFIX: &str = ".snap";
+
 /// A data directory this process holds.
 #[derive(Debug)]
 pub struct DataDir {
@@ -92,6 +96,34 @@ impl DataDir {
         }
         segments.sort();
         Ok(segments)
+    }
+
+    /// The path of tenant `tenant`'s snapshot covering the log up to `lsn`.
+    pub fn snapshot_path(&self, tenant: u32, lsn: u64) -> PathBuf {
+        self.path
+            .join(format!("{SNAPSHOT_PREFIX}{tenant:010}-{lsn:020}{SNAPSHOT_SUFFIX}"))
+    }
+
+    /// The snapshots present, as (tenant, log offset, path), sorted.
+    pub fn snapshots(&self) -> Result<Vec<(u32, u64, PathBuf)>, WalError> {
+        let entries = std::fs::read_dir(&self.path).map_err(|err| WalError::io(&self.path, "cannot list", err))?;
+        let mut snapshots = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|err| WalError::io(&self.path, "cannot list", err))?;
+            let name = entry.file_name();
+            let Some((tenant, lsn)) = name
+                .to_str()
+                .and_then(|name| name.strip_prefix(SNAPSHOT_PREFIX)?.strip_suffix(SNAPSHOT_SUFFIX))
+                .and_then(|digits| digits.split_once('-'))
+                .filter(|(tenant, lsn)| tenant.len() == 10 && lsn.len() == 20)
+                .and_then(|(tenant, lsn)| Some((tenant.parse::<u32>().ok()?, lsn.parse::<u64>().ok()?)))
+            else {
+                continue;
+            };
+            snapshots.push((tenant, lsn, entry.path()));
+        }
+        snapshots.sort();
+        Ok(snapshots)
     }
 
     /// Makes the directory's entries (a created or removed segment) durable.

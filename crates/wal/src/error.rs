@@ -31,6 +31,29 @@ pub enum WalError {
     /// The log holds commits of a tenant the configuration does not list.
     #[error("the log holds data of tenant {0}, which the configuration does not list: add it back, or move the data dir away")]
     UnknownTenant(u32),
+    /// A snapshot file that is not whole and valid (renamed into place only once synced,
+    /// so this is damage, not a crash).
+    #[error("snapshot {path} is damaged ({why}); its log is gone, so the node does not start without it: restore the file, or move the data dir away")]
+    Snapshot {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The snapshots and the log do not fit together (files removed by hand).
+    #[error("data dir {path}: {why}")]
+    Inconsistent {
+        /// The directory.
+        path: PathBuf,
+        /// What does not fit.
+        why: String,
+    },
+    /// The log failed earlier (an I/O error): nothing more can be made durable.
+    #[error("the log failed ({0}); restart the node")]
+    Failed(String),
+    /// The node is stopping: a snapshot under way was abandoned.
+    #[error("the node is stopping; the snapshot was abandoned")]
+    Stopping,
     /// A logged commit the store refused on replay.
     #[error("log record at offset {lsn} cannot be replayed: {why}")]
     Replay {

@@ -12,21 +12,35 @@
 //!   durably as the mode promises.
 //! - [`recover`]: [`replay`]: every whole record in order, the log cut at the first torn
 //!   or corrupt one.
+//! - [`snapshot`]: one tenant's snapshot file: its objects as of a log offset, framed and
+//!   checksummed like the log.
+//! - [`checkpoint`]: [`Wal::checkpoint`]: a snapshot of every tenant while the node
+//!   serves, then the log they no longer need removed.
+//! - [`checkpointer`]: [`Checkpointer`]: the thread that checkpoints when the log has
+//!   grown, or when asked (`BGSAVE`, `SAVE`).
+//! - [`restore`]: [`load_snapshots`]: each tenant's newest snapshot, loaded on start.
 //! - [`error`]: the log's error type, [`WalError`].
 
+pub mod checkpoint;
+pub mod checkpointer;
 pub mod dir;
 pub mod error;
 pub mod gate;
 pub mod log;
 pub mod record;
 pub mod recover;
+pub mod restore;
+pub mod snapshot;
 mod writer;
 
+pub use checkpoint::{CheckpointReport, Tenants};
+pub use checkpointer::{CheckpointResult, Checkpointer, SnapshotBusy, WhenDone, DEFAULT_SNAPSHOT_LOG_BYTES};
 pub use dir::DataDir;
 pub use error::WalError;
 pub use gate::{LogFailed, ReplyGate};
 pub use log::{AppendError, FsyncMode, Wal, WalConfig, DEFAULT_SEGMENT_BYTES};
 pub use recover::{replay, Cut, Recovered};
+pub use restore::{load_snapshots, Restored};
 
 #[cfg(test)]
 pub(crate) mod tests {

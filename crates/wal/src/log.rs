@@ -30,6 +30,10 @@ use crate::recover::Recovered;
 /// longer fits, so segments are about this size (one larger record gets its own).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Appended bytes no flush has taken after which the writer thread is woken to flush them
+/// (replies flush the log themselves; this bounds the buffer when none asks).
+pub const FLUSH_AHEAD_BYTES: usize = 16 * 1024 * 1024;
+
 /// How often `everysec` syncs the log, at most.
 pub const EVERYSEC_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -115,7 +119,7 @@ pub(crate) struct Pending {
     /// End of the last record appended.
     pub(crate) appended_lsn: u64,
     /// Start of the oldest segment on disk (for `max_log_bytes`).
-    oldest_lsn: u64,
+    pub(crate) oldest_lsn: u64,
     /// Start of the newest segment, and the bytes reserved in it.
     segment_start: u64,
     segment_reserved: u64,
@@ -157,7 +161,9 @@ impl crate::gate::Flush for Shared {
 
 /// An open log: appends, its reply gate, and its writer thread.
 pub struct Wal {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
+    /// Held by the one checkpoint running.
+    pub(crate) checkpointing: Mutex<()>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -210,6 +216,7 @@ impl Wal {
             .map_err(|err| WalError::io(std::path::Path::new("ferry-wal"), "cannot start the writer thread", err))?;
         Ok(Wal {
             shared,
+            checkpointing: Mutex::new(()),
             writer: Mutex::new(Some(writer)),
         })
     }
@@ -222,6 +229,31 @@ impl Wal {
     /// The fsync mode.
     pub fn fsync(&self) -> FsyncMode {
         self.shared.config.fsync
+    }
+
+    /// The log's configuration.
+    pub fn config(&self) -> &WalConfig {
+        &self.shared.config
+    }
+
+    /// Where the next record goes (the end of everything appended).
+    pub fn appended_lsn(&self) -> u64 {
+        self.shared.pending.lock().appended_lsn
+    }
+
+    /// Bytes of log on disk (from the oldest segment kept to the end).
+    pub fn log_bytes(&self) -> u64 {
+        let pending = self.shared.pending.lock();
+        pending.appended_lsn - pending.oldest_lsn
+    }
+
+    /// Writes and syncs everything appended so far, whatever the mode.
+    pub fn sync_now(&self) -> Result<(), WalError> {
+        crate::writer::flush_or_fail(&self.shared, &mut self.shared.writer.lock(), crate::writer::Sync::Now);
+        match &self.shared.pending.lock().failed {
+            Some(why) => Err(WalError::Failed(why.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Appends the record of a commit. Called by the store while the commit holds its
@@ -247,6 +279,11 @@ impl Wal {
         record::encode(&mut pending.bytes, tenant, version, writes);
         pending.appended_lsn += frame as u64;
         self.shared.gate.appended(pending.appended_lsn);
+        // Each unflushed segment holds open files; both are bounded.
+        if (pending.bytes.len() >= FLUSH_AHEAD_BYTES || !pending.new_segments.is_empty()) && !pending.flush_requested {
+            pending.flush_requested = true;
+            self.shared.wake.notify_one();
+        }
         Ok(())
     }
 
@@ -266,7 +303,14 @@ impl Wal {
         let start = pending.appended_lsn;
         let size = self.shared.config.segment_bytes.max(frame);
         let file = create_segment(&self.shared.dir, start, size).map_err(disk_full)?;
-        pending.segment = file.try_clone().map_err(disk_full)?;
+        pending.segment = match file.try_clone() {
+            Ok(handle) => handle,
+            Err(err) => {
+                // Not left behind: the next append creates the segment again.
+                let _ = std::fs::remove_file(self.shared.dir.segment_path(start));
+                return Err(disk_full(err));
+            }
+        };
         pending.segment_start = start;
         pending.segment_reserved = size;
         pending.new_segments.push((start, file));

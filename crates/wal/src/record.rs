@@ -51,8 +51,22 @@ pub fn frame_len(writes: &[WriteRef<'_>]) -> usize {
 /// Appends the frame of a commit to `out`. The writes must pass the store's checks (the
 /// store checked them before journalling), so every length fits its field.
 pub fn encode(out: &mut Vec<u8>, tenant: u32, version: u64, writes: &[WriteRef<'_>]) {
+    frame(out, |out| encode_commit(out, tenant, version, writes));
+}
+
+/// Appends a frame to `out` whose payload `fill` appends: the length and checksum go in
+/// front of it. The payload must not exceed [`MAX_RECORD_BYTES`].
+pub fn frame(out: &mut Vec<u8>, fill: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+    fill(out);
+    let payload_len = (out.len() - start - FRAME_HEADER_BYTES) as u32;
+    let crc = crc32fast::hash(&out[start + FRAME_HEADER_BYTES..]);
+    out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn encode_commit(out: &mut Vec<u8>, tenant: u32, version: u64, writes: &[WriteRef<'_>]) {
     out.push(KIND_COMMIT);
     out.extend_from_slice(&tenant.to_le_bytes());
     out.extend_from_slice(&version.to_le_bytes());
@@ -71,10 +85,6 @@ pub fn encode(out: &mut Vec<u8>, tenant: u32, version: u64, writes: &[WriteRef<'
             }
         }
     }
-    let payload_len = (out.len() - start - FRAME_HEADER_BYTES) as u32;
-    let crc = crc32fast::hash(&out[start + FRAME_HEADER_BYTES..]);
-    out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Why the bytes at some offset are not a whole, valid record.
@@ -166,10 +176,10 @@ pub fn decode(payload: &[u8]) -> Result<Commit<'_>, BadRecord> {
 }
 
 /// A cursor over a payload.
-struct Input<'a>(&'a [u8]);
+pub(crate) struct Input<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Input<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], BadRecord> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], BadRecord> {
         if self.0.len() < len {
             return Err(BadRecord::Malformed("field runs past the record"));
         }
@@ -178,11 +188,11 @@ impl<'a> Input<'a> {
         Ok(head)
     }
 
-    fn u8(&mut self) -> Result<u8, BadRecord> {
+    pub(crate) fn u8(&mut self) -> Result<u8, BadRecord> {
         Ok(self.take(1)?[0])
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], BadRecord> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], BadRecord> {
         Ok(self.take(N)?.try_into().expect("N bytes"))
     }
 }

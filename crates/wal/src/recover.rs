@@ -3,7 +3,11 @@
 //! Records are appended in commit order per object and the writer makes them durable as
 //! a prefix, so what survives a crash is a prefix of the log, and a prefix of the log is a
 //! state the node really passed through.
+//!
+//! With snapshots ([`crate::restore`]), a tenant's records before its snapshot's mark are
+//! skipped: the snapshot holds their effects.
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 
 use crate::dir::DataDir;
@@ -15,6 +19,8 @@ use crate::record::{self, Commit};
 pub struct Recovered {
     /// Records replayed.
     pub records: u64,
+    /// Records skipped: their tenant's snapshot holds them.
+    pub skipped: u64,
     /// Bytes of log read and replayed.
     pub bytes: u64,
     /// Segment files read.
@@ -36,15 +42,31 @@ pub struct Cut {
     pub why: String,
 }
 
-/// Replays the log of `dir`: `apply` gets each commit with its log offset, in log order.
-/// A torn or corrupt record ends the log there: the rest is truncated and removed.
+/// Replays the log of `dir`: `apply` gets each commit with its log offset, in log order,
+/// except those of a tenant in `snapshots` (tenant → the log offset its snapshot covers)
+/// logged before that offset. A torn or corrupt record ends the log there: the rest is
+/// truncated and removed.
 pub fn replay(
     dir: &DataDir,
+    snapshots: &HashMap<u32, u64>,
     mut apply: impl FnMut(u64, Commit<'_>) -> Result<(), WalError>,
 ) -> Result<Recovered, WalError> {
     let segments = dir.segments()?;
+    let needed_from = snapshots.values().copied().min();
+    let covered_to = snapshots.values().copied().max().unwrap_or(0);
+    if let (Some(needed_from), Some((first, _))) = (needed_from, segments.first()) {
+        if *first > needed_from {
+            return Err(WalError::Inconsistent {
+                path: dir.path().to_path_buf(),
+                why: format!(
+                    "a snapshot needs the log from offset {needed_from}, but the oldest segment starts at {first}"
+                ),
+            });
+        }
+    }
     let mut recovered = Recovered {
-        end_lsn: segments.first().map_or(0, |(start, _)| *start),
+        // With no segment left, the log goes on after every snapshot.
+        end_lsn: segments.first().map_or(covered_to, |(start, _)| *start),
         ..Recovered::default()
     };
     let mut cut_at: Option<(usize, u64, String)> = None;
@@ -66,9 +88,13 @@ pub fn replay(
                 record::next_frame(&bytes[offset..]).and_then(|(payload, len)| Ok((record::decode(payload)?, len)));
             match frame {
                 Ok((commit, len)) => {
-                    apply(lsn, commit)?;
+                    if snapshots.get(&commit.tenant).is_some_and(|covered| lsn < *covered) {
+                        recovered.skipped += 1;
+                    } else {
+                        apply(lsn, commit)?;
+                        recovered.records += 1;
+                    }
                     offset += len;
-                    recovered.records += 1;
                 }
                 Err(bad) => {
                     cut_at = Some((index, offset as u64, bad.to_string()));
@@ -84,6 +110,17 @@ pub fn replay(
     }
     if let Some((index, offset, why)) = cut_at {
         recovered.cut = Some(cut(dir, &segments[index..], offset, why)?);
+    }
+    if recovered.end_lsn < covered_to {
+        // A snapshot's mark is durable in the log before the snapshot is named: a log that
+        // ends earlier lost synced records.
+        return Err(WalError::Inconsistent {
+            path: dir.path().to_path_buf(),
+            why: format!(
+                "a snapshot covers the log up to offset {covered_to}, but the log ends at {}",
+                recovered.end_lsn
+            ),
+        });
     }
     Ok(recovered)
 }

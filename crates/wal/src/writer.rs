@@ -118,24 +118,30 @@ fn flush(shared: &Shared, state: &mut WriterState, sync: Sync) -> Result<(), Wal
 /// closes, it flushes; syncing as the mode asks, every second in `everysec`, and in every
 /// mode when closing.
 pub(crate) fn run(shared: Arc<Shared>) {
+    // Requests to flush (replies in `always`, a full buffer) do not move the second's
+    // sync of `everysec` later: it is due at fixed times.
+    let mut due = Instant::now() + EVERYSEC_INTERVAL;
     loop {
-        let (stopping, asked) = {
+        let stopping = {
             let mut pending = shared.pending.lock();
-            let due = Instant::now() + EVERYSEC_INTERVAL;
             while !pending.flush_requested && !pending.stopping {
                 if shared.wake.wait_until(&mut pending, due).timed_out() {
                     break;
                 }
             }
-            let asked = std::mem::take(&mut pending.flush_requested);
-            (pending.stopping, asked)
+            pending.flush_requested = false;
+            pending.stopping
         };
         if stopping {
             flush_or_fail(&shared, &mut shared.writer.lock(), Sync::Now);
             return;
         }
         flush_or_fail(&shared, &mut shared.writer.lock(), Sync::AsTheModeAsks);
-        if !asked && shared.config.fsync == FsyncMode::EverySec {
+        if Instant::now() < due {
+            continue;
+        }
+        due = Instant::now() + EVERYSEC_INTERVAL;
+        if shared.config.fsync == FsyncMode::EverySec {
             sync_in_background(&shared);
         }
     }

@@ -18,7 +18,7 @@ fn temp_dir(name: &str) -> PathBuf {
 fn open(dir: &Path, config: WalConfig) -> (Arc<Wal>, Recovered, Vec<(u32, u64, String)>) {
     let data = DataDir::lock(dir).unwrap();
     let mut seen = Vec::new();
-    let recovered = replay(&data, |_, commit| {
+    let recovered = replay(&data, &Default::default(), |_, commit| {
         let value = commit.writes[0]
             .value
             .map(|v| String::from_utf8_lossy(v).into_owned())
@@ -221,7 +221,7 @@ fn a_store_replayed_from_its_log_equals_the_store_that_wrote_it() {
         drop(store);
         let data = DataDir::lock(&dir).unwrap();
         let replayed = TenantStore::new(1 << 20);
-        replay(&data, |_, commit| {
+        replay(&data, &Default::default(), |_, commit| {
             replayed.recover_commit(commit.version, &commit.writes).unwrap();
             Ok(())
         })
