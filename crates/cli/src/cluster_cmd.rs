@@ -1,24 +1,21 @@
-//! `ferry cluster up`: a whole cluster on this machine's loopback — storage nodes, compute
-//! nodes and a gateway as child processes, pinned, until SIGINT or SIGTERM.
+//! `ferry cluster up`: a whole cluster on this machine's loopback — storage nodes (each
+//! with its own data dir), compute nodes and a gateway as child processes, pinned, until
+//! SIGINT or SIGTERM. Watching them and restarting storage nodes is `cluster_supervise`.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use serde::Serialize;
 
 use ferry_cluster::ClusterMap;
 use ferry_os::ChildServer;
 
+use crate::cluster_supervise::{supervise, StorageNode, MAX_RESTARTS_PER_MINUTE};
 use crate::CmdResult;
 
 /// Most processes of one kind `cluster up` starts.
 const MAX_NODES: usize = 64;
-
-/// How often the children are checked for having exited.
-const CHILD_POLL: Duration = Duration::from_millis(200);
 
 /// Flags of `ferry cluster`.
 #[derive(clap::Args)]
@@ -30,7 +27,9 @@ pub struct ClusterArgs {
 #[derive(clap::Subcommand)]
 enum ClusterCommand {
     /// Start storage nodes, compute nodes and a gateway on loopback; prints their
-    /// addresses and runs until SIGINT or SIGTERM. Loads nothing.
+    /// addresses and runs until SIGINT or SIGTERM. Loads nothing. Each storage node keeps
+    /// its log in DIR/node-<id>; one that exits is restarted there on the same addresses
+    /// (at most 5 times a minute); the exit of any other process stops the cluster.
     Up(UpArgs),
 }
 
@@ -54,15 +53,22 @@ struct UpArgs {
     /// Most active workers of each compute node.
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
-    /// Write the addresses as JSON here once everything listens (`gateway` and its
-    /// `gateway_resp`, and
+    /// Write the addresses as JSON here once everything listens (`gateway`,
+    /// `gateway_pid`, `gateway_metrics`, `gateway_resp`, `cluster_map`, and
     /// `storage_nodes` / `compute_nodes`: arrays of `{addr, pid, metrics}`; storage nodes
-    /// also `resp`, their RESP address).
+    /// also `resp`, their RESP address, and `data_dir`). Rewritten whole when a storage
+    /// node is restarted (its new `pid` and `metrics`).
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Directory for the cluster map (default: a fresh one under the system's temp dir).
+    /// Directory for the cluster map and the storage nodes' data dirs (`node-<id>`; a
+    /// later `cluster up` on the same DIR recovers their data). Default: a fresh one under
+    /// the system's temp dir.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// When the storage nodes sync their log to disk (`ferry server --fsync`): always,
+    /// everysec (the server's default) or no.
+    #[arg(long, value_parser = ["always", "everysec", "no"])]
+    fsync: Option<String>,
 }
 
 /// One started process, as the JSON names it.
@@ -74,6 +80,9 @@ struct ProcessInfo {
     /// Its RESP address (storage nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
     resp: Option<String>,
+    /// Where it keeps its log (storage nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -93,7 +102,23 @@ fn info(child: &ChildServer) -> ProcessInfo {
         pid: child.pid(),
         metrics: child.metrics_addr().unwrap_or_default().to_string(),
         resp: child.resp_addr().map(str::to_string),
+        data_dir: None,
     }
+}
+
+fn storage_info(node: &StorageNode) -> ProcessInfo {
+    ProcessInfo {
+        data_dir: Some(node.data_dir().to_path_buf()),
+        ..info(node.child())
+    }
+}
+
+/// Writes the JSON whole, then renames it into place: a reader never sees half a file.
+fn write_json(path: &Path, cluster: &ClusterInfo) -> CmdResult {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, serde_json::to_string_pretty(cluster)?)
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(|err| format!("cannot write {}: {err}", path.display()).into())
 }
 
 /// CPUs for the storage side and for the rest: the first half of the machine's CPUs
@@ -144,15 +169,15 @@ fn up(args: UpArgs) -> CmdResult {
     // here and hand each node its own sockets (no port is chosen free and let go).
     let bind = || std::net::TcpListener::bind("127.0.0.1:0");
     let listeners = (0..args.storage_nodes)
-        .map(|_| Ok((bind()?, bind()?)))
+        .map(|_| Ok([bind()?, bind()?]))
         .collect::<std::io::Result<Vec<_>>>()?;
     let addrs = listeners
         .iter()
-        .map(|(ferry, _)| Ok(ferry.local_addr()?.to_string()))
+        .map(|[ferry, _]| Ok(ferry.local_addr()?.to_string()))
         .collect::<std::io::Result<Vec<String>>>()?;
     // Every storage node speaks RESP too, and the map says where (for -MOVED and CLUSTER SLOTS).
     let mut nodes = ClusterMap::even(&addrs)?.nodes().to_vec();
-    for (node, (_, resp)) in nodes.iter_mut().zip(&listeners) {
+    for (node, [_, resp]) in nodes.iter_mut().zip(&listeners) {
         node.resp = Some(resp.local_addr()?.to_string());
     }
     let map = ClusterMap::new(nodes)?;
@@ -169,19 +194,18 @@ fn up(args: UpArgs) -> CmdResult {
     let (storage_cpus, other_cpus) = cpu_halves();
 
     let mut storage = Vec::new();
-    for (index, (node, (ferry_listener, resp_listener))) in map.nodes().iter().zip(&listeners).enumerate() {
-        let mut command = ferry(&exe, "server", &common);
-        ferry_os::inherit::pass_listeners(&mut command, &[ferry_listener, resp_listener]);
-        command
-            .args(["--node-id", &node.id])
-            .args(["--listen-fd", &ferry_listener.as_raw_fd().to_string()])
-            .args(["--resp-fd", &resp_listener.as_raw_fd().to_string()])
-            .args(["--cores", &args.cores.to_string()])
-            .args(cpu_flag(&storage_cpus, index));
-        storage.push(ChildServer::start_resp(command, &format!("storage node {}", node.id))?);
+    for (index, (node, listeners)) in map.nodes().iter().zip(listeners).enumerate() {
+        let data_dir = dir.join(format!("node-{}", node.id));
+        std::fs::create_dir_all(&data_dir).map_err(|err| format!("cannot create {}: {err}", data_dir.display()))?;
+        let mut server_args = vec!["server".to_string()];
+        server_args.extend(common.iter().cloned());
+        server_args.extend(["--cores".to_string(), args.cores.to_string()]);
+        server_args.extend(cpu_flag(&storage_cpus, index));
+        if let Some(fsync) = &args.fsync {
+            server_args.extend(["--fsync".to_string(), fsync.clone()]);
+        }
+        storage.push(StorageNode::start(&exe, &node.id, listeners, data_dir, server_args)?);
     }
-    // Each node holds its own sockets now.
-    drop(listeners);
     let mut compute = Vec::new();
     for index in 0..args.compute_nodes {
         let mut command = ferry(&exe, "compute", &common);
@@ -219,12 +243,12 @@ fn up(args: UpArgs) -> CmdResult {
     }
     let gateway = ChildServer::start_resp(command, "gateway")?;
 
-    let cluster = ClusterInfo {
+    let mut cluster = ClusterInfo {
         gateway: gateway.addr().to_string(),
         gateway_pid: gateway.pid(),
         gateway_metrics: gateway.metrics_addr().unwrap_or_default().to_string(),
         gateway_resp: gateway.resp_addr().unwrap_or_default().to_string(),
-        storage_nodes: storage.iter().map(info).collect(),
+        storage_nodes: storage.iter().map(storage_info).collect(),
         compute_nodes: compute.iter().map(info).collect(),
         cluster_map: map_path.clone(),
     };
@@ -234,15 +258,16 @@ fn up(args: UpArgs) -> CmdResult {
         "gateway on {} (metrics {}, resp {})",
         cluster.gateway, cluster.gateway_metrics, cluster.gateway_resp
     )?;
-    for (node, process) in map.nodes().iter().zip(&cluster.storage_nodes) {
+    for (node, process) in storage.iter().zip(&cluster.storage_nodes) {
         writeln!(
             stdout,
-            "storage node {} on {} (pid {}, metrics {}, resp {})",
-            node.id,
+            "storage node {} on {} (pid {}, metrics {}, resp {}, data {})",
+            node.id(),
             process.addr,
             process.pid,
             process.metrics,
-            process.resp.as_deref().unwrap_or("-")
+            process.resp.as_deref().unwrap_or("-"),
+            node.data_dir().display()
         )?;
     }
     for (index, process) in cluster.compute_nodes.iter().enumerate() {
@@ -258,45 +283,44 @@ fn up(args: UpArgs) -> CmdResult {
     writeln!(stdout, "cluster map {}", map_path.display())?;
     stdout.flush()?;
     if let Some(path) = &args.json {
-        // Written whole, then renamed: a reader never sees half a file.
-        let partial = path.with_extension("partial");
-        std::fs::write(&partial, serde_json::to_string_pretty(&cluster)?)
-            .and_then(|()| std::fs::rename(&partial, path))
-            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        write_json(path, &cluster)?;
     }
     tracing::info!(
-        "try: ferry kv --server {} put t k v; SIGINT or SIGTERM stops the cluster",
+        "try: ferry kv --server {} put t k v; a storage node that exits is restarted (at most \
+         {MAX_RESTARTS_PER_MINUTE} times a minute); SIGINT or SIGTERM stops the cluster",
         cluster.gateway
     );
-    let mut children: Vec<(String, ChildServer)> = Vec::new();
-    children.push(("gateway".into(), gateway));
-    children.extend(compute.into_iter().map(|c| ("compute node".to_string(), c)));
-    children.extend(storage.into_iter().map(|c| ("storage node".to_string(), c)));
-    let exited = wait_for_signal_or_exit(&mut children)?;
+    let mut others: Vec<(String, ChildServer)> = Vec::new();
+    others.push(("gateway".into(), gateway));
+    others.extend(compute.into_iter().map(|c| ("compute node".to_string(), c)));
+    let ended = supervise(&mut others, &mut storage, |storage| {
+        cluster.storage_nodes = storage.iter().map(storage_info).collect();
+        match &args.json {
+            Some(path) => write_json(path, &cluster),
+            None => Ok(()),
+        }
+    });
     // Dropping the children stops them: the gateway first, the storage nodes last.
-    drop(children);
-    match exited {
+    drop(others);
+    drop(storage);
+    match ended? {
         Some(what) => Err(format!("{what}; the cluster was stopped").into()),
         None => Ok(()),
     }
 }
 
-/// Waits for SIGINT or SIGTERM (`None`) or for a child to exit (what exited).
-fn wait_for_signal_or_exit(children: &mut [(String, ChildServer)]) -> Result<Option<String>, std::io::Error> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let terminated = ferry_net::signal::terminated();
-        tokio::pin!(terminated);
-        loop {
-            tokio::select! {
-                result = &mut terminated => return result.map(|()| None),
-                _ = tokio::time::sleep(CHILD_POLL) => {}
-            }
-            for (what, child) in children.iter_mut() {
-                if let Some(status) = child.exited() {
-                    return Ok(Some(format!("the {what} on {} exited ({status})", child.addr())));
-                }
-            }
-        }
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_names_the_restart_limit() {
+        let command = <ClusterArgs as clap::Args>::augment_args(clap::Command::new("cluster"));
+        let up = command.find_subcommand("up").expect("cluster up");
+        let about = up.get_about().map(ToString::to_string).unwrap_or_default();
+        assert!(
+            about.contains(&format!("at most {MAX_RESTARTS_PER_MINUTE} times a minute")),
+            "{about}"
+        );
+    }
 }

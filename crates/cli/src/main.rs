@@ -3,7 +3,7 @@
 //! Layout: `main.rs` parses the command line and maps errors to exit codes; each
 //! subcommand lives in its own module and is thin glue over the library crates:
 //! `server_cmd` (storage node), `compute_cmd` and `gateway_cmd` (the tier in front of it,
-//! sharing `front_args`), `cluster_cmd` (`cluster up`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
+//! sharing `front_args`), `cluster_cmd` (`cluster up`; its children watched by `cluster_supervise`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
 //! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator; its scenario flags in `scenario_args`),
 //! `sim_suite_cmd` (the randomized scenario suite), `plan_cmd` (the cheapest cluster for a
 //! demand), `calibrate_cmd` (this machine's costs as a profile); `connect` holds the flags shared
@@ -21,6 +21,7 @@ mod bench_kv_cmd;
 mod calibrate_cmd;
 mod check_cmd;
 mod cluster_cmd;
+mod cluster_supervise;
 mod compute_cmd;
 mod connect;
 mod demo_cmd;

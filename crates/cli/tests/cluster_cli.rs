@@ -1,8 +1,11 @@
 //! `ferry cluster up` as a user runs it: the JSON it writes, `ferry kv` and `ferry load`
-//! against the gateway, a scrape of every process's metrics, and a clean stop on SIGTERM.
+//! against the gateway, a scrape of every process's metrics, a clean stop on SIGTERM, and a
+//! storage node killed with SIGKILL coming back on its data dir and addresses.
 
-use std::io::{Read, Write};
-use std::process::{Command, Output, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn ferry() -> Command {
@@ -31,35 +34,79 @@ fn alive(pid: u64) -> bool {
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| stat.contains(") Z "))
 }
 
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A `ferry cluster up` run by a test; SIGTERMed and waited for when dropped (a failing
+/// test leaves no cluster behind).
+struct ClusterUp {
+    process: Child,
+    json: PathBuf,
+    /// Its stdout, line by line.
+    lines: mpsc::Receiver<String>,
+}
+
+impl ClusterUp {
+    /// `cluster up --dir DIR --json DIR/cluster.json` with `flags`; returns once the JSON
+    /// is written.
+    fn start(dir: &Path, flags: &[&str]) -> ClusterUp {
+        std::fs::create_dir_all(dir).unwrap();
+        let json = dir.join("cluster.json");
+        let mut process = ferry()
+            .args(["cluster", "up"])
+            .args(flags)
+            .arg("--json")
+            .arg(&json)
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = process.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let mut up = ClusterUp { process, json, lines };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !up.json.exists() {
+            assert!(Instant::now() < deadline, "no cluster JSON within 60 s");
+            assert!(up.process.try_wait().unwrap().is_none(), "cluster up exited early");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        up
+    }
+
+    fn json(&self) -> serde_json::Value {
+        read_json(&self.json)
+    }
+
+    /// SIGTERM, and how it exited.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.process.id() as libc::pid_t, libc::SIGTERM) };
+        self.process.wait().unwrap()
+    }
+}
+
+impl Drop for ClusterUp {
+    fn drop(&mut self) {
+        if self.process.try_wait().ok().flatten().is_none() {
+            self.stop();
+        }
+    }
+}
+
 #[test]
 fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
     let dir = std::env::temp_dir().join(format!("ferry-cluster-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json_path = dir.join("cluster.json");
-    let mut up = ferry()
-        .args([
-            "cluster",
-            "up",
-            "--storage-nodes",
-            "2",
-            "--compute-nodes",
-            "1",
-            "--json",
-        ])
-        .arg(&json_path)
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !json_path.exists() {
-        assert!(Instant::now() < deadline, "no cluster JSON within 60 s");
-        assert!(up.try_wait().unwrap().is_none(), "cluster up exited early");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let cluster: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
+    let cluster = up.json();
     let gateway = cluster["gateway"].as_str().unwrap().to_string();
     let storage = cluster["storage_nodes"].as_array().unwrap();
     let compute = cluster["compute_nodes"].as_array().unwrap();
@@ -131,9 +178,7 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
     }
     assert!(scrape(&processes[3].0).contains("ferry_gateway_requests{op=\"put\",status=\"ok\"}"));
 
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(up.id() as libc::pid_t, libc::SIGTERM) };
-    let status = up.wait().unwrap();
+    let status = up.stop();
     assert!(status.success(), "{status}");
     let deadline = Instant::now() + Duration::from_secs(20);
     for (_, pid) in &processes {
@@ -145,6 +190,93 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Retries `attempt` (which says why it failed) until it succeeds or `timeout` passes.
+fn eventually(timeout: Duration, mut attempt: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match attempt() {
+            Ok(()) => return,
+            Err(why) if Instant::now() >= deadline => panic!("not within {timeout:?}: {why}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+#[test]
+fn a_storage_node_killed_with_sigkill_comes_back_on_its_data_dir_and_addresses() {
+    let dir = std::env::temp_dir().join(format!("ferry-cluster-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut up = ClusterUp::start(
+        &dir,
+        &["--storage-nodes", "2", "--compute-nodes", "1", "--fsync", "always"],
+    );
+    let before = up.json();
+    let storage = before["storage_nodes"].as_array().unwrap().clone();
+    for (i, node) in storage.iter().enumerate() {
+        let data_dir = dir.join(format!("node-s{}", i + 1));
+        assert_eq!(node["data_dir"].as_str(), data_dir.to_str(), "{node}");
+        assert!(data_dir.is_dir());
+    }
+    let gateway = before["gateway"].as_str().unwrap().to_string();
+    let kv = |server: &str, args: &[&str]| ferry().args(["kv", "--server", server]).args(args).output().unwrap();
+    // hello lives on s1, foo on s2 (see the test above); acknowledged under --fsync always.
+    let put = kv(&gateway, &["put", "t", "hello", "world"]);
+    assert!(put.status.success(), "{}", text(&put));
+
+    let pid = |cluster: &serde_json::Value, i: usize| cluster["storage_nodes"][i]["pid"].as_u64().unwrap();
+    let victim = pid(&before, 0);
+    // SAFETY: kill(2) on a pid the cluster's JSON names.
+    assert_eq!(unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) }, 0);
+    // The other node and the gateway go on serving.
+    let put = kv(&gateway, &["put", "t", "foo", "bar"]);
+    assert!(put.status.success(), "{}", text(&put));
+
+    let mut after = before.clone();
+    eventually(Duration::from_secs(60), || {
+        if let Ok(Some(status)) = up.process.try_wait() {
+            panic!("cluster up exited ({status}) instead of restarting the node");
+        }
+        after = up.json();
+        match pid(&after, 0) {
+            pid if pid == victim => Err("s1 still has its old pid in the JSON".into()),
+            _ => Ok(()),
+        }
+    });
+    assert!(alive(pid(&after, 0)));
+    assert_eq!(pid(&after, 1), pid(&before, 1), "s2 must keep its process");
+    for field in ["addr", "resp", "data_dir"] {
+        assert_eq!(after["storage_nodes"][0][field], storage[0][field], "{field}");
+    }
+    for process in [&after["gateway_pid"], &after["compute_nodes"][0]["pid"]] {
+        assert!(alive(process.as_u64().unwrap()), "{process} stopped");
+    }
+    // Printed before the JSON was rewritten.
+    let line = std::iter::from_fn(|| up.lines.recv_timeout(Duration::from_secs(10)).ok())
+        .find(|line| line.starts_with("storage node s1 exited"))
+        .expect("no line about the restart");
+    assert!(
+        line.contains("restarted on") && line.contains("node-s1") && line.contains("recovered "),
+        "{line}"
+    );
+
+    // The write survived, served on s1's old address, and the gateway reaches it again
+    // (its connection to the killed process is gone: it reconnects on a later request).
+    let s1 = storage[0]["addr"].as_str().unwrap();
+    let get = kv(s1, &["get", "t", "hello"]);
+    assert!(text(&get).starts_with("world"), "{}", text(&get));
+    eventually(Duration::from_secs(30), || {
+        let get = kv(&gateway, &["get", "t", "hello"]);
+        if text(&get).starts_with("world") {
+            Ok(())
+        } else {
+            Err(text(&get))
+        }
+    });
+    let status = up.stop();
+    assert!(status.success(), "{status}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

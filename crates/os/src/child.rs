@@ -87,6 +87,7 @@ pub struct ChildServer {
     addr: String,
     metrics_addr: Option<String>,
     resp_addr: Option<String>,
+    recovered: Option<String>,
 }
 
 impl ChildServer {
@@ -114,6 +115,12 @@ impl ChildServer {
     /// `--metrics`: it prints `resp on HOST:PORT` between the two.
     pub fn start_resp(command: Command, what: &str) -> Result<ChildServer, ChildError> {
         Self::start_lines(command, what, &["resp on ", "metrics on "])
+    }
+
+    /// Like [`ChildServer::start_resp`] for a storage node started with `--data-dir`: it
+    /// prints `recovered N commits ...` after its addresses (see [`ChildServer::recovered`]).
+    pub fn start_resp_recovering(command: Command, what: &str) -> Result<ChildServer, ChildError> {
+        Self::start_lines(command, what, &["resp on ", "metrics on ", "recovered "])
     }
 
     /// Starts `command` (a `ferry` subcommand that prints `listening on HOST:PORT` first,
@@ -171,11 +178,12 @@ impl ChildServer {
             }
         };
         let addr = next_line("listening on ")?;
-        let (mut resp_addr, mut metrics_addr) = (None, None);
+        let (mut resp_addr, mut metrics_addr, mut recovered) = (None, None, None);
         for prefix in more {
             let value = next_line(prefix)?;
             match *prefix {
                 "resp on " => resp_addr = Some(value),
+                "recovered " => recovered = Some(format!("recovered {value}")),
                 _ => metrics_addr = Some(value),
             }
         }
@@ -184,7 +192,14 @@ impl ChildServer {
             addr,
             metrics_addr,
             resp_addr,
+            recovered,
         })
+    }
+
+    /// Its `recovered N commits (B bytes of log) in T ms` line, if it was started with
+    /// [`ChildServer::start_resp_recovering`].
+    pub fn recovered(&self) -> Option<&str> {
+        self.recovered.as_deref()
     }
 
     /// `host:port` of its RESP listener, if it has one.
@@ -215,6 +230,10 @@ impl ChildServer {
 
 impl Drop for ChildServer {
     fn drop(&mut self) {
+        // Already reaped (seen by `exited`): its pid may belong to another process by now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
