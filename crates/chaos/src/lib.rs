@@ -9,9 +9,14 @@
 //! worker. Every invocation is recorded with the versions it read and installed; at the
 //! end one more reads every key, so a lost acknowledged write shows up as a cycle.
 //!
+//! With crashes ([`run_with_crashes`], `ferry check --crash`) the node is a child process
+//! on a data dir that [`crash`]'s nemesis kills with SIGKILL at random and restarts; the
+//! history across every restart is judged as one.
+//!
 //! Layout: [`program`] (the function), [`proxy`] (the cutting proxy), [`record`] (records
-//! to history), [`run`] here.
+//! to history), [`crash`] (the node process and its nemesis), [`run`] here.
 
+pub mod crash;
 pub mod program;
 pub mod proxy;
 pub mod record;
@@ -130,8 +135,12 @@ pub struct ChaosReport {
     pub retries: u64,
     /// Connections the proxy cut.
     pub cuts: u64,
-    /// Workers the watchdog replaced.
+    /// Workers the watchdog replaced (in a crash run: by the last node process).
     pub worker_replacements: u64,
+    /// Times the node was killed with SIGKILL and restarted (crash runs).
+    pub crashes: u64,
+    /// Acknowledged writes the final read does not see (each would also be a violation).
+    pub lost_writes: usize,
     /// Invocations the checker placed in its graph.
     pub judged: usize,
     /// Why the history is not strictly serializable, if it is not.
@@ -150,20 +159,21 @@ pub enum ChaosError {
     /// The client runtime answered something it never should.
     #[error("client bug: {0}")]
     Client(String),
+    /// The node process of a crash run exited without being killed.
+    #[error("{0}")]
+    NodeDied(String),
     /// The records contradict themselves.
     #[error(transparent)]
     Record(#[from] record::RecordError),
 }
 
-/// Runs one chaos run and checks its history.
-pub fn run(config: &ChaosConfig) -> Result<ChaosReport, ChaosError> {
-    config.validate()?;
-    let start = |e: &dyn std::fmt::Display| ChaosError::Start(e.to_string());
-    let mut registry = Registry::with_builtins();
-    registry.register(program::NAME, program::run).map_err(|e| start(&e))?;
+/// The node configuration of a chaos run (its own process in a crash run: `check-node`):
+/// a short invocation budget, so a stall trips the watchdog quickly, and pushback always
+/// allowed, so the pushback path runs as often as the other two.
+pub fn node_config(workers: usize) -> ServerConfig {
     let mut server_config = ServerConfig::new(
         "127.0.0.1:0".parse().expect("loopback address"),
-        config.workers,
+        workers,
         vec![TenantConfig {
             id: TENANT,
             token: TOKEN.into(),
@@ -174,28 +184,90 @@ pub fn run(config: &ChaosConfig) -> Result<ChaosReport, ChaosError> {
     server_config.invoke_budget = INVOKE_BUDGET;
     server_config.spin_iters_per_ms = Some(ferry_func::work::DEFAULT_ITERS_PER_MS);
     // Every worker counts as overloaded, so each compute-bound invocation that allows it
-    // is pushed back: the pushback path runs as often as the other two.
+    // is pushed back.
     server_config.pushback = PushbackConfig {
         old_invocations_min: 0,
         new_invocations_min: 0,
         keep_min: 0,
         ..PushbackConfig::default()
     };
-    let server = ferry_server::start(server_config, registry.clone()).map_err(|e| start(&e))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| start(&e))?;
-    let outcome = runtime.block_on(drive(config, server.local_addr(), registry));
+    server_config
+}
+
+/// The functions of a chaos node and its clients: the builtins and [`program::NAME`].
+pub fn registry() -> Result<Registry, ChaosError> {
+    let mut registry = Registry::with_builtins();
+    registry
+        .register(program::NAME, program::run)
+        .map_err(|e| ChaosError::Start(e.to_string()))?;
+    Ok(registry)
+}
+
+/// Runs one chaos run against a node in this process and checks its history.
+pub fn run(config: &ChaosConfig) -> Result<ChaosReport, ChaosError> {
+    config.validate()?;
+    let start = |e: &dyn std::fmt::Display| ChaosError::Start(e.to_string());
+    let registry = registry()?;
+    let server = ferry_server::start(node_config(config.workers), registry.clone()).map_err(|e| start(&e))?;
+    let runtime = client_runtime()?;
+    let shared = Shared::new(config.duration);
+    let outcome = runtime.block_on(drive(config, server.local_addr(), registry.clone(), &shared));
+    let outcome = outcome.and_then(|(mut records, cuts)| {
+        records.push(runtime.block_on(final_read(config, server.local_addr(), registry, &shared))?);
+        Ok((records, cuts))
+    });
     let replacements = server_replacements(&runtime, server.local_addr());
     drop(runtime);
     server.shutdown();
     let (records, cuts) = outcome?;
-    let mut report = summarize(&records);
+    judge(&records, cuts, replacements, 0)
+}
+
+/// Runs one chaos run against a node process that `crash` kills and restarts at random,
+/// then one last time right before the final read, and checks the history of the whole
+/// run across the restarts.
+pub fn run_with_crashes(config: &ChaosConfig, crash: &crash::CrashConfig) -> Result<ChaosReport, ChaosError> {
+    config.validate()?;
+    let registry = registry()?;
+    let nemesis = Arc::new(crash::Nemesis::start(crash.clone(), config.seed ^ 0x5eed_c4a5)?);
+    let node = nemesis.addr()?;
+    let runtime = client_runtime()?;
+    let shared = Shared::new(config.duration);
+    let killer = std::thread::spawn({
+        let (nemesis, deadline) = (Arc::clone(&nemesis), shared.deadline);
+        move || nemesis.run_until(deadline)
+    });
+    let outcome = runtime.block_on(drive(config, node, registry.clone(), &shared));
+    let killed = killer
+        .join()
+        .map_err(|_| ChaosError::Client("the nemesis thread panicked".into()))?;
+    let (mut records, cuts) = outcome?;
+    killed?;
+    nemesis.crash_and_restart()?;
+    records.push(runtime.block_on(final_read(config, node, registry, &shared))?);
+    let replacements = server_replacements(&runtime, node);
+    drop(runtime);
+    let crashes = nemesis.crashes();
+    drop(nemesis);
+    judge(&records, cuts, replacements, crashes)
+}
+
+fn client_runtime() -> Result<tokio::runtime::Runtime, ChaosError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ChaosError::Start(e.to_string()))
+}
+
+/// The report of a run's records, with the checker's verdict.
+fn judge(records: &[Record], cuts: u64, replacements: u64, crashes: u64) -> Result<ChaosReport, ChaosError> {
+    let mut report = summarize(records);
     report.cuts = cuts;
     report.worker_replacements = replacements;
-    let history = record::history(&records)?;
+    report.crashes = crashes;
+    report.lost_writes = record::lost_writes(records);
+    let history = record::history(records)?;
     let verdict = ferry_check::check(&history);
     report.judged = verdict.judged;
     report.violation = verdict.violation.map(|v| v.to_string());
@@ -255,10 +327,24 @@ struct Shared {
     stalls: AtomicU64,
 }
 
+impl Shared {
+    fn new(duration: Duration) -> Arc<Shared> {
+        let started = Instant::now();
+        Arc::new(Shared {
+            started,
+            deadline: started + duration,
+            stalls: AtomicU64::new(0),
+        })
+    }
+}
+
+/// The clients' invocations until the deadline, through the cutting proxy if any; returns
+/// their records and the cuts.
 async fn drive(
     config: &ChaosConfig,
     node: std::net::SocketAddr,
     registry: Registry,
+    shared: &Arc<Shared>,
 ) -> Result<(Vec<Record>, u64), ChaosError> {
     let proxy = match config.cut_mean_bytes {
         Some(mean) => Some(
@@ -269,12 +355,6 @@ async fn drive(
         None => None,
     };
     let addr = proxy.as_ref().map_or(node, |p| p.addr());
-    let started = Instant::now();
-    let shared = Arc::new(Shared {
-        started,
-        deadline: started + config.duration,
-        stalls: AtomicU64::new(0),
-    });
     let mut tasks = Vec::new();
     for client in 0..config.clients as u64 {
         let mut client_config = ClientConfig::new(addr.to_string(), TENANT, TOKEN);
@@ -287,7 +367,7 @@ async fn drive(
             client_config,
             rng,
             config.clone(),
-            Arc::clone(&shared),
+            Arc::clone(shared),
         )));
     }
     let mut records = Vec::new();
@@ -295,8 +375,16 @@ async fn drive(
         records.extend(task.await.map_err(|e| ChaosError::Client(e.to_string()))??);
     }
     let cuts = proxy.as_ref().map_or(0, |p| p.cuts());
-    drop(proxy);
-    // The final read, directly (no cuts): every key, after every other invocation ended.
+    Ok((records, cuts))
+}
+
+/// The final read, directly (no cuts): every key, after every other invocation ended.
+async fn final_read(
+    config: &ChaosConfig,
+    node: std::net::SocketAddr,
+    registry: Registry,
+    shared: &Shared,
+) -> Result<Record, ChaosError> {
     let mut final_config = ClientConfig::new(node.to_string(), TENANT, TOKEN);
     final_config.registry = registry;
     final_config.trace = true;
@@ -307,12 +395,11 @@ async fn drive(
         tag: u64::MAX,
         steps: (0..config.keys).map(Step::Read).collect(),
     };
-    let record = invoke(u64::MAX, &client, &program, Route::Remote, &shared).await?;
+    let record = invoke(u64::MAX, &client, &program, Route::Remote, shared).await?;
     if !matches!(record.seen, Seen::Committed { .. }) {
         return Err(ChaosError::Client(format!("the final read failed: {:?}", record.seen)));
     }
-    records.push(record);
-    Ok((records, cuts))
+    Ok(record)
 }
 
 async fn client_loop(

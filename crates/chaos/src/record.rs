@@ -100,6 +100,32 @@ fn trace_key(table: &str, k: &[u8]) -> Option<u8> {
     (table == TABLE && k.len() == 2 && k[0] == b'k').then(|| k[1])
 }
 
+/// Acknowledged writes the final read (the last record) does not see: a committed write
+/// of a key at a version above the version the final read found. Versions of a key only
+/// grow and the final read starts after every acknowledgement, so each one is a write
+/// lost (by a crash, say). The checker reports the same as a violation; this counts them.
+pub fn lost_writes(records: &[Record]) -> usize {
+    let Some((last, rest)) = records.split_last() else {
+        return 0;
+    };
+    let Seen::Committed { trace: final_read, .. } = &last.seen else {
+        return 0;
+    };
+    let seen: HashMap<u8, u64> = final_read
+        .reads
+        .iter()
+        .filter_map(|rv| Some((trace_key(&rv.table, &rv.key)?, rv.version)))
+        .collect();
+    rest.iter()
+        .filter_map(|r| match &r.seen {
+            Seen::Committed { trace, .. } => Some(trace),
+            _ => None,
+        })
+        .flat_map(|trace| &trace.writes)
+        .filter(|w| trace_key(&w.table, &w.key).is_some_and(|k| seen.get(&k).is_none_or(|v| w.version > *v)))
+        .count()
+}
+
 /// Builds the history of `records`, checking traces and values on the way.
 pub fn history(records: &[Record]) -> Result<History, RecordError> {
     let by_tag: HashMap<u64, usize> = records.iter().enumerate().map(|(i, r)| (r.program.tag, i)).collect();
@@ -212,4 +238,56 @@ pub fn history(records: &[Record]) -> Result<History, RecordError> {
         })
         .collect();
     Ok(History { invocations })
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_client::InvokeTrace;
+    use ferry_proto::message::ReadVersion;
+
+    use super::*;
+    use crate::program::{key, Step};
+
+    fn at(k: u8, version: u64) -> ReadVersion {
+        ReadVersion {
+            table: TABLE.into(),
+            key: bytes::Bytes::copy_from_slice(&key(k)),
+            version,
+        }
+    }
+
+    fn committed(tag: u64, reads: Vec<ReadVersion>, writes: Vec<ReadVersion>) -> Record {
+        Record {
+            client: 0,
+            program: Program {
+                tag,
+                steps: vec![Step::Read(0)],
+            },
+            invoke_ns: 0,
+            complete_ns: 0,
+            seen: Seen::Committed {
+                tags: vec![0; reads.len()],
+                trace: InvokeTrace { reads, writes },
+                finished: Finished::Remote,
+                retries: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn a_write_above_what_the_final_read_saw_is_lost() {
+        let final_read = |v0, v1| committed(u64::MAX, vec![at(0, v0), at(1, v1)], vec![]);
+        let writes = || {
+            vec![
+                committed(1, vec![], vec![at(0, 3)]),
+                committed(2, vec![], vec![at(0, 5), at(1, 4)]),
+            ]
+        };
+        let mut records = writes();
+        records.push(final_read(5, 4));
+        assert_eq!(lost_writes(&records), 0);
+        let mut records = writes();
+        records.push(final_read(3, 0));
+        assert_eq!(lost_writes(&records), 2);
+    }
 }

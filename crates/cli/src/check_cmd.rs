@@ -1,9 +1,16 @@
 //! `ferry check`: the soak — randomized invocations against an embedded node with
 //! connections cut and workers replaced, every history checked for strict serializability.
+//! With `--crash`, the node is a process of its own (`ferry check-node`, hidden) on a data
+//! dir, killed with SIGKILL at random and restarted, and the history is judged across the
+//! restarts.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_chaos::crash::CrashConfig;
 use ferry_chaos::{ChaosConfig, ChaosReport};
+use ferry_wal::FsyncMode;
 
 use crate::bench_cmd::duration_flag;
 use crate::CmdResult;
@@ -36,6 +43,89 @@ pub struct CheckArgs {
     /// Do not stall workers into replacement by the watchdog.
     #[arg(long)]
     no_stalls: bool,
+    /// Run the node as a process on a data dir, kill it with SIGKILL at random moments and
+    /// restart it on its data; the history is judged across the restarts, and every
+    /// acknowledged write must survive.
+    #[arg(long)]
+    crash: bool,
+    /// With --crash: mean time between kills (exponential; at least 200ms).
+    #[arg(long, default_value = "1s", requires = "crash")]
+    mean_uptime: String,
+    /// With --crash: the node's fsync mode (a kill -9 loses nothing acknowledged in any).
+    #[arg(long, default_value = "everysec", value_parser = ["always", "everysec", "no"], requires = "crash")]
+    fsync: String,
+    /// With --crash: the node snapshots each time its log grows this much (small, so
+    /// kills land in snapshots and recoveries read them).
+    #[arg(long, default_value_t = 256 * 1024, requires = "crash")]
+    snapshot_log_bytes: u64,
+}
+
+/// Flags of the hidden `ferry check-node`.
+#[derive(clap::Args)]
+pub struct CheckNodeArgs {
+    /// The inherited listening socket.
+    #[arg(long)]
+    listen_fd: i32,
+    /// The data dir.
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// fsync mode.
+    #[arg(long, default_value = "everysec")]
+    fsync: String,
+    /// Snapshot every this many bytes of log.
+    #[arg(long)]
+    snapshot_log_bytes: u64,
+}
+
+/// Runs a chaos node until killed.
+pub fn run_node(args: CheckNodeArgs) -> CmdResult {
+    let mut config = ferry_chaos::node_config(args.workers);
+    let mut durability = ferry_server::Durability::new(args.data_dir);
+    durability.wal.fsync = args.fsync.parse::<FsyncMode>()?;
+    durability.snapshot_log_bytes = args.snapshot_log_bytes.max(1);
+    config.durability = Some(durability);
+    let listener = ferry_os::inherit::inherited_listener(args.listen_fd)
+        .map_err(|err| format!("--listen-fd {}: {err}", args.listen_fd))?;
+    config.listen = listener.local_addr()?;
+    let listeners = ferry_server::Listeners::adopt(&config, listener, None)?;
+    let handle = ferry_server::start_on(config, ferry_chaos::registry()?, listeners)?;
+    handle.wait_for_signal()?;
+    handle.shutdown();
+    Ok(())
+}
+
+/// How `--crash` starts a node: this executable's `check-node`.
+fn crash_config(args: &CheckArgs, data_dir: PathBuf) -> Result<CrashConfig, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
+    let (workers, fsync, snapshot_log_bytes) = (args.workers, args.fsync.clone(), args.snapshot_log_bytes);
+    let mean_uptime = duration_flag("--mean-uptime", &args.mean_uptime)?;
+    Ok(CrashConfig {
+        launcher: Arc::new(move |fd: std::os::fd::RawFd, dir: &Path| {
+            let mut command = std::process::Command::new(&exe);
+            command
+                .arg("check-node")
+                .args(["--listen-fd", &fd.to_string()])
+                .arg("--data-dir")
+                .arg(dir)
+                .args(["--workers", &workers.to_string()])
+                .args(["--fsync", &fsync])
+                .args(["--snapshot-log-bytes", &snapshot_log_bytes.to_string()]);
+            command
+        }),
+        data_dir,
+        mean_uptime,
+    })
+}
+
+/// A fresh data dir for one crash run (removed once its history passed).
+fn crash_dir(seed: u64) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("ferry-check-crash-{}-{seed}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    Ok(dir)
 }
 
 pub fn run(args: CheckArgs) -> CmdResult {
@@ -59,10 +149,23 @@ pub fn run(args: CheckArgs) -> CmdResult {
         if args.no_stalls {
             config.stall_probability = 0.0;
         }
-        let report = ferry_chaos::run(&config)?;
+        let (report, dir) = if args.crash {
+            let dir = crash_dir(config.seed)?;
+            let crash = crash_config(&args, dir.clone())?;
+            (ferry_chaos::run_with_crashes(&config, &crash)?, Some(dir))
+        } else {
+            (ferry_chaos::run(&config)?, None)
+        };
+        let crashed = match args.crash {
+            true => format!(
+                "{} crashes survived, {} acknowledged writes lost; ",
+                report.crashes, report.lost_writes
+            ),
+            false => String::new(),
+        };
         println!(
             "run {}/{runs} (seed {}): {} invocations: {} committed ({} remote, {} local, {} pushed back), \
-             {} failed, {} unknown; {} retries, {} cuts, {} workers replaced; {} judged: {}",
+             {} failed, {} unknown; {} retries, {} cuts, {} workers replaced; {crashed}{} judged: {}",
             i + 1,
             config.seed,
             report.invocations,
@@ -81,10 +184,23 @@ pub fn run(args: CheckArgs) -> CmdResult {
         if let Some(violation) = &report.violation {
             return Err(format!("seed {}: NOT strictly serializable: {violation}", config.seed).into());
         }
+        if report.lost_writes > 0 {
+            return Err(format!("seed {}: {} acknowledged writes lost", config.seed, report.lost_writes).into());
+        }
+        if let Some(dir) = dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         add(&mut totals, &report);
     }
+    let crashed = match args.crash {
+        true => format!(
+            ", {} crashes survived, {} acknowledged writes lost",
+            totals.crashes, totals.lost_writes
+        ),
+        false => String::new(),
+    };
     println!(
-        "checked {} invocations ({} judged, {} of unknown outcome) in {runs} runs, {:.0} s: strictly serializable",
+        "checked {} invocations ({} judged, {} of unknown outcome) in {runs} runs, {:.0} s{crashed}: strictly serializable",
         totals.invocations,
         totals.judged,
         totals.unknown,
@@ -99,4 +215,6 @@ fn add(totals: &mut ChaosReport, r: &ChaosReport) {
     totals.failed += r.failed;
     totals.unknown += r.unknown;
     totals.judged += r.judged;
+    totals.crashes += r.crashes;
+    totals.lost_writes += r.lost_writes;
 }

@@ -97,9 +97,13 @@ enum Command {
     /// The cheapest cluster that serves a demand within a p99 SLO with ferry's placement,
     /// searched in the (calibrated) simulator.
     Plan(plan_cmd::PlanArgs),
-    /// Soak: random invocations with connections cut and workers replaced, each run's
+    /// Soak: random invocations with connections cut and workers replaced (and with
+    /// --crash, the node killed with SIGKILL and restarted on its data dir), each run's
     /// history checked for strict serializability.
     Check(check_cmd::CheckArgs),
+    /// The node of a `check --crash` run, as a process of its own (started by it).
+    #[command(hide = true)]
+    CheckNode(check_cmd::CheckNodeArgs),
 }
 
 /// Logs go to stderr through `tracing`, filtered by `RUST_LOG` (e.g.
@@ -138,6 +142,7 @@ fn main() {
         Command::SimSuite(args) => sim_suite_cmd::run(args),
         Command::Plan(args) => plan_cmd::run(args),
         Command::Check(args) => check_cmd::run(args),
+        Command::CheckNode(args) => check_cmd::run_node(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err}");

@@ -39,3 +39,27 @@ fn a_short_run_reports_what_it_checked() {
     let checked: u64 = last.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(checked > 100, "{stdout}");
 }
+
+#[test]
+fn a_short_crash_run_survives_its_kills_with_nothing_acknowledged_lost() {
+    let out = ferry(&["--crash", "--duration", "6s", "--seed", "11", "--mean-uptime", "1s"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(" 0 acknowledged writes lost") && last.ends_with("strictly serializable"),
+        "{stdout}"
+    );
+    // The nemesis kills at least once during the run, and once more before the final read.
+    let crashes: u64 = last
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" crashes survived"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no crash count in {last}"));
+    assert!(crashes >= 2, "{stdout}");
+}
+
+#[test]
+fn crash_flags_need_crash() {
+    refused(&["--duration", "1s", "--fsync", "always"], "--crash");
+}
