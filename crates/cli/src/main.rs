@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod admin_cmd;
 mod bench_cmd;
 mod bench_kv_cmd;
 mod calibrate_cmd;
@@ -101,6 +102,8 @@ enum Command {
     /// --crash, the node killed with SIGKILL and restarted on its data dir), each run's
     /// history checked for strict serializability.
     Check(check_cmd::CheckArgs),
+    /// Operations on a running storage node: `admin snapshot` (SAVE / BGSAVE).
+    Admin(admin_cmd::AdminArgs),
     /// The node of a `check --crash` run, as a process of its own (started by it).
     #[command(hide = true)]
     CheckNode(check_cmd::CheckNodeArgs),
@@ -143,6 +146,7 @@ fn main() {
         Command::Plan(args) => plan_cmd::run(args),
         Command::Check(args) => check_cmd::run(args),
         Command::CheckNode(args) => check_cmd::run_node(args),
+        Command::Admin(args) => admin_cmd::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err}");

@@ -110,3 +110,64 @@ fn a_second_node_on_a_data_dir_in_use_is_refused() {
     assert!(!no_dir.status.success());
     assert!(String::from_utf8_lossy(&no_dir.stderr).contains("need --data-dir"));
 }
+
+#[test]
+fn admin_snapshot_takes_one_and_a_kill_9_restart_recovers_from_it() {
+    let dir = std::env::temp_dir().join(format!("ferry-cli-snapshot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (server, addr) = start(&dir, "everysec");
+    let mut stream = connect(&addr);
+    let sets: String = (0..300)
+        .map(|i| command(&["SET", &format!("k{i}"), "before"]))
+        .collect();
+    stream.write_all(sets.as_bytes()).unwrap();
+    for _ in 0..300 {
+        assert_eq!(read_line(&mut stream), "+OK");
+    }
+    let snapshot = ferry()
+        .args(["admin", "snapshot", "--resp", &addr, "--tenant", "1:ferry"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&snapshot.stdout);
+    assert!(
+        snapshot.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&snapshot.stderr)
+    );
+    assert_eq!(stdout.trim(), "snapshot taken");
+    let snapshots = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".snap"))
+        .count();
+    assert_eq!(snapshots, 1);
+    stream.write_all(command(&["SET", "k0", "after"]).as_bytes()).unwrap();
+    assert_eq!(read_line(&mut stream), "+OK");
+    drop(server);
+
+    let mut server = Server::start(&["--resp", "127.0.0.1:0", "--data-dir", dir.to_str().unwrap()]);
+    let addr = server
+        .stdout
+        .next()
+        .unwrap()
+        .unwrap()
+        .strip_prefix("resp on ")
+        .unwrap()
+        .to_string();
+    let recovered = server.stdout.next().unwrap().unwrap();
+    assert!(
+        recovered.starts_with("recovered 300 objects from 1 snapshots") && recovered.contains(" and 1 commits "),
+        "{recovered}"
+    );
+    let mut stream = connect(&addr);
+    stream.write_all(command(&["GET", "k0"]).as_bytes()).unwrap();
+    assert_eq!(read_line(&mut stream), "$5");
+    assert_eq!(read_line(&mut stream), "after");
+
+    let no_node = ferry()
+        .args(["admin", "snapshot", "--resp", "127.0.0.1:1", "--timeout", "5s"])
+        .output()
+        .unwrap();
+    assert!(!no_node.status.success());
+    assert!(String::from_utf8_lossy(&no_node.stderr).contains("cannot connect"));
+}
