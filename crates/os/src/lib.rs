@@ -13,12 +13,14 @@
 //!   addresses are read from its first lines; stopped when dropped.
 //! - [`cpu_time`]: a process's or some of its threads' CPU time, leaving out keep-warm
 //!   threads.
+//! - [`priority`]: background threads (snapshots) lowered below the serving ones.
 
 pub mod affinity;
 pub mod child;
 pub mod cpu_time;
 pub mod inherit;
 pub mod keep_warm;
+pub mod priority;
 
 pub use affinity::{online_cpus, parse_cpu_set, pin_current_thread, AffinityError, MAX_CPUS};
 pub use child::{ChildError, ChildServer, ChildSpec};

@@ -172,6 +172,11 @@ impl Drop for Checkpointer {
 }
 
 fn run(shared: &Shared) {
+    // A snapshot is background work: on the node's CPUs the workers come first (p99 of
+    // SET during back-to-back snapshots: 1.2-1.5x of without, 2.8-6.9x at nice 0).
+    if let Err(err) = ferry_os::priority::lower_to_background() {
+        tracing::warn!(error = %err, "cannot lower the snapshot thread's priority");
+    }
     let keep_going = || !shared.stopping.load(Ordering::Acquire);
     loop {
         let waiters = {
