@@ -16,6 +16,7 @@ use crate::limits::{
 use crate::locks::{LockPlan, LockedShards, Object, Table};
 use crate::VERSION_ABSENT;
 
+mod recover;
 mod scan;
 mod snapshot;
 
@@ -369,31 +370,6 @@ impl TenantStore {
         self.apply(locked, version, &writes);
         self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(version)
-    }
-
-    /// Replays one commit read back from the log: installs `writes` at `version`, moves the
-    /// clock past it, and charges the quota without refusing (recovered data is never
-    /// dropped; a quota lowered since may show as exceeded). Not journalled.
-    pub fn recover_commit(&self, version: u64, writes: &[WriteRef<'_>]) -> Result<(), StoreError> {
-        if writes.len() > MAX_TX_OBJECTS {
-            return Err(StoreError::TooManyObjects(writes.len()));
-        }
-        for write in writes {
-            check_write(write.table, write.key, write.value)?;
-            self.ensure_table(write.table)?;
-        }
-        let tables = self.tables.read();
-        let mut plan = LockPlan::with_capacity(writes.len());
-        for write in writes {
-            let (name, table) = tables.get_key_value(write.table).expect("written table exists");
-            plan.add(name, table, write.key, true);
-        }
-        let mut locked = plan.lock();
-        let writes = last_writes(writes);
-        self.charge(&locked, &writes, false)?;
-        self.clock.fetch_max(version, Ordering::AcqRel);
-        self.apply(&mut locked, version, &writes);
-        Ok(())
     }
 
     /// Charges the quota for `writes` (each object once) against what they replace;

@@ -70,44 +70,62 @@ pub fn replay(
         ..Recovered::default()
     };
     let mut cut_at: Option<(usize, u64, String)> = None;
-    for (index, (start, path)) in segments.iter().enumerate() {
-        if *start != recovered.end_lsn {
-            let why = format!(
-                "segment starts at {start}, but the log before it ends at {}",
-                recovered.end_lsn
-            );
-            cut_at = Some((index, 0, why));
-            break;
-        }
-        let bytes = std::fs::read(path).map_err(|err| WalError::io(path, "cannot read", err))?;
-        recovered.segments += 1;
-        let mut offset = 0usize;
-        while offset < bytes.len() {
-            let lsn = start + offset as u64;
-            let frame =
-                record::next_frame(&bytes[offset..]).and_then(|(payload, len)| Ok((record::decode(payload)?, len)));
-            match frame {
-                Ok((commit, len)) => {
-                    if snapshots.get(&commit.tenant).is_some_and(|covered| lsn < *covered) {
-                        recovered.skipped += 1;
-                    } else {
-                        apply(lsn, commit)?;
-                        recovered.records += 1;
-                    }
-                    offset += len;
-                }
-                Err(bad) => {
-                    cut_at = Some((index, offset as u64, bad.to_string()));
-                    break;
+    // Two stages on two threads: one reads each segment and checks its frames, the
+    // other (this one) decodes and applies them. Reading and checksumming the next
+    // segment overlaps applying this one.
+    std::thread::scope(|scope| -> Result<(), WalError> {
+        let (checked, from_reader) = std::sync::mpsc::sync_channel::<Result<Checked, WalError>>(1);
+        let paths: Vec<std::path::PathBuf> = segments.iter().map(|(_, path)| path.clone()).collect();
+        scope.spawn(move || {
+            for path in paths {
+                // A closed channel: the applier stopped (a cut or an error).
+                if checked.send(check_segment(&path)).is_err() {
+                    return;
                 }
             }
+        });
+        for (index, (start, _)) in segments.iter().enumerate() {
+            if *start != recovered.end_lsn {
+                let why = format!(
+                    "segment starts at {start}, but the log before it ends at {}",
+                    recovered.end_lsn
+                );
+                cut_at = Some((index, 0, why));
+                return Ok(());
+            }
+            let segment = from_reader.recv().expect("the reader sends one result per segment")?;
+            recovered.segments += 1;
+            let mut offset = 0usize;
+            for &(payload_at, frame_len) in &segment.frames {
+                let lsn = start + offset as u64;
+                let commit = match record::decode(&segment.bytes[payload_at..offset + frame_len]) {
+                    Ok(commit) => commit,
+                    Err(bad) => {
+                        cut_at = Some((index, offset as u64, bad.to_string()));
+                        break;
+                    }
+                };
+                if snapshots.get(&commit.tenant).is_some_and(|covered| lsn < *covered) {
+                    recovered.skipped += 1;
+                } else {
+                    apply(lsn, commit)?;
+                    recovered.records += 1;
+                }
+                offset += frame_len;
+            }
+            if cut_at.is_none() {
+                if let Some(why) = segment.bad {
+                    cut_at = Some((index, offset as u64, why));
+                }
+            }
+            recovered.bytes += offset as u64;
+            recovered.end_lsn = start + offset as u64;
+            if cut_at.is_some() {
+                return Ok(());
+            }
         }
-        recovered.bytes += offset as u64;
-        recovered.end_lsn = start + offset as u64;
-        if cut_at.is_some() {
-            break;
-        }
-    }
+        Ok(())
+    })?;
     if let Some((index, offset, why)) = cut_at {
         recovered.cut = Some(cut(dir, &segments[index..], offset, why)?);
     }
@@ -123,6 +141,36 @@ pub fn replay(
         });
     }
     Ok(recovered)
+}
+
+/// A segment read whole, with its frames checked.
+struct Checked {
+    bytes: Vec<u8>,
+    /// Each whole, checksummed frame in order: where its payload starts, and its length.
+    frames: Vec<(usize, usize)>,
+    /// Why the bytes after the last frame are not one, if the segment does not end there.
+    bad: Option<String>,
+}
+
+/// Reads a segment and finds its frames, up to the first that is torn or corrupt.
+fn check_segment(path: &std::path::Path) -> Result<Checked, WalError> {
+    let bytes = std::fs::read(path).map_err(|err| WalError::io(path, "cannot read", err))?;
+    let mut frames = Vec::new();
+    let mut offset = 0usize;
+    let mut bad = None;
+    while offset < bytes.len() {
+        match record::next_frame(&bytes[offset..]) {
+            Ok((_, len)) => {
+                frames.push((offset + record::FRAME_HEADER_BYTES, len));
+                offset += len;
+            }
+            Err(why) => {
+                bad = Some(why.to_string());
+                break;
+            }
+        }
+    }
+    Ok(Checked { bytes, frames, bad })
 }
 
 /// Truncates the first of `segments` at `offset` and removes the others.

@@ -14,6 +14,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use bytes::Bytes;
 
@@ -28,6 +29,9 @@ const FORMAT: u8 = 1;
 /// Payload bytes after which an objects frame is closed; one object (at most the store's
 /// largest value) may take a frame past it, far below the record limit.
 pub const SNAPSHOT_FRAME_BYTES: usize = 1024 * 1024;
+
+/// Frames read ahead of the one being installed.
+const FRAMES_IN_FLIGHT: usize = 4;
 
 /// Bytes of the buffer between the snapshot writer and its file.
 const WRITE_BUFFER_BYTES: usize = 4 * 1024 * 1024;
@@ -153,21 +157,54 @@ pub fn read(
     mut each: impl FnMut(&str, &[u8], u64, &[u8]) -> Result<(), WalError>,
 ) -> Result<(SnapshotHead, u64), WalError> {
     let file = File::open(path).map_err(|err| WalError::io(path, "cannot open the snapshot", err))?;
-    let mut input = BufReader::with_capacity(WRITE_BUFFER_BYTES, file);
     let bad = |why: String| WalError::Snapshot {
         path: path.to_path_buf(),
         why,
     };
-    let mut frame = Vec::new();
+    // Two stages on two threads: one reads and checksums frames, this one parses and
+    // installs them. Frame buffers go back to the reader to be filled again.
+    std::thread::scope(|scope| {
+        let (read_frames, frames) = sync_channel::<Result<Option<Vec<u8>>, String>>(FRAMES_IN_FLIGHT);
+        let (give_back, returned) = sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT + 1);
+        scope.spawn(move || {
+            let mut input = BufReader::with_capacity(WRITE_BUFFER_BYTES, file);
+            loop {
+                let mut frame = returned.try_recv().unwrap_or_default();
+                let read = next_frame(&mut input, &mut frame).map(|payload| payload.is_some());
+                let (message, more) = match read {
+                    Ok(true) => (Ok(Some(frame)), true),
+                    Ok(false) => (Ok(None), false),
+                    Err(why) => (Err(why), false),
+                };
+                // A closed channel: the parser stopped.
+                if read_frames.send(message).is_err() || !more {
+                    return;
+                }
+            }
+        });
+        parse(frames, give_back, bad, &mut head_of, &mut each)
+    })
+}
+
+/// The parsing stage of [`read`]: frames in order, checked by the reading stage.
+fn parse(
+    frames: Receiver<Result<Option<Vec<u8>>, String>>,
+    give_back: SyncSender<Vec<u8>>,
+    bad: impl Fn(String) -> WalError,
+    head_of: &mut impl FnMut(SnapshotHead) -> Result<(), WalError>,
+    each: &mut impl FnMut(&str, &[u8], u64, &[u8]) -> Result<(), WalError>,
+) -> Result<(SnapshotHead, u64), WalError> {
     let mut bytes = 0u64;
     let mut head: Option<SnapshotHead> = None;
     let mut objects = 0u64;
     loop {
-        let payload = match next_frame(&mut input, &mut frame) {
-            Ok(Some(payload)) => payload,
-            Ok(None) => return Err(bad("it ends before its end frame".into())),
-            Err(why) => return Err(bad(why)),
+        let frame = match frames.recv() {
+            Ok(Ok(Some(frame))) => frame,
+            Ok(Ok(None)) => return Err(bad("it ends before its end frame".into())),
+            Ok(Err(why)) => return Err(bad(why)),
+            Err(_) => return Err(bad("its reader stopped".into())),
         };
+        let payload = &frame[FRAME_HEADER_BYTES..];
         bytes += (FRAME_HEADER_BYTES + payload.len()) as u64;
         let mut payload = Input(payload);
         let malformed = |err: BadRecord| bad(err.to_string());
@@ -211,6 +248,8 @@ pub fn read(
         if !payload.0.is_empty() {
             return Err(bad("a frame has trailing bytes".into()));
         }
+        // The reader may be gone or have enough buffers; then this one is dropped.
+        let _ = give_back.try_send(frame);
     }
 }
 

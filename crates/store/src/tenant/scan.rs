@@ -17,9 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{charge, check_write, TenantStore};
-use crate::error::StoreError;
-use crate::locks::{shard_of, Object};
+use super::TenantStore;
 
 /// What [`TenantStore::mark`] saw: the caller's value (the log's end) and the tenant's
 /// clock, which is at least the version of every commit the caller's value covers.
@@ -84,44 +82,6 @@ impl TenantStore {
             }
         }
         Ok(handed)
-    }
-
-    /// Installs one object read back from a snapshot at its version, moving the clock
-    /// past it. Like [`TenantStore::recover_commit`], it charges the quota without
-    /// refusing and is not journalled.
-    pub fn recover_object(&self, table: &str, key: &[u8], version: u64, value: &[u8]) -> Result<(), StoreError> {
-        check_write(table, key, Some(value))?;
-        self.ensure_table(table)?;
-        let tables = self.tables.read();
-        let table = tables.get(table).expect("ensure_table created it");
-        let mut shard = table.shards[shard_of(key)].write();
-        let object = Object {
-            version,
-            value: Bytes::copy_from_slice(value),
-        };
-        let grow = charge(key, value);
-        match shard.insert(Bytes::copy_from_slice(key), object) {
-            Some(old) => {
-                let old = charge(key, &old.value);
-                if grow >= old {
-                    self.used_bytes.fetch_add(grow - old, Ordering::AcqRel);
-                } else {
-                    self.used_bytes.fetch_sub(old - grow, Ordering::AcqRel);
-                }
-            }
-            None => {
-                self.used_bytes.fetch_add(grow, Ordering::AcqRel);
-                self.objects.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.clock.fetch_max(version, Ordering::AcqRel);
-        Ok(())
-    }
-
-    /// Moves the clock to at least `version` (a snapshot's clock: deletes it covers leave
-    /// no object to carry their version).
-    pub fn recover_clock(&self, version: u64) {
-        self.clock.fetch_max(version, Ordering::AcqRel);
     }
 }
 
