@@ -110,6 +110,10 @@ impl<S: Service> RespFront<S> {
             Err(Command::Cluster(_)) => {
                 Reply::err("this is the gateway: it sends each key to its storage node itself (no CLUSTER commands)")
             }
+            Err(Command::Save { .. }) => Reply::err(
+                "this is the gateway: it keeps no data; send SAVE or BGSAVE to each storage node's RESP address \
+                 (ferry admin snapshot --resp ADDR)",
+            ),
             Err(data) => {
                 let Some(args) = data.into_words().and_then(|words| command_args(table, &words)) else {
                     return Reply::err("this command is not served by the gateway");

@@ -111,6 +111,7 @@ fn fcall_through_the_gateway_is_placed_by_the_policy_with_the_same_results() {
 fn the_gateway_refuses_what_it_does_not_serve_clearly() {
     let (_cluster, mut con) = gateway("rpc");
     assert!(error_text(redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut con)).contains("gateway"));
+    assert!(error_text(redis::cmd("SAVE").query::<Value>(&mut con)).contains("each storage node"));
     assert!(error_text(
         redis::cmd("SET")
             .arg("k")
