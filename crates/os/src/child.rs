@@ -118,7 +118,8 @@ impl ChildServer {
     }
 
     /// Like [`ChildServer::start_resp`] for a storage node started with `--data-dir`: it
-    /// prints `recovered N commits ...` after its addresses (see [`ChildServer::recovered`]).
+    /// prints `recovered N objects from S snapshots ... and C commits ...` after its
+    /// addresses (see [`ChildServer::recovered`]).
     pub fn start_resp_recovering(command: Command, what: &str) -> Result<ChildServer, ChildError> {
         Self::start_lines(command, what, &["resp on ", "metrics on ", "recovered "])
     }
@@ -196,8 +197,8 @@ impl ChildServer {
         })
     }
 
-    /// Its `recovered N commits (B bytes of log) in T ms` line, if it was started with
-    /// [`ChildServer::start_resp_recovering`].
+    /// Its `recovered N objects from S snapshots (…) and C commits (…) in T ms` line, if
+    /// it was started with [`ChildServer::start_resp_recovering`].
     pub fn recovered(&self) -> Option<&str> {
         self.recovered.as_deref()
     }

@@ -70,7 +70,7 @@ pub(crate) fn open(config: &Durability, tenants: &HashMap<u32, Arc<TenantState>>
     let started = Instant::now();
     let dir = DataDir::lock(&config.data_dir)?;
     let restored = ferry_wal::load_snapshots(&dir, |id| tenants.get(&id).map(|tenant| &tenant.store))?;
-    let recovered = ferry_wal::replay(&dir, &restored.covers, |lsn, commit| {
+    let recovered = ferry_wal::replay(&dir, &restored, |lsn, commit| {
         let tenant = tenants
             .get(&commit.tenant)
             .ok_or(WalError::UnknownTenant(commit.tenant))?;

@@ -63,6 +63,11 @@ impl Wal {
             log_from: u64::MAX,
             ..CheckpointReport::default()
         };
+        // Marks after a segment boundary let every older segment go. Without the new
+        // segment (a full disk) the checkpoint still runs; it frees less.
+        if let Err(err) = self.rotate() {
+            tracing::warn!(error = %err, "cannot start a new log segment for the snapshot");
+        }
         tenants.each(&mut |tenant, store| {
             let mark = store.mark(|| self.appended_lsn());
             let head = SnapshotHead {
@@ -77,8 +82,8 @@ impl Wal {
                 }
                 writer.add(table, batch)
             })?;
-            self.sync_now()?;
-            let (objects, bytes) = writer.finish()?;
+            let durable_to = self.sync_now()?;
+            let (objects, bytes) = writer.finish(durable_to)?;
             dir.sync()?;
             for (other, lsn, path) in dir.snapshots()? {
                 if other == tenant && lsn < mark.at {
@@ -99,19 +104,31 @@ impl Wal {
         Ok(report)
     }
 
-    /// Removes every segment that ends at or before `lsn` (the next one starts there or
-    /// earlier); the newest segment is never removed.
+    /// Removes the segments, oldest first, that end at or before `lsn` (the next one
+    /// starts there or earlier) and are written whole up to the next; the newest segment
+    /// is never removed.
     fn remove_segments_before(&self, lsn: u64, report: &mut CheckpointReport) -> Result<(), WalError> {
         let dir = &self.shared.dir;
         let segments = dir.segments()?;
         let mut oldest_kept = None;
         for pair in segments.windows(2) {
-            let ((_, path), (next_start, _)) = (&pair[0], &pair[1]);
-            if *next_start > lsn {
-                oldest_kept.get_or_insert(pair[0].0);
-                continue;
-            }
+            let ((start, path), (next_start, _)) = (&pair[0], &pair[1]);
             let bytes = std::fs::metadata(path).map_or(0, |meta| meta.len());
+            // Only a segment written whole up to the next one: anything else is a gap
+            // recovery must see, not a segment to drop.
+            if *next_start > lsn || start + bytes != *next_start {
+                oldest_kept.get_or_insert(*start);
+                if *next_start <= lsn {
+                    tracing::warn!(
+                        segment = start,
+                        bytes,
+                        next_start,
+                        "kept a log segment that does not reach the next"
+                    );
+                }
+                // Removing a later one would open a gap after this one.
+                break;
+            }
             std::fs::remove_file(path).map_err(|err| WalError::io(path, "cannot remove", err))?;
             report.segments_removed += 1;
             report.log_bytes_removed += bytes;

@@ -172,7 +172,15 @@ impl Wal {
     /// found): a new segment starts where the log ends, and the writer thread starts.
     pub fn open(dir: DataDir, config: WalConfig, recovered: &Recovered) -> Result<Wal, WalError> {
         let start = recovered.end_lsn;
-        let oldest_lsn = dir.segments()?.first().map_or(start, |(first, _)| *first);
+        let segments = dir.segments()?;
+        if let Some((later, _)) = segments.iter().find(|(first, _)| *first > start) {
+            // Replay cuts everything after the end of the log; one left is not ours to drop.
+            return Err(WalError::Inconsistent {
+                path: dir.path().to_path_buf(),
+                why: format!("a segment starts at {later}, after the end of the log at {start}"),
+            });
+        }
+        let oldest_lsn = segments.first().map_or(start, |(first, _)| *first);
         let path = dir.segment_path(start);
         // A segment named for the end of the log holds no record (replay ended at its
         // start): it is replaced.
@@ -247,13 +255,26 @@ impl Wal {
         pending.appended_lsn - pending.oldest_lsn
     }
 
-    /// Writes and syncs everything appended so far, whatever the mode.
-    pub fn sync_now(&self) -> Result<(), WalError> {
+    /// Writes and syncs everything appended so far, whatever the mode; returns the log
+    /// offset it is durable up to (at least).
+    pub fn sync_now(&self) -> Result<u64, WalError> {
+        let appended = self.appended_lsn();
         crate::writer::flush_or_fail(&self.shared, &mut self.shared.writer.lock(), crate::writer::Sync::Now);
         match &self.shared.pending.lock().failed {
             Some(why) => Err(WalError::Failed(why.clone())),
-            None => Ok(()),
+            None => Ok(appended),
         }
+    }
+
+    /// Starts a new segment at the end of the log if the newest holds any record, so a
+    /// checkpoint's marks fall after a segment boundary and everything before can go
+    /// (with one segment larger than `max_log_bytes`, nothing could otherwise).
+    pub(crate) fn rotate(&self) -> Result<(), AppendError> {
+        let mut pending = self.shared.pending.lock();
+        if pending.appended_lsn == pending.segment_start {
+            return Ok(());
+        }
+        self.start_segment(&mut pending, self.shared.config.segment_bytes)
     }
 
     /// Appends the record of a commit. Called by the store while the commit holds its
@@ -300,8 +321,14 @@ impl Wal {
             pending.segment_reserved = frame;
             return Ok(());
         }
+        self.start_segment(pending, self.shared.config.segment_bytes.max(frame))
+    }
+
+    /// Opens a segment of `size` reserved bytes at the end of the log; the writer
+    /// switches to it when its batch reaches there.
+    fn start_segment(&self, pending: &mut Pending, size: u64) -> Result<(), AppendError> {
+        let disk_full = |err: std::io::Error| AppendError::DiskFull(err.to_string());
         let start = pending.appended_lsn;
-        let size = self.shared.config.segment_bytes.max(frame);
         let file = create_segment(&self.shared.dir, start, size).map_err(disk_full)?;
         pending.segment = match file.try_clone() {
             Ok(handle) => handle,

@@ -13,6 +13,7 @@ use std::fs::OpenOptions;
 use crate::dir::DataDir;
 use crate::error::WalError;
 use crate::record::{self, Commit};
+use crate::restore::Restored;
 
 /// What recovery found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -43,17 +44,18 @@ pub struct Cut {
 }
 
 /// Replays the log of `dir`: `apply` gets each commit with its log offset, in log order,
-/// except those of a tenant in `snapshots` (tenant → the log offset its snapshot covers)
-/// logged before that offset. A torn or corrupt record ends the log there: the rest is
-/// truncated and removed.
+/// except those of a tenant whose snapshot (`restored`) covers them. A torn or corrupt
+/// record ends the log there: the rest is truncated and removed, unless the snapshots
+/// need more of the log than is left (then nothing is cut and the start fails).
 pub fn replay(
     dir: &DataDir,
-    snapshots: &HashMap<u32, u64>,
+    restored: &Restored,
     mut apply: impl FnMut(u64, Commit<'_>) -> Result<(), WalError>,
 ) -> Result<Recovered, WalError> {
+    let snapshots: &HashMap<u32, u64> = &restored.covers;
     let segments = dir.segments()?;
     let needed_from = snapshots.values().copied().min();
-    let covered_to = snapshots.values().copied().max().unwrap_or(0);
+    let covered_to = restored.log_needed_to;
     if let (Some(needed_from), Some((first, _))) = (needed_from, segments.first()) {
         if *first > needed_from {
             return Err(WalError::Inconsistent {
@@ -126,19 +128,21 @@ pub fn replay(
         }
         Ok(())
     })?;
-    if let Some((index, offset, why)) = cut_at {
-        recovered.cut = Some(cut(dir, &segments[index..], offset, why)?);
-    }
     if recovered.end_lsn < covered_to {
-        // A snapshot's mark is durable in the log before the snapshot is named: a log that
-        // ends earlier lost synced records.
+        // The log is synced past everything a snapshot holds before the snapshot is
+        // named: a log that ends earlier lost synced records, and the snapshot may hold
+        // part of a transaction whose record is gone. Nothing is cut: the files are left
+        // as they are for whoever repairs them.
         return Err(WalError::Inconsistent {
             path: dir.path().to_path_buf(),
             why: format!(
-                "a snapshot covers the log up to offset {covered_to}, but the log ends at {}",
+                "a snapshot holds commits logged up to offset {covered_to}, but the log ends at {}",
                 recovered.end_lsn
             ),
         });
+    }
+    if let Some((index, offset, why)) = cut_at {
+        recovered.cut = Some(cut(dir, &segments[index..], offset, why)?);
     }
     Ok(recovered)
 }
@@ -186,9 +190,16 @@ fn cut(dir: &DataDir, segments: &[(u64, std::path::PathBuf)], offset: u64, why: 
         .map_err(|err| WalError::io(first, "cannot stat", err))?
         .len();
     removed += len.saturating_sub(offset);
-    file.set_len(offset)
-        .and_then(|()| file.sync_all())
-        .map_err(|err| WalError::io(first, "cannot cut", err))?;
+    if offset == 0 {
+        // Nothing of it is kept: an empty segment left behind would be a gap in the log
+        // the next segment opened after it could not close.
+        drop(file);
+        std::fs::remove_file(first).map_err(|err| WalError::io(first, "cannot remove", err))?;
+    } else {
+        file.set_len(offset)
+            .and_then(|()| file.sync_all())
+            .map_err(|err| WalError::io(first, "cannot cut", err))?;
+    }
     for (_, path) in &segments[1..] {
         removed += std::fs::metadata(path).map_or(0, |meta| meta.len());
         std::fs::remove_file(path).map_err(|err| WalError::io(path, "cannot remove", err))?;

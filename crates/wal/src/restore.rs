@@ -14,6 +14,9 @@ use crate::snapshot;
 pub struct Restored {
     /// Per tenant, the log offset its snapshot covers: the log is replayed from there.
     pub covers: HashMap<u32, u64>,
+    /// The log must reach at least this far: the snapshots may hold commits logged up to
+    /// here (the log was synced to here before they were named).
+    pub log_needed_to: u64,
     /// Objects loaded.
     pub objects: u64,
     /// Bytes of snapshot read.
@@ -40,7 +43,7 @@ pub fn load_snapshots<'s>(
     tenants.sort_by_key(|(tenant, _)| *tenant);
     for (tenant, (lsn, path)) in tenants {
         let store = store_of(tenant).ok_or(WalError::UnknownTenant(tenant))?;
-        let (head, bytes) = snapshot::read(
+        let (head, bytes, durable_to) = snapshot::read(
             &path,
             |head| {
                 if head.tenant != tenant || head.lsn != lsn {
@@ -64,6 +67,7 @@ pub fn load_snapshots<'s>(
         store.recover_clock(head.clock);
         restored.bytes += bytes;
         restored.covers.insert(tenant, lsn);
+        restored.log_needed_to = restored.log_needed_to.max(durable_to);
     }
     // Only once the newer ones loaded: until then an older one is the way back.
     for path in older {

@@ -7,7 +7,9 @@
 //!   from here), `clock: u64` (the tenant's clock then);
 //! - objects, any number: `kind` (3), `table_len: u8`, table, `count: u32`, then per
 //!   object `key_len: u16`, key, `version: u64`, `value_len: u32`, value;
-//! - end: `kind` (4), `objects: u64`, the number of objects in the file.
+//! - end: `kind` (4), `objects: u64`, the number of objects in the file, `durable_to:
+//!   u64`, how far the log was synced before the file was named (it may hold commits
+//!   logged up to there, so a recovery needs the log at least that far).
 //!
 //! A file without its end frame, or whose count differs, is not a snapshot.
 
@@ -49,7 +51,8 @@ pub struct SnapshotHead {
 
 /// A snapshot being written (under its temporary name until [`SnapshotWriter::finish`]).
 pub struct SnapshotWriter {
-    file: BufWriter<File>,
+    /// Taken by [`SnapshotWriter::finish`]; a writer dropped before that removes its file.
+    file: Option<BufWriter<File>>,
     temp: PathBuf,
     path: PathBuf,
     frame: Vec<u8>,
@@ -68,7 +71,7 @@ impl SnapshotWriter {
             .open(&temp)
             .map_err(|err| WalError::io(&temp, "cannot create the snapshot", err))?;
         let mut writer = SnapshotWriter {
-            file: BufWriter::with_capacity(WRITE_BUFFER_BYTES, file),
+            file: Some(BufWriter::with_capacity(WRITE_BUFFER_BYTES, file)),
             temp,
             path,
             frame: Vec::new(),
@@ -120,17 +123,21 @@ impl SnapshotWriter {
         Ok(())
     }
 
-    /// Ends the file, syncs it and gives it its name. Returns its objects and bytes. The
+    /// Ends the file, syncs it and gives it its name. `durable_to`: the log is synced up
+    /// to there, past every commit the snapshot holds. Returns its objects and bytes. The
     /// caller syncs the directory.
-    pub fn finish(mut self) -> Result<(u64, u64), WalError> {
+    pub fn finish(mut self, durable_to: u64) -> Result<(u64, u64), WalError> {
         let mut out = Vec::new();
         record::frame(&mut out, |out| {
             out.push(KIND_END);
             out.extend_from_slice(&self.objects.to_le_bytes());
+            out.extend_from_slice(&durable_to.to_le_bytes());
         });
         self.write(&out)?;
         let file = self
             .file
+            .take()
+            .expect("a writer is finished once")
             .into_inner()
             .map_err(|err| WalError::io(&self.temp, "cannot write the snapshot", err.into_error()))?;
         file.sync_all()
@@ -142,20 +149,32 @@ impl SnapshotWriter {
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), WalError> {
         self.bytes += bytes.len() as u64;
-        self.file
-            .write_all(bytes)
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        file.write_all(bytes)
             .map_err(|err| WalError::io(&self.temp, "cannot write the snapshot", err))
     }
 }
 
+impl Drop for SnapshotWriter {
+    fn drop(&mut self) {
+        // Not finished (an error, or the node stopping): its partial file goes, so a
+        // failing disk is not filled with them one retry after another.
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
 /// Reads the snapshot at `path`, handing each object to `each(table, key, version,
-/// value)`. Returns its head and its size in bytes. A snapshot that is not whole and
+/// value)`. Returns its head, its size in bytes and how far the log must reach. A snapshot that is not whole and
 /// valid is an error naming the file (it is never half used: the caller has no older log).
 pub fn read(
     path: &Path,
     mut head_of: impl FnMut(SnapshotHead) -> Result<(), WalError>,
     mut each: impl FnMut(&str, &[u8], u64, &[u8]) -> Result<(), WalError>,
-) -> Result<(SnapshotHead, u64), WalError> {
+) -> Result<(SnapshotHead, u64, u64), WalError> {
     let file = File::open(path).map_err(|err| WalError::io(path, "cannot open the snapshot", err))?;
     let bad = |why: String| WalError::Snapshot {
         path: path.to_path_buf(),
@@ -193,7 +212,7 @@ fn parse(
     bad: impl Fn(String) -> WalError,
     head_of: &mut impl FnMut(SnapshotHead) -> Result<(), WalError>,
     each: &mut impl FnMut(&str, &[u8], u64, &[u8]) -> Result<(), WalError>,
-) -> Result<(SnapshotHead, u64), WalError> {
+) -> Result<(SnapshotHead, u64, u64), WalError> {
     let mut bytes = 0u64;
     let mut head: Option<SnapshotHead> = None;
     let mut objects = 0u64;
@@ -238,10 +257,14 @@ fn parse(
             }
             (KIND_END, Some(head)) => {
                 let count = u64::from_le_bytes(payload.array().map_err(malformed)?);
+                let durable_to = u64::from_le_bytes(payload.array().map_err(malformed)?);
                 if count != objects {
                     return Err(bad(format!("its end frame counts {count} objects, it holds {objects}")));
                 }
-                return Ok((head, bytes));
+                if !payload.0.is_empty() {
+                    return Err(bad("a frame has trailing bytes".into()));
+                }
+                return Ok((head, bytes, durable_to));
             }
             _ => return Err(bad("its frames are out of order".into())),
         }
@@ -314,13 +337,13 @@ mod tests {
             .collect();
         writer.add("t", &batch).unwrap();
         writer.add("u", &batch[..1]).unwrap();
-        writer.finish().unwrap();
+        writer.finish(head.lsn + 10).unwrap();
         head
     }
 
     fn read_all(path: &Path) -> Result<(SnapshotHead, Objects), WalError> {
         let mut objects = Vec::new();
-        let (head, _) = read(
+        let (head, _, durable_to) = read(
             path,
             |_| Ok(()),
             |table, key, version, value| {
@@ -328,6 +351,7 @@ mod tests {
                 Ok(())
             },
         )?;
+        assert_eq!(durable_to, head.lsn + 10);
         Ok((head, objects))
     }
 

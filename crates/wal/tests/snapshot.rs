@@ -39,7 +39,7 @@ fn recover(dir: &Path, config: WalConfig) -> (Arc<Wal>, Stores) {
     ]);
     let by_id: HashMap<u32, &TenantStore> = stores.0.iter().map(|(id, s)| (*id, &**s)).collect();
     let restored = load_snapshots(&data, |id| by_id.get(&id).copied()).unwrap();
-    let recovered = replay(&data, &restored.covers, |_, commit| {
+    let recovered = replay(&data, &restored, |_, commit| {
         by_id[&commit.tenant]
             .recover_commit(commit.version, &commit.writes)
             .unwrap();
@@ -236,5 +236,44 @@ fn an_abandoned_snapshot_leaves_the_last_good_state() {
     assert!(!std::fs::read_dir(&dir)
         .unwrap()
         .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
+    wal.close();
+}
+
+#[test]
+fn a_gap_cut_at_recovery_leaves_no_segment_a_checkpoint_could_mistake_for_old() {
+    let dir = temp_dir("gap");
+    let (wal, stores) = recover(&dir, small_segments());
+    for i in 0..100u32 {
+        stores.0[0].1.put("t", &i.to_le_bytes(), b"before").unwrap();
+    }
+    let end = wal.appended_lsn();
+    wal.close();
+    // A crash between opening the next segment and writing the tail of this one leaves
+    // an empty segment after a gap.
+    std::fs::write(dir.join(format!("{:020}.log", end + 4096)), b"").unwrap();
+
+    let data = DataDir::lock(&dir).unwrap();
+    let store = Arc::new(TenantStore::new(QUOTA));
+    let recovered = replay(&data, &Default::default(), |_, commit| {
+        store.recover_commit(commit.version, &commit.writes).unwrap();
+        Ok(())
+    })
+    .unwrap();
+    assert!(recovered.cut.is_some(), "the gap is reported");
+    assert_eq!(recovered.end_lsn, end);
+    let wal = Arc::new(Wal::open(data, small_segments(), &recovered).unwrap());
+    assert!(store.attach_journal(wal.journal(1)).is_ok());
+    let stores = Stores(vec![(1, store), (2, Arc::new(TenantStore::new(QUOTA)))]);
+    stores.0[0].1.put("t", b"after", b"gap").unwrap();
+    // The checkpoint's mark lies past where the empty segment started: with that segment
+    // left behind, the live one looked old enough to remove.
+    wal.checkpoint(&stores, &|| true).unwrap();
+    stores.0[0].1.put("t", b"after2", b"checkpoint").unwrap();
+    wal.close();
+
+    let (wal, again) = recover(&dir, small_segments());
+    assert_eq!(again.0[0].1.get("t", b"after").unwrap().unwrap().1, &b"gap"[..]);
+    assert_eq!(again.0[0].1.get("t", b"after2").unwrap().unwrap().1, &b"checkpoint"[..]);
+    assert_eq!(again.0[0].1.stats().objects, 102);
     wal.close();
 }
