@@ -146,7 +146,8 @@ fn spawn(exe: &Path, args: &[OsString], listeners: &[TcpListener; 2], id: &str) 
 /// (why). A storage node that exits is restarted, a line printed, and `restarted` called
 /// with every storage node (to rewrite the JSON); the exit of any of `others` (named by
 /// their first element) ends the watch. A restart blocks the watch while the node starts
-/// (at most [`ferry_os::child::START_TIMEOUT`]); a signal meanwhile is handled after it.
+/// (its first line within [`ferry_os::child::RECOVERY_START_TIMEOUT`], as it recovers
+/// first); a signal meanwhile is handled after it.
 pub fn supervise(
     others: &mut [(String, ChildServer)],
     storage: &mut [StorageNode],

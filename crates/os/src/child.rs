@@ -9,9 +9,13 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-/// How long the child may take to print its `listening on` line: a node loads nothing
-/// at start, so this only bounds a hung start-up.
+/// How long the child may take to print each of its start-up lines: a node without a data
+/// dir loads nothing at start, so this only bounds a hung start-up.
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The same for the first line of a storage node with a data dir, which it prints once it
+/// has recovered: about 140 GB of snapshots and log at the measured 240 MiB/s on one CPU.
+pub const RECOVERY_START_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How long the child gets to exit after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,7 +55,8 @@ pub enum ChildError {
         /// How it exited, if that could be read.
         status: Option<std::process::ExitStatus>,
     },
-    /// It printed nothing within [`START_TIMEOUT`] (it is killed).
+    /// It printed nothing within [`START_TIMEOUT`], or [`RECOVERY_START_TIMEOUT`] for a
+    /// recovering node's first line (it is killed).
     #[error("the {what} did not start within {timeout:?}")]
     Timeout {
         /// Which process.
@@ -114,14 +119,19 @@ impl ChildServer {
     /// Like [`ChildServer::start`] for a process (storage node, gateway) started with `--resp` and
     /// `--metrics`: it prints `resp on HOST:PORT` between the two.
     pub fn start_resp(command: Command, what: &str) -> Result<ChildServer, ChildError> {
-        Self::start_lines(command, what, &["resp on ", "metrics on "])
+        Self::start_lines(command, what, &["resp on ", "metrics on "], START_TIMEOUT)
     }
 
     /// Like [`ChildServer::start_resp`] for a storage node started with `--data-dir`: it
     /// prints `recovered N objects from S snapshots ... and C commits ...` after its
     /// addresses (see [`ChildServer::recovered`]).
     pub fn start_resp_recovering(command: Command, what: &str) -> Result<ChildServer, ChildError> {
-        Self::start_lines(command, what, &["resp on ", "metrics on ", "recovered "])
+        Self::start_lines(
+            command,
+            what,
+            &["resp on ", "metrics on ", "recovered "],
+            RECOVERY_START_TIMEOUT,
+        )
     }
 
     /// Starts `command` (a `ferry` subcommand that prints `listening on HOST:PORT` first,
@@ -129,12 +139,17 @@ impl ChildServer {
     /// addresses. `what` names it in errors.
     pub fn start(command: Command, what: &str, metrics: bool) -> Result<ChildServer, ChildError> {
         let lines: &[&str] = if metrics { &["metrics on "] } else { &[] };
-        Self::start_lines(command, what, lines)
+        Self::start_lines(command, what, lines, START_TIMEOUT)
     }
 
-    /// Starts `command` and reads `listening on HOST:PORT`, then one line per prefix of
-    /// `more` (`resp on `, `metrics on `), in that order.
-    fn start_lines(mut command: Command, what: &str, more: &[&str]) -> Result<ChildServer, ChildError> {
+    /// Starts `command` and reads `listening on HOST:PORT` (within `first_line_timeout`),
+    /// then one line per prefix of `more` (`resp on `, `metrics on `), in that order.
+    fn start_lines(
+        mut command: Command,
+        what: &str,
+        more: &[&str],
+        first_line_timeout: Duration,
+    ) -> Result<ChildServer, ChildError> {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -154,7 +169,7 @@ impl ChildServer {
             }
         });
         let what = what.to_string();
-        let mut next_line = |prefix: &str| match receiver.recv_timeout(START_TIMEOUT) {
+        let mut next_line = |prefix: &str, timeout: Duration| match receiver.recv_timeout(timeout) {
             Ok(Ok(line)) => match line.strip_prefix(prefix) {
                 Some(addr) => Ok(addr.trim().to_string()),
                 None => Err(ChildError::UnexpectedLine {
@@ -174,14 +189,14 @@ impl ChildServer {
                 let _ = child.kill();
                 Err(ChildError::Timeout {
                     what: what.clone(),
-                    timeout: START_TIMEOUT,
+                    timeout,
                 })
             }
         };
-        let addr = next_line("listening on ")?;
+        let addr = next_line("listening on ", first_line_timeout)?;
         let (mut resp_addr, mut metrics_addr, mut recovered) = (None, None, None);
         for prefix in more {
-            let value = next_line(prefix)?;
+            let value = next_line(prefix, START_TIMEOUT)?;
             match *prefix {
                 "resp on " => resp_addr = Some(value),
                 "recovered " => recovered = Some(format!("recovered {value}")),
