@@ -68,6 +68,8 @@ impl Wal {
         if let Err(err) = self.rotate() {
             tracing::warn!(error = %err, "cannot start a new log segment for the snapshot");
         }
+        // The snapshots this checkpoint replaces: listed once, not once per tenant.
+        let older = dir.snapshots()?;
         tenants.each(&mut |tenant, store| {
             let mark = store.mark(|| self.appended_lsn());
             let head = SnapshotHead {
@@ -85,9 +87,9 @@ impl Wal {
             let durable_to = self.sync_now()?;
             let (objects, bytes) = writer.finish(durable_to)?;
             dir.sync()?;
-            for (other, lsn, path) in dir.snapshots()? {
-                if other == tenant && lsn < mark.at {
-                    std::fs::remove_file(&path).map_err(|err| WalError::io(&path, "cannot remove", err))?;
+            for (other, lsn, path) in &older {
+                if *other == tenant && *lsn < mark.at {
+                    std::fs::remove_file(path).map_err(|err| WalError::io(path, "cannot remove", err))?;
                 }
             }
             report.tenants += 1;
