@@ -96,14 +96,7 @@ fn protocol(message: impl Into<String>) -> ClientError {
 }
 
 /// Appends a command in RESP form.
-pub fn encode_command(args: &[&[u8]], out: &mut BytesMut) {
-    out.put_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        out.put_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.put_slice(arg);
-        out.put_slice(b"\r\n");
-    }
-}
+pub use ferry_resp::command::encode_request as encode_command;
 
 /// Parses one value from the front of `buf`: `Ok(None)` when more bytes are needed.
 pub fn parse(buf: &[u8]) -> Result<Option<(Resp, usize)>, ClientError> {

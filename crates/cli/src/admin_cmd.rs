@@ -79,11 +79,10 @@ pub fn run(args: AdminArgs) -> CmdResult {
 }
 
 fn encode(words: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", words.len()).into_bytes();
-    for word in words {
-        out.extend_from_slice(format!("${}\r\n{word}\r\n", word.len()).as_bytes());
-    }
-    out
+    let args: Vec<&[u8]> = words.iter().map(|word| word.as_bytes()).collect();
+    let mut out = bytes::BytesMut::new();
+    ferry_resp::command::encode_request(&args, &mut out);
+    out.to_vec()
 }
 
 /// One status or error reply (all SAVE, BGSAVE and AUTH answer).

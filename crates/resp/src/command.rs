@@ -123,6 +123,17 @@ pub enum Command {
     },
 }
 
+/// Appends a request (a command and its arguments) in RESP form, as a client sends it.
+pub fn encode_request(args: &[&[u8]], out: &mut bytes::BytesMut) {
+    use bytes::BufMut;
+    out.put_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.put_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.put_slice(arg);
+        out.put_slice(b"\r\n");
+    }
+}
+
 fn upper(arg: &Bytes) -> String {
     String::from_utf8_lossy(arg).to_ascii_uppercase()
 }
