@@ -15,7 +15,7 @@
 //!
 //! A map is accepted only if every one of the 16,384 slots has exactly one owner.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::slot::{key_slot, SLOTS};
 
@@ -26,7 +26,7 @@ pub const MAX_NODES: usize = 1_000;
 pub const MAX_NODE_ID_BYTES: usize = 64;
 
 /// One node of the map.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEntry {
     /// Its name in the map and in `moved` answers.
     pub id: String,

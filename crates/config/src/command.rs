@@ -1,0 +1,372 @@
+//! The commands that change a [`ClusterConfig`]. Each one names the epoch it was decided
+//! at (except bootstrap, which is allowed only once), so a decision made on an old
+//! configuration is refused rather than applied to a newer one; and each one is applied
+//! whole or not at all. Every change raises the epoch by one.
+
+use ferry_cluster::map::MAX_NODES;
+use ferry_cluster::{ClusterMap, NodeEntry};
+use serde::{Deserialize, Serialize};
+
+use crate::state::{add_range, remove_range, valid_range, ClusterConfig, Epoch, Shard, StorageNode};
+
+/// A change to the configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Loads the first configuration from a cluster map: one shard per map node, which is
+    /// its primary. Refused once the cluster is bootstrapped, so every config member may
+    /// propose the same map and the first one committed wins.
+    Bootstrap {
+        /// The map's nodes.
+        nodes: Vec<NodeEntry>,
+    },
+    /// Adds a storage node as the primary of a new shard with no slots yet.
+    AddNode {
+        /// Its id.
+        id: String,
+        /// Where it listens.
+        node: StorageNode,
+        /// The epoch this was decided at.
+        expected_epoch: Epoch,
+    },
+    /// Gives the slots `first..=last` to the shard whose primary is `to`. Only routing
+    /// changes: no keys move (so this is for ranges without keys; a slot move copies them).
+    AssignSlots {
+        /// First slot.
+        first: u16,
+        /// Last slot (inclusive).
+        last: u16,
+        /// The primary of the shard that gets them.
+        to: String,
+        /// The epoch this was decided at.
+        expected_epoch: Epoch,
+    },
+}
+
+/// What applying a command did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The command took effect; the configuration is now at `epoch` (unchanged for a
+    /// command that asked for what already held).
+    Applied {
+        /// The epoch after the command.
+        epoch: Epoch,
+    },
+    /// The command was refused and nothing changed.
+    Refused(Refusal),
+}
+
+/// Why a command was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Refusal {
+    /// Bootstrap on a bootstrapped cluster.
+    #[error("the cluster is already bootstrapped (epoch {epoch})")]
+    AlreadyBootstrapped {
+        /// The current epoch.
+        epoch: Epoch,
+    },
+    /// A change before bootstrap.
+    #[error("the cluster is not bootstrapped yet")]
+    NotBootstrapped,
+    /// The command was decided at another epoch.
+    #[error("decided at epoch {expected}, but the configuration is at epoch {current}")]
+    StaleEpoch {
+        /// The epoch the command names.
+        expected: Epoch,
+        /// The configuration's epoch.
+        current: Epoch,
+    },
+    /// The map, node or range is not acceptable.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ClusterConfig {
+    /// Applies `command`: the outcome says what happened, and on a refusal the
+    /// configuration is unchanged.
+    pub fn apply(&mut self, command: &Command) -> Outcome {
+        match self.try_apply(command) {
+            Ok(epoch) => Outcome::Applied { epoch },
+            Err(refusal) => Outcome::Refused(refusal),
+        }
+    }
+
+    fn try_apply(&mut self, command: &Command) -> Result<Epoch, Refusal> {
+        match command {
+            Command::Bootstrap { nodes } => self.bootstrap(nodes),
+            Command::AddNode {
+                id,
+                node,
+                expected_epoch,
+            } => {
+                self.check_epoch(*expected_epoch)?;
+                self.add_node(id, node)
+            }
+            Command::AssignSlots {
+                first,
+                last,
+                to,
+                expected_epoch,
+            } => {
+                self.check_epoch(*expected_epoch)?;
+                self.assign_slots(*first, *last, to)
+            }
+        }
+    }
+
+    fn check_epoch(&self, expected: Epoch) -> Result<(), Refusal> {
+        if !self.is_bootstrapped() {
+            return Err(Refusal::NotBootstrapped);
+        }
+        if expected != self.epoch {
+            return Err(Refusal::StaleEpoch {
+                expected,
+                current: self.epoch,
+            });
+        }
+        Ok(())
+    }
+
+    fn bootstrap(&mut self, nodes: &[NodeEntry]) -> Result<Epoch, Refusal> {
+        if self.is_bootstrapped() {
+            return Err(Refusal::AlreadyBootstrapped { epoch: self.epoch });
+        }
+        // The map's own checks: ids, addresses, every slot owned exactly once.
+        let map = ClusterMap::new(nodes.to_vec()).map_err(|err| Refusal::Invalid(err.to_string()))?;
+        let epoch = 1;
+        let mut next = ClusterConfig {
+            epoch,
+            ..ClusterConfig::default()
+        };
+        for (index, entry) in map.nodes().iter().enumerate() {
+            next.nodes.insert(
+                entry.id.clone(),
+                StorageNode {
+                    addr: entry.addr.clone(),
+                    resp: entry.resp.clone(),
+                },
+            );
+            let mut slots = Vec::new();
+            for &(lo, hi) in &entry.slots {
+                slots = add_range(&slots, lo, hi);
+            }
+            next.shards.insert(
+                index as u32 + 1,
+                Shard {
+                    primary: entry.id.clone(),
+                    replicas: Vec::new(),
+                    slots,
+                    primary_epoch: epoch,
+                },
+            );
+        }
+        *self = next;
+        Ok(epoch)
+    }
+
+    fn add_node(&mut self, id: &str, node: &StorageNode) -> Result<Epoch, Refusal> {
+        if self.nodes.contains_key(id) {
+            return Err(Refusal::Invalid(format!("node {id:?} is already in the cluster")));
+        }
+        if self.nodes.len() >= MAX_NODES {
+            return Err(Refusal::Invalid(format!("a cluster has at most {MAX_NODES} nodes")));
+        }
+        let epoch = self.epoch + 1;
+        let mut next = self.clone();
+        next.epoch = epoch;
+        next.nodes.insert(id.to_string(), node.clone());
+        let shard_id = next.shards.keys().next_back().map_or(1, |last| last + 1);
+        next.shards.insert(
+            shard_id,
+            Shard {
+                primary: id.to_string(),
+                replicas: Vec::new(),
+                slots: Vec::new(),
+                primary_epoch: epoch,
+            },
+        );
+        // The same checks a map file gets (id and address forms).
+        next.routing_map().map_err(|err| Refusal::Invalid(err.to_string()))?;
+        *self = next;
+        Ok(epoch)
+    }
+
+    fn assign_slots(&mut self, first: u16, last: u16, to: &str) -> Result<Epoch, Refusal> {
+        if !valid_range(first, last) {
+            return Err(Refusal::Invalid(format!(
+                "slots {first}-{last} are not a range of slots"
+            )));
+        }
+        let Some((target, _)) = self.shard_led_by(to) else {
+            return Err(Refusal::Invalid(format!("{to:?} is not the primary of a shard")));
+        };
+        let mut next = self.clone();
+        for (id, shard) in next.shards.iter_mut() {
+            shard.slots = if *id == target {
+                add_range(&shard.slots, first, last)
+            } else {
+                remove_range(&shard.slots, first, last)
+            };
+        }
+        if next.shards == self.shards {
+            return Ok(self.epoch);
+        }
+        next.epoch += 1;
+        // Assignment only moves slots between shards, so coverage holds; checked anyway.
+        next.routing_map().map_err(|err| Refusal::Invalid(err.to_string()))?;
+        *self = next;
+        Ok(self.epoch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_cluster::SLOTS;
+    use proptest::prelude::*;
+
+    fn three_nodes() -> Vec<NodeEntry> {
+        let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.1:770{i}")).collect();
+        ClusterMap::even(&addrs).unwrap().nodes().to_vec()
+    }
+
+    fn bootstrapped() -> ClusterConfig {
+        let mut config = ClusterConfig::default();
+        assert_eq!(
+            config.apply(&Command::Bootstrap { nodes: three_nodes() }),
+            Outcome::Applied { epoch: 1 }
+        );
+        config
+    }
+
+    #[test]
+    fn bootstrap_loads_the_map_once() {
+        let mut config = bootstrapped();
+        let map = config.routing_map().unwrap();
+        assert_eq!(map.nodes().len(), 3);
+        assert_eq!(map.owner_of_slot(0).id, "s1");
+        assert_eq!(map.owner_of_slot(SLOTS - 1).id, "s3");
+        let again = config.apply(&Command::Bootstrap { nodes: three_nodes() });
+        assert_eq!(again, Outcome::Refused(Refusal::AlreadyBootstrapped { epoch: 1 }));
+    }
+
+    #[test]
+    fn a_map_with_a_gap_is_refused_and_changes_nothing() {
+        let mut nodes = three_nodes();
+        nodes[1].slots = vec![(5461, 5461)];
+        let mut config = ClusterConfig::default();
+        assert!(matches!(
+            config.apply(&Command::Bootstrap { nodes }),
+            Outcome::Refused(Refusal::Invalid(_))
+        ));
+        assert_eq!(config, ClusterConfig::default());
+    }
+
+    #[test]
+    fn a_stale_decision_is_refused() {
+        let mut config = bootstrapped();
+        let assign = |expected_epoch| Command::AssignSlots {
+            first: 0,
+            last: 99,
+            to: "s2".into(),
+            expected_epoch,
+        };
+        assert_eq!(config.apply(&assign(1)), Outcome::Applied { epoch: 2 });
+        assert_eq!(config.routing_map().unwrap().owner_of_slot(50).id, "s2");
+        let before = config.clone();
+        assert_eq!(
+            config.apply(&assign(1)),
+            Outcome::Refused(Refusal::StaleEpoch {
+                expected: 1,
+                current: 2
+            })
+        );
+        assert_eq!(config, before);
+        // Asking for what already holds changes nothing, not even the epoch.
+        assert_eq!(config.apply(&assign(2)), Outcome::Applied { epoch: 2 });
+    }
+
+    #[test]
+    fn a_new_node_gets_an_empty_shard_then_slots() {
+        let mut config = bootstrapped();
+        let node = StorageNode {
+            addr: "127.0.0.1:7704".into(),
+            resp: None,
+        };
+        let add = Command::AddNode {
+            id: "s4".into(),
+            node: node.clone(),
+            expected_epoch: 1,
+        };
+        assert_eq!(config.apply(&add), Outcome::Applied { epoch: 2 });
+        assert!(matches!(
+            config.apply(&Command::AddNode {
+                id: "s4".into(),
+                node,
+                expected_epoch: 2
+            }),
+            Outcome::Refused(Refusal::Invalid(_))
+        ));
+        let assign = Command::AssignSlots {
+            first: 16000,
+            last: 16383,
+            to: "s4".into(),
+            expected_epoch: 2,
+        };
+        assert_eq!(config.apply(&assign), Outcome::Applied { epoch: 3 });
+        let map = config.routing_map().unwrap();
+        assert_eq!(map.owner_of_slot(16383).id, "s4");
+        assert_eq!(map.owner_of_slot(15999).id, "s3");
+        let unknown = Command::AssignSlots {
+            first: 0,
+            last: 0,
+            to: "s9".into(),
+            expected_epoch: 3,
+        };
+        assert!(matches!(config.apply(&unknown), Outcome::Refused(Refusal::Invalid(_))));
+    }
+
+    fn command() -> impl Strategy<Value = Command> {
+        let nodes = prop::sample::select(vec!["s1", "s2", "s3", "s4", "s5"]);
+        prop_oneof![
+            (0u16..SLOTS, 0u16..3000, nodes.clone(), 0u64..8).prop_map(|(first, len, to, expected_epoch)| {
+                Command::AssignSlots {
+                    first,
+                    last: first.saturating_add(len).min(SLOTS - 1),
+                    to: to.into(),
+                    expected_epoch,
+                }
+            }),
+            (nodes, 0u64..8).prop_map(|(id, expected_epoch)| Command::AddNode {
+                id: id.into(),
+                node: StorageNode {
+                    addr: "127.0.0.1:7799".into(),
+                    resp: None
+                },
+                expected_epoch,
+            }),
+        ]
+    }
+
+    proptest! {
+        /// Whatever sequence of decisions arrives, every slot keeps exactly one owner, the
+        /// epoch rises by one per change and never otherwise, and replaying the same log
+        /// gives the same configuration.
+        #[test]
+        fn any_log_keeps_the_map_whole_and_epochs_rising(commands in proptest::collection::vec(command(), 0..40)) {
+            let mut config = bootstrapped();
+            let mut replay = bootstrapped();
+            for command in &commands {
+                let before = config.clone();
+                let outcome = config.apply(command);
+                prop_assert_eq!(&replay.apply(command), &outcome);
+                match outcome {
+                    Outcome::Applied { epoch } if before == config => prop_assert_eq!(epoch, before.epoch),
+                    Outcome::Applied { epoch } => prop_assert_eq!(epoch, before.epoch + 1),
+                    Outcome::Refused(_) => prop_assert_eq!(&config, &before),
+                }
+                prop_assert!(config.routing_map().is_ok());
+            }
+            prop_assert_eq!(config, replay);
+        }
+    }
+}

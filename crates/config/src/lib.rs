@@ -1,0 +1,18 @@
+//! The cluster's configuration as values, with no I/O: which storage nodes exist, which
+//! shard (a set of slot ranges) each one serves, and the epoch that numbers every change.
+//!
+//! - [`state`]: [`ClusterConfig`] and the routing map it gives;
+//! - [`command`]: the [`Command`]s that change it, each checked against the epoch it was
+//!   decided at, and applied whole or not at all;
+//! - [`wire`]: what nodes, gateways, clients and admin commands say to a config member.
+//!
+//! The config group (`ferry-confignode`) keeps a [`ClusterConfig`] in a Raft state machine
+//! and applies committed commands to it with [`ClusterConfig::apply`]; everything here is
+//! deterministic, so every member computes the same configuration from the same log.
+
+pub mod command;
+pub mod state;
+pub mod wire;
+
+pub use command::{Command, Outcome, Refusal};
+pub use state::{ClusterConfig, Shard, StorageNode};

@@ -1,0 +1,199 @@
+//! Talking to the config group from outside it: storage nodes, gateways, clients and admin
+//! commands. Any member answers a watch; a proposal is sent to the leader, found by
+//! following the members' `NotLeader` hints.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, GroupStatus};
+use ferry_config::{ClusterConfig, Command, Outcome};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::framing::{read_frame, write_frame};
+
+/// Longest a connection to a member may take to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Longest a request other than a watch waits for its answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest a proposal keeps looking for a leader (an election takes about a second).
+pub const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Pause between rounds over the members while no leader is known.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long one watch waits for a newer configuration before asking again.
+pub const WATCH_WAIT: Duration = Duration::from_secs(10);
+
+/// Why the group could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No member could be reached, or none answered in time.
+    #[error("no config member answered ({0})")]
+    Unreachable(String),
+    /// No leader was found before the deadline.
+    #[error("the config group has no leader (tried for {0:?})")]
+    NoLeader(Duration),
+    /// A member could not serve the request.
+    #[error("config member {member}: {why}")]
+    Failed {
+        /// The member's address.
+        member: String,
+        /// What it said.
+        why: String,
+    },
+}
+
+/// A handle on the config group, given its members' addresses.
+#[derive(Clone, Debug)]
+pub struct ConfigClient {
+    members: Vec<String>,
+}
+
+async fn ask(addr: &str, request: &ClientRequest, within: Duration) -> std::io::Result<ClientReply> {
+    let exchange = async {
+        let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")))?;
+        let _ = stream.set_nodelay(true);
+        write_frame(&mut stream, &encode(Channel::Client, request)).await?;
+        match read_frame(&mut stream).await? {
+            Some((Channel::Client, body)) => {
+                decode(&body).map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))
+            }
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the member closed the connection",
+            )),
+        }
+    };
+    tokio::time::timeout(within, exchange)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in time")))
+}
+
+impl ConfigClient {
+    /// A client of the group whose members listen at `members` (`host:port` each).
+    pub fn new(members: Vec<String>) -> ConfigClient {
+        ConfigClient { members }
+    }
+
+    /// The members' addresses.
+    pub fn members(&self) -> &[String] {
+        &self.members
+    }
+
+    /// Asks the members in turn until one answers.
+    async fn ask_any(&self, request: &ClientRequest, within: Duration) -> Result<(String, ClientReply), ConfigError> {
+        let mut errors = Vec::new();
+        for addr in &self.members {
+            match ask(addr, request, within).await {
+                Ok(reply) => return Ok((addr.clone(), reply)),
+                Err(err) => errors.push(format!("{addr}: {err}")),
+            }
+        }
+        Err(ConfigError::Unreachable(errors.join("; ")))
+    }
+
+    /// A committed configuration newer than `known_epoch`, or after `wait` the newest the
+    /// answering member has.
+    pub async fn watch(&self, known_epoch: u64, wait: Duration) -> Result<ClusterConfig, ConfigError> {
+        let request = ClientRequest::Watch {
+            known_epoch,
+            wait_ms: wait.as_millis() as u64,
+        };
+        match self.ask_any(&request, wait + REQUEST_TIMEOUT).await? {
+            (_, ClientReply::Config(config)) => Ok(config),
+            (member, other) => Err(ConfigError::Failed {
+                member,
+                why: format!("answered a watch with {other:?}"),
+            }),
+        }
+    }
+
+    /// The configuration a member has now.
+    pub async fn current(&self) -> Result<ClusterConfig, ConfigError> {
+        self.watch(u64::MAX, Duration::ZERO).await
+    }
+
+    /// One member's view of the group.
+    pub async fn status(&self, member: &str) -> Result<GroupStatus, ConfigError> {
+        match ask(member, &ClientRequest::Status, REQUEST_TIMEOUT).await {
+            Ok(ClientReply::Status(status)) => Ok(status),
+            Ok(other) => Err(ConfigError::Failed {
+                member: member.to_string(),
+                why: format!("answered a status request with {other:?}"),
+            }),
+            Err(err) => Err(ConfigError::Unreachable(format!("{member}: {err}"))),
+        }
+    }
+
+    /// Has the leader decide `command`, and returns its outcome once committed.
+    pub async fn propose(&self, command: Command) -> Result<Outcome, ConfigError> {
+        let request = ClientRequest::Propose(command);
+        let started = Instant::now();
+        let mut next: Option<String> = None;
+        loop {
+            let answer = match next.take() {
+                Some(leader) => ask(&leader, &request, REQUEST_TIMEOUT)
+                    .await
+                    .map(|reply| (leader.clone(), reply))
+                    .map_err(|err| ConfigError::Unreachable(format!("{leader}: {err}"))),
+                None => self.ask_any(&request, REQUEST_TIMEOUT).await,
+            };
+            match answer {
+                Ok((_, ClientReply::Outcome(outcome))) => return Ok(outcome),
+                Ok((_, ClientReply::NotLeader { leader })) => next = leader,
+                Ok((member, ClientReply::Failed(why))) => {
+                    tracing::debug!("config member {member}: {why}");
+                }
+                Ok((member, other)) => {
+                    return Err(ConfigError::Failed {
+                        member,
+                        why: format!("answered a proposal with {other:?}"),
+                    })
+                }
+                Err(err) => tracing::debug!("proposal: {err}"),
+            }
+            if started.elapsed() >= PROPOSE_DEADLINE {
+                return Err(ConfigError::NoLeader(PROPOSE_DEADLINE));
+            }
+            if next.is_none() {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+
+    /// Follows the configuration: a channel that holds the newest committed configuration
+    /// seen (the default, epoch 0, until one is), kept up to date by a task that watches the
+    /// group until every receiver is gone. Epochs only rise on it.
+    pub fn follow(&self) -> watch::Receiver<Arc<ClusterConfig>> {
+        let (sender, receiver) = watch::channel(Arc::new(ClusterConfig::default()));
+        let client = self.clone();
+        tokio::spawn(async move {
+            let mut known = 0;
+            loop {
+                let watched = tokio::select! {
+                    watched = client.watch(known, WATCH_WAIT) => watched,
+                    _ = sender.closed() => return,
+                };
+                match watched {
+                    Ok(config) if config.epoch > known => {
+                        known = config.epoch;
+                        if sender.send(Arc::new(config)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::debug!("following the config group: {err}");
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                    }
+                }
+            }
+        });
+        receiver
+    }
+}

@@ -1,0 +1,26 @@
+//! A member of the config group, and the client everyone else uses to reach it.
+//!
+//! The cluster's configuration ([`ferry_config::ClusterConfig`]) lives in a Raft group
+//! run by `ferry config` processes (3 by default). This crate is the only one that names
+//! openraft:
+//!
+//! - [`types`]: the group's Raft type configuration;
+//! - [`log_store`]: the Raft log, durable in one file of checksummed frames;
+//! - [`state_machine`]: the configuration built by committed commands, published on a
+//!   watch channel, with snapshots in one file;
+//! - [`peer`]: the Raft messages between members over TCP;
+//! - [`member`]: a running member (data dir, Raft, forming the group, bootstrap);
+//! - [`server`]: a member's listener, for peers and clients;
+//! - [`client`]: [`ConfigClient`], which watches the configuration and proposes changes.
+
+pub mod client;
+mod framing;
+pub mod log_store;
+pub mod member;
+pub mod peer;
+pub mod server;
+pub mod state_machine;
+pub mod types;
+
+pub use client::{ConfigClient, ConfigError};
+pub use member::{Member, MemberConfig, MemberError};

@@ -1,0 +1,105 @@
+//! A member's listener: Raft messages from peers and requests from everyone else, one
+//! frame in, one frame out, in order, per connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, MAX_WATCH_WAIT_MS};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+use crate::framing::{read_frame, write_frame};
+use crate::member::Member;
+use crate::peer::{PeerReply, PeerRequest};
+
+/// Most connections a member serves at once (peers, every node's and gateway's watch,
+/// admin commands); more are closed at once.
+pub const MAX_CONNECTIONS: usize = 4096;
+
+/// Serves `listener` for `member` until `shutdown` turns true.
+pub async fn serve(member: Arc<Member>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    let seats = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // Out of descriptors and the like: wait instead of spinning.
+                tracing::warn!("config listener: accept failed: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(seat) = seats.clone().try_acquire_owned() else {
+            tracing::warn!("config listener: {MAX_CONNECTIONS} connections open, closing one from {peer}");
+            continue;
+        };
+        let member = member.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _seat = seat;
+            if let Err(err) = connection(member, stream, shutdown).await {
+                tracing::debug!("config connection from {peer}: {err}");
+            }
+        });
+    }
+}
+
+async fn connection(
+    member: Arc<Member>,
+    mut stream: TcpStream,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    loop {
+        let frame = tokio::select! {
+            frame = read_frame(&mut stream) => frame?,
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        };
+        let Some((channel, body)) = frame else {
+            return Ok(());
+        };
+        let reply = match channel {
+            Channel::Peer => {
+                let request: PeerRequest =
+                    decode(&body).map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?;
+                encode(Channel::Peer, &peer_call(&member, request).await)
+            }
+            Channel::Client => {
+                let reply = match decode::<ClientRequest>(&body) {
+                    Ok(request) => client_call(&member, request).await,
+                    Err(err) => ClientReply::Failed(err.to_string()),
+                };
+                encode(Channel::Client, &reply)
+            }
+        };
+        write_frame(&mut stream, &reply).await?;
+    }
+}
+
+async fn peer_call(member: &Member, request: PeerRequest) -> PeerReply {
+    let raft = member.raft();
+    match request {
+        PeerRequest::Append(rpc) => PeerReply::Append(raft.append_entries(rpc).await),
+        PeerRequest::Vote(rpc) => PeerReply::Vote(raft.vote(rpc).await),
+        PeerRequest::Snapshot(rpc) => PeerReply::Snapshot(raft.install_snapshot(rpc).await),
+    }
+}
+
+async fn client_call(member: &Member, request: ClientRequest) -> ClientReply {
+    match request {
+        ClientRequest::Watch { known_epoch, wait_ms } => {
+            let mut configs = member.configs();
+            let wait = Duration::from_millis(wait_ms.min(MAX_WATCH_WAIT_MS));
+            // Waiting out the time is the normal answer: the caller gets what there is.
+            let _ = tokio::time::timeout(wait, configs.wait_for(|config| config.epoch > known_epoch)).await;
+            let config = configs.borrow().as_ref().clone();
+            ClientReply::Config(config)
+        }
+        ClientRequest::Propose(command) => member.propose(command).await,
+        ClientRequest::Status => ClientReply::Status(member.status()),
+    }
+}

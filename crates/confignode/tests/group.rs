@@ -1,0 +1,124 @@
+//! Three members on loopback: the group forms, loads the bootstrap map, decides changes
+//! through whichever member is asked, keeps deciding when its leader dies, and a member
+//! that comes back catches up.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_cluster::ClusterMap;
+use ferry_config::{ClusterConfig, Command, Outcome, Refusal};
+use ferry_confignode::{ConfigClient, Member, MemberConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Generous for a loaded 2-CPU machine: an election takes about a second.
+const SETTLE: Duration = Duration::from_secs(30);
+
+struct Running {
+    member: Arc<Member>,
+    stop: watch::Sender<bool>,
+}
+
+impl Running {
+    async fn kill(self) {
+        let _ = self.stop.send(true);
+        self.member.shutdown().await;
+    }
+}
+
+async fn start(id: u64, members: &BTreeMap<u64, String>, dir: &Path, listener: TcpListener) -> Running {
+    let addrs: Vec<String> = (1..=2).map(|i| format!("127.0.0.1:1770{i}")).collect();
+    let member = Member::start(MemberConfig {
+        id,
+        members: members.clone(),
+        data_dir: dir.join(format!("member-{id}")),
+        bootstrap: Some(ClusterMap::even(&addrs).unwrap().nodes().to_vec()),
+    })
+    .await
+    .unwrap();
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(ferry_confignode::server::serve(member.clone(), listener, stopped));
+    Running { member, stop }
+}
+
+async fn until_epoch(configs: &mut watch::Receiver<Arc<ClusterConfig>>, epoch: u64) -> Arc<ClusterConfig> {
+    tokio::time::timeout(SETTLE, configs.wait_for(|config| config.epoch >= epoch))
+        .await
+        .unwrap_or_else(|_| panic!("no configuration at epoch {epoch} within {SETTLE:?}"))
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches_up() {
+    let dir = std::env::temp_dir().join(format!("ferry-confignode-group-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.insert(id, listener.local_addr().unwrap().to_string());
+        listeners.push(listener);
+    }
+    let mut running = BTreeMap::new();
+    for (id, listener) in (1..=3u64).zip(listeners) {
+        running.insert(id, start(id, &members, &dir, listener).await);
+    }
+    let client = ConfigClient::new(members.values().cloned().collect());
+    let mut followed = client.follow();
+
+    // Every member was given the map; it is loaded once.
+    let config = until_epoch(&mut followed, 1).await;
+    assert_eq!(config.routing_map().unwrap().owner_of_slot(0).id, "s1");
+    assert_eq!(
+        client.propose(Command::Bootstrap { nodes: Vec::new() }).await.unwrap(),
+        Outcome::Refused(Refusal::AlreadyBootstrapped { epoch: 1 })
+    );
+
+    let assign = |expected_epoch| Command::AssignSlots {
+        first: 0,
+        last: 99,
+        to: "s2".into(),
+        expected_epoch,
+    };
+    assert_eq!(client.propose(assign(1)).await.unwrap(), Outcome::Applied { epoch: 2 });
+    let config = until_epoch(&mut followed, 2).await;
+    assert_eq!(config.routing_map().unwrap().owner_of_slot(99).id, "s2");
+
+    // Kill the leader; the other two elect one and keep deciding.
+    let status = client.status(&members[&1]).await.unwrap();
+    let leader = status.leader.expect("a leader after a commit");
+    running.remove(&leader).unwrap().kill().await;
+    let give_back = Command::AssignSlots {
+        first: 0,
+        last: 99,
+        to: "s1".into(),
+        expected_epoch: 2,
+    };
+    assert_eq!(client.propose(give_back).await.unwrap(), Outcome::Applied { epoch: 3 });
+    let config = until_epoch(&mut followed, 3).await;
+    assert_eq!(config.routing_map().unwrap().owner_of_slot(99).id, "s1");
+    // A decision taken at an old epoch is refused.
+    assert_eq!(
+        client.propose(assign(2)).await.unwrap(),
+        Outcome::Refused(Refusal::StaleEpoch {
+            expected: 2,
+            current: 3
+        })
+    );
+
+    // The old leader comes back on its data dir and catches up with what it missed.
+    let listener = TcpListener::bind(&members[&leader]).await.unwrap();
+    let back = start(leader, &members, &dir, listener).await;
+    let mut its_configs = back.member.configs();
+    let config = until_epoch(&mut its_configs, 3).await;
+    assert_eq!(config.routing_map().unwrap().owner_of_slot(99).id, "s1");
+    running.insert(leader, back);
+
+    for (_, member) in running {
+        member.kill().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
