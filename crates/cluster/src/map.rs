@@ -103,6 +103,8 @@ pub struct Spread {
 /// A checked cluster map.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterMap {
+    /// The configuration epoch it belongs to (0 for a map read from a file).
+    epoch: u64,
     nodes: Vec<NodeEntry>,
     /// Slot → index into `nodes`.
     owner: Vec<u16>,
@@ -209,7 +211,19 @@ impl ClusterMap {
                 .map_or(SLOTS - 1, |len| (from + len - 1) as u16);
             return Err(MapError::Uncovered { from: from as u16, to });
         }
-        Ok(ClusterMap { nodes, owner })
+        Ok(ClusterMap { epoch: 0, nodes, owner })
+    }
+
+    /// The map as the configuration at `epoch` gives it.
+    pub fn with_epoch(mut self, epoch: u64) -> ClusterMap {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The configuration epoch this map belongs to: a map with a higher epoch is newer
+    /// (0 for a map read from a file, which never changes).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The nodes, in the order of the map.

@@ -80,7 +80,7 @@ impl ClusterConfig {
                 resp: node.resp.clone(),
             });
         }
-        ClusterMap::new(entries)
+        Ok(ClusterMap::new(entries)?.with_epoch(self.epoch))
     }
 }
 

@@ -3,6 +3,9 @@
 //! fsync mode promises. Every commit is appended to the log before it becomes visible, so
 //! a reply about to be sent can reveal nothing appended after this moment: waiting until
 //! everything appended so far is released covers every write it could reveal.
+//!
+//! With replica acknowledgements required (`--ack replica`), "released" also means a
+//! replica has logged it: the release is the lower of this node's log and the replica's.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{OnceLock, Weak};
@@ -21,7 +24,14 @@ pub trait Flush: Send + Sync {
 pub struct ReplyGate {
     /// End of the last record appended (a log offset).
     appended: AtomicU64,
-    /// End of the records released: written (fsync `everysec`, `no`) or synced (`always`).
+    /// End of the records this node's log holds as promised: written (fsync `everysec`,
+    /// `no`) or synced (`always`). What a primary may send its replicas.
+    logged: watch::Sender<u64>,
+    /// End of the records a replica has logged (reported by replication).
+    replica_logged: AtomicU64,
+    /// Whether replies wait for a replica too.
+    replica_required: AtomicBool,
+    /// End of the records released: `logged`, or the lower of it and `replica_logged`.
     released: watch::Sender<u64>,
     /// The log can no longer make anything durable.
     failed: AtomicBool,
@@ -48,6 +58,9 @@ impl ReplyGate {
     pub fn new(lsn: u64) -> ReplyGate {
         ReplyGate {
             appended: AtomicU64::new(lsn),
+            logged: watch::Sender::new(lsn),
+            replica_logged: AtomicU64::new(0),
+            replica_required: AtomicBool::new(false),
             released: watch::Sender::new(lsn),
             failed: AtomicBool::new(false),
             flusher: OnceLock::new(),
@@ -67,11 +80,48 @@ impl ReplyGate {
 
     /// Everything up to `lsn` is as durable as promised (called by the log's writer).
     pub fn release(&self, lsn: u64) {
-        self.released.send_if_modified(|released| {
-            let moved = lsn > *released;
-            *released = (*released).max(lsn);
+        self.logged.send_if_modified(|logged| {
+            let moved = lsn > *logged;
+            *logged = (*logged).max(lsn);
             moved
         });
+        self.update_released();
+    }
+
+    /// A replica has logged everything up to `lsn` (called by replication).
+    pub fn replica_logged(&self, lsn: u64) {
+        self.replica_logged.fetch_max(lsn, Ordering::AcqRel);
+        self.update_released();
+    }
+
+    /// Whether replies also wait for a replica to have logged what they may reveal.
+    pub fn require_replica(&self, required: bool) {
+        self.replica_required.store(required, Ordering::Release);
+        self.update_released();
+    }
+
+    /// Moves the release to what the log and, when required, a replica hold. It only
+    /// rises: a reply once released stays released.
+    fn update_released(&self) {
+        // Computed under the release's lock: of two updates racing (the writer's and a
+        // replica's), the later one sees both, so neither is lost.
+        self.released.send_if_modified(|released| {
+            let logged = *self.logged.borrow();
+            let target = if self.replica_required.load(Ordering::Acquire) {
+                logged.min(self.replica_logged.load(Ordering::Acquire))
+            } else {
+                logged
+            };
+            let moved = target > *released;
+            *released = (*released).max(target);
+            moved
+        });
+    }
+
+    /// How far this node's log holds records as promised, as a channel that changes when
+    /// it grows: what replication may send.
+    pub fn logged(&self) -> watch::Receiver<u64> {
+        self.logged.subscribe()
     }
 
     /// Nothing more will be released: wakes every waiter with [`LogFailed`].
@@ -103,11 +153,15 @@ impl ReplyGate {
             if self.failed.load(Ordering::Acquire) {
                 return Err(LogFailed);
             }
-            let flushed = self
-                .flusher
-                .get()
-                .and_then(Weak::upgrade)
-                .is_some_and(|flusher| flusher.try_flush());
+            // Flushing helps only while this node's log is behind; waiting for a replica,
+            // a flush would find nothing to do and the loop would spin.
+            let local_behind = *self.logged.borrow() < target;
+            let flushed = local_behind
+                && self
+                    .flusher
+                    .get()
+                    .and_then(Weak::upgrade)
+                    .is_some_and(|flusher| flusher.try_flush());
             if !flushed && released.changed().await.is_err() {
                 return Err(LogFailed);
             }
@@ -147,6 +201,40 @@ mod tests {
                 .await
                 .expect("released")
                 .unwrap()
+                .unwrap();
+        });
+    }
+
+    #[test]
+    fn with_a_replica_required_a_reply_waits_for_the_replica_too() {
+        runtime().block_on(async {
+            let gate = Arc::new(ReplyGate::new(0));
+            gate.require_replica(true);
+            gate.appended(100);
+            gate.release(100);
+            let waiting = tokio::spawn({
+                let gate = Arc::clone(&gate);
+                async move { gate.pass().await }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(!waiting.is_finished(), "passed before a replica logged its writes");
+            assert_eq!(*gate.logged().borrow(), 100, "the log itself holds them");
+            gate.replica_logged(60);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(!waiting.is_finished(), "passed with the replica short of its writes");
+            gate.replica_logged(100);
+            tokio::time::timeout(Duration::from_secs(10), waiting)
+                .await
+                .expect("released")
+                .unwrap()
+                .unwrap();
+            // Without the requirement, the log alone releases.
+            gate.require_replica(false);
+            gate.appended(200);
+            gate.release(200);
+            tokio::time::timeout(Duration::from_secs(10), gate.pass())
+                .await
+                .expect("released by the log alone")
                 .unwrap();
         });
     }

@@ -19,6 +19,8 @@
 //! - [`checkpointer`]: [`Checkpointer`]: the thread that checkpoints when the log has
 //!   grown, or when asked (`BGSAVE`, `SAVE`).
 //! - [`restore`]: [`load_snapshots`]: each tenant's newest snapshot, loaded on start.
+//! - [`tail`]: [`read_frames`]: records read back from a log offset, byte for byte, for
+//!   replicas; [`Wal::append_frames`] appends them on the other side.
 //! - [`error`]: the log's error type, [`WalError`].
 
 pub mod checkpoint;
@@ -31,6 +33,7 @@ pub mod record;
 pub mod recover;
 pub mod restore;
 pub mod snapshot;
+pub mod tail;
 mod writer;
 
 pub use checkpoint::{CheckpointReport, Tenants};
@@ -41,6 +44,7 @@ pub use gate::{LogFailed, ReplyGate};
 pub use log::{AppendError, FsyncMode, Wal, WalConfig, DEFAULT_SEGMENT_BYTES};
 pub use recover::{replay, Cut, Recovered};
 pub use restore::{load_snapshots, Restored};
+pub use tail::{read_frames, TailError, MAX_TAIL_READ_BYTES};
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -110,6 +110,22 @@ pub enum AppendError {
     /// The writer failed; nothing more can be made durable.
     #[error("the log failed ({0}); restart the node")]
     Failed(String),
+    /// Copied records do not start where this log ends.
+    #[error("records copied from offset {given} do not continue this log, which ends at {end}")]
+    NotAtEnd {
+        /// Where the records start.
+        given: u64,
+        /// Where this log ends.
+        end: u64,
+    },
+    /// Copied bytes that are not whole, valid records.
+    #[error("copied log bytes at offset {lsn} are not a valid record: {why}")]
+    BadRecord {
+        /// The offset of the first bad record.
+        lsn: u64,
+        /// What is wrong.
+        why: record::BadRecord,
+    },
 }
 
 /// What appenders share with the writer, under one lock.
@@ -234,6 +250,11 @@ impl Wal {
         &self.shared.gate
     }
 
+    /// The data dir it writes in (for reading records back: [`crate::read_frames`]).
+    pub fn data_dir(&self) -> &DataDir {
+        &self.shared.dir
+    }
+
     /// The fsync mode.
     pub fn fsync(&self) -> FsyncMode {
         self.shared.config.fsync
@@ -301,6 +322,59 @@ impl Wal {
         pending.appended_lsn += frame as u64;
         self.shared.gate.appended(pending.appended_lsn);
         // Each unflushed segment holds open files; both are bounded.
+        if (pending.bytes.len() >= FLUSH_AHEAD_BYTES || !pending.new_segments.is_empty()) && !pending.flush_requested {
+            pending.flush_requested = true;
+            self.shared.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Appends records copied from another node's log (a primary's, on its replica) byte
+    /// for byte, so each record sits at the same offset in both logs. `start_lsn` must be
+    /// where this log ends, and `frames` whole, valid records (checked first). Records are
+    /// appended in order; on an error the ones before it stay appended
+    /// ([`Wal::appended_lsn`] says how far).
+    pub fn append_frames(&self, start_lsn: u64, frames: &[u8]) -> Result<(), AppendError> {
+        let mut lens = Vec::new();
+        let mut at = 0;
+        while at < frames.len() {
+            let bad = |why| AppendError::BadRecord {
+                lsn: start_lsn + at as u64,
+                why,
+            };
+            let (payload, len) = record::next_frame(&frames[at..]).map_err(bad)?;
+            record::decode(payload).map_err(bad)?;
+            lens.push(len);
+            at += len;
+        }
+        let mut pending = self.shared.pending.lock();
+        if let Some(why) = &pending.failed {
+            return Err(AppendError::Failed(why.clone()));
+        }
+        if pending.stopping {
+            return Err(AppendError::Failed("the node is shutting down".into()));
+        }
+        if pending.appended_lsn != start_lsn {
+            return Err(AppendError::NotAtEnd {
+                given: start_lsn,
+                end: pending.appended_lsn,
+            });
+        }
+        if let Some(cap) = self.shared.config.max_log_bytes {
+            if pending.appended_lsn - pending.oldest_lsn + frames.len() as u64 > cap {
+                return Err(AppendError::Full(cap));
+            }
+        }
+        let mut at = 0;
+        for len in lens {
+            self.reserve(&mut pending, len as u64)?;
+            pending.bytes.extend_from_slice(&frames[at..at + len]);
+            pending.appended_lsn += len as u64;
+            self.shared.gate.appended(pending.appended_lsn);
+            at += len;
+        }
+        // As for a commit: the caller waits at the gate (which flushes) before it reports
+        // the records logged; a large backlog or a new segment wakes the writer sooner.
         if (pending.bytes.len() >= FLUSH_AHEAD_BYTES || !pending.new_segments.is_empty()) && !pending.flush_requested {
             pending.flush_requested = true;
             self.shared.wake.notify_one();

@@ -1,0 +1,101 @@
+//! Records read back from one log and appended to another land at the same offsets, and
+//! the copy recovers to the same commits.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ferry_store::WriteRef;
+use ferry_wal::{read_frames, replay, AppendError, DataDir, FsyncMode, Recovered, TailError, Wal, WalConfig};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferry-wal-tail-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn config() -> WalConfig {
+    WalConfig {
+        fsync: FsyncMode::No,
+        // Small segments, so reads cross segment boundaries.
+        segment_bytes: 4096,
+        ..WalConfig::default()
+    }
+}
+
+fn open(dir: &Path) -> (Arc<Wal>, Vec<(u64, u64, Vec<u8>)>) {
+    let data = DataDir::lock(dir).unwrap();
+    let mut commits = Vec::new();
+    let recovered: Recovered = replay(&data, &Default::default(), |tenant, commit| {
+        commits.push((
+            tenant,
+            commit.version,
+            commit.writes[0].value.unwrap_or_default().to_vec(),
+        ));
+        Ok(())
+    })
+    .unwrap();
+    (Arc::new(Wal::open(data, config(), &recovered).unwrap()), commits)
+}
+
+#[test]
+fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
+    let primary_dir = temp_dir("primary");
+    let replica_dir = temp_dir("replica");
+    let (primary, _) = open(&primary_dir);
+    let (replica, _) = open(&replica_dir);
+    let value = vec![7u8; 300];
+    for version in 1..=100u64 {
+        let key = format!("k{version}");
+        let writes = [WriteRef {
+            table: "t",
+            key: key.as_bytes(),
+            value: Some(&value[..(version as usize % 300)]),
+        }];
+        primary.append(1 + (version % 3) as u32, version, &writes).unwrap();
+    }
+    primary.sync_now().unwrap();
+    let end = primary.appended_lsn();
+    let data = DataDir::lock(&primary_dir).err();
+    assert!(data.is_some(), "the primary holds its data dir");
+
+    // Copy in reads of at most 1000 bytes: each ends on a record boundary.
+    let reader = primary.data_dir();
+    let mut at = 0;
+    while at < end {
+        let bytes = read_frames(reader, at, end, 1000).unwrap();
+        assert!(!bytes.is_empty());
+        replica.append_frames(at, &bytes).unwrap();
+        at += bytes.len() as u64;
+        assert_eq!(replica.appended_lsn(), at);
+    }
+    assert!(read_frames(reader, end, end, 1000).unwrap().is_empty());
+    assert!(matches!(
+        read_frames(reader, end + 1, end, 1000),
+        Err(TailError::Ahead { .. })
+    ));
+    // Not a record boundary.
+    assert!(matches!(read_frames(reader, 3, end, 1000), Err(TailError::Bad { .. })));
+    // A gap, and damaged bytes, are refused.
+    let first = read_frames(reader, 0, end, 1).unwrap();
+    assert!(matches!(
+        replica.append_frames(at + 1, &first),
+        Err(AppendError::NotAtEnd { .. })
+    ));
+    let mut damaged = first;
+    damaged[10] ^= 1;
+    assert!(matches!(
+        replica.append_frames(at, &damaged),
+        Err(AppendError::BadRecord { .. })
+    ));
+
+    primary.close();
+    replica.close();
+    drop((primary, replica));
+    let (_, primary_commits) = open(&primary_dir);
+    let (_, replica_commits) = open(&replica_dir);
+    assert_eq!(primary_commits.len(), 100);
+    assert_eq!(primary_commits, replica_commits);
+    let _ = std::fs::remove_dir_all(&primary_dir);
+    let _ = std::fs::remove_dir_all(&replica_dir);
+}
