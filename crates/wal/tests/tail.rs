@@ -23,7 +23,10 @@ fn config() -> WalConfig {
     }
 }
 
-fn open(dir: &Path) -> (Arc<Wal>, Vec<(u64, u64, Vec<u8>)>) {
+/// A recovered commit: tenant, version, first value.
+type Seen = (u64, u64, Vec<u8>);
+
+fn open(dir: &Path) -> (Arc<Wal>, Vec<Seen>) {
     let data = DataDir::lock(dir).unwrap();
     let mut commits = Vec::new();
     let recovered: Recovered = replay(&data, &Default::default(), |tenant, commit| {
