@@ -86,6 +86,11 @@ pub(crate) struct AttemptState {
     /// When the current poll's slice ends (set by the worker before each poll); `None`
     /// yields at every access.
     pub(crate) slice_ends: Option<Instant>,
+    /// `immediate` promised the next access completes without yielding (a Lua
+    /// `redis.call` then runs it to its end in place): the promise holds even if the slice
+    /// ends between the promise and the access (a preempted thread), since an access that
+    /// then yielded would stop the invocation.
+    pub(crate) promised_immediate: bool,
     /// The function reached a key another cluster node serves and the client takes it
     /// from here (handoff): the attempt ends in a pushback whatever the function returns.
     pub(crate) handed_off: bool,
@@ -144,6 +149,9 @@ impl StoreCtx {
     fn begin_access(&self) -> bool {
         let mut state = self.state.lock();
         state.accesses += 1;
+        if std::mem::take(&mut state.promised_immediate) {
+            return false;
+        }
         state.slice_ends.is_none_or(|ends| Instant::now() >= ends)
     }
 
@@ -264,7 +272,10 @@ impl Ctx for StoreCtx {
 
     /// Inside the poll's slice an access reads the local store and does not yield.
     fn immediate(&self) -> bool {
-        self.state.lock().slice_ends.is_some_and(|ends| Instant::now() < ends)
+        let mut state = self.state.lock();
+        let inside = state.slice_ends.is_some_and(|ends| Instant::now() < ends);
+        state.promised_immediate = inside;
+        inside
     }
 
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
@@ -371,5 +382,12 @@ mod tests {
         ctx.state.lock().slice_ends = None;
         assert!(ctx.get("t", b"a").as_mut().poll(&mut cx).is_pending(), "no slice given");
         assert_eq!(ctx.state.lock().accesses, 3);
+        // An access promised to complete at once does, even if the slice ends before it
+        // (the thread was preempted in between): yielding would stop the invocation.
+        ctx.state.lock().slice_ends = Some(Instant::now() + Duration::from_millis(20));
+        assert!(ctx.immediate());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(ctx.get("t", b"a").as_mut().poll(&mut cx).is_ready(), "promised");
+        assert!(ctx.get("t", b"a").as_mut().poll(&mut cx).is_pending(), "the promise is spent");
     }
 }
