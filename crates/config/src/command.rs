@@ -7,7 +7,7 @@ use ferry_cluster::map::MAX_NODES;
 use ferry_cluster::{ClusterMap, NodeEntry};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{add_range, remove_range, valid_range, ClusterConfig, Epoch, Shard, StorageNode};
+use crate::state::{add_range, remove_range, valid_range, ClusterConfig, Epoch, Shard, ShardId, StorageNode};
 
 /// A change to the configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +27,36 @@ pub enum Command {
         node: StorageNode,
         /// The epoch this was decided at.
         expected_epoch: Epoch,
+    },
+    /// Adds a storage node as a replica of the shard whose primary is `primary`.
+    AddReplica {
+        /// Its id.
+        id: String,
+        /// Where it listens.
+        node: StorageNode,
+        /// The primary it copies.
+        primary: String,
+        /// The epoch this was decided at.
+        expected_epoch: Epoch,
+    },
+    /// The shard's primary missed its lease: stop its replicas copying from it and collect
+    /// how far each member's log goes, before choosing who leads (the lessor decides this).
+    Fence {
+        /// The shard.
+        shard: ShardId,
+        /// The primary's appointment epoch, as the decision saw it.
+        primary_epoch: Epoch,
+    },
+    /// A fenced shard gets a new primary (the member with the longest log); the old one
+    /// becomes a replica, and rejoins by dropping what its log holds past the new
+    /// primary's start.
+    Promote {
+        /// The shard.
+        shard: ShardId,
+        /// The old primary's appointment epoch, as the decision saw it.
+        primary_epoch: Epoch,
+        /// The new primary (the old one or one of the replicas).
+        new_primary: String,
     },
     /// Gives the slots `first..=last` to the shard whose primary is `to`. Only routing
     /// changes: no keys move (so this is for ranges without keys; a slot move copies them).
@@ -110,7 +140,117 @@ impl ClusterConfig {
                 self.check_epoch(*expected_epoch)?;
                 self.assign_slots(*first, *last, to)
             }
+            Command::AddReplica {
+                id,
+                node,
+                primary,
+                expected_epoch,
+            } => {
+                self.check_epoch(*expected_epoch)?;
+                self.add_replica(id, node, primary)
+            }
+            Command::Fence { shard, primary_epoch } => self.fence(*shard, *primary_epoch),
+            Command::Promote {
+                shard,
+                primary_epoch,
+                new_primary,
+            } => self.promote(*shard, *primary_epoch, new_primary),
         }
+    }
+
+    /// The shard `id` as it was when a decision saw its primary appointed at
+    /// `primary_epoch`: a later appointment makes the decision stale.
+    fn shard_at(&self, id: ShardId, primary_epoch: Epoch) -> Result<&Shard, Refusal> {
+        if !self.is_bootstrapped() {
+            return Err(Refusal::NotBootstrapped);
+        }
+        let shard = self
+            .shards
+            .get(&id)
+            .ok_or_else(|| Refusal::Invalid(format!("there is no shard {id}")))?;
+        if shard.primary_epoch != primary_epoch {
+            return Err(Refusal::StaleEpoch {
+                expected: primary_epoch,
+                current: shard.primary_epoch,
+            });
+        }
+        Ok(shard)
+    }
+
+    fn add_replica(&mut self, id: &str, node: &StorageNode, primary: &str) -> Result<Epoch, Refusal> {
+        if self.nodes.contains_key(id) {
+            return Err(Refusal::Invalid(format!("node {id:?} is already in the cluster")));
+        }
+        if self.nodes.len() >= MAX_NODES {
+            return Err(Refusal::Invalid(format!("a cluster has at most {MAX_NODES} nodes")));
+        }
+        let Some((shard_id, _)) = self.shard_led_by(primary) else {
+            return Err(Refusal::Invalid(format!("{primary:?} is not the primary of a shard")));
+        };
+        let mut next = self.clone();
+        next.epoch += 1;
+        next.nodes.insert(id.to_string(), node.clone());
+        next.shards
+            .get_mut(&shard_id)
+            .expect("found above")
+            .replicas
+            .push(id.to_string());
+        // The same checks a map file gets (id and address forms).
+        next.check_node(id)?;
+        *self = next;
+        Ok(self.epoch)
+    }
+
+    fn fence(&mut self, shard: ShardId, primary_epoch: Epoch) -> Result<Epoch, Refusal> {
+        let found = self.shard_at(shard, primary_epoch)?;
+        if found.fenced_at.is_some() {
+            return Ok(self.epoch);
+        }
+        if found.replicas.is_empty() {
+            return Err(Refusal::Invalid(format!("shard {shard} has no replica to take over")));
+        }
+        self.epoch += 1;
+        let epoch = self.epoch;
+        self.shards.get_mut(&shard).expect("found above").fenced_at = Some(epoch);
+        Ok(epoch)
+    }
+
+    fn promote(&mut self, shard: ShardId, primary_epoch: Epoch, new_primary: &str) -> Result<Epoch, Refusal> {
+        let found = self.shard_at(shard, primary_epoch)?;
+        if found.fenced_at.is_none() {
+            return Err(Refusal::Invalid(format!(
+                "shard {shard} is not fenced: its members' logs were not collected"
+            )));
+        }
+        if !found.members().any(|member| member == new_primary) {
+            return Err(Refusal::Invalid(format!(
+                "{new_primary:?} is not a member of shard {shard}"
+            )));
+        }
+        self.epoch += 1;
+        let epoch = self.epoch;
+        let entry = self.shards.get_mut(&shard).expect("found above");
+        let old = std::mem::replace(&mut entry.primary, new_primary.to_string());
+        entry.replicas.retain(|replica| replica != new_primary);
+        if old != new_primary {
+            entry.replicas.push(old);
+        }
+        entry.primary_epoch = epoch;
+        entry.fenced_at = None;
+        Ok(epoch)
+    }
+
+    /// Checks a node's id and addresses as a map file's are checked.
+    fn check_node(&self, id: &str) -> Result<(), Refusal> {
+        let node = &self.nodes[id];
+        ClusterMap::new(vec![NodeEntry {
+            id: id.to_string(),
+            addr: node.addr.clone(),
+            slots: vec![(0, ferry_cluster::SLOTS - 1)],
+            resp: node.resp.clone(),
+        }])
+        .map(|_| ())
+        .map_err(|err| Refusal::Invalid(err.to_string()))
     }
 
     fn check_epoch(&self, expected: Epoch) -> Result<(), Refusal> {
@@ -156,6 +296,7 @@ impl ClusterConfig {
                     replicas: Vec::new(),
                     slots,
                     primary_epoch: epoch,
+                    fenced_at: None,
                 },
             );
         }
@@ -182,10 +323,10 @@ impl ClusterConfig {
                 replicas: Vec::new(),
                 slots: Vec::new(),
                 primary_epoch: epoch,
+                fenced_at: None,
             },
         );
-        // The same checks a map file gets (id and address forms).
-        next.routing_map().map_err(|err| Refusal::Invalid(err.to_string()))?;
+        next.check_node(id)?;
         *self = next;
         Ok(epoch)
     }
@@ -325,6 +466,75 @@ mod tests {
         assert!(matches!(config.apply(&unknown), Outcome::Refused(Refusal::Invalid(_))));
     }
 
+    fn replica(id: &str, primary: &str, expected_epoch: Epoch) -> Command {
+        Command::AddReplica {
+            id: id.into(),
+            node: StorageNode {
+                addr: "127.0.0.1:7790".into(),
+                resp: None,
+            },
+            primary: primary.into(),
+            expected_epoch,
+        }
+    }
+
+    #[test]
+    fn a_fenced_shard_gets_a_new_primary_and_the_old_one_rejoins_as_a_replica() {
+        let mut config = bootstrapped();
+        assert!(
+            matches!(
+                config.apply(&Command::Fence {
+                    shard: 1,
+                    primary_epoch: 1
+                }),
+                Outcome::Refused(Refusal::Invalid(_))
+            ),
+            "no replica to take over"
+        );
+        assert_eq!(config.apply(&replica("r1", "s1", 1)), Outcome::Applied { epoch: 2 });
+        assert_eq!(config.shard_of("r1").unwrap().0, 1);
+        let promote = |primary_epoch, new_primary: &str| Command::Promote {
+            shard: 1,
+            primary_epoch,
+            new_primary: new_primary.into(),
+        };
+        assert!(
+            matches!(config.apply(&promote(1, "r1")), Outcome::Refused(Refusal::Invalid(_))),
+            "promoted without collecting the logs first"
+        );
+        let fence = Command::Fence {
+            shard: 1,
+            primary_epoch: 1,
+        };
+        assert_eq!(config.apply(&fence), Outcome::Applied { epoch: 3 });
+        assert_eq!(config.shards[&1].fenced_at, Some(3));
+        assert_eq!(
+            config.apply(&fence),
+            Outcome::Applied { epoch: 3 },
+            "fencing twice changes nothing"
+        );
+        assert!(matches!(
+            config.apply(&promote(1, "s2")),
+            Outcome::Refused(Refusal::Invalid(_))
+        ));
+        assert_eq!(config.apply(&promote(1, "r1")), Outcome::Applied { epoch: 4 });
+        let shard = &config.shards[&1];
+        assert_eq!(
+            (shard.primary.as_str(), shard.replicas.clone()),
+            ("r1", vec!["s1".to_string()])
+        );
+        assert_eq!((shard.primary_epoch, shard.fenced_at), (4, None));
+        assert_eq!(config.routing_map().unwrap().owner_of_slot(0).id, "r1");
+        // The decision about the old appointment is stale now.
+        assert_eq!(
+            config.apply(&fence),
+            Outcome::Refused(Refusal::StaleEpoch {
+                expected: 1,
+                current: 4
+            })
+        );
+    }
+
     fn command() -> impl Strategy<Value = Command> {
         let nodes = prop::sample::select(vec!["s1", "s2", "s3", "s4", "s5"]);
         prop_oneof![
@@ -335,6 +545,18 @@ mod tests {
                     to: to.into(),
                     expected_epoch,
                 }
+            }),
+            (
+                nodes.clone(),
+                prop::sample::select(vec!["s1", "s2", "s3", "r1"]),
+                0u64..8
+            )
+                .prop_map(|(id, primary, expected_epoch)| replica(id, primary, expected_epoch)),
+            (1u32..5, 0u64..8).prop_map(|(shard, primary_epoch)| Command::Fence { shard, primary_epoch }),
+            (1u32..5, 0u64..8, nodes.clone()).prop_map(|(shard, primary_epoch, new_primary)| Command::Promote {
+                shard,
+                primary_epoch,
+                new_primary: new_primary.into()
             }),
             (nodes, 0u64..8).prop_map(|(id, expected_epoch)| Command::AddNode {
                 id: id.into(),
@@ -365,6 +587,15 @@ mod tests {
                     Outcome::Refused(_) => prop_assert_eq!(&config, &before),
                 }
                 prop_assert!(config.routing_map().is_ok());
+                // Every node belongs to exactly one shard, and no shard lists a node twice.
+                for node in config.nodes.keys() {
+                    let memberships: usize = config
+                        .shards
+                        .values()
+                        .map(|shard| shard.members().filter(|member| *member == node).count())
+                        .sum();
+                    prop_assert_eq!(memberships, 1, "{} in {:?}", node, config.shards);
+                }
             }
             prop_assert_eq!(config, replay);
         }

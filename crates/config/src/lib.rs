@@ -4,6 +4,8 @@
 //! - [`state`]: [`ClusterConfig`] and the routing map it gives;
 //! - [`command`]: the [`Command`]s that change it, each checked against the epoch it was
 //!   decided at, and applied whole or not at all;
+//! - [`lease`]: the [`Lessor`](lease::Lessor): leases for primaries from the leader, and
+//!   the fence-then-promote decisions when one falls silent;
 //! - [`wire`]: what nodes, gateways, clients and admin commands say to a config member.
 //!
 //! The config group (`ferry-confignode`) keeps a [`ClusterConfig`] in a Raft state machine
@@ -11,6 +13,7 @@
 //! deterministic, so every member computes the same configuration from the same log.
 
 pub mod command;
+pub mod lease;
 pub mod state;
 pub mod wire;
 

@@ -33,6 +33,18 @@ pub struct Shard {
     pub slots: Vec<(u16, u16)>,
     /// The epoch at which `primary` was appointed: what fences an older primary.
     pub primary_epoch: Epoch,
+    /// Set (to the epoch it happened at) while a new primary is being chosen because this
+    /// one missed its lease: replicas stop copying from it, it gets no lease, and each
+    /// member of the shard reports how far its log goes.
+    #[serde(default)]
+    pub fenced_at: Option<Epoch>,
+}
+
+impl Shard {
+    /// The shard's nodes: its primary first, then its replicas.
+    pub fn members(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.primary).chain(&self.replicas)
+    }
 }
 
 /// The cluster's configuration.
@@ -50,6 +62,14 @@ impl ClusterConfig {
     /// Whether a map has been loaded (every slot then has an owner).
     pub fn is_bootstrapped(&self) -> bool {
         self.epoch > 0
+    }
+
+    /// The shard `node` belongs to, as its primary or a replica.
+    pub fn shard_of(&self, node: &str) -> Option<(ShardId, &Shard)> {
+        self.shards
+            .iter()
+            .find(|(_, shard)| shard.members().any(|member| member == node))
+            .map(|(id, shard)| (*id, shard))
     }
 
     /// The shard whose primary is `node`.

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, Outcome};
+use crate::lease::{Grant, Heartbeat};
 use crate::state::{ClusterConfig, Epoch};
 
 /// Largest frame body accepted (a configuration of the largest cluster is well below).
@@ -71,6 +72,8 @@ pub enum ClientRequest {
     Propose(Command),
     /// The member's view of the group.
     Status,
+    /// A storage node's report; only the leader answers, with a [`ClientReply::Grant`].
+    Heartbeat(Heartbeat),
 }
 
 /// A config member's answer.
@@ -87,6 +90,8 @@ pub enum ClientReply {
     },
     /// The member's view of the group.
     Status(GroupStatus),
+    /// The answer to a heartbeat.
+    Grant(Grant),
     /// The request could not be served (the group is shutting down, the disk failed…).
     Failed(String),
 }

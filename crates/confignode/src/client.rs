@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_config::lease::{Grant, Heartbeat};
 use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, GroupStatus};
 use ferry_config::{ClusterConfig, Command, Outcome};
 use tokio::net::TcpStream;
@@ -50,6 +51,8 @@ pub enum ConfigError {
 #[derive(Clone, Debug)]
 pub struct ConfigClient {
     members: Vec<String>,
+    /// The member that last answered as leader: asked first next time.
+    leader: Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 async fn ask(addr: &str, request: &ClientRequest, within: Duration) -> std::io::Result<ClientReply> {
@@ -77,7 +80,10 @@ async fn ask(addr: &str, request: &ClientRequest, within: Duration) -> std::io::
 impl ConfigClient {
     /// A client of the group whose members listen at `members` (`host:port` each).
     pub fn new(members: Vec<String>) -> ConfigClient {
-        ConfigClient { members }
+        ConfigClient {
+            members,
+            leader: Arc::default(),
+        }
     }
 
     /// The members' addresses.
@@ -132,36 +138,62 @@ impl ConfigClient {
 
     /// Has the leader decide `command`, and returns its outcome once committed.
     pub async fn propose(&self, command: Command) -> Result<Outcome, ConfigError> {
-        let request = ClientRequest::Propose(command);
+        match self
+            .ask_leader(ClientRequest::Propose(command), PROPOSE_DEADLINE)
+            .await?
+        {
+            (_, ClientReply::Outcome(outcome)) => Ok(outcome),
+            (member, other) => Err(ConfigError::Failed {
+                member,
+                why: format!("answered a proposal with {other:?}"),
+            }),
+        }
+    }
+
+    /// Reports to the leader and returns its grant (within `deadline`: a heartbeat late
+    /// by more than a lease is worth nothing).
+    pub async fn heartbeat(&self, heartbeat: Heartbeat, deadline: Duration) -> Result<Grant, ConfigError> {
+        match self.ask_leader(ClientRequest::Heartbeat(heartbeat), deadline).await? {
+            (_, ClientReply::Grant(grant)) => Ok(grant),
+            (member, other) => Err(ConfigError::Failed {
+                member,
+                why: format!("answered a heartbeat with {other:?}"),
+            }),
+        }
+    }
+
+    /// Sends `request` to the leader, following the members' hints, until one answers
+    /// other than `NotLeader` or `Failed`, or `deadline` passes.
+    async fn ask_leader(
+        &self,
+        request: ClientRequest,
+        deadline: Duration,
+    ) -> Result<(String, ClientReply), ConfigError> {
         let started = Instant::now();
-        let mut next: Option<String> = None;
+        let mut next = self.leader.lock().clone();
         loop {
+            let left = deadline.saturating_sub(started.elapsed()).min(REQUEST_TIMEOUT);
             let answer = match next.take() {
-                Some(leader) => ask(&leader, &request, REQUEST_TIMEOUT)
+                Some(leader) => ask(&leader, &request, left)
                     .await
                     .map(|reply| (leader.clone(), reply))
                     .map_err(|err| ConfigError::Unreachable(format!("{leader}: {err}"))),
-                None => self.ask_any(&request, REQUEST_TIMEOUT).await,
+                None => self.ask_any(&request, left).await,
             };
             match answer {
-                Ok((_, ClientReply::Outcome(outcome))) => return Ok(outcome),
                 Ok((_, ClientReply::NotLeader { leader })) => next = leader,
-                Ok((member, ClientReply::Failed(why))) => {
-                    tracing::debug!("config member {member}: {why}");
+                Ok((member, ClientReply::Failed(why))) => tracing::debug!("config member {member}: {why}"),
+                Ok((member, reply)) => {
+                    *self.leader.lock() = Some(member.clone());
+                    return Ok((member, reply));
                 }
-                Ok((member, other)) => {
-                    return Err(ConfigError::Failed {
-                        member,
-                        why: format!("answered a proposal with {other:?}"),
-                    })
-                }
-                Err(err) => tracing::debug!("proposal: {err}"),
+                Err(err) => tracing::debug!("config request: {err}"),
             }
-            if started.elapsed() >= PROPOSE_DEADLINE {
-                return Err(ConfigError::NoLeader(PROPOSE_DEADLINE));
+            if started.elapsed() >= deadline {
+                return Err(ConfigError::NoLeader(deadline));
             }
             if next.is_none() {
-                tokio::time::sleep(RETRY_PAUSE).await;
+                tokio::time::sleep(RETRY_PAUSE.min(deadline.saturating_sub(started.elapsed()))).await;
             }
         }
     }

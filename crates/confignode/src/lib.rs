@@ -10,11 +10,13 @@
 //!   watch channel, with snapshots in one file;
 //! - [`peer`]: the Raft messages between members over TCP;
 //! - [`member`]: a running member (data dir, Raft, forming the group, bootstrap);
+//! - `leases`: the leader's lessor: grants for heartbeats, failover decisions proposed;
 //! - [`server`]: a member's listener, for peers and clients;
 //! - [`client`]: [`ConfigClient`], which watches the configuration and proposes changes.
 
 pub mod client;
 mod framing;
+mod leases;
 pub mod log_store;
 pub mod member;
 pub mod peer;

@@ -73,6 +73,7 @@ pub struct Member {
     id: MemberId,
     raft: Raft,
     configs: watch::Receiver<Arc<ClusterConfig>>,
+    leases: crate::leases::Leases,
     _data_dir: DataDir,
 }
 
@@ -125,8 +126,10 @@ impl Member {
             id: config.id,
             raft,
             configs,
+            leases: crate::leases::Leases::new(),
             _data_dir: data_dir,
         });
+        tokio::spawn(crate::leases::decide(Arc::downgrade(&member)));
         if let Some(nodes) = config.bootstrap {
             tokio::spawn(propose_bootstrap(Arc::downgrade(&member), nodes));
         }
@@ -141,6 +144,11 @@ impl Member {
     /// Its Raft instance.
     pub(crate) fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// The leader's lessor.
+    pub(crate) fn leases(&self) -> &crate::leases::Leases {
+        &self.leases
     }
 
     /// The configuration as this member has applied it (committed configurations only).

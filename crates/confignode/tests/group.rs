@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_cluster::ClusterMap;
-use ferry_config::{ClusterConfig, Command, Outcome, Refusal};
+use ferry_config::lease::{Heartbeat, EXPIRY_MS, HEARTBEAT_MS, SERVE_MS};
+use ferry_config::{ClusterConfig, Command, Outcome, Refusal, StorageNode};
 use ferry_confignode::{ConfigClient, Member, MemberConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -118,6 +119,117 @@ async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches
     running.insert(leader, back);
 
     for (_, member) in running {
+        member.kill().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A node's heartbeat loop, as a storage node runs it: every interval, its id, the epoch
+/// it follows and its log end; stops when told.
+fn heartbeats(
+    client: ConfigClient,
+    node: &'static str,
+    mut configs: watch::Receiver<Arc<ClusterConfig>>,
+) -> watch::Sender<bool> {
+    let (stop, mut stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            let epoch = configs.borrow_and_update().epoch;
+            let beat = Heartbeat {
+                node: node.into(),
+                epoch,
+                log_end: if node == "r2" { 20 } else { 10 },
+            };
+            let _ = client.heartbeat(beat, Duration::from_millis(HEARTBEAT_MS)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)) => {}
+                _ = stopped.wait_for(|stop| *stop) => return,
+            }
+        }
+    });
+    stop
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_longest_log() {
+    let dir = std::env::temp_dir().join(format!("ferry-confignode-failover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut members = BTreeMap::new();
+    let mut listeners = Vec::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.insert(id, listener.local_addr().unwrap().to_string());
+        listeners.push(listener);
+    }
+    let mut running = Vec::new();
+    for (id, listener) in (1..=3u64).zip(listeners) {
+        running.push(start(id, &members, &dir, listener).await);
+    }
+    let client = ConfigClient::new(members.values().cloned().collect());
+    let mut followed = client.follow();
+    until_epoch(&mut followed, 1).await;
+    for (epoch, id) in [(1, "r1"), (2, "r2")] {
+        let add = Command::AddReplica {
+            id: id.into(),
+            node: StorageNode {
+                addr: "127.0.0.1:17799".into(),
+                resp: None,
+            },
+            primary: "s1".into(),
+            expected_epoch: epoch,
+        };
+        assert_eq!(
+            client.propose(add).await.unwrap(),
+            Outcome::Applied { epoch: epoch + 1 }
+        );
+    }
+    until_epoch(&mut followed, 3).await;
+
+    // Only the primaries are granted leases.
+    let beat = |node: &str| Heartbeat {
+        node: node.into(),
+        epoch: 3,
+        log_end: 0,
+    };
+    let wait = Duration::from_secs(10);
+    assert_eq!(
+        client.heartbeat(beat("s1"), wait).await.unwrap().serve_ms,
+        Some(SERVE_MS)
+    );
+    assert_eq!(client.heartbeat(beat("r1"), wait).await.unwrap().serve_ms, None);
+
+    let s1 = heartbeats(client.clone(), "s1", client.follow());
+    let _others: Vec<_> = ["s2", "r1", "r2"]
+        .into_iter()
+        .map(|node| heartbeats(client.clone(), node, client.follow()))
+        .collect();
+    // While s1 reports, nothing changes.
+    tokio::time::sleep(Duration::from_millis(3 * EXPIRY_MS)).await;
+    assert_eq!(followed.borrow().epoch, 3);
+
+    let silent = std::time::Instant::now();
+    s1.send(true).unwrap();
+    let config = tokio::time::timeout(SETTLE, followed.wait_for(|config| config.shards[&1].primary != "s1"))
+        .await
+        .expect("no failover")
+        .unwrap()
+        .clone();
+    let took = silent.elapsed();
+    let shard = &config.shards[&1];
+    assert_eq!(shard.primary, "r2", "the longest log takes over: {shard:?}");
+    assert!(shard.replicas.contains(&"s1".to_string()), "{shard:?}");
+    assert!(
+        took >= Duration::from_millis(EXPIRY_MS),
+        "replaced after {took:?}, before its lease lapsed"
+    );
+    println!("failover decided {took:?} after the primary fell silent");
+    assert_eq!(
+        client.heartbeat(beat("s1"), wait).await.unwrap().serve_ms,
+        None,
+        "the old primary is fenced"
+    );
+
+    for member in running {
         member.kill().await;
     }
     let _ = std::fs::remove_dir_all(&dir);

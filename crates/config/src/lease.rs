@@ -1,0 +1,304 @@
+//! Leases and failover, decided by the config group's leader. Every storage node sends a
+//! [`Heartbeat`] every [`HEARTBEAT_MS`]; a primary that gets a [`Grant`] may serve until
+//! its own clock, started when it *sent* the heartbeat, has run [`LEASE_MS`] less the
+//! drift margin. The [`Lessor`] fences a shard whose primary has not been heard from for a
+//! lease plus the margin (so any lease it holds has lapsed), collects how far each member's
+//! log goes once it has stopped copying, and promotes the member with the longest log.
+//!
+//! Time is milliseconds of the caller's monotonic clock, passed in: no clock is read here.
+//! Clocks need not agree between machines, only run at rates within the margin.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::Command;
+use crate::state::{ClusterConfig, Epoch, Shard, ShardId};
+
+/// How often a storage node reports to the config leader.
+pub const HEARTBEAT_MS: u64 = 200;
+
+/// How long a grant lets a primary serve, from when it sent the heartbeat.
+pub const LEASE_MS: u64 = 1_000;
+
+/// Clock-rate drift allowed between a node and the leader, in percent of a lease: the
+/// node serves for a lease less this, the leader waits a lease plus this.
+pub const DRIFT_PERCENT: u64 = 10;
+
+/// How long after its last heartbeat a primary is taken for dead (every lease it can
+/// hold has lapsed by then).
+pub const EXPIRY_MS: u64 = LEASE_MS + LEASE_MS * DRIFT_PERCENT / 100;
+
+/// How long a node may serve on a grant, counted from when it sent the heartbeat.
+pub const SERVE_MS: u64 = LEASE_MS - LEASE_MS * DRIFT_PERCENT / 100;
+
+// A node stops serving before the lease ends, and the leader waits past its end.
+const _: () = assert!(SERVE_MS < LEASE_MS && LEASE_MS < EXPIRY_MS && HEARTBEAT_MS < SERVE_MS);
+
+/// What a storage node reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Its id.
+    pub node: String,
+    /// The newest configuration epoch it has applied.
+    pub epoch: Epoch,
+    /// Where its log ends (for a replica: how far it has copied and logged).
+    pub log_end: u64,
+}
+
+/// The leader's answer to a heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The epoch the leader's configuration is at (a node behind it should fetch it).
+    pub epoch: Epoch,
+    /// For a primary that may serve: how long, from when it sent the heartbeat. `None`
+    /// for a replica, a fenced primary, or a node the configuration does not know.
+    pub serve_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+struct Seen {
+    at_ms: u64,
+    epoch: Epoch,
+    log_end: u64,
+}
+
+/// The leader's view of the nodes' heartbeats, and the failover decisions it leads to.
+#[derive(Debug)]
+pub struct Lessor {
+    /// When this member became leader: a lease granted by a predecessor may run until a
+    /// lease after that, so nothing is taken for dead before.
+    leader_since_ms: u64,
+    seen: HashMap<String, Seen>,
+}
+
+impl Lessor {
+    /// A lessor for a leader elected at `now_ms`.
+    pub fn new(now_ms: u64) -> Lessor {
+        Lessor {
+            leader_since_ms: now_ms,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Records a heartbeat and answers it. The caller grants only while it is sure it is
+    /// still the leader (a deposed leader's grants would overlap its successor's).
+    pub fn on_heartbeat(&mut self, now_ms: u64, heartbeat: &Heartbeat, config: &ClusterConfig) -> Grant {
+        self.seen.insert(
+            heartbeat.node.clone(),
+            Seen {
+                at_ms: now_ms,
+                epoch: heartbeat.epoch,
+                log_end: heartbeat.log_end,
+            },
+        );
+        let serves = config
+            .shard_led_by(&heartbeat.node)
+            .is_some_and(|(_, shard)| shard.fenced_at.is_none() && heartbeat.epoch >= shard.primary_epoch);
+        Grant {
+            epoch: config.epoch,
+            serve_ms: serves.then_some(SERVE_MS),
+        }
+    }
+
+    /// The next failover step the configuration needs, if any: a fence for a shard whose
+    /// primary is gone, or a promotion for a fenced shard once every live member has
+    /// reported its log after the fence.
+    pub fn decide(&self, now_ms: u64, config: &ClusterConfig) -> Option<Command> {
+        for (id, shard) in &config.shards {
+            let decision = match shard.fenced_at {
+                None => self.fence_if_gone(now_ms, *id, shard),
+                Some(fenced_at) => self.promote_if_collected(now_ms, *id, shard, fenced_at),
+            };
+            if decision.is_some() {
+                return decision;
+            }
+        }
+        None
+    }
+
+    fn alive(&self, now_ms: u64, node: &str) -> bool {
+        self.seen
+            .get(node)
+            .is_some_and(|seen| now_ms.saturating_sub(seen.at_ms) <= EXPIRY_MS)
+    }
+
+    fn fence_if_gone(&self, now_ms: u64, id: ShardId, shard: &Shard) -> Option<Command> {
+        if shard.replicas.is_empty() || now_ms.saturating_sub(self.leader_since_ms) <= EXPIRY_MS {
+            return None;
+        }
+        if self.alive(now_ms, &shard.primary) {
+            return None;
+        }
+        // Nothing to promote to: fencing would only stop the shard.
+        if !shard.replicas.iter().any(|replica| self.alive(now_ms, replica)) {
+            return None;
+        }
+        Some(Command::Fence {
+            shard: id,
+            primary_epoch: shard.primary_epoch,
+        })
+    }
+
+    fn promote_if_collected(&self, now_ms: u64, id: ShardId, shard: &Shard, fenced_at: Epoch) -> Option<Command> {
+        let mut best: Option<(&String, u64)> = None;
+        for member in shard.members() {
+            if !self.alive(now_ms, member) {
+                continue;
+            }
+            let seen = &self.seen[member];
+            // Reported before it saw the fence: it may still have been copying.
+            if seen.epoch < fenced_at {
+                return None;
+            }
+            // The longest log wins; ties go to the lowest id, so every leader picks alike.
+            if best.is_none_or(|(name, end)| seen.log_end > end || (seen.log_end == end && member < name)) {
+                best = Some((member, seen.log_end));
+            }
+        }
+        let (new_primary, _) = best?;
+        Some(Command::Promote {
+            shard: id,
+            primary_epoch: shard.primary_epoch,
+            new_primary: new_primary.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::StorageNode;
+    use crate::Outcome;
+    use ferry_cluster::ClusterMap;
+
+    /// Two shards (s1, s2), s1 with replicas r1 and r2.
+    fn config() -> ClusterConfig {
+        let addrs: Vec<String> = (1..=2).map(|i| format!("127.0.0.1:770{i}")).collect();
+        let mut config = ClusterConfig::default();
+        config.apply(&Command::Bootstrap {
+            nodes: ClusterMap::even(&addrs).unwrap().nodes().to_vec(),
+        });
+        for id in ["r1", "r2"] {
+            let add = Command::AddReplica {
+                id: id.into(),
+                node: StorageNode {
+                    addr: "127.0.0.1:7799".into(),
+                    resp: None,
+                },
+                primary: "s1".into(),
+                expected_epoch: config.epoch,
+            };
+            assert!(matches!(config.apply(&add), Outcome::Applied { .. }));
+        }
+        config
+    }
+
+    fn beat(lessor: &mut Lessor, now_ms: u64, node: &str, epoch: Epoch, log_end: u64, config: &ClusterConfig) -> Grant {
+        lessor.on_heartbeat(
+            now_ms,
+            &Heartbeat {
+                node: node.into(),
+                epoch,
+                log_end,
+            },
+            config,
+        )
+    }
+
+    #[test]
+    fn only_an_unfenced_primary_at_its_epoch_is_granted_a_lease() {
+        let config = config();
+        let mut lessor = Lessor::new(0);
+        assert_eq!(
+            beat(&mut lessor, 0, "s1", config.epoch, 0, &config).serve_ms,
+            Some(SERVE_MS)
+        );
+        assert_eq!(beat(&mut lessor, 0, "r1", config.epoch, 0, &config).serve_ms, None);
+        assert_eq!(beat(&mut lessor, 0, "s9", config.epoch, 0, &config).serve_ms, None);
+        // A node that has not applied the epoch of its own appointment is not granted.
+        assert_eq!(beat(&mut lessor, 0, "s2", 0, 0, &config).serve_ms, None);
+    }
+
+    #[test]
+    fn a_silent_primary_is_fenced_then_the_longest_log_takes_over() {
+        let mut config = config();
+        let epoch = config.epoch;
+        let mut lessor = Lessor::new(0);
+        let mut now = 0;
+        // Everyone alive: nothing to decide, however long it runs.
+        while now < 3 * LEASE_MS {
+            for node in ["s1", "s2", "r1", "r2"] {
+                beat(&mut lessor, now, node, epoch, 100, &config);
+            }
+            assert_eq!(lessor.decide(now, &config), None);
+            now += HEARTBEAT_MS;
+        }
+        // s1 falls silent; its replicas go on.
+        let silent_since = now - HEARTBEAT_MS;
+        let fence = loop {
+            for node in ["s2", "r1", "r2"] {
+                beat(&mut lessor, now, node, epoch, 100, &config);
+            }
+            if let Some(decision) = lessor.decide(now, &config) {
+                break decision;
+            }
+            now += 10;
+        };
+        assert!(now - silent_since > EXPIRY_MS, "fenced while a lease could still run");
+        assert_eq!(
+            fence,
+            Command::Fence {
+                shard: 1,
+                primary_epoch: 1
+            }
+        );
+        assert!(matches!(config.apply(&fence), Outcome::Applied { .. }));
+        let fenced = config.epoch;
+        // Reports from before the fence do not count.
+        assert_eq!(lessor.decide(now, &config), None);
+        beat(&mut lessor, now, "r1", fenced, 180, &config);
+        assert_eq!(lessor.decide(now, &config), None, "r2 has not reported since the fence");
+        beat(&mut lessor, now, "r2", fenced, 250, &config);
+        let promote = lessor.decide(now, &config).unwrap();
+        assert_eq!(
+            promote,
+            Command::Promote {
+                shard: 1,
+                primary_epoch: 1,
+                new_primary: "r2".into()
+            }
+        );
+        assert!(matches!(config.apply(&promote), Outcome::Applied { .. }));
+        assert_eq!(
+            beat(&mut lessor, now, "r2", config.epoch, 250, &config).serve_ms,
+            Some(SERVE_MS)
+        );
+        assert_eq!(beat(&mut lessor, now, "r1", config.epoch, 250, &config).serve_ms, None);
+        assert_eq!(lessor.decide(now, &config), None);
+    }
+
+    #[test]
+    fn a_new_leader_waits_a_lease_before_taking_anyone_for_dead() {
+        let config = config();
+        let lessor = Lessor::new(5_000);
+        // It has heard nobody, but a predecessor's grant may still run.
+        assert_eq!(lessor.decide(5_000 + EXPIRY_MS, &config), None);
+        let mut lessor = lessor;
+        beat(&mut lessor, 5_000 + EXPIRY_MS, "r1", config.epoch, 0, &config);
+        assert!(matches!(
+            lessor.decide(5_000 + EXPIRY_MS + 1, &config),
+            Some(Command::Fence { shard: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn no_fence_without_a_live_replica_to_take_over() {
+        let config = config();
+        let mut lessor = Lessor::new(0);
+        let now = 10 * LEASE_MS;
+        beat(&mut lessor, now, "s2", config.epoch, 0, &config);
+        // s1 and both its replicas are silent: fencing would only stop the shard.
+        assert_eq!(lessor.decide(now, &config), None);
+    }
+}

@@ -1,0 +1,103 @@
+//! The leader's lessor, run by whichever member leads: it answers heartbeats with grants
+//! (after making sure this member still leads, so a deposed leader's grants cannot
+//! overlap its successor's) and proposes the fence and promotion decisions the
+//! [`Lessor`] reaches. A member that becomes leader starts a fresh lessor, which waits a
+//! whole lease before taking anyone for dead.
+
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use ferry_config::lease::{Heartbeat, Lessor};
+use ferry_config::wire::ClientReply;
+use openraft::error::{CheckIsLeaderError, RaftError};
+use parking_lot::Mutex;
+
+use crate::member::Member;
+
+/// How often the leader looks for a failover decision.
+pub const DECIDE_EVERY: Duration = Duration::from_millis(50);
+
+/// The lessor of the term this member leads in.
+pub(crate) struct Leases {
+    started: Instant,
+    current: Mutex<Option<(u64, Lessor)>>,
+}
+
+impl Leases {
+    pub(crate) fn new() -> Leases {
+        Leases {
+            started: Instant::now(),
+            current: Mutex::new(None),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Runs `f` on the lessor of `term`, starting one if this term has none yet.
+    fn with<T>(&self, term: u64, f: impl FnOnce(&mut Lessor, u64) -> T) -> T {
+        let now = self.now_ms();
+        let mut current = self.current.lock();
+        if current.as_ref().is_none_or(|(held, _)| *held != term) {
+            *current = Some((term, Lessor::new(now)));
+        }
+        let (_, lessor) = current.as_mut().expect("set above");
+        f(lessor, now)
+    }
+
+    fn forget(&self) {
+        *self.current.lock() = None;
+    }
+}
+
+/// Answers a storage node's heartbeat: a grant if this member leads, else where to go.
+pub(crate) async fn heartbeat(member: &Member, heartbeat: Heartbeat) -> ClientReply {
+    let raft = member.raft();
+    match raft.ensure_linearizable().await {
+        Ok(_) => {}
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => {
+            return ClientReply::NotLeader {
+                leader: forward.leader_node.map(|node| node.addr),
+            }
+        }
+        Err(err) => return ClientReply::Failed(err.to_string()),
+    }
+    let term = raft.metrics().borrow().current_term;
+    let config = member.configs().borrow().clone();
+    let grant = member
+        .leases()
+        .with(term, |lessor, now| lessor.on_heartbeat(now, &heartbeat, &config));
+    ClientReply::Grant(grant)
+}
+
+/// While the member lives: on the leader, proposes what the lessor decides.
+pub(crate) async fn decide(member: Weak<Member>) {
+    loop {
+        tokio::time::sleep(DECIDE_EVERY).await;
+        let Some(member) = member.upgrade() else {
+            return;
+        };
+        let (leader, term) = {
+            let metrics = member.raft().metrics();
+            let metrics = metrics.borrow();
+            (metrics.current_leader, metrics.current_term)
+        };
+        if leader != Some(member.id()) {
+            member.leases().forget();
+            continue;
+        }
+        let config = member.configs().borrow().clone();
+        let Some(command) = member.leases().with(term, |lessor, now| lessor.decide(now, &config)) else {
+            continue;
+        };
+        tracing::warn!("config member {}: {command:?}", member.id());
+        let reply = member.propose(command).await;
+        if !matches!(reply, ClientReply::Outcome(_)) {
+            tracing::warn!(
+                "config member {}: the decision was not committed: {reply:?}",
+                member.id()
+            );
+        }
+    }
+}
