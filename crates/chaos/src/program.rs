@@ -88,7 +88,7 @@ impl Program {
     /// Parses arguments; refuses anything [`Program::encode`] would not produce.
     pub fn decode(args: &[u8]) -> Result<Program, FnError> {
         let bad = |why: &str| FnError::BadArgs(why.to_string());
-        if args.len() < 8 || (args.len() - 8) % 3 != 0 {
+        if args.len() < 8 || !(args.len() - 8).is_multiple_of(3) {
             return Err(bad("expected an 8-byte tag and 3-byte steps"));
         }
         let tag = u64::from_le_bytes(args[..8].try_into().expect("8 bytes"));
@@ -155,7 +155,7 @@ fn tag_of(value: Option<Bytes>) -> Result<u64, FnError> {
 
 /// Decodes a result: the tag each read saw, in the order of [`Program::reads`].
 pub fn decode_result(result: &[u8]) -> Option<Vec<u64>> {
-    (result.len() % 8 == 0).then(|| {
+    result.len().is_multiple_of(8).then(|| {
         result
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))

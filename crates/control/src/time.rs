@@ -100,9 +100,9 @@ impl fmt::Display for Nanos {
     /// Human form with the largest unit that keeps the number readable (`5ms`, `200us`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
-        if n >= 1_000_000_000 && n % 1_000_000 == 0 {
+        if n >= 1_000_000_000 && n.is_multiple_of(1_000_000) {
             write!(f, "{}s", n as f64 / 1e9)
-        } else if n >= 1_000_000 && n % 1_000 == 0 {
+        } else if n >= 1_000_000 && n.is_multiple_of(1_000) {
             write!(f, "{}ms", n as f64 / 1e6)
         } else if n >= 1_000 {
             write!(f, "{}us", n as f64 / 1e3)

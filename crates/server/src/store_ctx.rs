@@ -388,6 +388,9 @@ mod tests {
         assert!(ctx.immediate());
         std::thread::sleep(Duration::from_millis(40));
         assert!(ctx.get("t", b"a").as_mut().poll(&mut cx).is_ready(), "promised");
-        assert!(ctx.get("t", b"a").as_mut().poll(&mut cx).is_pending(), "the promise is spent");
+        assert!(
+            ctx.get("t", b"a").as_mut().poll(&mut cx).is_pending(),
+            "the promise is spent"
+        );
     }
 }

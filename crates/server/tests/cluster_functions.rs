@@ -303,7 +303,7 @@ async fn ycsbt_across_two_nodes_keeps_its_total_in_every_snapshot() {
     let mut turn = 0u64;
     while done.load(Ordering::Relaxed) < WRITERS || snapshots < 20 {
         turn += 1;
-        let outcome = if turn % 2 == 0 {
+        let outcome = if turn.is_multiple_of(2) {
             cluster.invoke_remote("test.sum_accounts", sum_args.clone()).await
         } else {
             cluster.invoke_local("test.sum_accounts", sum_args.clone()).await

@@ -340,10 +340,10 @@ impl PlanConfig {
     /// `size` cores if given, else of at most [`NODE_CORES_MAX`].
     fn side_shapes(total: u32, size: Option<u32>) -> Vec<(u32, u32)> {
         match size {
-            Some(c) if total % c == 0 && total / c <= NODES_PER_SIDE_MAX => vec![(total / c, c)],
+            Some(c) if total.is_multiple_of(c) && total / c <= NODES_PER_SIDE_MAX => vec![(total / c, c)],
             Some(_) => Vec::new(),
             None => (1..=NODES_PER_SIDE_MAX.min(total))
-                .filter(|n| total % n == 0 && total / n <= NODE_CORES_MAX)
+                .filter(|n| total.is_multiple_of(*n) && total / n <= NODE_CORES_MAX)
                 .map(|n| (n, total / n))
                 .collect(),
         }
