@@ -90,13 +90,13 @@ where
             scraped.latency.render(scraped.process, &mut text);
             text
         });
-        runtime.spawn(ferry_net::metrics::serve(listener, render, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::metrics::serve(listener, render, None, shutdown_rx.clone()));
     }
     if let Some(listener) = resp {
         let front = Arc::new(crate::resp::RespFront(Arc::clone(&shared)));
-        runtime.spawn(ferry_net::resp::serve(front, listener, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::resp::serve(front, listener, None, shutdown_rx.clone()));
     }
-    runtime.spawn(ferry_net::door::serve(shared, listener, shutdown_rx));
+    runtime.spawn(ferry_net::door::serve(shared, listener, None, shutdown_rx));
     Ok(FrontHandle {
         local_addr,
         resp_addr,

@@ -23,11 +23,14 @@ pub struct ConnectionCounters {
     pub unauthenticated_closed: AtomicU64,
     /// Connections closed because their framing broke.
     pub framing_errors: AtomicU64,
+    /// Connections whose TLS handshake failed (a certificate refused, a client speaking
+    /// without TLS, a peer gone mid-handshake).
+    pub tls_handshake_failures: AtomicU64,
 }
 
 impl ConnectionCounters {
     /// Every counter with its metric name (`connections_open`, …), for stats and metrics.
-    pub fn named(&self) -> [(&'static str, u64); 6] {
+    pub fn named(&self) -> [(&'static str, u64); 7] {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         [
             ("connections_open", get(&self.open)),
@@ -36,6 +39,7 @@ impl ConnectionCounters {
             ("connections_refused", get(&self.refused)),
             ("connections_unauthenticated_closed", get(&self.unauthenticated_closed)),
             ("framing_errors", get(&self.framing_errors)),
+            ("tls_handshake_failures", get(&self.tls_handshake_failures)),
         ]
     }
 }

@@ -1,5 +1,6 @@
 //! The ferry protocol's front door, one for every process that serves it (the storage
-//! node, the gateway, the compute node): accepting, framing, hello against the process's
+//! node, the gateway, the compute node): accepting, TLS when the process has it (generic
+//! over the stream, so plain TCP keeps its lock-free owned halves), framing, hello against the process's
 //! tenants, the pre-authentication bound and the authenticated seats ([`Connections`]), a
 //! bound on each connection's requests in flight and unsent answers, and the [`Outbox`]
 //! that writes answers in as few system calls as possible. A process keeps only its
@@ -16,8 +17,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
@@ -29,7 +29,8 @@ use ferry_proto::{
 use ferry_wal::ReplyGate;
 
 use crate::connections::{Connections, Seat};
-use crate::preauth::{unauthenticated_over, MAX_FAILED_HELLOS};
+use crate::preauth::{unauthenticated_over, Ticket, MAX_FAILED_HELLOS};
+use crate::tls::Acceptor;
 
 /// Requests one connection may have in flight (accepted, not yet answered).
 pub const MAX_INFLIGHT_PER_CONNECTION: usize = 512;
@@ -71,8 +72,14 @@ pub trait Door: Send + Sync + 'static {
     }
 }
 
-/// Accepts connections until `shutdown` turns true.
-pub async fn serve<D: Door>(door: Arc<D>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+/// Accepts connections until `shutdown` turns true; with `tls`, each speaks TLS (the
+/// handshake in the connection's task, within its hello timeout).
+pub async fn serve<D: Door>(
+    door: Arc<D>,
+    listener: TcpListener,
+    tls: Option<Acceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -94,8 +101,9 @@ pub async fn serve<D: Door>(door: Arc<D>, listener: TcpListener, mut shutdown: w
         let open = door.connections().open();
         let door = Arc::clone(&door);
         let shutdown = shutdown.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            connection(door, stream, shutdown).await;
+            connection(door, stream, peer, tls, shutdown).await;
             drop(open);
         });
     }
@@ -187,22 +195,66 @@ enum Next {
 }
 
 /// Serves one connection until the peer leaves, framing breaks or the process stops.
-async fn connection<D: Door>(door: Arc<D>, stream: TcpStream, shutdown: watch::Receiver<bool>) {
+async fn connection<D: Door>(
+    door: Arc<D>,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<Acceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     // Small answers must not wait for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.into_split();
+    let connections = door.connections();
+    // Held until the connection authenticates: bounds how long and how many may wait, a
+    // TLS handshake included.
+    let ticket = connections.preauth.admit();
+    let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
+    match tls {
+        // Plain TCP keeps its owned halves: no lock between the reader and the writer.
+        None => {
+            let (reader, writer) = stream.into_split();
+            halves(door, reader, writer, ticket, hello_deadline, shutdown).await;
+        }
+        Some(tls) => {
+            let Some(stream) = tls
+                .handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown)
+                .await
+            else {
+                return;
+            };
+            let (reader, writer) = tokio::io::split(stream);
+            halves(door, reader, writer, ticket, hello_deadline, shutdown).await;
+        }
+    }
+}
+
+/// Serves a connection's two halves: the reader here, the writer in a task of its own.
+async fn halves<D, R, W>(
+    door: Arc<D>,
+    reader: R,
+    writer: W,
+    ticket: Ticket,
+    hello_deadline: tokio::time::Instant,
+    shutdown: watch::Receiver<bool>,
+) where
+    D: Door,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let outbox = Arc::new(Outbox::new());
     let writer_task = tokio::spawn(write_loop(writer, Arc::clone(&outbox), door.reply_gate()));
-    read_loop(&door, reader, &outbox, shutdown).await;
+    read_loop(&door, reader, &outbox, ticket, hello_deadline, shutdown).await;
     outbox.reader_done.store(true, Ordering::Release);
     outbox.ready.notify_one();
     let _ = writer_task.await;
 }
 
-async fn read_loop<D: Door>(
+async fn read_loop<D: Door, R: AsyncRead + Unpin>(
     door: &Arc<D>,
-    mut reader: tokio::net::tcp::OwnedReadHalf,
+    mut reader: R,
     outbox: &Arc<Outbox>,
+    ticket: Ticket,
+    hello_deadline: tokio::time::Instant,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let connections = door.connections();
@@ -213,9 +265,8 @@ async fn read_loop<D: Door>(
         failed_hellos: 0,
         seat: None,
     };
-    // Held until the connection authenticates: bounds how long and how many may wait.
-    let mut ticket = Some(connections.preauth.admit());
-    let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
+    // Dropped once the connection authenticates.
+    let mut ticket = Some(ticket);
     loop {
         while !outbox.has_space() {
             tokio::select! {
@@ -335,7 +386,7 @@ fn hello<D: Door>(door: &D, session: &mut Session<D::Tenant>, tenant_id: u32, fr
     }
 }
 
-async fn write_loop(mut writer: OwnedWriteHalf, outbox: Arc<Outbox>, gate: Option<Arc<ReplyGate>>) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outbox>, gate: Option<Arc<ReplyGate>>) {
     let mut spare = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         {
@@ -349,7 +400,8 @@ async fn write_loop(mut writer: OwnedWriteHalf, outbox: Arc<Outbox>, gate: Optio
                 Some(gate) => gate.pass().await.is_ok(),
                 None => true,
             };
-            if !passed || writer.write_all(&spare).await.is_err() {
+            // The flush is free on plain TCP; TLS may hold written bytes back without it.
+            if !passed || writer.write_all(&spare).await.is_err() || writer.flush().await.is_err() {
                 outbox.closed.store(true, Ordering::Release);
                 outbox.buf.lock().clear();
                 outbox.space.notify_one();

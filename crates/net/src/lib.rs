@@ -9,7 +9,9 @@
 //! - [`histogram`]: request counts and latency histograms by operation and status;
 //! - [`resp`]: a RESP listener (connections, pipelining, AUTH and the session commands) in
 //!   front of a process's [`resp::RespService`];
-//! - [`signal`]: waiting for SIGINT or SIGTERM.
+//! - [`signal`]: waiting for SIGINT or SIGTERM;
+//! - [`tls`]: TLS for all three listeners and for the links between processes (rustls,
+//!   ring), with optional or required client certificates.
 
 pub mod connections;
 pub mod door;
@@ -18,3 +20,4 @@ pub mod metrics;
 pub mod preauth;
 pub mod resp;
 pub mod signal;
+pub mod tls;

@@ -10,16 +10,18 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use ferry_proto::StatEntry;
 
+use crate::tls::Acceptor;
+
 /// Longest request head a scrape may send.
 const MAX_REQUEST_BYTES: usize = 8 * 1024;
 
-/// Longest a scraper may take to send its request.
+/// Longest a scraper may take to send its request (and, over TLS, its handshake).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Scrapes served at once; more wait for a place.
@@ -63,15 +65,16 @@ pub fn exposition(entries: Vec<StatEntry>, gauges: &[&str]) -> String {
 /// What a scrape answers: the current exposition, built when asked.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
-/// Serves scrapes of `render` on `listener` until `shutdown` changes.
-pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::Receiver<bool>) {
+/// Serves scrapes of `render` on `listener` until `shutdown` changes; with `tls`, over
+/// HTTPS (the handshake within the scrape's time limit).
+pub async fn serve(listener: TcpListener, render: Render, tls: Option<Acceptor>, mut shutdown: watch::Receiver<bool>) {
     let places = Arc::new(Semaphore::new(MAX_CONCURRENT_SCRAPES));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => return,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok((stream, peer)) = accepted else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
@@ -79,15 +82,28 @@ pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::R
             return;
         };
         let render = Arc::clone(&render);
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(REQUEST_TIMEOUT, scrape(&*render, stream)).await;
+            let served = async {
+                match tls {
+                    None => scrape(&*render, stream).await,
+                    Some(tls) => match tls.handshake(stream, peer).await {
+                        Some(stream) => scrape(&*render, stream).await,
+                        None => Ok(()),
+                    },
+                }
+            };
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, served).await;
             drop(place);
         });
     }
 }
 
 /// Answers one HTTP/1.x request and closes.
-async fn scrape(render: &(dyn Fn() -> String + Send + Sync), mut stream: TcpStream) -> std::io::Result<()> {
+async fn scrape<IO: AsyncRead + AsyncWrite + Unpin>(
+    render: &(dyn Fn() -> String + Send + Sync),
+    mut stream: IO,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -117,7 +133,7 @@ async fn scrape(render: &(dyn Fn() -> String + Send + Sync), mut stream: TcpStre
     }
 }
 
-async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+async fn respond<IO: AsyncWrite + Unpin>(stream: &mut IO, status: &str, body: &str) -> std::io::Result<()> {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()

@@ -3,6 +3,9 @@
 //! commands (AUTH, HELLO, SELECT, PING, ECHO, QUIT, COMMAND, INFO, CLIENT). Everything
 //! else a signed-in connection sends goes to the process's [`RespService`].
 //!
+//! With an [`Acceptor`], connections speak TLS (`redis-cli --tls`, redis-py's `ssl=True`);
+//! the connection code is generic over the stream, so plain TCP pays nothing for it.
+//!
 //! One task per connection reads whatever has arrived, runs every whole command in it in
 //! order, and writes all their replies in one system call (pipelining). Nothing but AUTH,
 //! HELLO and QUIT is served before AUTH: the user is the tenant id (`default` is tenant 1)
@@ -15,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use ferry_resp::command::unknown;
@@ -25,7 +28,8 @@ use ferry_resp::{Command, Parser, Protocol, Reply};
 use ferry_wal::ReplyGate;
 
 use crate::connections::{Connections, Seat};
-use crate::preauth::{unauthenticated_over, MAX_FAILED_HELLOS};
+use crate::preauth::{unauthenticated_over, Ticket, MAX_FAILED_HELLOS};
+use crate::tls::Acceptor;
 
 /// Bytes requested from the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -113,29 +117,58 @@ enum After {
     Close,
 }
 
-/// Accepts RESP connections until `shutdown` turns true.
-pub async fn serve<S: RespService>(service: Arc<S>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+/// Accepts RESP connections until `shutdown` turns true; with `tls`, each speaks TLS
+/// (`redis-cli --tls`; the handshake in the connection's task, within its hello timeout).
+pub async fn serve<S: RespService>(
+    service: Arc<S>,
+    listener: TcpListener,
+    tls: Option<Acceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => return,
         };
-        let Ok((stream, _peer)) = accepted else {
+        let Ok((stream, peer)) = accepted else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let open = service.connections().open();
         let service = Arc::clone(&service);
-        let shutdown = shutdown.clone();
+        let mut shutdown = shutdown.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            connection(&*service, stream, shutdown).await;
+            let _ = stream.set_nodelay(true);
+            let connections = service.connections();
+            // Held until the connection signs in: bounds how long and how many may wait, a
+            // TLS handshake included.
+            let ticket = connections.preauth.admit();
+            let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
+            match tls {
+                None => connection(&*service, stream, ticket, hello_deadline, shutdown).await,
+                Some(tls) => {
+                    let handshake = tls.handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown);
+                    if let Some(stream) = handshake.await {
+                        connection(&*service, stream, ticket, hello_deadline, shutdown).await;
+                    }
+                }
+            }
             drop(open);
         });
     }
 }
 
-async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
-    let _ = stream.set_nodelay(true);
+async fn connection<S, IO>(
+    service: &S,
+    mut stream: IO,
+    ticket: Ticket,
+    hello_deadline: tokio::time::Instant,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: RespService,
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
     let mut session = Session {
         tenant: None,
         protocol: Protocol::Resp2,
@@ -144,8 +177,8 @@ async fn connection<S: RespService>(service: &S, mut stream: TcpStream, mut shut
         seat: None,
     };
     let connections = service.connections();
-    let mut ticket = Some(connections.preauth.admit());
-    let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
+    // Dropped once the connection signs in.
+    let mut ticket = Some(ticket);
     let mut parser = Parser::new();
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::new();
@@ -251,13 +284,14 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
 
 /// Sends replies once they pass the service's reply gate; false when the connection is
 /// done (the peer is gone, or the log failed and the replies are withheld).
-async fn send<S: RespService>(service: &S, stream: &mut TcpStream, output: &[u8]) -> bool {
+async fn send<S: RespService, IO: AsyncWrite + Unpin>(service: &S, stream: &mut IO, output: &[u8]) -> bool {
     if let Some(gate) = service.reply_gate() {
         if gate.pass().await.is_err() {
             return false;
         }
     }
-    stream.write_all(output).await.is_ok()
+    // The flush is free on plain TCP; TLS may hold written bytes back without it.
+    stream.write_all(output).await.is_ok() && stream.flush().await.is_ok()
 }
 
 /// Runs the commands gathered for the service, if any, appending their replies. The

@@ -52,7 +52,7 @@ async fn a_resp_reply_waits_until_the_log_releases_what_was_appended_before_it()
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(ferry_net::resp::serve(Arc::clone(&service), listener, stop_rx));
+    tokio::spawn(ferry_net::resp::serve(Arc::clone(&service), listener, None, stop_rx));
 
     let mut stream = TcpStream::connect(addr).await.unwrap();
     // Released: answered at once.
@@ -122,7 +122,7 @@ async fn a_ferry_protocol_answer_waits_until_the_log_releases_what_was_appended_
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(ferry_net::door::serve(Arc::clone(&door), listener, stop_rx));
+    tokio::spawn(ferry_net::door::serve(Arc::clone(&door), listener, None, stop_rx));
 
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut hello = bytes::BytesMut::new();

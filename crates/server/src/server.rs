@@ -115,16 +115,21 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         };
         let scraped = Arc::clone(&node);
         let render: ferry_net::metrics::Render = Arc::new(move || crate::metrics::exposition(&scraped));
-        runtime.spawn(ferry_net::metrics::serve(listener, render, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::metrics::serve(listener, render, None, shutdown_rx.clone()));
     }
     if let Some(listener) = resp_listener {
         let listener = {
             let _guard = runtime.enter();
             TcpListener::from_std(listener).map_err(ServerError::Start)?
         };
-        runtime.spawn(ferry_net::resp::serve(Arc::clone(&node), listener, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::resp::serve(
+            Arc::clone(&node),
+            listener,
+            None,
+            shutdown_rx.clone(),
+        ));
     }
-    runtime.spawn(ferry_net::door::serve(Arc::clone(&node), listener, shutdown_rx));
+    runtime.spawn(ferry_net::door::serve(Arc::clone(&node), listener, None, shutdown_rx));
     Ok(ServerHandle {
         local_addr,
         metrics_addr,
