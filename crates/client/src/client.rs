@@ -46,6 +46,10 @@ pub struct ClientConfig {
     /// (remote ones ask the node for it), for checking a history. Off by default: it
     /// costs a copy of the read and write sets per invocation.
     pub trace: bool,
+    /// Speak TLS to the node with this configuration (the roots trusted, the certificate
+    /// presented if asked; `ferry_net::tls::ClientTls` builds one from PEM files), the
+    /// node's name taken from the host part of `addr`; `None` speaks plain TCP.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl ClientConfig {
@@ -60,6 +64,7 @@ impl ClientConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             registry: ferry_lua::registry(),
             trace: false,
+            tls: None,
         }
     }
 }
@@ -103,14 +108,7 @@ impl Client {
         let mut connections = Vec::with_capacity(config.connections);
         let gateway_rate = GatewayRate::default();
         for _ in 0..config.connections {
-            let connection = Connection::open(
-                &config.addr,
-                config.tenant,
-                config.token.as_bytes(),
-                config.connect_timeout,
-                &gateway_rate,
-            )
-            .await?;
+            let connection = Connection::open(&config, &gateway_rate).await?;
             connections.push(Mutex::new(Arc::new(connection)));
         }
         Ok(Client {
@@ -160,16 +158,7 @@ impl Client {
             return Ok(current); // someone else reconnected meanwhile
         }
         let config = &self.inner.config;
-        let fresh = Arc::new(
-            Connection::open(
-                &config.addr,
-                config.tenant,
-                config.token.as_bytes(),
-                config.connect_timeout,
-                &self.inner.gateway_rate,
-            )
-            .await?,
-        );
+        let fresh = Arc::new(Connection::open(config, &self.inner.gateway_rate).await?);
         *slot.lock() = Arc::clone(&fresh);
         Ok(fresh)
     }

@@ -1,4 +1,5 @@
-//! One multiplexed connection to a storage node.
+//! One multiplexed connection to a storage node, over plain TCP or TLS (the code is
+//! generic over the stream's halves, so plain TCP pays nothing for TLS).
 //!
 //! Any number of tasks may send requests on one connection at once: each request gets a
 //! fresh id, its frame is appended to a shared outbox that a writer task flushes in as few
@@ -12,16 +13,17 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 use ferry_proto::{Decoded, FrameDecoder, HelloInfo, Request, Response, ResponseBody, Status};
 
+use crate::client::ClientConfig;
 use crate::error::ClientError;
 use crate::gateway::GatewayRate;
+use crate::tls::server_name_of;
 
 /// Requests one connection may have in flight; more wait for a slot. Bounds the client's
 /// memory and matches the node's per-connection limit order of magnitude.
@@ -71,6 +73,21 @@ impl Shared {
     }
 }
 
+/// The first two bytes of a TLS alert record (content type 21, protocol version 3.x):
+/// what a TLS listener sends a client that spoke to it without TLS.
+const TLS_ALERT_RECORD: u8 = 0x15;
+const TLS_MAJOR_VERSION: u8 = 0x03;
+
+/// Who says hello, to whom, and how long the node may take to answer.
+struct HelloAs<'a> {
+    addr: &'a str,
+    tenant: u32,
+    token: &'a [u8],
+    timeout: Duration,
+    /// Whether the stream is TLS (for a clearer error when a plain one meets a TLS node).
+    tls: bool,
+}
+
 /// A live connection, authenticated as one tenant.
 pub(crate) struct Connection {
     shared: Arc<Shared>,
@@ -90,15 +107,12 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Connects, says hello and starts the reader and writer tasks. Every answer that
-    /// carries a gateway's admission rate (the hello's too) updates `rate`.
-    pub(crate) async fn open(
-        addr: &str,
-        tenant: u32,
-        token: &[u8],
-        connect_timeout: Duration,
-        rate: &GatewayRate,
-    ) -> Result<Connection, ClientError> {
+    /// Connects (over TLS if `config.tls`), says hello and starts the reader and writer
+    /// tasks. Every answer that carries a gateway's admission rate (the hello's too)
+    /// updates `rate`.
+    pub(crate) async fn open(config: &ClientConfig, rate: &GatewayRate) -> Result<Connection, ClientError> {
+        let addr = config.addr.as_str();
+        let connect_timeout = config.connect_timeout;
         let connect_error = |message: String| ClientError::Connect {
             addr: addr.to_string(),
             message,
@@ -108,7 +122,62 @@ impl Connection {
             .map_err(|_| connect_error(format!("timed out after {connect_timeout:?}")))?
             .map_err(|err| connect_error(err.to_string()))?;
         let _ = stream.set_nodelay(true);
-        let (mut reader, mut writer) = stream.into_split();
+        let hello = HelloAs {
+            addr,
+            tenant: config.tenant,
+            token: config.token.as_bytes(),
+            timeout: connect_timeout,
+            tls: config.tls.is_some(),
+        };
+        match &config.tls {
+            // Plain TCP keeps its owned halves: no lock between the reader and the writer.
+            None => {
+                let (reader, writer) = stream.into_split();
+                Connection::start(reader, writer, hello, rate).await
+            }
+            Some(tls) => {
+                let name = server_name_of(addr).map_err(connect_error)?;
+                let handshake = tokio_rustls::TlsConnector::from(Arc::clone(tls)).connect(name, stream);
+                let stream = tokio::time::timeout(connect_timeout, handshake)
+                    .await
+                    .map_err(|_| connect_error(format!("no TLS handshake within {connect_timeout:?}")))?
+                    .map_err(|err| {
+                        connect_error(match err.kind() {
+                            std::io::ErrorKind::UnexpectedEof => {
+                                "the node closed the connection during the TLS handshake (does it serve TLS?)".into()
+                            }
+                            _ => format!("TLS handshake failed: {err}"),
+                        })
+                    })?;
+                let (reader, writer) = tokio::io::split(stream);
+                Connection::start(reader, writer, hello, rate).await
+            }
+        }
+    }
+
+    /// Says hello on a connected stream's halves, then starts the reader, writer and
+    /// timeout tasks.
+    async fn start<R, W>(
+        mut reader: R,
+        mut writer: W,
+        hello: HelloAs<'_>,
+        rate: &GatewayRate,
+    ) -> Result<Connection, ClientError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let HelloAs {
+            addr,
+            tenant,
+            token,
+            timeout: connect_timeout,
+            tls,
+        } = hello;
+        let connect_error = |message: String| ClientError::Connect {
+            addr: addr.to_string(),
+            message,
+        };
 
         // Hello is a plain request/response exchange before the tasks take over.
         let mut frame = BytesMut::new();
@@ -116,10 +185,11 @@ impl Connection {
             token: bytes::Bytes::copy_from_slice(token),
         }
         .encode_frame(tenant, 0, &mut frame)?;
-        writer
-            .write_all(&frame)
-            .await
-            .map_err(|err| connect_error(err.to_string()))?;
+        let sent = async {
+            writer.write_all(&frame).await?;
+            writer.flush().await
+        };
+        sent.await.map_err(|err| connect_error(err.to_string()))?;
         let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
         let mut decoder = FrameDecoder::new();
         let hello = tokio::time::timeout(connect_timeout, async {
@@ -130,12 +200,20 @@ impl Connection {
                 {
                     return response_of(decoded);
                 }
+                // Over TLS, a listener that refuses this client's certificate says so here
+                // (TLS 1.3 finishes the client's handshake before the listener checks it).
                 let read = reader
                     .read_buf(&mut buf)
                     .await
                     .map_err(|err| connect_error(err.to_string()))?;
                 if read == 0 {
-                    return Err(connect_error("the node closed the connection during hello".into()));
+                    // A TLS listener answers a plain-text hello with an alert record.
+                    let why = if !tls && buf.starts_with(&[TLS_ALERT_RECORD, TLS_MAJOR_VERSION]) {
+                        "the node speaks TLS and this client does not (give it the node's CA)"
+                    } else {
+                        "the node closed the connection during hello"
+                    };
+                    return Err(connect_error(why.into()));
                 }
             }
         })
@@ -258,8 +336,8 @@ fn request_id_of(decoded: &Decoded) -> u64 {
     }
 }
 
-async fn read_loop(
-    mut reader: OwnedReadHalf,
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut reader: R,
     mut buf: BytesMut,
     mut decoder: FrameDecoder,
     shared: Arc<Shared>,
@@ -325,7 +403,7 @@ async fn sweep_timeouts(shared: Arc<Shared>) {
     }
 }
 
-async fn write_loop(mut writer: OwnedWriteHalf, shared: Arc<Shared>) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, shared: Arc<Shared>) {
     let mut spare = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         {
@@ -335,7 +413,12 @@ async fn write_loop(mut writer: OwnedWriteHalf, shared: Arc<Shared>) {
             }
         }
         if !spare.is_empty() {
-            if let Err(err) = writer.write_all(&spare).await {
+            // The flush is free on plain TCP; TLS may hold written bytes back without it.
+            let written = async {
+                writer.write_all(&spare).await?;
+                writer.flush().await
+            };
+            if let Err(err) = written.await {
                 shared.die(err.to_string());
                 return;
             }

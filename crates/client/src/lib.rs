@@ -15,6 +15,8 @@
 //!   task that routes answers to waiters in any order.
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
 //! - `route`: where a local invocation's requests go (one node, or each key's node).
+//! - `tls`: the name a node's certificate is checked against (the host it is dialled by);
+//!   [`ClientConfig::tls`] turns TLS on.
 //! - [`error`]: the client's error type, [`ClientError`].
 
 pub mod adaptive;
@@ -25,6 +27,7 @@ pub mod error;
 pub mod gateway;
 mod local;
 mod route;
+mod tls;
 
 use std::time::{Duration, Instant};
 

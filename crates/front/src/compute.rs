@@ -56,11 +56,13 @@ pub fn start_compute(config: ComputeConfig) -> Result<FrontHandle, FrontError> {
     let workers = Arc::new(Workers::new(config.min_workers, config.max_workers).map_err(FrontError::Config)?);
     let front = config.front.clone();
     crate::handle::start(front, "ferry_compute", move || async move {
+        let link_tls = config.front.link_tls.as_ref().map(|tls| tls.load()).transpose()?;
         let mut tenants = HashMap::new();
         for tenant in &config.front.tenants {
             let mut client = ClientConfig::new("", tenant.id, tenant.token.clone());
             client.registry = config.registry.clone();
             client.request_timeout = STORAGE_REQUEST_TIMEOUT;
+            client.tls = link_tls.clone();
             let cluster = ClusterClient::connect(config.cluster.clone(), client)
                 .await
                 .map_err(|err| FrontError::Backend(format!("tenant {}: {err}", tenant.id)))?;

@@ -23,7 +23,7 @@ pub struct FrontTenant {
     pub token: String,
 }
 
-/// The listening side of a gateway or compute node.
+/// The listening side of a gateway or compute node, and how it reaches the nodes behind it.
 #[derive(Clone, Debug)]
 pub struct FrontConfig {
     /// Address of the ferry protocol listener (port 0: any free port).
@@ -42,6 +42,11 @@ pub struct FrontConfig {
     pub max_unauthenticated: usize,
     /// Threads of the process's runtime.
     pub threads: usize,
+    /// TLS on every listener (ferry protocol, RESP, metrics); `None` serves plain TCP.
+    pub tls: Option<ferry_net::tls::ServerTls>,
+    /// TLS on the links to the nodes behind it (storage nodes; a gateway's compute nodes
+    /// too); `None` dials plain TCP.
+    pub link_tls: Option<ferry_net::tls::ClientTls>,
 }
 
 impl FrontConfig {
@@ -56,6 +61,8 @@ impl FrontConfig {
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
             max_unauthenticated: DEFAULT_MAX_UNAUTHENTICATED,
             threads: 1,
+            tls: None,
+            link_tls: None,
         }
     }
 

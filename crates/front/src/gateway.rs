@@ -155,11 +155,13 @@ struct Gateway {
 pub fn start_gateway(config: GatewayConfig) -> Result<FrontHandle, FrontError> {
     let front = config.front.clone();
     crate::handle::start(front, "ferry_gateway", move || async move {
+        let link_tls = config.front.link_tls.as_ref().map(|tls| tls.load()).transpose()?;
         let mut tenants = HashMap::new();
         for tenant in &config.front.tenants {
             let mut client = ClientConfig::new("", tenant.id, tenant.token.clone());
             client.registry = config.registry.clone();
             client.request_timeout = STORAGE_REQUEST_TIMEOUT;
+            client.tls = link_tls.clone();
             let backend =
                 |what: &str, err: ClientError| FrontError::Backend(format!("tenant {}: {what}: {err}", tenant.id));
             let cluster = ClusterClient::connect(config.cluster.clone(), client.clone())

@@ -50,6 +50,8 @@ where
     Fut: Future<Output = Result<S, FrontError>>,
 {
     config.validate()?;
+    // Read first: a bad certificate fails the start before anything is dialled or bound.
+    let tls = config.tls.as_ref().map(|tls| tls.load()).transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads)
         .thread_name(process)
@@ -83,6 +85,7 @@ where
         latency: LatencyHistograms::default(),
         process,
     });
+    let tls = tls.map(|tls| ferry_net::tls::Acceptor::new(tls, Arc::clone(&shared.connections)));
     if let Some(listener) = metrics {
         let scraped = Arc::clone(&shared);
         let render: ferry_net::metrics::Render = Arc::new(move || {
@@ -90,13 +93,23 @@ where
             scraped.latency.render(scraped.process, &mut text);
             text
         });
-        runtime.spawn(ferry_net::metrics::serve(listener, render, None, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::metrics::serve(
+            listener,
+            render,
+            tls.clone(),
+            shutdown_rx.clone(),
+        ));
     }
     if let Some(listener) = resp {
         let front = Arc::new(crate::resp::RespFront(Arc::clone(&shared)));
-        runtime.spawn(ferry_net::resp::serve(front, listener, None, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::resp::serve(
+            front,
+            listener,
+            tls.clone(),
+            shutdown_rx.clone(),
+        ));
     }
-    runtime.spawn(ferry_net::door::serve(shared, listener, None, shutdown_rx));
+    runtime.spawn(ferry_net::door::serve(shared, listener, tls, shutdown_rx));
     Ok(FrontHandle {
         local_addr,
         resp_addr,

@@ -52,4 +52,7 @@ pub enum FrontError {
     /// The runtime could not be started.
     #[error("cannot start: {0}")]
     Start(std::io::Error),
+    /// A TLS certificate, key or CA file cannot be used.
+    #[error("TLS: {0}")]
+    Tls(#[from] ferry_net::tls::TlsError),
 }

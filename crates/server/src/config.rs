@@ -157,6 +157,9 @@ pub struct ServerConfig {
     pub scheduling: Scheduling,
     /// The data dir and its log; `None` keeps everything in memory only.
     pub durability: Option<crate::durable::Durability>,
+    /// TLS on every listener (ferry protocol, RESP, metrics), with the client certificates
+    /// it asks for; `None` serves plain TCP.
+    pub tls: Option<ferry_net::tls::ServerTls>,
 }
 
 /// The workers' scheduling mechanisms.
@@ -200,6 +203,7 @@ impl ServerConfig {
             metrics_listen: None,
             resp_listen: None,
             durability: None,
+            tls: None,
         }
     }
 
@@ -324,6 +328,14 @@ pub struct ConfigFile {
     pub max_log_bytes: Option<u64>,
     /// Log growth since the last snapshot that starts the next one.
     pub snapshot_log_bytes: Option<u64>,
+    /// TLS on every listener: the certificate chain presented (PEM).
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// TLS: the certificate's private key (PEM).
+    pub tls_key: Option<std::path::PathBuf>,
+    /// TLS: ask clients for a certificate and verify it against these CAs (PEM).
+    pub tls_client_ca: Option<std::path::PathBuf>,
+    /// TLS: refuse clients without a certificate from `tls_client_ca`.
+    pub tls_require_client_cert: Option<bool>,
     /// Tenants.
     #[serde(default, rename = "tenant")]
     pub tenants: Vec<TenantConfig>,

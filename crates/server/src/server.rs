@@ -42,6 +42,9 @@ pub enum ServerError {
     /// The data dir cannot be used, or its log cannot be replayed.
     #[error("{0}")]
     DataDir(#[from] ferry_wal::WalError),
+    /// The TLS certificate, key or client CA cannot be used.
+    #[error("TLS: {0}")]
+    Tls(#[from] ferry_net::tls::TlsError),
 }
 
 /// A running storage node. Dropping it shuts the node down.
@@ -66,6 +69,8 @@ pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, S
 /// used). Returns once the node accepts connections.
 pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) -> Result<ServerHandle, ServerError> {
     config.validate()?;
+    // Read first: a bad certificate fails the start before any thread or data dir.
+    let tls = config.tls.as_ref().map(|tls| tls.load()).transpose()?;
     install_worker_panic_hook();
     match config.spin_iters_per_ms {
         Some(rate) => ferry_func::work::set_iters_per_ms(rate),
@@ -92,6 +97,7 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         None => None,
     };
     let node = Arc::new(Node::open(&config, registry)?);
+    let tls = tls.map(|tls| ferry_net::tls::Acceptor::new(tls, Arc::clone(&node.connections)));
     for index in 0..config.cores {
         worker::spawn_worker(Arc::clone(&node), index).map_err(ServerError::Start)?;
     }
@@ -115,7 +121,12 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         };
         let scraped = Arc::clone(&node);
         let render: ferry_net::metrics::Render = Arc::new(move || crate::metrics::exposition(&scraped));
-        runtime.spawn(ferry_net::metrics::serve(listener, render, None, shutdown_rx.clone()));
+        runtime.spawn(ferry_net::metrics::serve(
+            listener,
+            render,
+            tls.clone(),
+            shutdown_rx.clone(),
+        ));
     }
     if let Some(listener) = resp_listener {
         let listener = {
@@ -125,11 +136,11 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         runtime.spawn(ferry_net::resp::serve(
             Arc::clone(&node),
             listener,
-            None,
+            tls.clone(),
             shutdown_rx.clone(),
         ));
     }
-    runtime.spawn(ferry_net::door::serve(Arc::clone(&node), listener, None, shutdown_rx));
+    runtime.spawn(ferry_net::door::serve(Arc::clone(&node), listener, tls, shutdown_rx));
     Ok(ServerHandle {
         local_addr,
         metrics_addr,
