@@ -69,6 +69,15 @@ struct UpArgs {
     /// everysec (the server's default) or no.
     #[arg(long, value_parser = ["always", "everysec", "no"])]
     fsync: Option<String>,
+    /// Every process's listeners speak TLS (the certificate must name 127.0.0.1): passed
+    /// on to each storage node, compute node and the gateway.
+    #[command(flatten)]
+    tls: crate::tls_args::ServeTlsArgs,
+    /// The CAs (PEM) the gateway and the compute nodes trust when they dial the storage
+    /// and compute nodes; needed with --tls-cert, which they present when asked for a
+    /// client certificate.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
 }
 
 /// One started process, as the JSON names it.
@@ -159,6 +168,10 @@ fn up(args: UpArgs) -> CmdResult {
     }
     ferry_server::config::parse_tenant_flag(&args.tenant)?;
     ferry_experiment::spec::parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
+    args.tls.server_tls()?;
+    if args.tls.tls_cert.is_some() != args.tls_ca.is_some() {
+        return Err("--tls-cert and --tls-ca go together: the gateway and the compute nodes dial TLS listeners".into());
+    }
     let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
@@ -183,7 +196,7 @@ fn up(args: UpArgs) -> CmdResult {
     let map = ClusterMap::new(nodes)?;
     let map_path = dir.join("cluster.toml");
     std::fs::write(&map_path, map.to_toml()).map_err(|err| format!("cannot write {}: {err}", map_path.display()))?;
-    let common: Vec<String> = vec![
+    let mut common: Vec<String> = vec![
         "--cluster-map".into(),
         map_path.display().to_string(),
         "--tenant".into(),
@@ -191,6 +204,12 @@ fn up(args: UpArgs) -> CmdResult {
         "--metrics".into(),
         "127.0.0.1:0".into(),
     ];
+    common.extend(args.tls.to_args());
+    // What the gateway and the compute nodes add: they dial other nodes.
+    let links: Vec<String> = match &args.tls_ca {
+        Some(ca) => vec!["--tls-ca".into(), ca.display().to_string()],
+        None => Vec::new(),
+    };
     let (storage_cpus, other_cpus) = cpu_halves();
 
     let mut storage = Vec::new();
@@ -211,6 +230,7 @@ fn up(args: UpArgs) -> CmdResult {
         let mut command = ferry(&exe, "compute", &common);
         command
             .args(["--listen", "127.0.0.1:0"])
+            .args(&links)
             .args(["--max-workers", &args.max_workers.to_string()])
             .args(cpu_flag(&other_cpus, index));
         compute.push(ChildServer::start(
@@ -221,6 +241,7 @@ fn up(args: UpArgs) -> CmdResult {
     }
     let mut command = ferry(&exe, "gateway", &common);
     command
+        .args(&links)
         .args([
             "--listen",
             "127.0.0.1:0",

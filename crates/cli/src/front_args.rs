@@ -31,6 +31,13 @@ pub struct FrontArgs {
     /// Pin the process to these CPUs (e.g. 1 or 1-3).
     #[arg(long)]
     cpu_set: Option<String>,
+    #[command(flatten)]
+    tls: crate::tls_args::ServeTlsArgs,
+    /// Dial the storage nodes (and a gateway's compute nodes) over TLS, trusting only these
+    /// CAs (PEM); --tls-cert and --tls-key are presented when a node asks for a client
+    /// certificate.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
 }
 
 impl FrontArgs {
@@ -76,6 +83,11 @@ impl FrontArgs {
         if let Some(max) = self.limits.max_unauthenticated {
             config.max_unauthenticated = max;
         }
+        config.tls = self.tls.server_tls()?;
+        config.link_tls = self.tls_ca.as_ref().map(|ca| ferry_net::tls::ClientTls {
+            ca: ca.clone(),
+            identity: self.tls.identity(),
+        });
         Ok(config)
     }
 }

@@ -7,7 +7,8 @@
 //! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator; its scenario flags in `scenario_args`),
 //! `sim_suite_cmd` (the randomized scenario suite), `plan_cmd` (the cheapest cluster for a
 //! demand), `calibrate_cmd` (this machine's costs as a profile); `connect` holds the flags shared
-//! by commands that talk to a node. The production commands (server, compute, gateway,
+//! by commands that talk to a node, and `tls_args` the TLS flags of those and of the
+//! processes that listen. The production commands (server, compute, gateway,
 //! cluster, kv, load, fn, check) take pinning and child processes from `ferry-os` and data
 //! sets from `ferry-datasets`; only the measuring ones (bench, sweep, demo, fairness,
 //! bench-kv, calibrate) use `ferry-bench`.
@@ -39,6 +40,7 @@ mod server_cmd;
 mod sim_cmd;
 mod sim_suite_cmd;
 mod sweep_cmd;
+mod tls_args;
 
 /// What every subcommand returns: a human-readable error ends the process with exit code 1.
 pub type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;

@@ -25,7 +25,8 @@ pub struct ServerArgs {
     cores: Option<usize>,
     /// TOML config file (listen, cores, io_threads, queue_capacity, invoke_budget_ms,
     /// max_connections, hello_timeout_ms, max_unauthenticated, data_dir, fsync,
-    /// max_log_bytes, snapshot_log_bytes, [[tenant]] id/token/quota_bytes/home_core).
+    /// max_log_bytes, snapshot_log_bytes, tls_cert, tls_key, tls_client_ca,
+    /// tls_require_client_cert, [[tenant]] id/token/quota_bytes/home_core).
     #[arg(long)]
     config: Option<PathBuf>,
     /// A tenant as ID:TOKEN; repeatable. Added to those of the config file.
@@ -110,6 +111,8 @@ pub struct ServerArgs {
     /// --max-log-bytes). BGSAVE and SAVE take one on demand.
     #[arg(long)]
     snapshot_log_bytes: Option<u64>,
+    #[command(flatten)]
+    tls: crate::tls_args::ServeTlsArgs,
 }
 
 pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -228,6 +231,13 @@ pub fn run(args: ServerArgs) -> CmdResult {
         });
     }
     config.durability = durability(&args, &file)?;
+    // Flags win over the config file, setting by setting.
+    config.tls = crate::tls_args::server_tls(
+        args.tls.tls_cert.clone().or(file.tls_cert.clone()),
+        args.tls.tls_key.clone().or(file.tls_key.clone()),
+        args.tls.tls_client_ca.clone().or(file.tls_client_ca.clone()),
+        args.tls.tls_require_client_cert || file.tls_require_client_cert.unwrap_or(false),
+    )?;
     let handle = match args.listen_fd {
         None if args.resp_fd.is_some() => return Err("--resp-fd needs --listen-fd".into()),
         None => ferry_server::start(config.clone(), ferry_lua::registry())?,

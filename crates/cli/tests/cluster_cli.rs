@@ -40,7 +40,7 @@ fn read_json(path: &Path) -> serde_json::Value {
 
 /// A `ferry cluster up` run by a test; SIGTERMed and waited for when dropped (a failing
 /// test leaves no cluster behind).
-struct ClusterUp {
+pub(crate) struct ClusterUp {
     process: Child,
     json: PathBuf,
     /// Its stdout, line by line.
@@ -50,7 +50,7 @@ struct ClusterUp {
 impl ClusterUp {
     /// `cluster up --dir DIR --json DIR/cluster.json` with `flags`; returns once the JSON
     /// is written.
-    fn start(dir: &Path, flags: &[&str]) -> ClusterUp {
+    pub(crate) fn start(dir: &Path, flags: &[&str]) -> ClusterUp {
         std::fs::create_dir_all(dir).unwrap();
         let json = dir.join("cluster.json");
         let mut process = ferry()
@@ -81,7 +81,7 @@ impl ClusterUp {
         up
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         read_json(&self.json)
     }
 

@@ -9,7 +9,7 @@ fn ferry() -> Command {
 
 /// A `ferry server` child, stopped with SIGTERM when dropped.
 pub(crate) struct Server {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) addr: String,
     /// The rest of its stdout, after the `listening on` line.
     pub(crate) stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
@@ -43,7 +43,7 @@ impl Server {
         Server { child, addr, stdout }
     }
 
-    fn kv(&self, args: &[&str]) -> Output {
+    pub(crate) fn kv(&self, args: &[&str]) -> Output {
         ferry()
             .args(["kv", "--server", &self.addr])
             .args(args)

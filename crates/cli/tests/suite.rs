@@ -10,3 +10,4 @@ mod plan_cli;
 mod server_cli;
 mod sim_cli;
 mod sim_suite_cli;
+mod tls_cli;
