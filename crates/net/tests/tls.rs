@@ -4,7 +4,7 @@
 //! and the metrics endpoint over TLS too.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,11 +83,11 @@ async fn resp_listener(
 /// clients finish first): the refusal then comes as the first read's error.
 async fn dial(
     addr: SocketAddr,
-    ca: &PathBuf,
+    ca: &Path,
     identity: Option<&Identity>,
 ) -> std::io::Result<impl AsyncRead + AsyncWrite> {
     let config = ClientTls {
-        ca: ca.clone(),
+        ca: ca.to_path_buf(),
         identity: identity.cloned(),
     }
     .load()
@@ -101,7 +101,7 @@ async fn dial(
 
 /// Sends `AUTH ferry` and reads the reply: `Ok("+OK\r\n")` when the listener let the
 /// client in, the error that ended the connection otherwise.
-async fn auth(addr: SocketAddr, ca: &PathBuf, identity: Option<&Identity>) -> Result<String, String> {
+async fn auth(addr: SocketAddr, ca: &Path, identity: Option<&Identity>) -> Result<String, String> {
     let mut stream = dial(addr, ca, identity).await.map_err(|err| err.to_string())?;
     stream
         .write_all(b"AUTH ferry\r\n")
