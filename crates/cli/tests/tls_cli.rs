@@ -430,3 +430,52 @@ fn cluster_up_speaks_tls_on_every_listener_and_every_link_with_client_certificat
     let gateway_metrics = cluster["gateway_metrics"].as_str().unwrap();
     assert!(scrape_tls(gateway_metrics, &pki.ca, None).is_err());
 }
+
+#[test]
+fn bad_tls_settings_stop_the_start_with_an_error_naming_the_file() {
+    let pki = pki("bad-files");
+    let start = |flags: &[&str]| {
+        ferry()
+            .args(["server", "--listen", "127.0.0.1:0", "--tenant", "1:ferry"])
+            .args(flags)
+            .output()
+            .unwrap()
+    };
+    let missing = start(&["--tls-cert", "/nonexistent/node.pem", "--tls-key", path(&pki.node.key)]);
+    assert!(
+        !missing.status.success() && text(&missing).contains("TLS: cannot read /nonexistent/node.pem"),
+        "{}",
+        text(&missing)
+    );
+    // The client's key with the node's certificate.
+    let mismatched = start(&["--tls-cert", path(&pki.node.cert), "--tls-key", path(&pki.client.key)]);
+    assert!(
+        !mismatched.status.success()
+            && text(&mismatched).contains(&format!(
+                "certificate {} with key {}",
+                path(&pki.node.cert),
+                path(&pki.client.key)
+            )),
+        "{}",
+        text(&mismatched)
+    );
+    let not_a_ca = start(&[
+        "--tls-cert",
+        path(&pki.node.cert),
+        "--tls-key",
+        path(&pki.node.key),
+        "--tls-client-ca",
+        path(&pki.node.key),
+    ]);
+    assert!(
+        !not_a_ca.status.success() && text(&not_a_ca).contains("holds no PEM certificate"),
+        "{}",
+        text(&not_a_ca)
+    );
+    let alone = start(&["--tls-require-client-cert"]);
+    assert!(
+        !alone.status.success() && text(&alone).contains("need --tls-cert and --tls-key"),
+        "{}",
+        text(&alone)
+    );
+}

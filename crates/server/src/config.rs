@@ -415,5 +415,13 @@ mod tests {
         assert_eq!(file.tenants.len(), 2);
         assert_eq!(file.tenants[1].home_core, Some(1));
         assert!(toml::from_str::<ConfigFile>("bogus_key = 1").is_err());
+        let tls: ConfigFile = toml::from_str(
+            "tls_cert = \"node.pem\"\ntls_key = \"node.key\"\ntls_client_ca = \"ca.pem\"\ntls_require_client_cert = true\n",
+        )
+        .unwrap();
+        assert_eq!(tls.tls_cert.as_deref(), Some(Path::new("node.pem")));
+        assert_eq!(tls.tls_key.as_deref(), Some(Path::new("node.key")));
+        assert_eq!(tls.tls_client_ca.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(tls.tls_require_client_cert, Some(true));
     }
 }
