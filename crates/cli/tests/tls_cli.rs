@@ -452,7 +452,7 @@ fn bad_tls_settings_stop_the_start_with_an_error_naming_the_file() {
     assert!(
         !mismatched.status.success()
             && text(&mismatched).contains(&format!(
-                "certificate {} with key {}",
+                "certificate {} with key {}: the key is not the certificate's",
                 path(&pki.node.cert),
                 path(&pki.client.key)
             )),

@@ -30,10 +30,17 @@ impl Identity {
 
     /// rustls's refusal of this pair, as an error naming both files.
     pub(crate) fn refused(&self, why: rustls::Error) -> TlsError {
+        let why = match why {
+            // rustls says "keys may not be consistent: KeyMismatch": say what to fix.
+            rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+                "the key is not the certificate's (its public key differs)".to_string()
+            }
+            other => other.to_string(),
+        };
         TlsError::Identity {
             cert: self.cert.clone(),
             key: self.key.clone(),
-            why: why.to_string(),
+            why,
         }
     }
 }
