@@ -7,7 +7,9 @@
 //!   number of active workers ([`workers`]).
 //! - `listener`: either process behind the ferry protocol's front door (`ferry_net::door`,
 //!   which frames, says hello and bounds connections for every ferry process);
-//!   `handle`: starting and stopping a process, its metrics endpoint.
+//!   `handle`: starting and stopping a process, its metrics endpoint, TLS on its listeners
+//!   ([`FrontConfig::tls`]) and on its links to the nodes behind it
+//!   ([`FrontConfig::link_tls`]).
 //! - [`forward`]: the client runtime's outcomes turned back into protocol answers.
 //! - `resp`: `--resp` on the gateway: Redis commands sent on as the invocations they are
 //!   (FCALL placed by the policy).

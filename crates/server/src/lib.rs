@@ -2,7 +2,8 @@
 //!
 //! Layout:
 //! - [`config`]: [`ServerConfig`], its defaults, limits and the TOML config file.
-//! - [`server`]: [`start`] a node, [`ServerHandle`] to find its address and stop it.
+//! - [`server`]: [`start`] a node, [`ServerHandle`] to find its address and stop it; with
+//!   [`ServerConfig::tls`], every listener speaks TLS (`ferry_net::tls`).
 //! - [`listeners`]: a node's sockets bound before it starts ([`start_on`]), so a cluster map
 //!   can name ports the OS gave instead of ports guessed free.
 //! - `conn`: one task pair per connection — framing, hello, dispatch, and the outbox that
