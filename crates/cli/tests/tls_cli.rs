@@ -36,11 +36,26 @@ fn text(output: &Output) -> String {
     )
 }
 
-/// A fresh test PKI of its own for test `name`.
-fn pki(name: &str) -> Pki {
+/// A fresh test PKI of its own for test `name`, removed when the test ends.
+struct Certs(Pki);
+
+impl std::ops::Deref for Certs {
+    type Target = Pki;
+    fn deref(&self) -> &Pki {
+        &self.0
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0.dir);
+    }
+}
+
+fn pki(name: &str) -> Certs {
     let dir = std::env::temp_dir().join(format!("ferry-tls-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    Pki::generate(&dir).unwrap()
+    Certs(Pki::generate(&dir).unwrap())
 }
 
 fn path(path: &Path) -> &str {
@@ -429,6 +444,8 @@ fn cluster_up_speaks_tls_on_every_listener_and_every_link_with_client_certificat
     assert!(text(&refused).contains("CertificateRequired"), "{}", text(&refused));
     let gateway_metrics = cluster["gateway_metrics"].as_str().unwrap();
     assert!(scrape_tls(gateway_metrics, &pki.ca, None).is_err());
+    drop(up);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -23,10 +23,25 @@ use tokio::sync::watch;
 /// Longest any step of these tests waits: far above a loopback handshake.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A test PKI in a directory of its own.
-fn pki(name: &str) -> Pki {
+/// A test PKI in a directory of its own, removed when the test ends.
+struct Certs(Pki);
+
+impl std::ops::Deref for Certs {
+    type Target = Pki;
+    fn deref(&self) -> &Pki {
+        &self.0
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0.dir);
+    }
+}
+
+fn pki(name: &str) -> Certs {
     let dir = std::env::temp_dir().join(format!("ferry-net-tls-{name}-{}", std::process::id()));
-    Pki::generate(&dir).unwrap()
+    Certs(Pki::generate(&dir).unwrap())
 }
 
 /// A RESP service that lets tenant 1 in with the token `ferry` and answers OK to the rest.

@@ -121,10 +121,13 @@ pub fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
 mod tests {
     use super::*;
 
-    fn file(name: &str, text: &[u8]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ferry-tls-pem-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    fn dir() -> PathBuf {
+        std::env::temp_dir().join(format!("ferry-tls-pem-{}", std::process::id()))
+    }
+
+    fn file(name: &str, text: &[u8]) -> PathBuf {
+        std::fs::create_dir_all(dir()).unwrap();
+        let path = dir().join(name);
         std::fs::write(&path, text).unwrap();
         path
     }
@@ -153,5 +156,6 @@ mod tests {
         let huge = file("huge.pem", &vec![b'A'; MAX_PEM_FILE_BYTES as usize + 10]);
         let err = roots(&huge).unwrap_err();
         assert!(matches!(err, TlsError::TooLarge { .. }), "{err}");
+        let _ = std::fs::remove_dir_all(dir());
     }
 }
