@@ -9,9 +9,10 @@ use std::process::Command;
 use serde::Serialize;
 
 use ferry_cluster::ClusterMap;
+use ferry_config::ClusterConfig;
 use ferry_os::ChildServer;
 
-use crate::cluster_supervise::{supervise, StorageNode, MAX_RESTARTS_PER_MINUTE};
+use crate::cluster_supervise::{supervise, DurableChild, Kind, MAX_RESTARTS_PER_MINUTE};
 use crate::CmdResult;
 
 /// Most processes of one kind `cluster up` starts.
@@ -31,6 +32,14 @@ enum ClusterCommand {
     /// its log in DIR/node-<id>; one that exits is restarted there on the same addresses
     /// (at most 5 times a minute); the exit of any other process stops the cluster.
     Up(UpArgs),
+    /// Show the configuration the config group holds (epoch, shards, slots) and each
+    /// member's view of the group (leader, term).
+    Status(crate::cluster_admin_cmd::StatusArgs),
+    /// Give a slot range to a shard (by its primary's id). Only routing changes: keys in
+    /// those slots stay where they are (invisible until the slots come back), so this is
+    /// for ranges without keys. The old owner refuses the slots once it has seen the new
+    /// epoch (a watch round trip; until then both may serve them).
+    AssignSlots(crate::cluster_admin_cmd::AssignArgs),
 }
 
 #[derive(clap::Args)]
@@ -38,6 +47,11 @@ struct UpArgs {
     /// Storage nodes, sharing the 16,384 slots evenly.
     #[arg(long, default_value_t = 2)]
     storage_nodes: usize,
+    /// Members of the config group that holds the cluster's configuration (each keeps its
+    /// Raft log in DIR/config-<id> and is restarted like a storage node); 0 gives every
+    /// process the static map file instead.
+    #[arg(long, default_value_t = 3)]
+    config_members: usize,
     /// Compute nodes behind the gateway.
     #[arg(long, default_value_t = 1)]
     compute_nodes: usize,
@@ -54,10 +68,13 @@ struct UpArgs {
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
     /// Write the addresses as JSON here once everything listens (`gateway`,
-    /// `gateway_pid`, `gateway_metrics`, `gateway_resp`, `cluster_map`, and
-    /// `storage_nodes` / `compute_nodes`: arrays of `{addr, pid, metrics}`; storage nodes
-    /// also `resp`, their RESP address, and `data_dir`). Rewritten whole when a storage
-    /// node is restarted (its new `pid` and `metrics`).
+    /// `gateway_pid`, `gateway_metrics`, `gateway_resp`, `cluster_map`, `epoch`,
+    /// `config_group` (the members' addresses, comma-separated; empty without one), and
+    /// `storage_nodes` / `compute_nodes` / `config_members`: arrays of `{addr, pid,
+    /// metrics}`; storage nodes also `resp`, their RESP address, `data_dir`, `role`
+    /// (primary or replica) and `slots` (the ranges they serve), config members `id` and
+    /// `data_dir`). Rewritten whole when a child is restarted (its new `pid` and `metrics`)
+    /// and when the configuration changes (a new `epoch`).
     #[arg(long)]
     json: Option<PathBuf>,
     /// Directory for the cluster map and the storage nodes' data dirs (`node-<id>`; a
@@ -89,9 +106,18 @@ struct ProcessInfo {
     /// Its RESP address (storage nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
     resp: Option<String>,
-    /// Where it keeps its log (storage nodes).
+    /// Where it keeps its log (storage nodes, config members).
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
+    /// Its id (storage nodes, config members).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    /// `primary` or `replica` (storage nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    /// The slot ranges it serves, as `N-M` (storage nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slots: Option<Vec<String>>,
 }
 
 #[derive(Serialize)]
@@ -102,6 +128,9 @@ struct ClusterInfo {
     gateway_resp: String,
     storage_nodes: Vec<ProcessInfo>,
     compute_nodes: Vec<ProcessInfo>,
+    config_members: Vec<ProcessInfo>,
+    config_group: String,
+    epoch: u64,
     cluster_map: PathBuf,
 }
 
@@ -112,14 +141,40 @@ fn info(child: &ChildServer) -> ProcessInfo {
         metrics: child.metrics_addr().unwrap_or_default().to_string(),
         resp: child.resp_addr().map(str::to_string),
         data_dir: None,
+        id: None,
+        role: None,
+        slots: None,
     }
 }
 
-fn storage_info(node: &StorageNode) -> ProcessInfo {
-    ProcessInfo {
-        data_dir: Some(node.data_dir().to_path_buf()),
-        ..info(node.child())
-    }
+/// The JSON of the durable children of `kind`, as `map` (the newest) routes.
+fn durable_info(
+    children: &[DurableChild],
+    kind: Kind,
+    map: &ClusterMap,
+    config: Option<&ClusterConfig>,
+) -> Vec<ProcessInfo> {
+    children
+        .iter()
+        .filter(|child| child.kind() == kind)
+        .map(|child| {
+            let mut process = ProcessInfo {
+                data_dir: Some(child.data_dir().to_path_buf()),
+                id: Some(child.id().to_string()),
+                ..info(child.child())
+            };
+            if kind == Kind::StorageNode {
+                let primary = config.is_none_or(|config| config.shard_led_by(child.id()).is_some());
+                process.role = Some(if primary { "primary" } else { "replica" });
+                let ranges = match config.and_then(|config| config.shard_of(child.id())) {
+                    Some((_, shard)) => shard.slots.clone(),
+                    None => map.node(child.id()).map(|node| node.slots.clone()).unwrap_or_default(),
+                };
+                process.slots = Some(ranges.iter().map(|(lo, hi)| format!("{lo}-{hi}")).collect());
+            }
+            process
+        })
+        .collect()
 }
 
 /// Writes the JSON whole, then renames it into place: a reader never sees half a file.
@@ -158,8 +213,11 @@ fn ferry(exe: &Path, subcommand: &str, common: &[String]) -> Command {
 }
 
 pub fn run(args: ClusterArgs) -> CmdResult {
-    let ClusterCommand::Up(args) = args.command;
-    up(args)
+    match args.command {
+        ClusterCommand::Up(args) => up(args),
+        ClusterCommand::Status(args) => crate::cluster_admin_cmd::status(args),
+        ClusterCommand::AssignSlots(args) => crate::cluster_admin_cmd::assign_slots(args),
+    }
 }
 
 fn up(args: UpArgs) -> CmdResult {
@@ -196,14 +254,44 @@ fn up(args: UpArgs) -> CmdResult {
     let map = ClusterMap::new(nodes)?;
     let map_path = dir.join("cluster.toml");
     std::fs::write(&map_path, map.to_toml()).map_err(|err| format!("cannot write {}: {err}", map_path.display()))?;
-    let mut common: Vec<String> = vec![
-        "--cluster-map".into(),
-        map_path.display().to_string(),
+    // The config group: its members' sockets are bound here too, and each loads the map
+    // file as the first configuration once the group has formed.
+    let member_listeners = (0..args.config_members)
+        .map(|_| bind())
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let group = member_listeners
+        .iter()
+        .map(|listener| Ok(listener.local_addr()?.to_string()))
+        .collect::<std::io::Result<Vec<String>>>()?;
+    let members_flag: Vec<String> = group
+        .iter()
+        .enumerate()
+        .map(|(index, addr)| format!("{}={addr}", index + 1))
+        .collect();
+    let mut durable = Vec::new();
+    for (index, listener) in member_listeners.into_iter().enumerate() {
+        let id = index as u64 + 1;
+        let member_args = vec![
+            "config".to_string(),
+            "--members".into(),
+            members_flag.join(","),
+            "--cluster-map".into(),
+            map_path.display().to_string(),
+        ];
+        let data_dir = dir.join(format!("config-{id}"));
+        durable.push(DurableChild::config_member(&exe, id, listener, data_dir, member_args)?);
+    }
+    let routing: Vec<String> = match group.is_empty() {
+        true => vec!["--cluster-map".into(), map_path.display().to_string()],
+        false => vec!["--config-group".into(), group.join(",")],
+    };
+    let mut common: Vec<String> = routing;
+    common.extend([
         "--tenant".into(),
         args.tenant.clone(),
         "--metrics".into(),
         "127.0.0.1:0".into(),
-    ];
+    ]);
     common.extend(args.tls.to_args());
     // What the gateway and the compute nodes add: they dial other nodes.
     let links: Vec<String> = match &args.tls_ca {
@@ -212,7 +300,6 @@ fn up(args: UpArgs) -> CmdResult {
     };
     let (storage_cpus, other_cpus) = cpu_halves();
 
-    let mut storage = Vec::new();
     for (index, (node, listeners)) in map.nodes().iter().zip(listeners).enumerate() {
         let data_dir = dir.join(format!("node-{}", node.id));
         std::fs::create_dir_all(&data_dir).map_err(|err| format!("cannot create {}: {err}", data_dir.display()))?;
@@ -223,7 +310,13 @@ fn up(args: UpArgs) -> CmdResult {
         if let Some(fsync) = &args.fsync {
             server_args.extend(["--fsync".to_string(), fsync.clone()]);
         }
-        storage.push(StorageNode::start(&exe, &node.id, listeners, data_dir, server_args)?);
+        durable.push(DurableChild::storage_node(
+            &exe,
+            &node.id,
+            listeners,
+            data_dir,
+            server_args,
+        )?);
     }
     let mut compute = Vec::new();
     for index in 0..args.compute_nodes {
@@ -263,14 +356,23 @@ fn up(args: UpArgs) -> CmdResult {
         command.args(["--compute", node.addr()]);
     }
     let gateway = ChildServer::start_resp(command, "gateway")?;
+    // The configuration as it changes, for the JSON (the nodes have seen the first one).
+    let following = match group.is_empty() {
+        true => None,
+        false => Some(crate::config_cmd::Following::start(&group.join(","))?),
+    };
+    let config = following.as_ref().map(|following| following.configs().borrow().clone());
 
     let mut cluster = ClusterInfo {
         gateway: gateway.addr().to_string(),
         gateway_pid: gateway.pid(),
         gateway_metrics: gateway.metrics_addr().unwrap_or_default().to_string(),
         gateway_resp: gateway.resp_addr().unwrap_or_default().to_string(),
-        storage_nodes: storage.iter().map(storage_info).collect(),
+        storage_nodes: durable_info(&durable, Kind::StorageNode, &map, config.as_deref()),
         compute_nodes: compute.iter().map(info).collect(),
+        config_members: durable_info(&durable, Kind::ConfigMember, &map, None),
+        config_group: group.join(","),
+        epoch: config.as_ref().map_or(0, |config| config.epoch),
         cluster_map: map_path.clone(),
     };
     let mut stdout = std::io::stdout();
@@ -279,16 +381,32 @@ fn up(args: UpArgs) -> CmdResult {
         "gateway on {} (metrics {}, resp {})",
         cluster.gateway, cluster.gateway_metrics, cluster.gateway_resp
     )?;
-    for (node, process) in storage.iter().zip(&cluster.storage_nodes) {
+    for process in &cluster.config_members {
+        writeln!(
+            stdout,
+            "config member {} on {} (pid {}, data {})",
+            process.id.as_deref().unwrap_or("-"),
+            process.addr,
+            process.pid,
+            process
+                .data_dir
+                .as_ref()
+                .map_or("-".into(), |dir| dir.display().to_string()),
+        )?;
+    }
+    for process in &cluster.storage_nodes {
         writeln!(
             stdout,
             "storage node {} on {} (pid {}, metrics {}, resp {}, data {})",
-            node.id(),
+            process.id.as_deref().unwrap_or("-"),
             process.addr,
             process.pid,
             process.metrics,
             process.resp.as_deref().unwrap_or("-"),
-            node.data_dir().display()
+            process
+                .data_dir
+                .as_ref()
+                .map_or("-".into(), |dir| dir.display().to_string()),
         )?;
     }
     for (index, process) in cluster.compute_nodes.iter().enumerate() {
@@ -314,16 +432,21 @@ fn up(args: UpArgs) -> CmdResult {
     let mut others: Vec<(String, ChildServer)> = Vec::new();
     others.push(("gateway".into(), gateway));
     others.extend(compute.into_iter().map(|c| ("compute node".to_string(), c)));
-    let ended = supervise(&mut others, &mut storage, |storage| {
-        cluster.storage_nodes = storage.iter().map(storage_info).collect();
+    let configs = following.as_ref().map(|following| following.configs());
+    let ended = supervise(&mut others, &mut durable, configs.clone(), |durable| {
+        let config = configs.as_ref().map(|configs| configs.borrow().clone());
+        cluster.storage_nodes = durable_info(durable, Kind::StorageNode, &map, config.as_deref());
+        cluster.config_members = durable_info(durable, Kind::ConfigMember, &map, None);
+        cluster.epoch = config.as_ref().map_or(0, |config| config.epoch);
         match &args.json {
             Some(path) => write_json(path, &cluster),
             None => Ok(()),
         }
     });
-    // Dropping the children stops them: the gateway first, the storage nodes last.
+    // Dropping the children stops them: the gateway first, the storage nodes and the
+    // config group last.
     drop(others);
-    drop(storage);
+    drop(durable);
     match ended? {
         Some(what) => Err(format!("{what}; the cluster was stopped").into()),
         None => Ok(()),

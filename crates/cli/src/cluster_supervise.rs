@@ -1,7 +1,8 @@
-//! Watching the children of `ferry cluster up`: a storage node that exits is started again
-//! on its data dir and on the same listening sockets (the cluster map names its addresses,
-//! so it must come back on them); the exit of any other child, a storage node restarting
-//! too often, or SIGINT/SIGTERM ends the watch.
+//! Watching the children of `ferry cluster up`: a storage node or config member that exits
+//! is started again on its data dir and on the same listening sockets (the configuration
+//! names their addresses, so they must come back on them); the exit of any other child, a
+//! child restarting too often, or SIGINT/SIGTERM ends the watch. When the configuration
+//! changes (a new epoch), the watch reports it too.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -10,9 +11,12 @@ use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_config::ClusterConfig;
 use ferry_os::{ChildError, ChildServer};
+use tokio::sync::watch;
 
 use crate::CmdResult;
 
@@ -50,45 +54,104 @@ impl RestartBudget {
     }
 }
 
-/// A storage node of the cluster, with what it takes to start it again.
-pub struct StorageNode {
+/// What a restartable child is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `ferry server`: prints its RESP and metrics addresses, recovers before its first line.
+    StorageNode,
+    /// `ferry config`: prints its address only.
+    ConfigMember,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::StorageNode => "storage node",
+            Kind::ConfigMember => "config member",
+        }
+    }
+}
+
+/// A child with a data dir (a storage node or a config member), with what it takes to
+/// start it again.
+pub struct DurableChild {
+    kind: Kind,
     id: String,
     data_dir: PathBuf,
     exe: PathBuf,
     /// Its whole `ferry server` command line (the descriptors of `listeners` included:
     /// they keep their numbers, so a restart runs the very same command).
     args: Vec<OsString>,
-    /// Its ferry-protocol and RESP listeners, held here as well as by the node: while the
-    /// node is down its ports stay bound (a client's connection waits in the backlog instead
-    /// of being refused, and no other process can take the port), and its restart serves
-    /// the same sockets.
-    listeners: [TcpListener; 2],
+    /// Its listeners (a storage node's ferry-protocol and RESP ones, a member's one), held
+    /// here as well as by the child: while it is down its ports stay bound (a client's
+    /// connection waits in the backlog instead of being refused, and no other process can
+    /// take the port), and its restart serves the same sockets.
+    listeners: Vec<TcpListener>,
     child: ChildServer,
     restarts: RestartBudget,
 }
 
-impl StorageNode {
-    /// Starts node `id` of the cluster map serving `listeners` (ferry protocol, RESP) with
-    /// its log in `data_dir`; `args` are its other `ferry server` flags.
-    pub fn start(
+impl DurableChild {
+    /// Starts storage node `id` serving `listeners` (ferry protocol, RESP) with its log in
+    /// `data_dir`; `args` are its other `ferry server` flags.
+    pub fn storage_node(
         exe: &Path,
         id: &str,
         listeners: [TcpListener; 2],
         data_dir: PathBuf,
         args: Vec<String>,
-    ) -> Result<StorageNode, ChildError> {
-        let mut args: Vec<OsString> = args.into_iter().map(OsString::from).collect();
+    ) -> Result<DurableChild, ChildError> {
         let [ferry, resp] = &listeners;
-        for (flag, value) in [
+        let flags = vec![
             ("--node-id", OsString::from(id)),
             ("--listen-fd", ferry.as_raw_fd().to_string().into()),
             ("--resp-fd", resp.as_raw_fd().to_string().into()),
             ("--data-dir", data_dir.clone().into()),
-        ] {
+        ];
+        Self::start(Kind::StorageNode, exe, id, listeners.into(), data_dir, args, flags)
+    }
+
+    /// Starts config member `id` serving `listener` with its Raft log in `data_dir`;
+    /// `args` are its other `ferry config` flags.
+    pub fn config_member(
+        exe: &Path,
+        id: u64,
+        listener: TcpListener,
+        data_dir: PathBuf,
+        args: Vec<String>,
+    ) -> Result<DurableChild, ChildError> {
+        let flags = vec![
+            ("--id", OsString::from(id.to_string())),
+            ("--listen-fd", listener.as_raw_fd().to_string().into()),
+            ("--data-dir", data_dir.clone().into()),
+        ];
+        Self::start(
+            Kind::ConfigMember,
+            exe,
+            &id.to_string(),
+            vec![listener],
+            data_dir,
+            args,
+            flags,
+        )
+    }
+
+    fn start(
+        kind: Kind,
+        exe: &Path,
+        id: &str,
+        listeners: Vec<TcpListener>,
+        data_dir: PathBuf,
+        args: Vec<String>,
+        flags: Vec<(&str, OsString)>,
+    ) -> Result<DurableChild, ChildError> {
+        let mut args: Vec<OsString> = args.into_iter().map(OsString::from).collect();
+        for (flag, value) in flags {
             args.extend([flag.into(), value]);
         }
-        let child = spawn(exe, &args, &listeners, id)?;
-        Ok(StorageNode {
+        let child = spawn(kind, exe, &args, &listeners, id)?;
+        Ok(DurableChild {
+            kind,
             id: id.to_string(),
             data_dir,
             exe: exe.to_path_buf(),
@@ -99,7 +162,12 @@ impl StorageNode {
         })
     }
 
-    /// Its id in the cluster map.
+    /// What it is.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its id (in the cluster map, or in the config group).
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -118,16 +186,18 @@ impl StorageNode {
     fn restart(&mut self, status: ExitStatus) -> Result<(), String> {
         if !self.restarts.take(Instant::now()) {
             return Err(format!(
-                "storage node {} exited ({status}) after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; \
+                "{} {} exited ({status}) after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; \
                  not restarted again",
+                self.kind.name(),
                 self.id,
                 RESTART_WINDOW.as_secs()
             ));
         }
         // The old process is reaped: replacing (dropping) it signals nothing.
-        self.child = spawn(&self.exe, &self.args, &self.listeners, &self.id).map_err(|err| {
+        self.child = spawn(self.kind, &self.exe, &self.args, &self.listeners, &self.id).map_err(|err| {
             format!(
-                "storage node {} exited ({status}) and could not be restarted: {err}",
+                "{} {} exited ({status}) and could not be restarted: {err}",
+                self.kind.name(),
                 self.id
             )
         })?;
@@ -135,23 +205,36 @@ impl StorageNode {
     }
 }
 
-fn spawn(exe: &Path, args: &[OsString], listeners: &[TcpListener; 2], id: &str) -> Result<ChildServer, ChildError> {
+fn spawn(
+    kind: Kind,
+    exe: &Path,
+    args: &[OsString],
+    listeners: &[TcpListener],
+    id: &str,
+) -> Result<ChildServer, ChildError> {
     let mut command = Command::new(exe);
     command.args(args);
-    ferry_os::inherit::pass_listeners(&mut command, &[&listeners[0], &listeners[1]]);
-    ChildServer::start_resp_recovering(command, &format!("storage node {id}"))
+    let passed: Vec<&TcpListener> = listeners.iter().collect();
+    ferry_os::inherit::pass_listeners(&mut command, &passed);
+    let what = format!("{} {id}", kind.name());
+    match kind {
+        Kind::StorageNode => ChildServer::start_resp_recovering(command, &what),
+        Kind::ConfigMember => ChildServer::start(command, &what, false),
+    }
 }
 
 /// Watches the children until SIGINT or SIGTERM (`None`) or until the cluster cannot go on
-/// (why). A storage node that exits is restarted, a line printed, and `restarted` called
-/// with every storage node (to rewrite the JSON); the exit of any of `others` (named by
-/// their first element) ends the watch. A restart blocks the watch while the node starts
-/// (its first line within [`ferry_os::child::RECOVERY_START_TIMEOUT`], as it recovers
-/// first); a signal meanwhile is handled after it.
+/// (why). A durable child that exits is restarted, a line printed, and `changed` called
+/// with every durable child (to rewrite the JSON), as it is when `configs` reaches a new
+/// epoch; the exit of any of `others` (named by their first element) ends the watch. A
+/// restart blocks the watch while the child starts (a storage node's first line within
+/// [`ferry_os::child::RECOVERY_START_TIMEOUT`], as it recovers first); a signal meanwhile
+/// is handled after it.
 pub fn supervise(
     others: &mut [(String, ChildServer)],
-    storage: &mut [StorageNode],
-    mut restarted: impl FnMut(&[StorageNode]) -> CmdResult,
+    durable: &mut [DurableChild],
+    mut configs: Option<watch::Receiver<Arc<ClusterConfig>>>,
+    mut changed: impl FnMut(&[DurableChild]) -> CmdResult,
 ) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
@@ -167,8 +250,8 @@ pub fn supervise(
                     return Ok(Some(format!("the {what} on {} exited ({status})", child.addr())));
                 }
             }
-            for index in 0..storage.len() {
-                let node = &mut storage[index];
+            for index in 0..durable.len() {
+                let node = &mut durable[index];
                 let Some(status) = node.child.exited() else {
                     continue;
                 };
@@ -176,17 +259,33 @@ pub fn supervise(
                     return Ok(Some(why));
                 }
                 let mut stdout = std::io::stdout();
+                let detail = match node.kind {
+                    Kind::StorageNode => format!(
+                        ", metrics {}, {}",
+                        node.child.metrics_addr().unwrap_or("-"),
+                        node.child.recovered().unwrap_or("recovered nothing")
+                    ),
+                    Kind::ConfigMember => String::new(),
+                };
                 writeln!(
                     stdout,
-                    "storage node {} exited ({status}); restarted on {} (pid {}, metrics {}, {})",
+                    "{} {} exited ({status}); restarted on {} (pid {}{detail})",
+                    node.kind.name(),
                     node.id,
                     node.data_dir.display(),
                     node.child.pid(),
-                    node.child.metrics_addr().unwrap_or("-"),
-                    node.child.recovered().unwrap_or("recovered nothing")
                 )?;
                 stdout.flush()?;
-                restarted(storage)?;
+                changed(durable)?;
+            }
+            if configs
+                .as_mut()
+                .is_some_and(|configs| configs.has_changed().unwrap_or(false))
+            {
+                if let Some(configs) = configs.as_mut() {
+                    configs.borrow_and_update();
+                }
+                changed(durable)?;
             }
         }
     })

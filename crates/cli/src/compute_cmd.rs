@@ -23,9 +23,10 @@ pub struct ComputeArgs {
 
 pub fn run(args: ComputeArgs) -> CmdResult {
     args.front.pin()?;
+    let (routes, _following) = args.front.cluster_routes()?;
     let config = ComputeConfig {
         front: args.front.front_config(&args.listen)?,
-        cluster: args.front.cluster_map()?,
+        cluster: routes,
         min_workers: args.min_workers,
         max_workers: args.max_workers,
         registry: ferry_lua::registry(),

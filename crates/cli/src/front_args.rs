@@ -2,10 +2,14 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
 
 use ferry_cluster::ClusterMap;
 use ferry_front::{FrontConfig, FrontHandle, FrontTenant};
 
+use crate::config_cmd::Following;
 use crate::CmdResult;
 
 /// How a process in front of the storage nodes listens, whom it lets in, and where the
@@ -13,8 +17,13 @@ use crate::CmdResult;
 #[derive(clap::Args)]
 pub struct FrontArgs {
     /// The cluster map every process reads (TOML: [[node]] id, addr, slots = ["0-8191"]).
+    #[arg(long, required_unless_present = "config_group", conflicts_with = "config_group")]
+    cluster_map: Option<PathBuf>,
+    /// Follow the configuration the config group holds instead (`ferry config` members, as
+    /// HOST:PORT separated by commas): wait for the first one, then route by each new
+    /// epoch's map.
     #[arg(long)]
-    cluster_map: PathBuf,
+    config_group: Option<String>,
     /// A tenant as ID:TOKEN; repeatable. The same pair authenticates this process to the
     /// nodes behind it.
     #[arg(long = "tenant", value_name = "ID:TOKEN", required = true)]
@@ -50,12 +59,21 @@ impl FrontArgs {
         Ok(())
     }
 
-    /// The cluster map, read and checked.
-    pub fn cluster_map(&self) -> Result<ClusterMap, String> {
-        let path = &self.cluster_map;
+    /// The storage nodes' map: read from --cluster-map, or followed in --config-group
+    /// (keep the [`Following`] as long as the process runs: it keeps the map current).
+    pub fn cluster_routes(&self) -> Result<(watch::Receiver<Arc<ClusterMap>>, Option<Following>), String> {
+        if let Some(group) = &self.config_group {
+            let following = Following::start(group).map_err(|err| err.to_string())?;
+            return Ok((following.routes(), Some(following)));
+        }
+        let path = self
+            .cluster_map
+            .as_ref()
+            .ok_or("--cluster-map or --config-group is needed")?;
         let text = std::fs::read_to_string(path)
             .map_err(|err| format!("cannot read --cluster-map {}: {err}", path.display()))?;
-        ClusterMap::parse(&text).map_err(|err| format!("--cluster-map {}: {err}", path.display()))
+        let map = ClusterMap::parse(&text).map_err(|err| format!("--cluster-map {}: {err}", path.display()))?;
+        Ok((ferry_client::cluster::fixed_routes(map), None))
     }
 
     /// The listening configuration for `listen`.

@@ -80,12 +80,13 @@ pub fn run(args: GatewayArgs) -> CmdResult {
         .map_err(|err| format!("--policy: {err}"))?;
     let policy_name = spec.name();
     let mut front = args.front.front_config(&args.listen)?;
+    let (routes, _following) = args.front.cluster_routes()?;
     if let Some(resp) = &args.resp {
         front.resp_listen = Some(crate::server_cmd::resolve(resp).map_err(|err| err.replace("--listen", "--resp"))?);
     }
     let config = GatewayConfig {
         front,
-        cluster: args.front.cluster_map()?,
+        cluster: routes,
         compute_nodes: args.compute_nodes.clone(),
         policy: Arc::new(move || {
             spec.build(slo, 0.99, Some(capacity), seed)

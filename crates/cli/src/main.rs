@@ -22,9 +22,11 @@ mod bench_cmd;
 mod bench_kv_cmd;
 mod calibrate_cmd;
 mod check_cmd;
+mod cluster_admin_cmd;
 mod cluster_cmd;
 mod cluster_supervise;
 mod compute_cmd;
+mod config_cmd;
 mod connect;
 mod demo_cmd;
 mod fairness_cmd;
@@ -75,6 +77,9 @@ enum Command {
     Gateway(gateway_cmd::GatewayArgs),
     /// A whole cluster on this machine: `ferry cluster up`.
     Cluster(cluster_cmd::ClusterArgs),
+    /// Run one member of the config group: the Raft group that holds the cluster's
+    /// configuration (slots, primaries, epoch). Run three with the same --members.
+    Config(config_cmd::ConfigArgs),
     /// Talk to a storage node by hand: put, get, delete, multiget, invoke, stats.
     Kv(kv_cmd::KvArgs),
     /// Load a built-in function's data set into a storage node.
@@ -134,6 +139,7 @@ fn main() {
         Command::Compute(args) => compute_cmd::run(args),
         Command::Gateway(args) => gateway_cmd::run(args),
         Command::Cluster(args) => cluster_cmd::run(args),
+        Command::Config(args) => config_cmd::run(args),
         Command::Kv(args) => kv_cmd::run(args),
         Command::Load(args) => load_cmd::run(args),
         Command::Fn(args) => fn_cmd::run(args),

@@ -72,8 +72,13 @@ pub struct ServerArgs {
     no_inline_data_ops: bool,
     /// Serve as one node of a sharded cluster: the cluster map (TOML: [[node]] id, addr,
     /// slots = ["0-8191", ...]); keys of other nodes' slots are refused with `moved`.
-    #[arg(long, requires = "node_id")]
+    #[arg(long, requires = "node_id", conflicts_with = "config_group")]
     cluster_map: Option<PathBuf>,
+    /// Serve as one node of a cluster whose configuration the config group holds (`ferry
+    /// config` members, as HOST:PORT separated by commas): the node waits for the first
+    /// configuration, then follows each new epoch's map.
+    #[arg(long, requires = "node_id")]
+    config_group: Option<String>,
     /// Serve Prometheus metrics (`GET /metrics`) on this address (port 0: any free one;
     /// printed as `metrics on HOST:PORT` after the `listening on` line).
     #[arg(long)]
@@ -90,8 +95,8 @@ pub struct ServerArgs {
     /// Serve RESP on this inherited listening socket instead of binding --resp.
     #[arg(long)]
     resp_fd: Option<i32>,
-    /// This node's id in --cluster-map.
-    #[arg(long, requires = "cluster_map")]
+    /// This node's id in --cluster-map or in the config group's configuration.
+    #[arg(long)]
     node_id: Option<String>,
     /// Keep a write-ahead log of every commit in this directory (it must exist) and recover
     /// from it on start; without it the node keeps everything in memory only.
@@ -225,10 +230,20 @@ pub fn run(args: ServerArgs) -> CmdResult {
         let text = std::fs::read_to_string(path)
             .map_err(|err| format!("cannot read --cluster-map {}: {err}", path.display()))?;
         let map = ferry_cluster::ClusterMap::parse(&text)?;
-        config.cluster = Some(ferry_server::routing::ClusterRole {
-            map,
-            node_id: node_id.clone(),
-        });
+        config.cluster = Some(ferry_server::routing::ClusterRole::fixed(map, node_id.clone()));
+    }
+    // Runs the config group's watch for the process's life.
+    let mut _following = None;
+    if let (Some(group), Some(node_id)) = (&args.config_group, &args.node_id) {
+        let following = crate::config_cmd::Following::start(group)?;
+        config.cluster = Some(ferry_server::routing::ClusterRole::following(
+            following.routes(),
+            node_id.clone(),
+        ));
+        _following = Some(following);
+    }
+    if args.node_id.is_some() && config.cluster.is_none() {
+        return Err("--node-id needs --cluster-map or --config-group".into());
     }
     config.durability = durability(&args, &file)?;
     // Flags win over the config file, setting by setting.

@@ -8,11 +8,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn ferry() -> Command {
+pub(crate) fn ferry() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferry"))
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -29,7 +29,7 @@ fn scrape(addr: &str) -> String {
     answer
 }
 
-fn alive(pid: u64) -> bool {
+pub(crate) fn alive(pid: u64) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| stat.contains(") Z "))
 }
@@ -194,7 +194,7 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
 }
 
 /// Retries `attempt` (which says why it failed) until it succeeds or `timeout` passes.
-fn eventually(timeout: Duration, mut attempt: impl FnMut() -> Result<(), String>) {
+pub(crate) fn eventually(timeout: Duration, mut attempt: impl FnMut() -> Result<(), String>) {
     let deadline = Instant::now() + timeout;
     loop {
         match attempt() {

@@ -8,6 +8,8 @@
 //!   connections and the operations get/put/delete/multiget/commit/stats/invoke.
 //! - [`cluster`]: [`ClusterClient`] — one client per node of a sharded cluster, each
 //!   data operation routed to the node serving its keys.
+//! - [`config_group`]: [`config_group::ConfigClient`] — watching the cluster's
+//!   configuration in the config group, proposing changes, heartbeats.
 //! - [`gateway`]: a client of a gateway — the admission rate R the gateway reports on
 //!   every answer, and [`FollowGateway`], the policy that admits at it (one rate loop per
 //!   tenant, the gateway's), with [`ViaGateway`] asking for each run's costs.
@@ -22,6 +24,7 @@
 pub mod adaptive;
 pub mod client;
 pub mod cluster;
+pub mod config_group;
 mod conn;
 pub mod error;
 pub mod gateway;

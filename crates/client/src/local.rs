@@ -73,7 +73,13 @@ impl<'c> RemoteCtx<'c> {
     /// Sends `request` to the node serving `key`.
     async fn fetch(&mut self, key: &[u8], request: Request) -> Result<Response, CtxError> {
         self.cost.round_trips += 1;
-        let response = self.route.client_for(key).call(&request).await.map_err(ctx_error)?;
+        let response = self
+            .route
+            .client_for(key)
+            .map_err(ctx_error)?
+            .call(&request)
+            .await
+            .map_err(ctx_error)?;
         self.cost.storage_cpu_ns += response.cpu_ns;
         self.cost.bytes_returned += u64::from(response.bytes_returned);
         Ok(response)
@@ -411,7 +417,7 @@ async fn validate_across_nodes(route: Route<'_>, tx: &TxState, cost: &mut Invoke
     };
     for validate in parts {
         let Some(part_first) = validate.first() else { continue };
-        let client = route.client_for(&part_first.key);
+        let client = route.client_for(&part_first.key)?;
         let request = Request::MultiGet {
             table: first.table.clone(),
             keys: Vec::new(),

@@ -2,7 +2,8 @@
 //! [`Client`], or to each key's node in a cluster.
 
 use crate::client::{Client, ClientConfig};
-use crate::cluster::ClusterClient;
+use crate::cluster::ClusterView;
+use crate::error::ClientError;
 
 /// The node (or nodes) a local invocation fetches from and commits to.
 #[derive(Clone, Copy)]
@@ -10,14 +11,14 @@ pub(crate) enum Route<'c> {
     /// Everything goes to one storage node.
     Node(&'c Client),
     /// Each key goes to the node of the cluster that serves it.
-    Cluster(&'c ClusterClient),
+    Cluster(&'c ClusterView),
 }
 
 impl<'c> Route<'c> {
     /// The client of the node serving `key`.
-    pub(crate) fn client_for(self, key: &[u8]) -> &'c Client {
+    pub(crate) fn client_for(self, key: &[u8]) -> Result<&'c Client, ClientError> {
         match self {
-            Route::Node(client) => client,
+            Route::Node(client) => Ok(client),
             Route::Cluster(cluster) => cluster.node_for(key),
         }
     }

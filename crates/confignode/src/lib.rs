@@ -1,7 +1,8 @@
-//! A member of the config group, and the client everyone else uses to reach it.
+//! A member of the config group.
 //!
 //! The cluster's configuration ([`ferry_config::ClusterConfig`]) lives in a Raft group
-//! run by `ferry config` processes (3 by default). This crate is the only one that names
+//! run by `ferry config` processes (3 by default). Everyone else reaches it with
+//! `ferry_client::config_group::ConfigClient`. This crate is the only one that names
 //! openraft:
 //!
 //! - [`types`]: the group's Raft type configuration;
@@ -12,10 +13,7 @@
 //! - [`member`]: a running member (data dir, Raft, forming the group, bootstrap);
 //! - `leases`: the leader's lessor: grants for heartbeats, failover decisions proposed;
 //! - [`server`]: a member's listener, for peers and clients;
-//! - [`client`]: [`ConfigClient`], which watches the configuration and proposes changes.
 
-pub mod client;
-mod framing;
 mod leases;
 pub mod log_store;
 pub mod member;
@@ -24,5 +22,4 @@ pub mod server;
 pub mod state_machine;
 pub mod types;
 
-pub use client::{ConfigClient, ConfigError};
 pub use member::{Member, MemberConfig, MemberError};

@@ -8,9 +8,9 @@ use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, MA
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use crate::framing::{read_frame, write_frame};
 use crate::member::Member;
 use crate::peer::{PeerReply, PeerRequest};
+use ferry_client::config_group::{read_frame, write_frame};
 
 /// Most connections a member serves at once (peers, every node's and gateway's watch,
 /// admin commands); more are closed at once.

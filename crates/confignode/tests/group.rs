@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_client::config_group::ConfigClient;
 use ferry_cluster::ClusterMap;
 use ferry_config::lease::{Heartbeat, EXPIRY_MS, HEARTBEAT_MS, SERVE_MS};
 use ferry_config::{ClusterConfig, Command, Outcome, Refusal, StorageNode};
-use ferry_confignode::{ConfigClient, Member, MemberConfig};
+use ferry_confignode::{Member, MemberConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

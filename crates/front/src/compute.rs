@@ -17,6 +17,7 @@ use ferry_client::{ClientConfig, ClusterClient};
 use ferry_cluster::ClusterMap;
 use ferry_func::Registry;
 use ferry_proto::{Request, Response, StatEntry, Status};
+use tokio::sync::watch;
 
 use crate::config::FrontConfig;
 use crate::forward::{error_response, invocation_response, not_served};
@@ -33,8 +34,9 @@ pub const STORAGE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ComputeConfig {
     /// Listening, tenants, limits.
     pub front: FrontConfig,
-    /// The storage nodes and their slots.
-    pub cluster: ClusterMap,
+    /// The storage nodes and their slots: the newest map (`fixed_routes` for a map that
+    /// never changes).
+    pub cluster: watch::Receiver<Arc<ClusterMap>>,
     /// Fewest active workers.
     pub min_workers: u32,
     /// Most active workers.
@@ -63,7 +65,7 @@ pub fn start_compute(config: ComputeConfig) -> Result<FrontHandle, FrontError> {
             client.registry = config.registry.clone();
             client.request_timeout = STORAGE_REQUEST_TIMEOUT;
             client.tls = link_tls.clone();
-            let cluster = ClusterClient::connect(config.cluster.clone(), client)
+            let cluster = ClusterClient::follow(config.cluster.clone(), client)
                 .await
                 .map_err(|err| FrontError::Backend(format!("tenant {}: {err}", tenant.id)))?;
             tenants.insert(tenant.id, cluster);

@@ -27,6 +27,7 @@ use ferry_cluster::ClusterMap;
 use ferry_control::{Placement, Policy};
 use ferry_func::Registry;
 use ferry_proto::{Request, Response, StatEntry, Status};
+use tokio::sync::watch;
 
 use crate::compute::STORAGE_REQUEST_TIMEOUT;
 use crate::config::FrontConfig;
@@ -49,8 +50,9 @@ const COST_EWMA_WEIGHT: f64 = 0.05;
 pub struct GatewayConfig {
     /// Listening, tenants, limits.
     pub front: FrontConfig,
-    /// The storage nodes and their slots.
-    pub cluster: ClusterMap,
+    /// The storage nodes and their slots: the newest map (`fixed_routes` for a map that
+    /// never changes).
+    pub cluster: watch::Receiver<Arc<ClusterMap>>,
     /// `HOST:PORT` of each compute node (none: ship-data runs happen in the gateway).
     pub compute_nodes: Vec<String>,
     /// The placement policy of every tenant.
@@ -164,7 +166,7 @@ pub fn start_gateway(config: GatewayConfig) -> Result<FrontHandle, FrontError> {
             client.tls = link_tls.clone();
             let backend =
                 |what: &str, err: ClientError| FrontError::Backend(format!("tenant {}: {what}: {err}", tenant.id));
-            let cluster = ClusterClient::connect(config.cluster.clone(), client.clone())
+            let cluster = ClusterClient::follow(config.cluster.clone(), client.clone())
                 .await
                 .map_err(|err| backend("storage nodes", err))?;
             let mut compute = Vec::new();

@@ -237,7 +237,7 @@ impl ServerConfig {
             return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
         }
         if let Some(role) = &self.cluster {
-            if role.map.node(&role.node_id).is_none() {
+            if role.map().node(&role.node_id).is_none() {
                 return Err(ConfigError::Invalid(format!(
                     "node id {:?} is not in the cluster map",
                     role.node_id

@@ -118,13 +118,14 @@ fn stopped() -> Reply {
 /// In a cluster, Redis Cluster's refusals for keys this node does not serve.
 fn misrouted(node: &Node, keys: &[Bytes]) -> Option<Reply> {
     let role = node.cluster.as_ref()?;
-    if role.map.single_owner(keys.iter().map(|key| &key[..])).is_err() {
+    let map = role.map();
+    if map.single_owner(keys.iter().map(|key| &key[..])).is_err() {
         return Some(Reply::Error(
             "CROSSSLOT Keys in request don't hash to the same slot".into(),
         ));
     }
     let key = keys.first()?;
-    let owner = role.map.owner(key);
+    let owner = map.owner(key);
     if owner.id == role.node_id {
         return None;
     }
@@ -145,7 +146,8 @@ fn cluster(node: &Node, sub: &[u8]) -> Reply {
     let Some(role) = &node.cluster else {
         return Reply::err("This instance has cluster support disabled");
     };
-    let with_resp = role.map.nodes().iter().filter_map(|n| {
+    let map = role.map();
+    let with_resp = map.nodes().iter().filter_map(|n| {
         let resp = n.resp.as_ref()?;
         let (host, port) = resp.rsplit_once(':')?;
         Some((n, host.to_string(), port.parse::<i64>().ok()?))

@@ -6,21 +6,52 @@
 //! Keys are routed by their key bytes alone (the table is not hashed), so one key's rows in
 //! different tables live together, and `{tag}` keys group related objects.
 
+use std::sync::Arc;
+
 use ferry_cluster::{key_slot, ClusterMap};
 use ferry_proto::{Request, Response, Status};
+use tokio::sync::watch;
 
-/// This node's place in a cluster.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// This node's place in a cluster: its id, and the map of the newest configuration it
+/// knows (fixed when read from a file, followed when the config group holds it).
+#[derive(Clone, Debug)]
 pub struct ClusterRole {
-    /// The map every process of the cluster reads.
-    pub map: ClusterMap,
     /// This node's id in the map.
     pub node_id: String,
+    routes: watch::Receiver<Arc<ClusterMap>>,
 }
+
+impl ClusterRole {
+    /// A node of a cluster whose map never changes (`--cluster-map`).
+    pub fn fixed(map: ClusterMap, node_id: String) -> ClusterRole {
+        // The sender goes at once: the receiver keeps the one value.
+        let (_, routes) = watch::channel(Arc::new(map));
+        ClusterRole { node_id, routes }
+    }
+
+    /// A node that follows the map of each new configuration (`--config-group`).
+    pub fn following(routes: watch::Receiver<Arc<ClusterMap>>, node_id: String) -> ClusterRole {
+        ClusterRole { node_id, routes }
+    }
+
+    /// The map it routes by now.
+    pub fn map(&self) -> Arc<ClusterMap> {
+        self.routes.borrow().clone()
+    }
+}
+
+impl PartialEq for ClusterRole {
+    fn eq(&self, other: &ClusterRole) -> bool {
+        self.node_id == other.node_id && self.map() == other.map()
+    }
+}
+
+impl Eq for ClusterRole {}
 
 /// `moved SLOT NODE_ID HOST:PORT` for `key`, if another node serves it.
 fn moved(role: &ClusterRole, key: &[u8]) -> Option<String> {
-    let owner = role.map.owner(key);
+    let map = role.map();
+    let owner = map.owner(key);
     (owner.id != role.node_id).then(|| format!("moved {} {} {}", key_slot(key), owner.id, owner.addr))
 }
 
@@ -35,7 +66,7 @@ pub(crate) fn not_owned(role: &ClusterRole, key: &[u8]) -> Option<String> {
 pub(crate) fn misrouted(role: &ClusterRole, request: &Request, route: Option<&[u8]>) -> Option<Response> {
     let mut keys = request.keys();
     keys.extend(route);
-    if let Err(spread) = role.map.single_owner(keys.iter().copied()) {
+    if let Err(spread) = role.map().single_owner(keys.iter().copied()) {
         return Some(Response::error(Status::CrossSlot, spread.to_string()));
     }
     moved(role, keys.first()?).map(|why| Response::error(Status::Moved, why))
@@ -49,10 +80,7 @@ mod tests {
 
     fn role(node_id: &str) -> ClusterRole {
         let addrs = vec!["127.0.0.1:7701".to_string(), "127.0.0.1:7702".to_string()];
-        ClusterRole {
-            map: ClusterMap::even(&addrs).unwrap(),
-            node_id: node_id.into(),
-        }
+        ClusterRole::fixed(ClusterMap::even(&addrs).unwrap(), node_id.into())
     }
 
     fn put(key: &'static [u8]) -> Request {

@@ -252,10 +252,7 @@ fn a_cluster_sends_redis_clients_to_the_owner_and_describes_its_slots() {
         .zip(listeners)
         .map(|(node, listeners)| {
             let mut config = config(1);
-            config.cluster = Some(ferry_server::routing::ClusterRole {
-                map: map.clone(),
-                node_id: node.id.clone(),
-            });
+            config.cluster = Some(ferry_server::routing::ClusterRole::fixed(map.clone(), node.id.clone()));
             ferry_server::start_on(config, registry(), listeners).expect("test node starts")
         })
         .collect();

@@ -81,16 +81,13 @@ pub fn cluster_with(
             };
             let mut config = ServerConfig::new(node.addr.parse().unwrap(), 1, vec![tenant]);
             config.spin_iters_per_ms = Some(ferry_func::work::DEFAULT_ITERS_PER_MS);
-            config.cluster = Some(ClusterRole {
-                map: map.clone(),
-                node_id: node.id.clone(),
-            });
+            config.cluster = Some(ClusterRole::fixed(map.clone(), node.id.clone()));
             ferry_server::start_on(config, ferry_lua::registry(), listeners).expect("storage node starts")
         })
         .collect();
     let compute = start_compute(ComputeConfig {
         front: compute_front,
-        cluster: map.clone(),
+        cluster: ferry_client::cluster::fixed_routes(map.clone()),
         min_workers: 1,
         max_workers: 2,
         registry: ferry_lua::registry(),
@@ -98,7 +95,7 @@ pub fn cluster_with(
     .expect("compute node starts");
     let gateway = start_gateway(GatewayConfig {
         front: gateway_front,
-        cluster: map.clone(),
+        cluster: ferry_client::cluster::fixed_routes(map.clone()),
         compute_nodes: vec![compute.local_addr().to_string()],
         policy,
         registry: ferry_lua::registry(),

@@ -262,10 +262,7 @@ pub fn two_nodes() -> (Vec<ServerHandle>, ClusterMap) {
         .zip(listeners)
         .map(|(node, listeners)| {
             let mut config = config(1);
-            config.cluster = Some(ClusterRole {
-                map: map.clone(),
-                node_id: node.id.clone(),
-            });
+            config.cluster = Some(ClusterRole::fixed(map.clone(), node.id.clone()));
             ferry_server::start_on(config, registry(), listeners).expect("test node starts")
         })
         .collect();

@@ -1,17 +1,19 @@
-//! Talking to the config group from outside it: storage nodes, gateways, clients and admin
-//! commands. Any member answers a watch; a proposal is sent to the leader, found by
-//! following the members' `NotLeader` hints.
+//! Talking to the config group (`ferry config` members) from outside it: storage nodes,
+//! gateways, clients and admin commands. Any member answers a watch; a proposal or a
+//! heartbeat goes to the leader, found by following the members' `NotLeader` hints. The
+//! frames themselves ([`read_frame`], [`write_frame`]) are shared with the members.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_cluster::ClusterMap;
 use ferry_config::lease::{Grant, Heartbeat};
 use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, GroupStatus};
+use ferry_config::wire::{header, HEADER_BYTES};
 use ferry_config::{ClusterConfig, Command, Outcome};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-
-use crate::framing::{read_frame, write_frame};
 
 /// Longest a connection to a member may take to open.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -37,6 +39,9 @@ pub enum ConfigError {
     /// No leader was found before the deadline.
     #[error("the config group has no leader (tried for {0:?})")]
     NoLeader(Duration),
+    /// The cluster has no configuration yet.
+    #[error("the cluster has no configuration yet (waited {0:?}): start the config members with --cluster-map")]
+    NotBootstrapped(Duration),
     /// A member could not serve the request.
     #[error("config member {member}: {why}")]
     Failed {
@@ -228,4 +233,67 @@ impl ConfigClient {
         });
         receiver
     }
+}
+
+/// Follows the routing map the configuration gives (which node serves which slots, at
+/// which epoch): waits at most `timeout` for the cluster's first configuration, then keeps
+/// the channel at the map of each newer epoch. A configuration whose map does not check
+/// out is skipped (and logged): a router keeps the last good map.
+pub async fn follow_routes(
+    mut configs: watch::Receiver<Arc<ClusterConfig>>,
+    timeout: Duration,
+) -> Result<watch::Receiver<Arc<ClusterMap>>, ConfigError> {
+    let usable = |config: &ClusterConfig| config.routing_map().ok().filter(|_| config.is_bootstrapped());
+    let first = tokio::time::timeout(timeout, async {
+        loop {
+            if let Some(map) = usable(&configs.borrow_and_update()) {
+                return Some(map);
+            }
+            configs.changed().await.ok()?;
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+    .ok_or(ConfigError::NotBootstrapped(timeout))?;
+    let (sender, receiver) = watch::channel(Arc::new(first));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = configs.changed() => if changed.is_err() { return },
+                _ = sender.closed() => return,
+            }
+            let config = configs.borrow_and_update().clone();
+            match config.routing_map() {
+                Ok(map) if map.epoch() > sender.borrow().epoch() => {
+                    if sender.send(Arc::new(map)).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(err) => tracing::error!("configuration at epoch {} skipped: {err}", config.epoch),
+            }
+        }
+    });
+    Ok(receiver)
+}
+
+/// The next frame's channel and body, or `None` at a clean end of stream.
+pub async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<Option<(Channel, Vec<u8>)>> {
+    let mut head = [0u8; HEADER_BYTES];
+    match stream.read_exact(&mut head).await {
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(err) => return Err(err),
+    }
+    let (channel, len) = header(head).map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?;
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).await?;
+    Ok(Some((channel, body)))
+}
+
+/// Writes a whole frame (as [`ferry_config::wire::encode`] made it).
+pub async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, frame: &[u8]) -> std::io::Result<()> {
+    stream.write_all(frame).await?;
+    stream.flush().await
 }

@@ -1,0 +1,196 @@
+//! `ferry config`: one member of the config group, the Raft group that holds the cluster's
+//! configuration (slot ranges, primaries, epoch). Run three (or five) with the same
+//! `--members`; each keeps its Raft log in its own `--data-dir`. Given `--cluster-map`,
+//! they load that map as the first configuration once the group has formed.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_client::config_group::{follow_routes, ConfigClient};
+use ferry_cluster::ClusterMap;
+use ferry_config::ClusterConfig;
+use ferry_confignode::{Member, MemberConfig};
+use tokio::sync::watch;
+
+use crate::CmdResult;
+
+/// Longest a node, gateway or compute node waits at start for the cluster's first
+/// configuration (the config group forming and loading its map).
+pub const FIRST_CONFIG_WAIT: Duration = Duration::from_secs(120);
+
+/// The config group's members, from `HOST:PORT,HOST:PORT,…`.
+pub fn parse_group(text: &str) -> Result<Vec<String>, String> {
+    let members: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|addr| !addr.is_empty())
+        .map(str::to_string)
+        .collect();
+    if members.is_empty() || members.len() > MAX_MEMBERS {
+        return Err(format!(
+            "--config-group: 1 to {MAX_MEMBERS} members, as HOST:PORT separated by commas"
+        ));
+    }
+    Ok(members)
+}
+
+/// A process's view of the config group: the configuration and its routing map, kept
+/// current by tasks on a runtime of their own (one thread) for as long as it is held.
+pub struct Following {
+    configs: watch::Receiver<Arc<ClusterConfig>>,
+    routes: watch::Receiver<Arc<ClusterMap>>,
+    /// Runs the watch tasks; dropped last.
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Following {
+    /// Starts following the group at `group` (`--config-group`) and waits for the first
+    /// configuration.
+    pub fn start(group: &str) -> Result<Following, Box<dyn std::error::Error + Send + Sync>> {
+        let client = ConfigClient::new(parse_group(group)?);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ferry-config-watch")
+            .enable_all()
+            .build()?;
+        let configs = runtime.block_on(async { client.follow() });
+        tracing::info!("waiting for the cluster configuration from the config group at {group}");
+        let routes = runtime
+            .block_on(follow_routes(configs.clone(), FIRST_CONFIG_WAIT))
+            .map_err(|err| format!("--config-group {group}: {err}"))?;
+        Ok(Following {
+            configs,
+            routes,
+            _runtime: runtime,
+        })
+    }
+
+    /// The routing map of the newest configuration.
+    pub fn routes(&self) -> watch::Receiver<Arc<ClusterMap>> {
+        self.routes.clone()
+    }
+
+    /// The newest configuration.
+    pub fn configs(&self) -> watch::Receiver<Arc<ClusterConfig>> {
+        self.configs.clone()
+    }
+}
+
+/// Most members of a config group (Raft needs a majority of them for every decision).
+const MAX_MEMBERS: usize = 9;
+
+/// Flags of `ferry config`.
+#[derive(clap::Args)]
+pub struct ConfigArgs {
+    /// This member's id: its key in --members (a number, never reused for another member).
+    #[arg(long)]
+    id: u64,
+    /// Every member, as ID=HOST:PORT separated by commas, the same on all members
+    /// (e.g. 1=10.0.0.1:7800,2=10.0.0.2:7800,3=10.0.0.3:7800).
+    #[arg(long)]
+    members: String,
+    /// Where this member keeps its Raft log and snapshot (created if missing; held
+    /// exclusively while it runs).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Address to listen on; default: this member's own address in --members.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Serve on this inherited listening socket instead of binding --listen (how
+    /// `ferry cluster up` hands a member its socket).
+    #[arg(long, hide = true)]
+    listen_fd: Option<i32>,
+    /// A cluster map (TOML) to load as the first configuration, if the group has none yet.
+    #[arg(long)]
+    cluster_map: Option<PathBuf>,
+}
+
+/// Parses `ID=HOST:PORT,...`.
+pub fn parse_members(text: &str) -> Result<BTreeMap<u64, String>, String> {
+    let mut members = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or_else(|| format!("--members: {part:?} is not ID=HOST:PORT"))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("--members: {id:?} is not a member id (a number)"))?;
+        let addr = addr.trim();
+        if !addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
+        {
+            return Err(format!("--members: {addr:?} is not HOST:PORT"));
+        }
+        if members.insert(id, addr.to_string()).is_some() {
+            return Err(format!("--members: member {id} is named twice"));
+        }
+    }
+    if members.is_empty() || members.len() > MAX_MEMBERS {
+        return Err(format!(
+            "--members: a group has 1 to {MAX_MEMBERS} members, not {}",
+            members.len()
+        ));
+    }
+    Ok(members)
+}
+
+pub fn run(args: ConfigArgs) -> CmdResult {
+    let members = parse_members(&args.members)?;
+    let Some(own) = members.get(&args.id).cloned() else {
+        return Err(format!("--id {} is not in --members", args.id).into());
+    };
+    let bootstrap = match &args.cluster_map {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|err| format!("cannot read --cluster-map {}: {err}", path.display()))?;
+            Some(ferry_cluster::ClusterMap::parse(&text)?.nodes().to_vec())
+        }
+        None => None,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result: CmdResult = runtime.block_on(async move {
+        let listener = match args.listen_fd {
+            Some(fd) => {
+                let listener =
+                    ferry_os::inherit::inherited_listener(fd).map_err(|err| format!("--listen-fd {fd}: {err}"))?;
+                listener.set_nonblocking(true)?;
+                tokio::net::TcpListener::from_std(listener)?
+            }
+            None => {
+                let addr = args.listen.clone().unwrap_or(own);
+                tokio::net::TcpListener::bind(&addr)
+                    .await
+                    .map_err(|err| format!("cannot listen on {addr}: {err}"))?
+            }
+        };
+        let member = Member::start(MemberConfig {
+            id: args.id,
+            members,
+            data_dir: args.data_dir.clone(),
+            bootstrap,
+        })
+        .await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let serving = tokio::spawn(ferry_confignode::server::serve(member.clone(), listener, stopped));
+        // The first stdout line is a contract: tools and tests read the address from it.
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "listening on {addr}")?;
+        stdout.flush()?;
+        tracing::info!("config member {}: SIGINT or SIGTERM stops it", args.id);
+        ferry_net::signal::terminated().await?;
+        let _ = stop.send(true);
+        let _ = serving.await;
+        member.shutdown().await;
+        Ok(())
+    });
+    result
+}
