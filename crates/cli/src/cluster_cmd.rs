@@ -27,10 +27,11 @@ pub struct ClusterArgs {
 
 #[derive(clap::Subcommand)]
 enum ClusterCommand {
-    /// Start storage nodes, compute nodes and a gateway on loopback; prints their
-    /// addresses and runs until SIGINT or SIGTERM. Loads nothing. Each storage node keeps
-    /// its log in DIR/node-<id>; one that exits is restarted there on the same addresses
-    /// (at most 5 times a minute); the exit of any other process stops the cluster.
+    /// Start a config group, storage nodes, compute nodes and a gateway on loopback; prints
+    /// their addresses and runs until SIGINT or SIGTERM. Loads nothing. Each storage node
+    /// keeps its log in DIR/node-<id>, each config member its Raft log in DIR/config-<id>;
+    /// one that exits is restarted there on the same addresses (at most 5 times a minute);
+    /// the exit of any other process stops the cluster.
     Up(UpArgs),
     /// Show the configuration the config group holds (epoch, shards, slots) and each
     /// member's view of the group (leader, term).

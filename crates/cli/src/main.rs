@@ -75,7 +75,8 @@ enum Command {
     Compute(compute_cmd::ComputeArgs),
     /// Run the gateway: rate limiter and placement in front of a cluster.
     Gateway(gateway_cmd::GatewayArgs),
-    /// A whole cluster on this machine: `ferry cluster up`.
+    /// A cluster: a whole one on this machine (`up`), and the configuration its config
+    /// group holds (`status`, `assign-slots`).
     Cluster(cluster_cmd::ClusterArgs),
     /// Run one member of the config group: the Raft group that holds the cluster's
     /// configuration (slots, primaries, epoch). Run three with the same --members.
