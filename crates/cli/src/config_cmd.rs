@@ -120,10 +120,7 @@ pub fn parse_members(text: &str) -> Result<BTreeMap<u64, String>, String> {
             .parse()
             .map_err(|_| format!("--members: {id:?} is not a member id (a number)"))?;
         let addr = addr.trim();
-        if !addr
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
-        {
+        if !ferry_cluster::map::is_host_port(addr) {
             return Err(format!("--members: {addr:?} is not HOST:PORT"));
         }
         if members.insert(id, addr.to_string()).is_some() {

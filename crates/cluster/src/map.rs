@@ -25,6 +25,12 @@ pub const MAX_NODES: usize = 1_000;
 /// Longest node id.
 pub const MAX_NODE_ID_BYTES: usize = 64;
 
+/// Whether `addr` is `HOST:PORT` with a non-empty host and a port above 0.
+pub fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
+}
+
 /// One node of the map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEntry {
@@ -177,10 +183,7 @@ impl ClusterMap {
             if nodes[..index].iter().any(|other| other.id == node.id) {
                 return Err(bad("the id is used twice"));
             }
-            let host_port = |addr: &str| {
-                addr.rsplit_once(':')
-                    .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
-            };
+            let host_port = is_host_port;
             if !host_port(&node.addr) {
                 return Err(bad("addr must be HOST:PORT"));
             }
