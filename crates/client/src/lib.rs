@@ -30,7 +30,7 @@ pub mod error;
 pub mod gateway;
 mod local;
 mod route;
-mod tls;
+pub mod tls;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@ use rustls_pki_types::ServerName;
 
 /// The host of `addr` (`HOST:PORT`, `[IPV6]:PORT`, or a bare host) as a TLS server name:
 /// a DNS name or an IP address.
-pub(crate) fn server_name_of(addr: &str) -> Result<ServerName<'static>, String> {
+pub fn server_name_of(addr: &str) -> Result<ServerName<'static>, String> {
     let host = match addr.rsplit_once(':') {
         // An IPv6 address without a port has colons too; a bracketed one always a port.
         Some((host, port)) if port.parse::<u16>().is_ok() && (host.starts_with('[') || !host.contains(':')) => host,

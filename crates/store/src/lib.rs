@@ -24,7 +24,7 @@ pub mod tenant;
 
 pub use error::StoreError;
 pub use journal::{Journal, JournalRefusal};
-pub use tenant::{ObjectRef, TenantStats, TenantStore, WriteRef};
+pub use tenant::{ObjectRef, ReplicateError, TenantStats, TenantStore, WriteRef};
 
 /// Version of an absent object. Real versions start at 1.
 pub const VERSION_ABSENT: u64 = 0;

@@ -17,9 +17,11 @@ use crate::locks::{LockPlan, LockedShards, Object, Table};
 use crate::VERSION_ABSENT;
 
 mod recover;
+mod replicate;
 mod scan;
 mod snapshot;
 
+pub use replicate::ReplicateError;
 pub use scan::{ScanMark, SCAN_BATCH_OBJECTS};
 
 /// An object a transaction read, with the version it saw (0 = absent).

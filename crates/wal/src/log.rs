@@ -110,6 +110,9 @@ pub enum AppendError {
     /// The writer failed; nothing more can be made durable.
     #[error("the log failed ({0}); restart the node")]
     Failed(String),
+    /// This node is a replica: its log takes records only from its primary.
+    #[error("READONLY this node is a replica ({0}): write to its primary")]
+    ReadOnly(String),
     /// Copied records do not start where this log ends.
     #[error("records copied from offset {given} do not continue this log, which ends at {end}")]
     NotAtEnd {
@@ -149,6 +152,8 @@ pub(crate) struct Pending {
     pub(crate) stopping: bool,
     /// A reply waits for the background thread to flush (`always`).
     pub(crate) flush_requested: bool,
+    /// Set on a replica: commits of its own are refused, copied records are taken.
+    pub(crate) read_only: Option<String>,
 }
 
 pub(crate) struct Shared {
@@ -223,6 +228,7 @@ impl Wal {
                 failed: None,
                 stopping: false,
                 flush_requested: false,
+                read_only: None,
             }),
             config,
             writer: Mutex::new(crate::writer::WriterState::new(file, start)),
@@ -287,6 +293,12 @@ impl Wal {
         }
     }
 
+    /// Makes this log a replica's (`Some(why)`: its own commits are refused with `why`,
+    /// records copied from the primary are taken) or a primary's again (`None`).
+    pub fn set_read_only(&self, why: Option<String>) {
+        self.shared.pending.lock().read_only = why;
+    }
+
     /// Starts a new segment at the end of the log if the newest holds any record, so a
     /// checkpoint's marks fall after a segment boundary and everything before can go
     /// (with one segment larger than `max_log_bytes`, nothing could otherwise).
@@ -311,6 +323,9 @@ impl Wal {
         }
         if pending.stopping {
             return Err(AppendError::Failed("the node is shutting down".into()));
+        }
+        if let Some(why) = &pending.read_only {
+            return Err(AppendError::ReadOnly(why.clone()));
         }
         if let Some(cap) = self.shared.config.max_log_bytes {
             if pending.appended_lsn - pending.oldest_lsn + frame as u64 > cap {

@@ -102,3 +102,31 @@ fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
     let _ = std::fs::remove_dir_all(&primary_dir);
     let _ = std::fs::remove_dir_all(&replica_dir);
 }
+
+#[test]
+fn a_read_only_log_takes_copied_records_and_refuses_its_own() {
+    let primary_dir = temp_dir("ro-primary");
+    let replica_dir = temp_dir("ro-replica");
+    let (primary, _) = open(&primary_dir);
+    let (replica, _) = open(&replica_dir);
+    replica.set_read_only(Some("of 127.0.0.1:1".into()));
+    let writes = [WriteRef {
+        table: "t",
+        key: b"k",
+        value: Some(b"v"),
+    }];
+    let refused = replica.append(1, 1, &writes).unwrap_err();
+    assert!(matches!(refused, AppendError::ReadOnly(_)), "{refused:?}");
+    assert!(refused.to_string().starts_with("READONLY"), "{refused}");
+    assert_eq!(replica.appended_lsn(), 0);
+
+    primary.append(1, 1, &writes).unwrap();
+    primary.sync_now().unwrap();
+    let bytes = read_frames(primary.data_dir(), 0, primary.appended_lsn(), 1 << 20).unwrap();
+    replica.append_frames(0, &bytes).unwrap();
+    assert_eq!(replica.appended_lsn(), primary.appended_lsn());
+
+    // Promoted: its own commits are taken again.
+    replica.set_read_only(None);
+    replica.append(1, 2, &writes).unwrap();
+}

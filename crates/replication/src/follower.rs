@@ -1,0 +1,162 @@
+//! The replica's side: pull the primary's records after the end of this node's log, log
+//! each byte for byte at its offset and install it (both through [`Apply`]), wait until
+//! this node's log holds them as its mode promises, and pull again from the new end,
+//! which acknowledges them. A broken link is dialled again; a primary whose log no longer
+//! reaches this one's end (trimmed), or is shorter (this log holds records the primary
+//! never had), ends following with [`FollowerExit::Resync`]: the node must start over
+//! from the primary's snapshots ([`crate::bootstrap`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use ferry_wal::record::next_frame;
+use ferry_wal::Wal;
+
+use crate::link::{Link, ReplicationError, Upstream};
+use crate::wire::{Message, MAX_MESSAGE_BYTES};
+
+/// How long one pull asks the primary to wait for a record.
+pub const PULL_WAIT_MS: u32 = 500;
+
+/// First wait before dialling a primary again; doubled up to [`MAX_REDIAL_WAIT`].
+pub const FIRST_REDIAL_WAIT: Duration = Duration::from_millis(50);
+
+/// Longest wait between dials.
+pub const MAX_REDIAL_WAIT: Duration = Duration::from_secs(1);
+
+/// Logs and installs one record copied from the primary.
+pub trait Apply: Send + Sync + 'static {
+    /// `frame` is one whole record (checked) that belongs at log offset `lsn`, the end of
+    /// this node's log: append it there and install its commit, or say why not.
+    fn apply(&self, lsn: u64, frame: &[u8]) -> Result<(), String>;
+}
+
+/// Why following ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FollowerExit {
+    /// Asked to stop.
+    Stopped,
+    /// The primary's log no longer continues this one: start over from its snapshots.
+    Resync(String),
+    /// This node cannot log or install what it receives.
+    Failed(String),
+}
+
+/// What a follower shows the node's metrics.
+#[derive(Debug, Default)]
+pub struct FollowerStatus {
+    /// Linked to the primary now.
+    pub connected: AtomicBool,
+    /// Where the primary's log ended at the last answer (as far as it may send).
+    pub primary_end_lsn: AtomicU64,
+}
+
+/// Follows `upstream` into `wal` (through `apply`) until `stop` turns true or the logs
+/// part.
+pub async fn follow(
+    upstream: Upstream,
+    wal: Arc<Wal>,
+    apply: Arc<dyn Apply>,
+    status: Arc<FollowerStatus>,
+    mut stop: watch::Receiver<bool>,
+) -> FollowerExit {
+    let mut redial_wait = FIRST_REDIAL_WAIT;
+    let mut said_unreachable = false;
+    loop {
+        let linked = tokio::select! {
+            linked = upstream.connect() => linked,
+            _ = stop.wait_for(|stop| *stop) => return FollowerExit::Stopped,
+        };
+        let ended = match linked {
+            Ok(link) => {
+                tracing::info!(primary = %upstream.addr, from = wal.appended_lsn(), "following the primary");
+                said_unreachable = false;
+                redial_wait = FIRST_REDIAL_WAIT;
+                status.connected.store(true, Ordering::Relaxed);
+                let ended = tokio::select! {
+                    ended = pull_loop(&upstream, link, &wal, apply.as_ref(), &status) => ended,
+                    _ = stop.wait_for(|stop| *stop) => Ok(FollowerExit::Stopped),
+                };
+                status.connected.store(false, Ordering::Relaxed);
+                ended
+            }
+            Err(err) => Err(err),
+        };
+        match ended {
+            Ok(exit) => return exit,
+            Err(ReplicationError::Local(why)) => return FollowerExit::Failed(why),
+            Err(err) => {
+                if said_unreachable {
+                    tracing::debug!("replication: {err}");
+                } else {
+                    tracing::warn!("replication: {err}; dialling again");
+                    said_unreachable = true;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(redial_wait) => {}
+            _ = stop.wait_for(|stop| *stop) => return FollowerExit::Stopped,
+        }
+        redial_wait = (redial_wait * 2).min(MAX_REDIAL_WAIT);
+    }
+}
+
+/// Pulls over one link until it breaks (an error) or the logs part (an exit).
+async fn pull_loop(
+    upstream: &Upstream,
+    mut link: Link,
+    wal: &Wal,
+    apply: &dyn Apply,
+    status: &FollowerStatus,
+) -> Result<FollowerExit, ReplicationError> {
+    loop {
+        // Everything appended is installed; once it is logged as promised, the pull from
+        // its end acknowledges it.
+        if wal.gate().pass().await.is_err() {
+            return Err(ReplicationError::Local("the log failed".into()));
+        }
+        let from = wal.appended_lsn();
+        link.send(&Message::Pull {
+            from,
+            wait_ms: PULL_WAIT_MS,
+        })
+        .await
+        .map_err(|err| upstream.broken(err))?;
+        let answer = link
+            .receive(MAX_MESSAGE_BYTES)
+            .await
+            .map_err(|err| upstream.broken(err))?;
+        match answer {
+            Message::Records { from: at, bytes } if at == from => {
+                status
+                    .primary_end_lsn
+                    .fetch_max(from + bytes.len() as u64, Ordering::Relaxed);
+                let mut offset = 0usize;
+                while offset < bytes.len() {
+                    let (_, len) = next_frame(&bytes[offset..]).map_err(|bad| ReplicationError::Unexpected {
+                        addr: upstream.addr.clone(),
+                        got: format!("a bad record at offset {}: {bad}", from + offset as u64),
+                        expected: "whole records",
+                    })?;
+                    apply
+                        .apply(from + offset as u64, &bytes[offset..offset + len])
+                        .map_err(ReplicationError::Local)?;
+                    offset += len;
+                }
+            }
+            Message::Trimmed { oldest } => {
+                return Ok(FollowerExit::Resync(format!(
+                    "the primary's log now starts at offset {oldest}, after this replica's end ({from})"
+                )))
+            }
+            Message::Ahead { end } => return Ok(FollowerExit::Resync(format!(
+                "this replica's log ends at {from}, past the primary's ({end}): it holds records the primary does not"
+            ))),
+            other => return Err(upstream.unexpected(&other, "records")),
+        }
+    }
+}

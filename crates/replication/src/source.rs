@@ -1,0 +1,224 @@
+//! The primary's side of replication: a listener for replicas. Each replica's link asks
+//! for records from the end of its log (which acknowledges everything before it: the reply
+//! gate then releases replies waiting for a replica), for the snapshot files, and for
+//! their bytes. Records are read back from the log's segment files up to how far the log
+//! holds them as promised ([`ferry_wal::ReplyGate::logged`]), never from memory, so a
+//! replica never receives a record the primary could still lose on a crash of its own.
+
+use std::io::ErrorKind;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use ferry_wal::{read_frames, TailError, Wal, MAX_TAIL_READ_BYTES};
+
+use crate::link::{self, Link, MAX_REQUEST_BYTES};
+use crate::wire::{Message, SnapshotFile, MAX_LISTED_SNAPSHOTS};
+
+/// Most replica links a primary serves at once (each holds a task and a buffer).
+pub const MAX_REPLICA_LINKS: usize = 64;
+
+/// Longest a pull waits for a record before answering with none.
+pub const MAX_PULL_WAIT: Duration = Duration::from_secs(1);
+
+/// Bytes of a snapshot file sent in one chunk.
+pub const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// What a primary serves replicas from.
+pub struct Source {
+    wal: Arc<Wal>,
+    token: Bytes,
+    tls: Option<ferry_net::tls::Acceptor>,
+    links: Arc<Semaphore>,
+    /// Replica links open now.
+    pub replicas: AtomicUsize,
+    /// The highest log offset a replica has acknowledged.
+    pub replica_acked_lsn: AtomicU64,
+}
+
+impl Source {
+    /// Serves `wal`'s records to replicas that present `token`, over TLS if `tls`.
+    pub fn new(wal: Arc<Wal>, token: Bytes, tls: Option<ferry_net::tls::Acceptor>) -> Source {
+        Source {
+            wal,
+            token,
+            tls,
+            links: Arc::new(Semaphore::new(MAX_REPLICA_LINKS)),
+            replicas: AtomicUsize::new(0),
+            replica_acked_lsn: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Accepts replicas on `listener` until `shutdown` turns true.
+pub async fn serve(listener: TcpListener, source: Arc<Source>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                tracing::warn!("replication listener: accept failed: {err}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&source.links).try_acquire_owned() else {
+            tracing::warn!(%peer, "replication link refused: {MAX_REPLICA_LINKS} links open");
+            continue;
+        };
+        let source = Arc::clone(&source);
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let Some(link) = link::accept(stream, peer, source.tls.as_ref(), &source.token).await else {
+                return;
+            };
+            source.replicas.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(%peer, "replica connected");
+            tokio::select! {
+                ended = serve_link(&source, link) => {
+                    if let Err(why) = ended {
+                        tracing::info!(%peer, "replica link ended: {why}");
+                    }
+                }
+                _ = shutdown.wait_for(|stop| *stop) => {}
+            }
+            source.replicas.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Answers one replica's requests until it leaves or breaks the protocol.
+async fn serve_link(source: &Source, mut link: Link) -> Result<(), String> {
+    loop {
+        let request = link.receive(MAX_REQUEST_BYTES).await.map_err(|err| err.to_string())?;
+        let answer = match request {
+            Message::Pull { from, wait_ms } => pull(source, from, wait_ms).await,
+            Message::ListSnapshots => list_snapshots(source),
+            Message::ReadSnapshot { tenant, lsn, offset } => read_snapshot(source, tenant, lsn, offset).await,
+            other => Message::Refused {
+                why: format!("not a request: {other:?}").chars().take(80).collect(),
+            },
+        };
+        let refused = matches!(answer, Message::Refused { .. });
+        link.send(&answer).await.map_err(|err| err.to_string())?;
+        if refused {
+            return Err(format!("refused: {answer:?}"));
+        }
+    }
+}
+
+/// The records after `from`, once there are some (or none after the wait).
+async fn pull(source: &Source, from: u64, wait_ms: u32) -> Message {
+    let gate = source.wal.gate();
+    let mut logged = gate.logged();
+    let end = *logged.borrow_and_update();
+    if from > end {
+        return Message::Ahead { end };
+    }
+    // The replica holds everything before `from`: replies waiting for a replica may go.
+    gate.replica_logged(from);
+    source.replica_acked_lsn.fetch_max(from, Ordering::Relaxed);
+    if from == end {
+        let wait = Duration::from_millis(u64::from(wait_ms)).min(MAX_PULL_WAIT);
+        let _ = tokio::time::timeout(wait, logged.wait_for(|logged| *logged > from)).await;
+    }
+    let end = *logged.borrow();
+    if from == end {
+        return Message::Records {
+            from,
+            bytes: Bytes::new(),
+        };
+    }
+    let wal = Arc::clone(&source.wal);
+    let read = tokio::task::spawn_blocking(move || read_frames(wal.data_dir(), from, end, MAX_TAIL_READ_BYTES)).await;
+    match read {
+        Ok(Ok(bytes)) => Message::Records {
+            from,
+            bytes: Bytes::from(bytes),
+        },
+        Ok(Err(TailError::Trimmed { oldest, .. })) => Message::Trimmed { oldest },
+        Ok(Err(TailError::Ahead { end, .. })) => Message::Ahead { end },
+        Ok(Err(err)) => Message::Refused { why: err.to_string() },
+        Err(join) => Message::Refused {
+            why: format!("reading the log failed: {join}"),
+        },
+    }
+}
+
+/// The newest snapshot of each tenant, and where the log kept starts.
+fn list_snapshots(source: &Source) -> Message {
+    let dir = source.wal.data_dir();
+    let listed = dir.snapshots().and_then(|snapshots| Ok((snapshots, dir.segments()?)));
+    let (snapshots, segments) = match listed {
+        Ok(listed) => listed,
+        Err(err) => return Message::Refused { why: err.to_string() },
+    };
+    let mut files: Vec<SnapshotFile> = Vec::new();
+    for (tenant, lsn, path) in snapshots {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue; // removed by a checkpoint meanwhile: a newer one is listed
+        };
+        // Sorted by (tenant, lsn): a tenant's newest comes last.
+        if files.last().is_some_and(|last| last.tenant == tenant) {
+            files.pop();
+        }
+        files.push(SnapshotFile {
+            tenant,
+            lsn,
+            bytes: meta.len(),
+        });
+    }
+    if files.len() > MAX_LISTED_SNAPSHOTS {
+        return Message::Refused {
+            why: format!("more than {MAX_LISTED_SNAPSHOTS} snapshot files"),
+        };
+    }
+    let log_from = segments
+        .first()
+        .map_or_else(|| source.wal.appended_lsn(), |(start, _)| *start);
+    Message::Snapshots { log_from, files }
+}
+
+/// Up to [`SNAPSHOT_CHUNK_BYTES`] of one snapshot file from `offset`.
+async fn read_snapshot(source: &Source, tenant: u32, lsn: u64, offset: u64) -> Message {
+    let path = source.wal.data_dir().snapshot_path(tenant, lsn);
+    let read = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
+        let file = std::fs::File::open(&path)?;
+        let mut bytes = vec![0u8; SNAPSHOT_CHUNK_BYTES];
+        let mut filled = 0;
+        while filled < bytes.len() {
+            match file.read_at(&mut bytes[filled..], offset + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        bytes.truncate(filled);
+        Ok(bytes)
+    })
+    .await;
+    match read {
+        Ok(Ok(bytes)) => Message::Chunk {
+            bytes: Bytes::from(bytes),
+        },
+        Ok(Err(err)) if err.kind() == ErrorKind::NotFound => Message::Refused {
+            why: format!("snapshot of tenant {tenant} at {lsn} is gone (a newer one replaced it)"),
+        },
+        Ok(Err(err)) => Message::Refused {
+            why: format!("reading snapshot of tenant {tenant} at {lsn}: {err}"),
+        },
+        Err(join) => Message::Refused {
+            why: format!("reading a snapshot failed: {join}"),
+        },
+    }
+}
