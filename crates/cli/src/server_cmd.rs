@@ -118,6 +118,70 @@ pub struct ServerArgs {
     snapshot_log_bytes: Option<u64>,
     #[command(flatten)]
     tls: crate::tls_args::ServeTlsArgs,
+    #[command(flatten)]
+    replication: ReplicationArgs,
+}
+
+/// Log shipping between a primary and its replicas (both need --data-dir).
+#[derive(clap::Args)]
+struct ReplicationArgs {
+    /// Serve this node's log to replicas on this address (port 0: any free one; printed
+    /// as `replication on HOST:PORT`). Over TLS when the node's listeners are.
+    #[arg(long, value_name = "ADDR")]
+    replication_listen: Option<String>,
+    /// Serve replication on this inherited listening socket instead of binding
+    /// --replication-listen (how `ferry cluster up` hands it over).
+    #[arg(long, hide = true)]
+    replication_fd: Option<i32>,
+    /// Be a replica of the primary whose replication address this is: copy its snapshots
+    /// and log when this data dir holds nothing yet, then every record it logs. The node
+    /// serves reads and refuses writes (READONLY). Over TLS with --tls-ca.
+    #[arg(long, value_name = "HOST:PORT")]
+    replica_of: Option<String>,
+    /// The secret every replication link of the cluster presents (1-1024 bytes); needed
+    /// with --replication-listen and --replica-of.
+    #[arg(long, value_name = "TOKEN")]
+    replication_token: Option<String>,
+    /// When a write is acknowledged: `primary` (once this node's log holds it as --fsync
+    /// promises) or `replica` (once a replica's log holds it too; with no replica
+    /// following, replies that may reveal a write wait).
+    #[arg(long, value_parser = ["primary", "replica"], default_value = "primary")]
+    ack: String,
+    /// Dial the primary (--replica-of) over TLS, trusting only these CAs (PEM); --tls-cert
+    /// and --tls-key are presented when the primary asks for a client certificate.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+}
+
+impl ReplicationArgs {
+    /// The node's replication settings, if it replicates.
+    fn replication(&self, tls: &crate::tls_args::ServeTlsArgs) -> Result<Option<ferry_server::Replication>, String> {
+        let serves = self.replication_listen.is_some() || self.replication_fd.is_some();
+        if !serves && self.replica_of.is_none() {
+            if self.replication_token.is_some() || self.ack != "primary" || self.tls_ca.is_some() {
+                return Err("--replication-token, --ack and --tls-ca need --replication-listen or --replica-of".into());
+            }
+            return Ok(None);
+        }
+        let token = self
+            .replication_token
+            .clone()
+            .ok_or("replication needs --replication-token (the same on the primary and its replicas)")?;
+        let listen = match &self.replication_listen {
+            Some(addr) => Some(resolve(addr).map_err(|err| err.replace("--listen", "--replication-listen"))?),
+            None => None,
+        };
+        Ok(Some(ferry_server::Replication {
+            listen,
+            primary: self.replica_of.clone(),
+            token,
+            ack: self.ack.parse()?,
+            tls: self.tls_ca.as_ref().map(|ca| ferry_net::tls::ClientTls {
+                ca: ca.clone(),
+                identity: tls.identity(),
+            }),
+        }))
+    }
 }
 
 pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -253,8 +317,18 @@ pub fn run(args: ServerArgs) -> CmdResult {
         args.tls.tls_client_ca.clone().or(file.tls_client_ca.clone()),
         args.tls.tls_require_client_cert || file.tls_require_client_cert.unwrap_or(false),
     )?;
+    config.replication = args.replication.replication(&args.tls)?;
+    let replication_fd = args
+        .replication
+        .replication_fd
+        .map(|fd| ferry_os::inherit::inherited_listener(fd).map_err(|err| format!("--replication-fd {fd}: {err}")))
+        .transpose()?;
+    if let (Some(listener), Some(replication)) = (&replication_fd, &mut config.replication) {
+        replication.listen = Some(listener.local_addr()?);
+    }
     let handle = match args.listen_fd {
         None if args.resp_fd.is_some() => return Err("--resp-fd needs --listen-fd".into()),
+        None if replication_fd.is_some() => return Err("--replication-fd needs --listen-fd".into()),
         None => ferry_server::start(config.clone(), ferry_lua::registry())?,
         Some(fd) => {
             let inherited = |fd: i32, flag: &str| {
@@ -264,7 +338,10 @@ pub fn run(args: ServerArgs) -> CmdResult {
             let resp = args.resp_fd.map(|fd| inherited(fd, "--resp-fd")).transpose()?;
             config.listen = ferry.local_addr()?;
             config.resp_listen = resp.as_ref().map(|l| l.local_addr()).transpose()?;
-            let listeners = ferry_server::Listeners::adopt(&config, ferry, resp)?;
+            let mut listeners = ferry_server::Listeners::adopt(&config, ferry, resp)?;
+            if let Some(listener) = replication_fd {
+                listeners = listeners.with_replication(listener)?;
+            }
             ferry_server::start_on(config.clone(), ferry_lua::registry(), listeners)?
         }
     };
@@ -276,6 +353,16 @@ pub fn run(args: ServerArgs) -> CmdResult {
     }
     if let Some(metrics) = handle.metrics_addr() {
         writeln!(stdout, "metrics on {metrics}")?;
+    }
+    if let Some(replication) = handle.replication_addr() {
+        writeln!(stdout, "replication on {replication}")?;
+    }
+    if let Some(copied) = handle.copied() {
+        writeln!(
+            stdout,
+            "copied the primary: {} snapshots ({} bytes) and {} bytes of log from offset {}",
+            copied.snapshots, copied.snapshot_bytes, copied.log_bytes, copied.log_from
+        )?;
     }
     if let Some((restored, recovered, took)) = handle.recovered() {
         writeln!(
@@ -303,8 +390,11 @@ pub fn run(args: ServerArgs) -> CmdResult {
         config.tenants.len(),
         config.invoke_budget
     );
-    handle.wait_for_signal()?;
+    let failed = handle.wait_for_signal_or_failure()?;
     tracing::info!("shutting down: finishing queued requests");
     handle.shutdown();
-    Ok(())
+    match failed {
+        None => Ok(()),
+        Some(why) => Err(why.into()),
+    }
 }

@@ -8,6 +8,7 @@ mod config_group_cli;
 mod durability_cli;
 mod placement_cli;
 mod plan_cli;
+mod replication_cli;
 mod server_cli;
 mod sim_cli;
 mod sim_suite_cli;

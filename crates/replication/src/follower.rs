@@ -153,9 +153,11 @@ async fn pull_loop(
                     "the primary's log now starts at offset {oldest}, after this replica's end ({from})"
                 )))
             }
-            Message::Ahead { end } => return Ok(FollowerExit::Resync(format!(
+            Message::Ahead { end } => {
+                return Ok(FollowerExit::Resync(format!(
                 "this replica's log ends at {from}, past the primary's ({end}): it holds records the primary does not"
-            ))),
+            )))
+            }
             other => return Err(upstream.unexpected(&other, "records")),
         }
     }

@@ -160,6 +160,8 @@ pub struct ServerConfig {
     /// TLS on every listener (ferry protocol, RESP, metrics), with the client certificates
     /// it asks for; `None` serves plain TCP.
     pub tls: Option<ferry_net::tls::ServerTls>,
+    /// Log shipping: serving this node's log to replicas, or copying a primary's.
+    pub replication: Option<crate::replica::Replication>,
 }
 
 /// The workers' scheduling mechanisms.
@@ -204,6 +206,7 @@ impl ServerConfig {
             resp_listen: None,
             durability: None,
             tls: None,
+            replication: None,
         }
     }
 
@@ -282,6 +285,9 @@ impl ServerConfig {
                     )));
                 }
             }
+        }
+        if let Some(replication) = &self.replication {
+            replication.validate(self.durability.is_some())?;
         }
         Ok(())
     }

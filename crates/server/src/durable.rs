@@ -66,7 +66,14 @@ impl Tenants for NodeTenants {
 
 /// Replays the data dir's log into `tenants`' stores and journals their commits from now
 /// on. Data of a tenant the configuration no longer lists is an error, never dropped.
-pub(crate) fn open(config: &Durability, tenants: &HashMap<u32, Arc<TenantState>>) -> Result<Durable, WalError> {
+///
+/// A replica's log (`read_only`: why) refuses commits of its own and takes only records
+/// copied from its primary.
+pub(crate) fn open(
+    config: &Durability,
+    tenants: &HashMap<u32, Arc<TenantState>>,
+    read_only: Option<String>,
+) -> Result<Durable, WalError> {
     let started = Instant::now();
     let dir = DataDir::lock(&config.data_dir)?;
     let restored = ferry_wal::load_snapshots(&dir, |id| tenants.get(&id).map(|tenant| &tenant.store))?;
@@ -83,6 +90,7 @@ pub(crate) fn open(config: &Durability, tenants: &HashMap<u32, Arc<TenantState>>
             })
     })?;
     let wal = Arc::new(Wal::open(dir, config.wal.clone(), &recovered)?);
+    wal.set_read_only(read_only);
     for (id, tenant) in tenants {
         if tenant.store.attach_journal(wal.journal(*id)).is_err() {
             unreachable!("a tenant's store is journalled once, here");

@@ -19,6 +19,9 @@
 //!   every commit journalled, snapshots taken by the checkpointer; replies pass the log's
 //!   gate. `save`: RESP SAVE and BGSAVE.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
+//! - [`replica`]: log shipping (`ferry_replication`): a primary serves its log to replicas
+//!   (and with `--ack replica` its replies wait for one); a replica copies it, installs
+//!   it, and refuses writes of its own.
 //! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
 //!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
@@ -37,6 +40,7 @@ mod function_stats;
 pub mod listeners;
 mod metrics;
 mod node;
+pub mod replica;
 mod resp;
 mod resp_job;
 pub mod routing;
@@ -49,4 +53,5 @@ mod worker;
 pub use config::{ConfigError, ConfigFile, PushbackConfig, Scheduling, ServerConfig, TenantConfig};
 pub use durable::Durability;
 pub use listeners::Listeners;
+pub use replica::{Ack, Replication};
 pub use server::{start, start_on, ServerError, ServerHandle};

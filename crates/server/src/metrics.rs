@@ -21,6 +21,11 @@ const GAUGES: &[&str] = &[
     "connections_authenticated",
     "connections_waiting_hello",
     "queue_len",
+    "log_appended_lsn",
+    "replicas_connected",
+    "replica_acked_lsn",
+    "primary_connected",
+    "primary_end_lsn",
 ];
 
 /// The exposition of every counter of `node`.

@@ -89,6 +89,10 @@ pub(crate) struct Node {
     pub(crate) latency: Arc<LatencyHistograms>,
     /// The write-ahead log, when the node has a data dir.
     pub(crate) durable: Option<crate::durable::Durable>,
+    /// Replication's state, once started (a node with a log and `replication` set).
+    pub(crate) replication: std::sync::OnceLock<crate::replica::ReplicationState>,
+    /// What a replica copied from its primary before it opened its data dir.
+    pub(crate) copied: Option<ferry_replication::BootstrapReport>,
 }
 
 impl Node {
@@ -128,6 +132,8 @@ impl Node {
             epoch: Instant::now(),
             latency,
             durable: None,
+            replication: std::sync::OnceLock::new(),
+            copied: None,
         }
     }
 
@@ -136,7 +142,12 @@ impl Node {
     pub(crate) fn open(config: &ServerConfig, registry: Registry) -> Result<Node, ferry_wal::WalError> {
         let mut node = Node::new(config, registry);
         if let Some(durability) = &config.durability {
-            node.durable = Some(crate::durable::open(durability, &node.tenants)?);
+            let mut read_only = None;
+            if let Some(replication) = &config.replication {
+                node.copied = crate::replica::copy_if_needed(replication, durability)?;
+                read_only = replication.primary.as_ref().map(|primary| format!("of {primary}"));
+            }
+            node.durable = Some(crate::durable::open(durability, &node.tenants, read_only)?);
         }
         Ok(node)
     }

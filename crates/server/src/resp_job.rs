@@ -183,7 +183,8 @@ fn data_command(node: &Node, tenant: &TenantState, table: &str, command: &Comman
         match ctx.commit() {
             Ok(()) => return reply,
             Err(err) if err.is_conflict() => continue,
-            Err(err) => return Reply::err(err),
+            // A refusal with its own code (a replica's READONLY) keeps it.
+            Err(err) => return error_reply(&err.to_string()),
         }
     }
     Reply::err(format!(

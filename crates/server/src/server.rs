@@ -52,9 +52,13 @@ pub struct ServerHandle {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     resp_addr: Option<SocketAddr>,
+    replication_addr: Option<SocketAddr>,
     node: Arc<Node>,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: watch::Sender<bool>,
+    /// Why the node cannot go on serving (a replica that can no longer follow its
+    /// primary), once that happens.
+    fatal: watch::Receiver<Option<String>>,
 }
 
 /// Starts a storage node: binds, starts the workers, the watchdog and the I/O threads.
@@ -86,7 +90,18 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         ferry: listener,
         resp: resp_listener,
         metrics: metrics_listener,
+        replication: replication_listener,
     } = listeners;
+    let replication_listener = match replication_listener {
+        Some(listener) => Some(listener),
+        None => crate::listeners::replication_listen(&config)
+            .map(crate::listeners::bind)
+            .transpose()?,
+    };
+    let replication_addr = match &replication_listener {
+        Some(listener) => Some(listener.local_addr().map_err(ServerError::Start)?),
+        None => None,
+    };
     let local_addr = listener.local_addr().map_err(ServerError::Start)?;
     let resp_addr = match &resp_listener {
         Some(listener) => Some(listener.local_addr().map_err(ServerError::Start)?),
@@ -110,6 +125,26 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         .build()
         .map_err(ServerError::Start)?;
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let (fatal_tx, fatal) = watch::channel(None);
+    if let Some(replication) = &config.replication {
+        let listener = match replication_listener {
+            Some(listener) => {
+                let _guard = runtime.enter();
+                Some(TcpListener::from_std(listener).map_err(ServerError::Start)?)
+            }
+            None => None,
+        };
+        let state = crate::replica::start(
+            replication,
+            &node,
+            listener,
+            tls.clone(),
+            &runtime,
+            shutdown_rx.clone(),
+            fatal_tx,
+        )?;
+        let _ = node.replication.set(state);
+    }
     let listener = {
         let _guard = runtime.enter();
         TcpListener::from_std(listener).map_err(ServerError::Start)?
@@ -145,9 +180,11 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         local_addr,
         metrics_addr,
         resp_addr,
+        replication_addr,
         node,
         runtime: Some(runtime),
         shutdown,
+        fatal,
     })
 }
 
@@ -220,6 +257,31 @@ pub(crate) fn node_stats(node: &Node, out: &mut Vec<StatEntry>) {
         "node.worker_replacements".into(),
         counters.worker_replacements.load(Ordering::Relaxed),
     );
+    if let Some(durable) = &node.durable {
+        push("node.log_appended_lsn".into(), durable.wal.appended_lsn());
+    }
+    if let Some(replication) = node.replication.get() {
+        if let Some(source) = &replication.source {
+            push(
+                "node.replicas_connected".into(),
+                source.replicas.load(Ordering::Relaxed) as u64,
+            );
+            push(
+                "node.replica_acked_lsn".into(),
+                source.replica_acked_lsn.load(Ordering::Relaxed),
+            );
+        }
+        if let Some(follower) = &replication.follower {
+            push(
+                "node.primary_connected".into(),
+                u64::from(follower.connected.load(Ordering::Relaxed)),
+            );
+            push(
+                "node.primary_end_lsn".into(),
+                follower.primary_end_lsn.load(Ordering::Relaxed),
+            );
+        }
+    }
     for (index, slot) in node.pool.slots.iter().enumerate() {
         push(format!("worker.{index}.queue_len"), node.pool.queue_len(index) as u64);
         push(
@@ -253,10 +315,40 @@ impl ServerHandle {
         self.resp_addr
     }
 
+    /// Where replicas pull this node's log, if it serves them.
+    pub fn replication_addr(&self) -> Option<SocketAddr> {
+        self.replication_addr
+    }
+
+    /// What a replica copied from its primary before it started (none: nothing needed
+    /// copying, or the node is no replica).
+    pub fn copied(&self) -> Option<&ferry_replication::BootstrapReport> {
+        self.node.copied.as_ref()
+    }
+
     /// Blocks until SIGINT or SIGTERM arrives.
     pub fn wait_for_signal(&self) -> std::io::Result<()> {
         let runtime = self.runtime.as_ref().expect("runtime lives until shutdown");
         runtime.block_on(ferry_net::signal::terminated())
+    }
+
+    /// Blocks until SIGINT or SIGTERM arrives (`Ok(None)`) or the node cannot go on
+    /// (`Ok(Some(why))`: a replica that must copy its primary again on its next start).
+    pub fn wait_for_signal_or_failure(&self) -> std::io::Result<Option<String>> {
+        let runtime = self.runtime.as_ref().expect("runtime lives until shutdown");
+        let mut fatal = self.fatal.clone();
+        runtime.block_on(async move {
+            tokio::select! {
+                signalled = ferry_net::signal::terminated() => signalled.map(|()| None),
+                failed = async {
+                    match fatal.wait_for(Option::is_some).await {
+                        Ok(why) => why.clone(),
+                        // Nothing can fail the node (no follower): wait for the signal.
+                        Err(_) => std::future::pending().await,
+                    }
+                } => Ok(failed),
+            }
+        })
     }
 
     /// Every object of a tenant's table, sorted by key, as (key, version, value): lets

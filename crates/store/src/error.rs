@@ -65,9 +65,19 @@ pub enum StoreError {
         changed_at: u64,
     },
     /// The node's log refused the commit (full, failed, or the write set too large for
-    /// one record); nothing was installed.
-    #[error("write refused by the log: {0}")]
+    /// one record, or the node is a replica); nothing was installed.
+    #[error("{}", journal_text(.0))]
     Journal(String),
+}
+
+/// A refusal that carries its own error code (a replica's `READONLY …`, as Redis clients
+/// expect it) is shown as it is; any other says the log refused it.
+fn journal_text(refusal: &str) -> String {
+    if refusal.starts_with("READONLY ") {
+        refusal.to_string()
+    } else {
+        format!("write refused by the log: {refusal}")
+    }
 }
 
 impl StoreError {
