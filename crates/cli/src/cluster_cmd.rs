@@ -12,7 +12,7 @@ use ferry_cluster::ClusterMap;
 use ferry_config::ClusterConfig;
 use ferry_os::ChildServer;
 
-use crate::cluster_supervise::{supervise, DurableChild, Kind, MAX_RESTARTS_PER_MINUTE};
+use crate::cluster_supervise::{supervise, DurableChild, Kind, NodeListeners, MAX_RESTARTS_PER_MINUTE};
 use crate::CmdResult;
 
 /// Most processes of one kind `cluster up` starts.
@@ -32,7 +32,7 @@ enum ClusterCommand {
     /// keeps its log in DIR/node-<id>, each config member its Raft log in DIR/config-<id>;
     /// one that exits is restarted there on the same addresses (at most 5 times a minute);
     /// the exit of any other process stops the cluster.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Show the configuration the config group holds (epoch, shards, slots) and each
     /// member's view of the group (leader, term).
     Status(crate::cluster_admin_cmd::StatusArgs),
@@ -53,6 +53,14 @@ struct UpArgs {
     /// process the static map file instead.
     #[arg(long, default_value_t = 3)]
     config_members: usize,
+    /// Replicas of each storage node (each copies its primary's log, and the config group
+    /// promotes one when the primary misses its lease); needs the config group.
+    #[arg(long, default_value_t = 0)]
+    replicas: usize,
+    /// When the storage nodes acknowledge a write: `primary` (once its log holds it) or
+    /// `replica` (once a replica's log holds it too); with --replicas.
+    #[arg(long, value_parser = ["primary", "replica"], default_value = "primary")]
+    ack: String,
     /// Compute nodes behind the gateway.
     #[arg(long, default_value_t = 1)]
     compute_nodes: usize,
@@ -178,6 +186,56 @@ fn durable_info(
         .collect()
 }
 
+/// Most replicas per storage node `cluster up` starts.
+const MAX_REPLICAS: usize = 4;
+
+/// How long `cluster up` waits for a replica's addition to show in the configuration.
+const ADD_REPLICA_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Adds replica `id` of `primary`'s shard to the configuration (unless an earlier `cluster
+/// up` on the same dir did), and waits until the configuration followed shows it.
+fn add_replica(
+    following: &crate::config_cmd::Following,
+    id: &str,
+    primary: &str,
+    addr: String,
+    resp: String,
+    replication: Option<String>,
+) -> CmdResult {
+    let client = following.client();
+    let mut configs = following.configs();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let deadline = tokio::time::Instant::now() + ADD_REPLICA_WAIT;
+        loop {
+            let config = configs.borrow_and_update().clone();
+            if config.shard_of(id).is_some() {
+                return Ok(());
+            }
+            let command = ferry_config::Command::AddReplica {
+                id: id.to_string(),
+                node: ferry_config::StorageNode {
+                    addr: addr.clone(),
+                    resp: Some(resp.clone()),
+                    replication: replication.clone(),
+                },
+                primary: primary.to_string(),
+                expected_epoch: config.epoch,
+            };
+            match client.propose(command).await {
+                Ok(ferry_config::Outcome::Applied { .. }) => {}
+                Ok(ferry_config::Outcome::Refused(why)) => tracing::debug!("adding replica {id}: {why}"),
+                Err(err) => tracing::debug!("adding replica {id}: {err}"),
+            }
+            if tokio::time::timeout_at(deadline, configs.changed()).await.is_err() {
+                return Err(
+                    format!("replica {id} was not added to the configuration within {ADD_REPLICA_WAIT:?}").into(),
+                );
+            }
+        }
+    })
+}
+
 /// Writes the JSON whole, then renames it into place: a reader never sees half a file.
 fn write_json(path: &Path, cluster: &ClusterInfo) -> CmdResult {
     let partial = path.with_extension("partial");
@@ -215,7 +273,7 @@ fn ferry(exe: &Path, subcommand: &str, common: &[String]) -> Command {
 
 pub fn run(args: ClusterArgs) -> CmdResult {
     match args.command {
-        ClusterCommand::Up(args) => up(args),
+        ClusterCommand::Up(args) => up(*args),
         ClusterCommand::Status(args) => crate::cluster_admin_cmd::status(args),
         ClusterCommand::AssignSlots(args) => crate::cluster_admin_cmd::assign_slots(args),
     }
@@ -224,6 +282,15 @@ pub fn run(args: ClusterArgs) -> CmdResult {
 fn up(args: UpArgs) -> CmdResult {
     if !(1..=MAX_NODES).contains(&args.storage_nodes) || args.compute_nodes > MAX_NODES {
         return Err(format!("--storage-nodes must be 1 to {MAX_NODES} and --compute-nodes at most {MAX_NODES}").into());
+    }
+    if args.replicas > MAX_REPLICAS {
+        return Err(format!("--replicas must be at most {MAX_REPLICAS}").into());
+    }
+    if args.replicas > 0 && args.config_members == 0 {
+        return Err("--replicas needs the config group (--config-members 1 or more): it decides failovers".into());
+    }
+    if args.replicas == 0 && args.ack != "primary" {
+        return Err("--ack replica needs --replicas 1 or more".into());
     }
     ferry_server::config::parse_tenant_flag(&args.tenant)?;
     ferry_experiment::spec::parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
@@ -240,18 +307,32 @@ fn up(args: UpArgs) -> CmdResult {
     // The map names the storage nodes' addresses before they start: bind their listeners
     // here and hand each node its own sockets (no port is chosen free and let go).
     let bind = || std::net::TcpListener::bind("127.0.0.1:0");
+    let replicated = args.replicas > 0;
     let listeners = (0..args.storage_nodes)
-        .map(|_| Ok([bind()?, bind()?]))
+        .map(|_| NodeListeners::bind(replicated))
         .collect::<std::io::Result<Vec<_>>>()?;
     let addrs = listeners
         .iter()
-        .map(|[ferry, _]| Ok(ferry.local_addr()?.to_string()))
+        .map(|listeners| Ok(listeners.addrs()?.0))
         .collect::<std::io::Result<Vec<String>>>()?;
-    // Every storage node speaks RESP too, and the map says where (for -MOVED and CLUSTER SLOTS).
+    // Every storage node speaks RESP too, and the map says where (for -MOVED and CLUSTER
+    // SLOTS), and where its replicas copy from.
     let mut nodes = ClusterMap::even(&addrs)?.nodes().to_vec();
-    for (node, [_, resp]) in nodes.iter_mut().zip(&listeners) {
-        node.resp = Some(resp.local_addr()?.to_string());
+    for (node, listeners) in nodes.iter_mut().zip(&listeners) {
+        let (_, resp, replication) = listeners.addrs()?;
+        node.resp = Some(resp);
+        node.replication = replication;
     }
+    // One secret for every replication link of this cluster.
+    let replication_flags: Vec<String> = match replicated {
+        true => vec![
+            "--replication-token".into(),
+            format!("{:032x}", rand::random::<u128>()),
+            "--ack".into(),
+            args.ack.clone(),
+        ],
+        false => Vec::new(),
+    };
     let map = ClusterMap::new(nodes)?;
     let map_path = dir.join("cluster.toml");
     std::fs::write(&map_path, map.to_toml()).map_err(|err| format!("cannot write {}: {err}", map_path.display()))?;
@@ -311,6 +392,7 @@ fn up(args: UpArgs) -> CmdResult {
         if let Some(fsync) = &args.fsync {
             server_args.extend(["--fsync".to_string(), fsync.clone()]);
         }
+        server_args.extend(replication_flags.iter().cloned());
         durable.push(DurableChild::storage_node(
             &exe,
             &node.id,
@@ -362,6 +444,32 @@ fn up(args: UpArgs) -> CmdResult {
         true => None,
         false => Some(crate::config_cmd::Following::start(&group.join(","))?),
     };
+    // Replicas: each is added to the configuration (as a replica of its primary's
+    // shard), then started; it copies its primary before it serves.
+    if let Some(following) = &following {
+        let mut index = args.storage_nodes;
+        for node in map.nodes() {
+            for replica in 1..=args.replicas {
+                let id = format!("{}r{replica}", node.id);
+                let listeners = NodeListeners::bind(true)?;
+                let (addr, resp, replication) = listeners.addrs()?;
+                add_replica(following, &id, &node.id, addr, resp, replication)?;
+                let data_dir = dir.join(format!("node-{id}"));
+                std::fs::create_dir_all(&data_dir)
+                    .map_err(|err| format!("cannot create {}: {err}", data_dir.display()))?;
+                let mut server_args = vec!["server".to_string()];
+                server_args.extend(common.iter().cloned());
+                server_args.extend(["--cores".to_string(), args.cores.to_string()]);
+                server_args.extend(cpu_flag(&storage_cpus, index));
+                if let Some(fsync) = &args.fsync {
+                    server_args.extend(["--fsync".to_string(), fsync.clone()]);
+                }
+                server_args.extend(replication_flags.iter().cloned());
+                durable.push(DurableChild::storage_node(&exe, &id, listeners, data_dir, server_args)?);
+                index += 1;
+            }
+        }
+    }
     let config = following.as_ref().map(|following| following.configs().borrow().clone());
 
     let mut cluster = ClusterInfo {

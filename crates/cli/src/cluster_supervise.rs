@@ -54,6 +54,41 @@ impl RestartBudget {
     }
 }
 
+/// A storage node's listening sockets, bound by `cluster up` so the configuration can name
+/// them before the node starts and a restart serves the same ones.
+pub struct NodeListeners {
+    /// The ferry protocol's.
+    pub ferry: TcpListener,
+    /// RESP's.
+    pub resp: TcpListener,
+    /// Replication's (nodes of a cluster with replicas).
+    pub replication: Option<TcpListener>,
+}
+
+impl NodeListeners {
+    /// Three (or two, without replication) on loopback ports the OS picks.
+    pub fn bind(replication: bool) -> std::io::Result<NodeListeners> {
+        let bind = || TcpListener::bind("127.0.0.1:0");
+        Ok(NodeListeners {
+            ferry: bind()?,
+            resp: bind()?,
+            replication: if replication { Some(bind()?) } else { None },
+        })
+    }
+
+    /// `HOST:PORT` of the ferry protocol's, RESP's and replication's.
+    pub fn addrs(&self) -> std::io::Result<(String, String, Option<String>)> {
+        Ok((
+            self.ferry.local_addr()?.to_string(),
+            self.resp.local_addr()?.to_string(),
+            match &self.replication {
+                Some(listener) => Some(listener.local_addr()?.to_string()),
+                None => None,
+            },
+        ))
+    }
+}
+
 /// What a restartable child is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -92,23 +127,28 @@ pub struct DurableChild {
 }
 
 impl DurableChild {
-    /// Starts storage node `id` serving `listeners` (ferry protocol, RESP) with its log in
-    /// `data_dir`; `args` are its other `ferry server` flags.
+    /// Starts storage node `id` serving `listeners` (ferry protocol, RESP, and
+    /// replication if given) with its log in `data_dir`; `args` are its other `ferry
+    /// server` flags.
     pub fn storage_node(
         exe: &Path,
         id: &str,
-        listeners: [TcpListener; 2],
+        listeners: NodeListeners,
         data_dir: PathBuf,
         args: Vec<String>,
     ) -> Result<DurableChild, ChildError> {
-        let [ferry, resp] = &listeners;
-        let flags = vec![
+        let mut flags = vec![
             ("--node-id", OsString::from(id)),
-            ("--listen-fd", ferry.as_raw_fd().to_string().into()),
-            ("--resp-fd", resp.as_raw_fd().to_string().into()),
+            ("--listen-fd", listeners.ferry.as_raw_fd().to_string().into()),
+            ("--resp-fd", listeners.resp.as_raw_fd().to_string().into()),
             ("--data-dir", data_dir.clone().into()),
         ];
-        Self::start(Kind::StorageNode, exe, id, listeners.into(), data_dir, args, flags)
+        let mut held = vec![listeners.ferry, listeners.resp];
+        if let Some(replication) = listeners.replication {
+            flags.push(("--replication-fd", replication.as_raw_fd().to_string().into()));
+            held.push(replication);
+        }
+        Self::start(Kind::StorageNode, exe, id, held, data_dir, args, flags)
     }
 
     /// Starts config member `id` serving `listener` with its Raft log in `data_dir`;

@@ -40,6 +40,7 @@ pub fn parse_group(text: &str) -> Result<Vec<String>, String> {
 /// A process's view of the config group: the configuration and its routing map, kept
 /// current by tasks on a runtime of their own (one thread) for as long as it is held.
 pub struct Following {
+    client: ConfigClient,
     configs: watch::Receiver<Arc<ClusterConfig>>,
     routes: watch::Receiver<Arc<ClusterMap>>,
     /// Runs the watch tasks; dropped last.
@@ -62,6 +63,7 @@ impl Following {
             .block_on(follow_routes(configs.clone(), FIRST_CONFIG_WAIT))
             .map_err(|err| format!("--config-group {group}: {err}"))?;
         Ok(Following {
+            client,
             configs,
             routes,
             _runtime: runtime,
@@ -76,6 +78,11 @@ impl Following {
     /// The newest configuration.
     pub fn configs(&self) -> watch::Receiver<Arc<ClusterConfig>> {
         self.configs.clone()
+    }
+
+    /// The config group, to report to and propose to.
+    pub fn client(&self) -> ConfigClient {
+        self.client.clone()
     }
 }
 

@@ -135,8 +135,9 @@ struct ReplicationArgs {
     replication_fd: Option<i32>,
     /// Be a replica of the primary whose replication address this is: copy its snapshots
     /// and log when this data dir holds nothing yet, then every record it logs. The node
-    /// serves reads and refuses writes (READONLY). Over TLS with --tls-ca.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// serves reads and refuses writes (READONLY). Over TLS with --tls-ca. With
+    /// --config-group the configuration says whom a node copies instead.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "config_group")]
     replica_of: Option<String>,
     /// The secret every replication link of the cluster presents (1-1024 bytes); needed
     /// with --replication-listen and --replica-of.
@@ -180,8 +181,59 @@ impl ReplicationArgs {
                 ca: ca.clone(),
                 identity: tls.identity(),
             }),
+            primary_epoch: 0,
         }))
     }
+}
+
+/// A node with replication in a config group: what the configuration makes it (the
+/// primary of its shard, or a replica copying the primary's replication address), and
+/// whether its log must be copied again first (it followed another primary than the
+/// shard's current one: a demoted primary, or a replica whose primary changed while it
+/// was down).
+fn take_place(
+    config: &ferry_config::ClusterConfig,
+    node_id: &str,
+    replication: &mut ferry_server::Replication,
+    durability: &Durability,
+) -> Result<(), String> {
+    use ferry_server::membership::{followed_epoch, must_copy, place_of, record_followed, Place};
+    let place = place_of(config, node_id);
+    let data_dir = &durability.data_dir;
+    let followed = followed_epoch(data_dir);
+    let primary_epoch = match &place {
+        Place::Absent => {
+            return Err(format!(
+                "node {node_id} is in no shard of the cluster configuration (epoch {})",
+                config.epoch
+            ))
+        }
+        Place::Primary { primary_epoch } => *primary_epoch,
+        Place::Replica {
+            primary_epoch,
+            primary_addr,
+            ..
+        } => {
+            let addr = primary_addr
+                .clone()
+                .ok_or_else(|| format!("node {node_id}'s primary serves no replication address"))?;
+            replication.primary = Some(addr);
+            replication.primary_epoch = *primary_epoch;
+            *primary_epoch
+        }
+    };
+    if must_copy(&place, followed) {
+        tracing::info!(
+            followed = followed.unwrap_or_default(),
+            primary_epoch,
+            "this node's log followed another primary: copying the shard's primary first"
+        );
+        ferry_replication::request_copy(data_dir).map_err(|err| format!("{}: {err}", data_dir.display()))?;
+    }
+    if followed != Some(primary_epoch) {
+        record_followed(data_dir, primary_epoch).map_err(|err| format!("{}: {err}", data_dir.display()))?;
+    }
+    Ok(())
 }
 
 pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
@@ -296,20 +348,23 @@ pub fn run(args: ServerArgs) -> CmdResult {
         let map = ferry_cluster::ClusterMap::parse(&text)?;
         config.cluster = Some(ferry_server::routing::ClusterRole::fixed(map, node_id.clone()));
     }
+    config.durability = durability(&args, &file)?;
+    config.replication = args.replication.replication(&args.tls)?;
     // Runs the config group's watch for the process's life.
     let mut _following = None;
     if let (Some(group), Some(node_id)) = (&args.config_group, &args.node_id) {
         let following = crate::config_cmd::Following::start(group)?;
-        config.cluster = Some(ferry_server::routing::ClusterRole::following(
-            following.routes(),
-            node_id.clone(),
-        ));
+        let mut role = ferry_server::routing::ClusterRole::following(following.routes(), node_id.clone());
+        if let (Some(replication), Some(durability)) = (&mut config.replication, &config.durability) {
+            take_place(&following.configs().borrow(), node_id, replication, durability)?;
+            role = role.with_membership(following.client(), following.configs());
+        }
+        config.cluster = Some(role);
         _following = Some(following);
     }
     if args.node_id.is_some() && config.cluster.is_none() {
         return Err("--node-id needs --cluster-map or --config-group".into());
     }
-    config.durability = durability(&args, &file)?;
     // Flags win over the config file, setting by setting.
     config.tls = crate::tls_args::server_tls(
         args.tls.tls_cert.clone().or(file.tls_cert.clone()),
@@ -317,7 +372,6 @@ pub fn run(args: ServerArgs) -> CmdResult {
         args.tls.tls_client_ca.clone().or(file.tls_client_ca.clone()),
         args.tls.tls_require_client_cert || file.tls_require_client_cert.unwrap_or(false),
     )?;
-    config.replication = args.replication.replication(&args.tls)?;
     let replication_fd = args
         .replication
         .replication_fd

@@ -6,6 +6,7 @@ mod check_cli;
 mod cluster_cli;
 mod config_group_cli;
 mod durability_cli;
+mod failover_cli;
 mod placement_cli;
 mod plan_cli;
 mod replication_cli;

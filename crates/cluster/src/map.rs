@@ -43,6 +43,9 @@ pub struct NodeEntry {
     /// `host:port` of its RESP listener, if it has one: what Redis clients are sent to by
     /// `-MOVED` and `CLUSTER SLOTS`.
     pub resp: Option<String>,
+    /// `host:port` where its replicas pull its log, if it serves replication.
+    #[serde(default)]
+    pub replication: Option<String>,
 }
 
 /// Why a map was refused.
@@ -94,6 +97,8 @@ struct NodeFile {
     slots: Vec<String>,
     #[serde(default)]
     resp: Option<String>,
+    #[serde(default)]
+    replication: Option<String>,
 }
 
 /// Keys that live on more than one node (Redis's CROSSSLOT).
@@ -152,6 +157,7 @@ impl ClusterMap {
                     addr: node.addr.clone(),
                     slots,
                     resp: node.resp.clone(),
+                    replication: node.replication.clone(),
                 })
             })
             .collect::<Result<Vec<_>, MapError>>()?;
@@ -189,6 +195,9 @@ impl ClusterMap {
             }
             if node.resp.as_deref().is_some_and(|resp| !host_port(resp)) {
                 return Err(bad("resp must be HOST:PORT"));
+            }
+            if node.replication.as_deref().is_some_and(|addr| !host_port(addr)) {
+                return Err(bad("replication must be HOST:PORT"));
             }
             for &(lo, hi) in &node.slots {
                 if lo > hi || hi >= SLOTS {
@@ -283,6 +292,9 @@ impl ClusterMap {
             if let Some(resp) = &node.resp {
                 out.push_str(&format!("resp = {resp:?}\n"));
             }
+            if let Some(replication) = &node.replication {
+                out.push_str(&format!("replication = {replication:?}\n"));
+            }
             out.push('\n');
         }
         out
@@ -303,6 +315,7 @@ impl ClusterMap {
                     addr: addr.clone(),
                     slots: vec![(lo, hi)],
                     resp: None,
+                    replication: None,
                 }
             })
             .collect();

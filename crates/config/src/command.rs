@@ -248,6 +248,7 @@ impl ClusterConfig {
             addr: node.addr.clone(),
             slots: vec![(0, ferry_cluster::SLOTS - 1)],
             resp: node.resp.clone(),
+            replication: node.replication.clone(),
         }])
         .map(|_| ())
         .map_err(|err| Refusal::Invalid(err.to_string()))
@@ -283,6 +284,7 @@ impl ClusterConfig {
                 StorageNode {
                     addr: entry.addr.clone(),
                     resp: entry.resp.clone(),
+                    replication: entry.replication.clone(),
                 },
             );
             let mut slots = Vec::new();
@@ -432,6 +434,7 @@ mod tests {
         let node = StorageNode {
             addr: "127.0.0.1:7704".into(),
             resp: None,
+            replication: None,
         };
         let add = Command::AddNode {
             id: "s4".into(),
@@ -472,6 +475,7 @@ mod tests {
             node: StorageNode {
                 addr: "127.0.0.1:7790".into(),
                 resp: None,
+                replication: None,
             },
             primary: primary.into(),
             expected_epoch,
@@ -562,7 +566,8 @@ mod tests {
                 id: id.into(),
                 node: StorageNode {
                     addr: "127.0.0.1:7799".into(),
-                    resp: None
+                    resp: None,
+                    replication: None,
                 },
                 expected_epoch,
             }),

@@ -185,6 +185,7 @@ mod tests {
                 node: StorageNode {
                     addr: "127.0.0.1:7799".into(),
                     resp: None,
+                    replication: None,
                 },
                 primary: "s1".into(),
                 expected_epoch: config.epoch,

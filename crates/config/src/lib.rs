@@ -18,4 +18,4 @@ pub mod state;
 pub mod wire;
 
 pub use command::{Command, Outcome, Refusal};
-pub use state::{ClusterConfig, Shard, StorageNode};
+pub use state::{ClusterConfig, Epoch, Shard, ShardId, StorageNode};

@@ -20,6 +20,9 @@ pub struct StorageNode {
     pub addr: String,
     /// `host:port` of its RESP listener, if it has one.
     pub resp: Option<String>,
+    /// `host:port` where replicas pull its log, if it serves replication.
+    #[serde(default)]
+    pub replication: Option<String>,
 }
 
 /// A set of slot ranges and the nodes that hold them.
@@ -98,6 +101,7 @@ impl ClusterConfig {
                 addr: node.addr.clone(),
                 slots: shard.slots.clone(),
                 resp: node.resp.clone(),
+                replication: node.replication.clone(),
             });
         }
         Ok(ClusterMap::new(entries)?.with_epoch(self.epoch))

@@ -175,6 +175,7 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
             node: StorageNode {
                 addr: "127.0.0.1:17799".into(),
                 resp: None,
+                replication: None,
             },
             primary: "s1".into(),
             expected_epoch: epoch,

@@ -86,6 +86,10 @@ pub struct ChildSpec {
     pub extra_args: Vec<String>,
 }
 
+/// Lines a storage node may print between the ones a start waits for (a replica's copy
+/// of its primary, a replication listener): read past, not treated as unexpected.
+const INFORMATIONAL_LINES: &[&str] = &["replication on ", "copied the primary"];
+
 /// A running child process; stopped (SIGTERM, then kill) when dropped.
 pub struct ChildServer {
     child: Child,
@@ -169,29 +173,32 @@ impl ChildServer {
             }
         });
         let what = what.to_string();
-        let mut next_line = |prefix: &str, timeout: Duration| match receiver.recv_timeout(timeout) {
-            Ok(Ok(line)) => match line.strip_prefix(prefix) {
-                Some(addr) => Ok(addr.trim().to_string()),
-                None => Err(ChildError::UnexpectedLine {
+        let mut next_line = |prefix: &str, timeout: Duration| loop {
+            break match receiver.recv_timeout(timeout) {
+                Ok(Ok(line)) => match line.strip_prefix(prefix) {
+                    Some(addr) => Ok(addr.trim().to_string()),
+                    None if INFORMATIONAL_LINES.iter().any(|info| line.starts_with(info)) => continue,
+                    None => Err(ChildError::UnexpectedLine {
+                        what: what.clone(),
+                        line,
+                    }),
+                },
+                Ok(Err(source)) => Err(ChildError::Output {
                     what: what.clone(),
-                    line,
+                    source,
                 }),
-            },
-            Ok(Err(source)) => Err(ChildError::Output {
-                what: what.clone(),
-                source,
-            }),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(ChildError::Exited {
-                what: what.clone(),
-                status: child.wait().ok(),
-            }),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                Err(ChildError::Timeout {
+                Err(mpsc::RecvTimeoutError::Disconnected) => Err(ChildError::Exited {
                     what: what.clone(),
-                    timeout,
-                })
-            }
+                    status: child.wait().ok(),
+                }),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    Err(ChildError::Timeout {
+                        what: what.clone(),
+                        timeout,
+                    })
+                }
+            };
         };
         let addr = next_line("listening on ", first_line_timeout)?;
         let (mut resp_addr, mut metrics_addr, mut recovered) = (None, None, None);

@@ -240,7 +240,8 @@ impl ServerConfig {
             return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
         }
         if let Some(role) = &self.cluster {
-            if role.map().node(&role.node_id).is_none() {
+            // A member of a config group may be a replica, which the routing map omits.
+            if role.membership.is_none() && !role.in_map() {
                 return Err(ConfigError::Invalid(format!(
                     "node id {:?} is not in the cluster map",
                     role.node_id

@@ -19,6 +19,8 @@
 //!   every commit journalled, snapshots taken by the checkpointer; replies pass the log's
 //!   gate. `save`: RESP SAVE and BGSAVE.
 //! - `node`: state shared by all threads (tenants, registry, pool, counters).
+//! - [`membership`]: in a config group with replication: heartbeats, the lease a primary
+//!   serves under, and acting on each configuration's roles (fence, promote, demote).
 //! - [`replica`]: log shipping (`ferry_replication`): a primary serves its log to replicas
 //!   (and with `--ack replica` its replies wait for one); a replica copies it, installs
 //!   it, and refuses writes of its own.
@@ -38,6 +40,7 @@ mod exec;
 mod fair;
 mod function_stats;
 pub mod listeners;
+pub mod membership;
 mod metrics;
 mod node;
 pub mod replica;

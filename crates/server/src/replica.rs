@@ -59,6 +59,9 @@ pub struct Replication {
     pub ack: Ack,
     /// TLS for the link to the primary (a replica's side); `None`: plain TCP.
     pub tls: Option<ferry_net::tls::ClientTls>,
+    /// In a config group: the appointment epoch of `primary` (a replica copies only while
+    /// the shard keeps that primary); 0 otherwise.
+    pub primary_epoch: u64,
 }
 
 impl Replication {
@@ -75,9 +78,6 @@ impl Replication {
         }
         if self.listen.is_none() && self.primary.is_none() {
             return invalid("replication needs --replication-listen (a primary) or --replica-of (a replica)");
-        }
-        if self.ack == Ack::Replica && self.primary.is_some() {
-            return invalid("--ack replica is a primary's setting; a replica acknowledges nothing itself");
         }
         if let Some(primary) = &self.primary {
             if !ferry_cluster::map::is_host_port(primary) {
@@ -164,6 +164,29 @@ pub(crate) struct ReplicationState {
     pub(crate) follower: Option<Arc<FollowerStatus>>,
 }
 
+/// A running follower: stopped when the shard is fenced or this node promoted.
+pub(crate) struct FollowerHandle {
+    /// The appointment epoch of the primary it copies (0 outside a config group).
+    pub(crate) primary_epoch: u64,
+    stop: Arc<watch::Sender<bool>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl FollowerHandle {
+    /// Stops copying and waits until nothing more is appended.
+    pub(crate) async fn pause(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Stops copying for good.
+    pub(crate) async fn stop(mut self) {
+        self.pause().await;
+    }
+}
+
 /// Starts the node's side of replication on `runtime`. A follower that can no longer
 /// continue its primary's log leaves the copy marker and reports on `fatal`: the node
 /// must restart, and copies the primary on that start.
@@ -174,14 +197,15 @@ pub(crate) fn start(
     tls: Option<ferry_net::tls::Acceptor>,
     runtime: &tokio::runtime::Runtime,
     shutdown: watch::Receiver<bool>,
-    fatal: watch::Sender<Option<String>>,
-) -> Result<ReplicationState, WalError> {
+    fatal: Arc<watch::Sender<Option<String>>>,
+) -> Result<(ReplicationState, Option<FollowerHandle>), WalError> {
     let mut state = ReplicationState::default();
     let Some(durable) = &node.durable else {
-        return Ok(state); // validated: replication has a data dir
+        return Ok((state, None)); // validated: replication has a data dir
     };
     let (wal, tenants) = (&durable.wal, &node.tenants);
-    if replication.ack == Ack::Replica {
+    if replication.ack == Ack::Replica && replication.primary.is_none() {
+        // A replica's replies wait for nothing more; it turns this on if promoted.
         wal.gate().require_replica(true);
     }
     if let Some(listener) = listener {
@@ -197,6 +221,7 @@ pub(crate) fn start(
         ));
         state.source = Some(source);
     }
+    let mut handle = None;
     if let Some(primary) = &replication.primary {
         let upstream = replication.upstream(primary)?;
         let apply: Arc<dyn Apply> = Arc::new(Installer {
@@ -206,8 +231,18 @@ pub(crate) fn start(
         let status = Arc::new(FollowerStatus::default());
         state.follower = Some(Arc::clone(&status));
         let data_dir = wal.data_dir().path().to_path_buf();
-        let follow = ferry_replication::follow(upstream, Arc::clone(wal), apply, status, shutdown);
+        let (stop, stopped) = watch::channel(false);
+        let stop = Arc::new(stop);
+        // The node's shutdown stops it too.
+        let on_shutdown = Arc::clone(&stop);
+        let mut shutdown = shutdown;
         runtime.spawn(async move {
+            if shutdown.wait_for(|stop| *stop).await.is_ok() {
+                let _ = on_shutdown.send(true);
+            }
+        });
+        let follow = ferry_replication::follow(upstream, Arc::clone(wal), apply, status, stopped);
+        let task = runtime.spawn(async move {
             let why = match follow.await {
                 FollowerExit::Stopped => return,
                 FollowerExit::Resync(why) => match ferry_replication::request_copy(&data_dir) {
@@ -219,6 +254,11 @@ pub(crate) fn start(
             tracing::error!("{why}");
             let _ = fatal.send(Some(why));
         });
+        handle = Some(FollowerHandle {
+            primary_epoch: replication.primary_epoch,
+            stop,
+            task: Some(task),
+        });
     }
-    Ok(state)
+    Ok((state, handle))
 }

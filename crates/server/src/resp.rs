@@ -127,7 +127,9 @@ fn misrouted(node: &Node, keys: &[Bytes]) -> Option<Reply> {
     let key = keys.first()?;
     let owner = map.owner(key);
     if owner.id == role.node_id {
-        return None;
+        return role
+            .lease_lapsed()
+            .then(|| Reply::Error(crate::routing::NO_LEASE.into()));
     }
     Some(match &owner.resp {
         Some(resp) => Reply::Error(format!("MOVED {} {resp}", key_slot(key))),

@@ -19,6 +19,20 @@ pub struct ClusterRole {
     /// This node's id in the map.
     pub node_id: String,
     routes: watch::Receiver<Arc<ClusterMap>>,
+    /// In a config group, with replication: what keeps this node's lease (it serves as a
+    /// primary only while it holds one).
+    pub(crate) membership: Option<Membership>,
+}
+
+/// A node's link to the config group, and the lease its heartbeats earn.
+#[derive(Clone, Debug)]
+pub struct Membership {
+    /// The config group.
+    pub client: ferry_client::config_group::ConfigClient,
+    /// Its configurations, newest first.
+    pub configs: watch::Receiver<Arc<ferry_config::ClusterConfig>>,
+    /// Until when this node may serve as a primary.
+    pub lease: Arc<crate::membership::Lease>,
 }
 
 impl ClusterRole {
@@ -26,12 +40,47 @@ impl ClusterRole {
     pub fn fixed(map: ClusterMap, node_id: String) -> ClusterRole {
         // The sender goes at once: the receiver keeps the one value.
         let (_, routes) = watch::channel(Arc::new(map));
-        ClusterRole { node_id, routes }
+        ClusterRole {
+            node_id,
+            routes,
+            membership: None,
+        }
     }
 
     /// A node that follows the map of each new configuration (`--config-group`).
     pub fn following(routes: watch::Receiver<Arc<ClusterMap>>, node_id: String) -> ClusterRole {
-        ClusterRole { node_id, routes }
+        ClusterRole {
+            node_id,
+            routes,
+            membership: None,
+        }
+    }
+
+    /// The same node, reporting to the config group and serving as a primary only under a
+    /// lease (a node with replication: its shard can fail over).
+    pub fn with_membership(
+        mut self,
+        client: ferry_client::config_group::ConfigClient,
+        configs: watch::Receiver<Arc<ferry_config::ClusterConfig>>,
+    ) -> ClusterRole {
+        self.membership = Some(Membership {
+            client,
+            configs,
+            lease: Arc::default(),
+        });
+        self
+    }
+
+    /// Whether this node must not serve its keys now: it needs a lease and holds none.
+    pub(crate) fn lease_lapsed(&self) -> bool {
+        self.membership
+            .as_ref()
+            .is_some_and(|membership| !membership.lease.valid())
+    }
+
+    /// Whether this node is listed in the map it routes by (a replica is not).
+    pub fn in_map(&self) -> bool {
+        self.map().node(&self.node_id).is_some()
     }
 
     /// The map it routes by now.
@@ -69,8 +118,17 @@ pub(crate) fn misrouted(role: &ClusterRole, request: &Request, route: Option<&[u
     if let Err(spread) = role.map().single_owner(keys.iter().copied()) {
         return Some(Response::error(Status::CrossSlot, spread.to_string()));
     }
-    moved(role, keys.first()?).map(|why| Response::error(Status::Moved, why))
+    if let Some(why) = moved(role, keys.first()?) {
+        return Some(Response::error(Status::Moved, why));
+    }
+    role.lease_lapsed()
+        .then(|| Response::error(Status::Unavailable, NO_LEASE.to_string()))
 }
+
+/// The refusal of a primary without a lease (Redis's TRYAGAIN: the client retries, and
+/// finds the new primary once the configuration names it).
+pub(crate) const NO_LEASE: &str =
+    "TRYAGAIN this primary holds no lease from the config group (unreachable, or a failover is under way); retry";
 
 #[cfg(test)]
 mod tests {
@@ -126,5 +184,20 @@ mod tests {
         assert_eq!(misrouted(&role("s2"), &invoke, None), None);
         let moved = misrouted(&role("s2"), &invoke, Some(b"hello")).unwrap();
         assert_eq!(moved.status, Status::Moved);
+    }
+
+    #[test]
+    fn a_primary_without_a_lease_refuses_its_own_keys() {
+        let (_, configs) = watch::channel(Arc::new(ferry_config::ClusterConfig::default()));
+        let client = ferry_client::config_group::ConfigClient::new(vec!["127.0.0.1:1".into()]);
+        let leased = role("s1").with_membership(client, configs);
+        // Never granted (or lapsed): its own key is refused with TRYAGAIN, and another
+        // node's key is still `moved`.
+        let refused = misrouted(&leased, &put(b"hello"), None).unwrap();
+        assert_eq!(refused.status, Status::Unavailable);
+        assert_eq!(refused, Response::error(Status::Unavailable, NO_LEASE));
+        assert_eq!(misrouted(&leased, &put(b"foo"), None).unwrap().status, Status::Moved);
+        // Without replication there is no lease to hold.
+        assert_eq!(misrouted(&role("s1"), &put(b"hello"), None), None);
     }
 }

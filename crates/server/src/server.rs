@@ -126,6 +126,7 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
         .map_err(ServerError::Start)?;
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (fatal_tx, fatal) = watch::channel(None);
+    let fatal_tx = Arc::new(fatal_tx);
     if let Some(replication) = &config.replication {
         let listener = match replication_listener {
             Some(listener) => {
@@ -134,16 +135,33 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
             }
             None => None,
         };
-        let state = crate::replica::start(
+        let (state, follower) = crate::replica::start(
             replication,
             &node,
             listener,
             tls.clone(),
             &runtime,
             shutdown_rx.clone(),
-            fatal_tx,
+            Arc::clone(&fatal_tx),
         )?;
         let _ = node.replication.set(state);
+        let membership = node
+            .cluster
+            .as_ref()
+            .and_then(|role| Some((role.node_id.clone(), role.membership.clone()?)));
+        if let (Some((node_id, membership)), Some(durable)) = (membership, &node.durable) {
+            let member = crate::membership::Member {
+                node_id,
+                client: membership.client,
+                configs: membership.configs,
+                lease: membership.lease,
+                wal: Arc::clone(&durable.wal),
+                follower,
+                ack_replica: replication.ack == crate::replica::Ack::Replica,
+                fatal: Arc::clone(&fatal_tx),
+            };
+            runtime.spawn(member.run(shutdown_rx.clone()));
+        }
     }
     let listener = {
         let _guard = runtime.enter();

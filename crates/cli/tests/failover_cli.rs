@@ -1,0 +1,155 @@
+//! Failover of real processes: `ferry cluster up --replicas 1 --ack replica`, a primary
+//! stopped (SIGSTOP: alive but silent, as a partition leaves it) is fenced and its replica
+//! promoted by the config group; the old primary, continued, serves nothing without its
+//! lease, finds itself demoted, restarts and copies the new primary as its replica; writes
+//! through the gateway resume on the new primary and no acknowledged write is lost.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::cluster_cli::{eventually, ClusterUp};
+
+/// A RESP connection (tenant 1, token ferry) that gives up on a reply after `timeout`.
+fn connect(addr: &str, timeout: Duration) -> std::io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(b"AUTH ferry\r\n")?;
+    let reply = read_line(&mut stream)?;
+    if reply != "+OK" {
+        return Err(std::io::Error::other(reply));
+    }
+    Ok(stream)
+}
+
+fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        stream.read_exact(&mut byte)?;
+        line.push(byte[0]);
+    }
+    Ok(String::from_utf8_lossy(&line[..line.len() - 2]).into_owned())
+}
+
+/// One command and its first reply line (a bulk string's value for GET).
+fn ask(stream: &mut TcpStream, command: &str) -> std::io::Result<String> {
+    stream.write_all(format!("{command}\r\n").as_bytes())?;
+    let head = read_line(stream)?;
+    if head.starts_with('$') && head != "$-1" {
+        return read_line(stream);
+    }
+    Ok(head)
+}
+
+/// Keys of shard 1 (slots 0-8191 of two nodes).
+fn shard1_keys(count: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("key{i}"))
+        .filter(|key| ferry_cluster::key_slot(key.as_bytes()) <= 8191)
+        .take(count)
+        .collect()
+}
+
+fn node<'a>(cluster: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    cluster["storage_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|node| node["id"] == id)
+        .unwrap_or_else(|| panic!("no node {id} in {cluster}"))
+}
+
+fn signal(pid: u64, signal: libc::c_int) {
+    // SAFETY: kill(2) with a pid and a signal number.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
+}
+
+#[test]
+fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
+    let dir = std::env::temp_dir().join(format!("ferry-failover-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let up = ClusterUp::start(
+        &dir,
+        &[
+            "--storage-nodes",
+            "2",
+            "--replicas",
+            "1",
+            "--ack",
+            "replica",
+            "--compute-nodes",
+            "0",
+        ],
+    );
+    let cluster = up.json();
+    assert_eq!(node(&cluster, "s1")["role"], "primary", "{cluster}");
+    assert_eq!(node(&cluster, "s1r1")["role"], "replica", "{cluster}");
+    assert_eq!(node(&cluster, "s1r1")["slots"][0], "0-8191", "{cluster}");
+    let gateway = cluster["gateway_resp"].as_str().unwrap().to_string();
+    let old_primary = node(&cluster, "s1")["pid"].as_u64().unwrap();
+    let old_primary_resp = node(&cluster, "s1")["resp"].as_str().unwrap().to_string();
+
+    // Acknowledged writes: under --ack replica each is on s1r1 before its +OK.
+    let keys = shard1_keys(50);
+    let mut writes = connect(&gateway, Duration::from_secs(20)).unwrap();
+    for key in &keys {
+        assert_eq!(ask(&mut writes, &format!("SET {key} acked")).unwrap(), "+OK");
+    }
+
+    signal(old_primary, libc::SIGSTOP);
+    let stopped = Instant::now();
+    eventually(Duration::from_secs(60), || {
+        let cluster = up.json();
+        match node(&cluster, "s1r1")["role"].as_str() {
+            Some("primary") => Ok(()),
+            other => Err(format!("s1r1 is {other:?}")),
+        }
+    });
+    eprintln!("s1r1 promoted {:?} after s1 stopped", stopped.elapsed());
+
+    // The old primary, continued, holds no lease: whatever it answers, it does not take
+    // the write.
+    signal(old_primary, libc::SIGCONT);
+    if let Ok(mut stream) = connect(&old_primary_resp, Duration::from_secs(5)) {
+        let reply = ask(&mut stream, &format!("SET {} from-the-old-primary", keys[1]));
+        assert!(reply.as_deref().map_or(true, |reply| reply != "+OK"), "{reply:?}");
+    }
+
+    // Under --ack replica the new primary acknowledges a write once a replica has it:
+    // once the old primary has restarted and copied it. A request stuck on the stopped
+    // node, or waiting for that, is sent again on a new connection.
+    let mut resumed = None;
+    while stopped.elapsed() < Duration::from_secs(90) {
+        let attempt = connect(&gateway, Duration::from_secs(2))
+            .and_then(|mut stream| ask(&mut stream, &format!("SET {} after", keys[0])));
+        if attempt.as_deref().is_ok_and(|reply| reply == "+OK") {
+            resumed = Some(stopped.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let resumed = resumed.expect("writes to the stopped primary's slots never resumed");
+    eprintln!("writes resumed {resumed:?} after the primary stopped");
+
+    // No acknowledged write is lost.
+    let mut reads = connect(&gateway, Duration::from_secs(20)).unwrap();
+    assert_eq!(ask(&mut reads, &format!("GET {}", keys[0])).unwrap(), "after");
+    for key in &keys[1..] {
+        assert_eq!(ask(&mut reads, &format!("GET {key}")).unwrap(), "acked", "{key}");
+    }
+
+    // It found itself demoted, exited, was restarted, copied the new primary, and
+    // follows it.
+    eventually(Duration::from_secs(60), || {
+        let cluster = up.json();
+        let s1 = node(&cluster, "s1");
+        match (s1["role"].as_str(), s1["pid"].as_u64()) {
+            (Some("replica"), Some(pid)) if pid != old_primary => Ok(()),
+            other => Err(format!("s1 is {other:?}")),
+        }
+    });
+    let mut writes = connect(&gateway, Duration::from_secs(30)).unwrap();
+    assert_eq!(ask(&mut writes, &format!("SET {} later", keys[2])).unwrap(), "+OK");
+    assert_eq!(ask(&mut writes, &format!("GET {}", keys[2])).unwrap(), "later");
+}
