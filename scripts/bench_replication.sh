@@ -5,7 +5,8 @@
 # The primary runs on CPU 0; the replica and redis-benchmark share CPU 1 (one machine
 # stands in for three). SETs of 3-byte values, 1 client (latency) and 50 clients
 # (throughput); each run starts every node afresh; medians over the runs.
-#   scripts/bench_replication.sh [RUNS]   (default 3)
+#   scripts/bench_replication.sh [RUNS]   (default 3; MODES="primary replica" picks modes,
+#                                         the first one the ratios are against)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
@@ -26,7 +27,7 @@ wait_line() { # FILE PREFIX: the rest of the first line of FILE starting with PR
   echo "no '$2' line in $1" >&2; cat "$1" >&2; exit 1
 }
 
-start() { # MODE (none | primary | replica): starts the nodes, prints the primary's RESP port
+start() { # MODE (none | primary | replica): starts the nodes; sets $port to the primary's RESP port
   stop
   rm -rf "$base" && mkdir -p "$base/primary" "$base/replica"
   local flags=()
@@ -43,7 +44,7 @@ start() { # MODE (none | primary | replica): starts the nodes, prints the primar
     pids+=($!)
     wait_line "$base/replica.out" "recovered " >/dev/null
   fi
-  echo "${resp##*:}"
+  port=${resp##*:}
 }
 
 bench() { # PORT ARGS...: rps,p50_ms,p99_ms of the SET line
@@ -54,12 +55,12 @@ bench() { # PORT ARGS...: rps,p50_ms,p99_ms of the SET line
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-modes=(none primary replica)
+modes=(${MODES:-none primary replica})
 cases=("1 client|-n 20000 -c 1" "50 clients|-n 200000 -c 50")
 declare -A results
 for run in $(seq "$runs"); do
   for mode in "${modes[@]}"; do
-    port=$(start "$mode")
+    start "$mode"
     for case in "${cases[@]}"; do
       name=${case%%|*}
       read -ra args <<<"${case#*|}"
@@ -70,7 +71,7 @@ for run in $(seq "$runs"); do
 done
 stop
 
-printf '| case | ack | SET/s (median) | p50 ms | p99 ms | p50 / no replica |\n|---|---|---|---|---|---|\n'
+printf '| case | ack | SET/s (median) | p50 ms | p99 ms | p50 / first mode |\n|---|---|---|---|---|---|\n'
 for case in "${cases[@]}"; do
   name=${case%%|*}
   base_p50=
@@ -79,7 +80,7 @@ for case in "${cases[@]}"; do
     rps=$(tr ' ' '\n' <<<"$values" | sed '/^$/d' | cut -d, -f1 | median)
     p50=$(tr ' ' '\n' <<<"$values" | sed '/^$/d' | cut -d, -f2 | median)
     p99=$(tr ' ' '\n' <<<"$values" | sed '/^$/d' | cut -d, -f3 | median)
-    [ "$mode" = none ] && base_p50=$p50
+    [ "$mode" = "${modes[0]}" ] && base_p50=$p50
     label=$([ "$mode" = none ] && echo "no replica" || echo "$mode")
     ratio=$(awk -v a="$p50" -v b="$base_p50" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
     printf '| %s | %s | %s | %s | %s | %s× |\n' "$name" "$label" "$rps" "$p50" "$p99" "$ratio"

@@ -444,11 +444,16 @@ pub fn run(args: ServerArgs) -> CmdResult {
         config.tenants.len(),
         config.invoke_budget
     );
-    let failed = handle.wait_for_signal_or_failure()?;
-    tracing::info!("shutting down: finishing queued requests");
-    handle.shutdown();
-    match failed {
-        None => Ok(()),
-        Some(why) => Err(why.into()),
+    match handle.wait_for_signal_or_failure()? {
+        None => {
+            tracing::info!("shutting down: finishing queued requests");
+            handle.shutdown();
+            Ok(())
+        }
+        // Nothing to finish: what it would answer came from a log it must give up.
+        Some(why) => {
+            drop(handle);
+            Err(why.into())
+        }
     }
 }

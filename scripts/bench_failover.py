@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Failover on loopback processes: `ferry cluster up --storage-nodes 2 --replicas 1`, then
+KILLS times: SIGSTOP the primary of a shard (shards taken in turn; a stopped process is
+silent as a partitioned one is), time until a write to that shard's key through the
+gateway's RESP port succeeds again (each attempt on a new connection, given up after
+300 ms), SIGCONT the old primary and wait until it is back as a replica. A writer per
+shard runs throughout; the other shard's write latencies while a failover is under way
+are compared with its latencies before the first one.
+
+    scripts/bench_failover.py [KILLS] [--ack primary|replica]   (default 20, primary)
+
+With --ack replica, a promoted primary acknowledges writes only once a replica has them:
+with one replica per shard, once the old primary has restarted and copied it. So the old
+primary is continued as soon as the promotion shows in cluster.json, and "resume" then
+includes its restart and copy. Prints the resume times' median, p99 and max, and the p99s.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+KILLS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 20
+ACK = sys.argv[sys.argv.index("--ack") + 1] if "--ack" in sys.argv else "primary"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def key_slot(key: bytes) -> int:
+    """Redis Cluster's slot: CRC16 (XMODEM) of the key (or its {tag}) mod 16384."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    crc = 0
+    for byte in key:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc % 16384
+
+
+def key_of_shard(shard: int) -> bytes:
+    low, high = (0, 8191) if shard == 1 else (8192, 16383)
+    i = 0
+    while not low <= key_slot(b"k%d" % i) <= high:
+        i += 1
+    return b"k%d" % i
+
+
+def command(*words: bytes) -> bytes:
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+
+
+def connect(addr: str, timeout: float) -> socket.socket:
+    host, port = addr.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    sock.sendall(command(b"AUTH", b"ferry"))
+    if not sock.recv(64).startswith(b"+OK"):
+        raise OSError("AUTH refused")
+    return sock
+
+
+def set_once(addr: str, key: bytes, timeout: float) -> bool:
+    try:
+        with connect(addr, timeout) as sock:
+            sock.sendall(command(b"SET", key, b"v"))
+            return sock.recv(64).startswith(b"+OK")
+    except OSError:
+        return False
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+class Writer(threading.Thread):
+    """Writes one shard's key in a loop; records (start time, latency) of each success."""
+
+    def __init__(self, addr, key):
+        super().__init__(daemon=True)
+        self.addr, self.key, self.samples, self.stop = addr, key, [], False
+
+    def run(self):
+        sock = None
+        while not self.stop:
+            started = time.monotonic()
+            try:
+                sock = sock or connect(self.addr, 1.0)
+                sock.sendall(command(b"SET", self.key, b"w"))
+                if sock.recv(64).startswith(b"+OK"):
+                    self.samples.append((started, time.monotonic() - started))
+            except OSError:
+                sock = None
+            time.sleep(0.002)
+
+
+def cluster_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def primary_of(cluster, shard):
+    slots = "0-8191" if shard == 1 else "8192-16383"
+    return next(n for n in cluster["storage_nodes"] if n["role"] == "primary" and n["slots"] == [slots])
+
+
+def main():
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "ferry-cli"], cwd=ROOT, check=True)
+    work = tempfile.mkdtemp(prefix="ferry-bench-failover-")
+    path = os.path.join(work, "cluster.json")
+    up = subprocess.Popen(
+        [os.path.join(ROOT, "target/release/ferry"), "cluster", "up", "--storage-nodes", "2",
+         "--replicas", "1", "--ack", ACK, "--compute-nodes", "0", "--dir", os.path.join(work, "d"),
+         "--json", path],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "stderr"), "w"))
+    try:
+        while not os.path.exists(path):
+            if up.poll() is not None:
+                sys.exit("cluster up exited; see " + os.path.join(work, "stderr"))
+            time.sleep(0.1)
+        gateway = cluster_json(path)["gateway_resp"]
+        keys = {1: key_of_shard(1), 2: key_of_shard(2)}
+        writers = {shard: Writer(gateway, keys[shard]) for shard in (1, 2)}
+        for writer in writers.values():
+            writer.start()
+        time.sleep(3)
+        baseline_end = time.monotonic()
+        resumes, windows = [], []
+        for kill in range(KILLS):
+            shard = 1 + kill % 2
+            old = primary_of(cluster_json(path), shard)
+            os.kill(old["pid"], signal.SIGSTOP)
+            stopped = time.monotonic()
+            continued = False
+            while not set_once(gateway, keys[shard], 0.3):
+                if time.monotonic() - stopped > 60:
+                    sys.exit(f"kill {kill + 1}: writes to shard {shard} never resumed")
+                # Under --ack replica the new primary needs a replica: the old one, back.
+                if ACK == "replica" and not continued and primary_of(cluster_json(path), shard)["id"] != old["id"]:
+                    os.kill(old["pid"], signal.SIGCONT)
+                    continued = True
+            resumed = time.monotonic()
+            resumes.append(resumed - stopped)
+            windows.append((3 - shard, stopped, resumed))
+            if not continued:
+                os.kill(old["pid"], signal.SIGCONT)
+            deadline = time.monotonic() + 60
+            while True:
+                node = next(n for n in cluster_json(path)["storage_nodes"] if n["id"] == old["id"])
+                if node["role"] == "replica" and node["pid"] != old["pid"]:
+                    break
+                if time.monotonic() > deadline or up.poll() is not None:
+                    sys.exit(f"kill {kill + 1}: {old['id']} did not come back as a replica")
+                time.sleep(0.1)
+            print(f"kill {kill + 1}: shard {shard} ({old['id']}) resumed after {resumes[-1]:.3f} s",
+                  file=sys.stderr)
+            time.sleep(2)
+        for writer in writers.values():
+            writer.stop = True
+        baseline = [lat for w in writers.values() for (t, lat) in w.samples if t < baseline_end]
+        during = [lat for (shard, start, end) in windows
+                  for (t, lat) in writers[shard].samples if start <= t <= end]
+        print(f"failovers: {KILLS} (--ack {ACK}); writes resumed after: median "
+              f"{percentile(resumes, 0.5):.3f} s, p99 {percentile(resumes, 0.99):.3f} s, "
+              f"max {max(resumes):.3f} s")
+        print(f"the other shard's SET latency: p99 {percentile(baseline, 0.99) * 1000:.2f} ms before "
+              f"({len(baseline)} writes), p99 {percentile(during, 0.99) * 1000:.2f} ms during failovers "
+              f"({len(during)} writes)")
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
