@@ -1,4 +1,5 @@
-//! Failover of real processes: `ferry cluster up --replicas 1 --ack replica`, a primary
+//! Failover of real processes: `ferry cluster up --replicas 1 --ack replica`; a replica
+//! serves its shard's reads to a READONLY connection; a primary
 //! stopped (SIGSTOP: alive but silent, as a partition leaves it) is fenced and its replica
 //! promoted by the config group; the old primary, continued, serves nothing without its
 //! lease, finds itself demoted, restarts and copies the new primary as its replica; writes
@@ -96,6 +97,21 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     for key in &keys {
         assert_eq!(ask(&mut writes, &format!("SET {key} acked")).unwrap(), "+OK");
     }
+
+    // The replica serves reads of its shard to a connection that asks (READONLY), and
+    // sends others to the primary.
+    let replica_resp = node(&cluster, "s1r1")["resp"].as_str().unwrap().to_string();
+    let mut replica = connect(&replica_resp, Duration::from_secs(20)).unwrap();
+    let moved = ask(&mut replica, &format!("GET {}", keys[0])).unwrap();
+    assert!(moved.starts_with("-MOVED "), "{moved}");
+    assert_eq!(ask(&mut replica, "READONLY").unwrap(), "+OK");
+    assert_eq!(ask(&mut replica, &format!("GET {}", keys[0])).unwrap(), "acked");
+    let refused = ask(&mut replica, &format!("SET {} no", keys[0])).unwrap();
+    assert!(refused.starts_with("-MOVED "), "a write is the primary's: {refused}");
+    assert_eq!(ask(&mut replica, "READWRITE").unwrap(), "+OK");
+    let moved = ask(&mut replica, &format!("GET {}", keys[0])).unwrap();
+    assert!(moved.starts_with("-MOVED "), "{moved}");
+    drop(replica);
 
     signal(old_primary, libc::SIGSTOP);
     let stopped = Instant::now();

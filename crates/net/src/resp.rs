@@ -63,6 +63,9 @@ pub type RespFuture<'a> = Pin<Box<dyn Future<Output = Vec<Reply>> + Send + 'a>>;
 pub struct Queued {
     pub command: Command,
     pub keys: Vec<Bytes>,
+    /// The connection said READONLY and this is a plain read (not a function): a
+    /// cluster's replica may serve it.
+    pub replica_read: bool,
 }
 
 /// What a process serves over RESP.
@@ -109,6 +112,8 @@ struct Session<T> {
     failed_auths: u32,
     /// One of the process's authenticated-connection seats, held once signed in.
     seat: Option<Seat>,
+    /// READONLY was sent (and no READWRITE since).
+    replica_reads: bool,
 }
 
 /// What to do after a command.
@@ -175,6 +180,7 @@ async fn connection<S, IO>(
         table: table_of(0),
         failed_auths: 0,
         seat: None,
+        replica_reads: false,
     };
     let connections = service.connections();
     // Dropped once the connection signs in.
@@ -266,6 +272,9 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
     } else {
         Vec::new()
     };
+    let plain_read = ferry_resp::table::lookup(&args[0])
+        .is_some_and(|spec| spec.is(ferry_resp::table::READ_ONLY) && spec.name != "fcall_ro");
+    let replica_read = session.replica_reads && plain_read;
     let command = match Command::parse(args) {
         Ok(command) => command,
         Err(_) if session.tenant.is_none() => return Handled::Answered(noauth(), After::Continue),
@@ -278,7 +287,11 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
             }
             Handled::Answered(reply, after)
         }
-        Err(command) => Handled::Service(Queued { command, keys }),
+        Err(command) => Handled::Service(Queued {
+            command,
+            keys,
+            replica_read,
+        }),
     }
 }
 
@@ -385,6 +398,14 @@ fn session_command<S: RespService>(
             env!("CARGO_PKG_VERSION"),
             service.mode()
         ))),
+        Command::ReadOnly => {
+            session.replica_reads = true;
+            Reply::ok()
+        }
+        Command::ReadWrite => {
+            session.replica_reads = false;
+            Reply::ok()
+        }
         Command::Client(sub) => match &sub[..] {
             b"SETNAME" | b"SETINFO" => Reply::ok(),
             _ => unknown(&[Bytes::from_static(b"CLIENT"), sub]),

@@ -47,6 +47,10 @@ pub enum Command {
     Echo(Bytes),
     /// QUIT.
     Quit,
+    /// READONLY: in a cluster, this connection's reads may be served by a replica.
+    ReadOnly,
+    /// READWRITE: back to reading from primaries only.
+    ReadWrite,
     /// AUTH [user] password.
     Auth {
         /// The user (a tenant id), if given.
@@ -192,6 +196,8 @@ impl Command {
                 Command::Echo(next())
             }
             "quit" => Command::Quit,
+            "readonly" => Command::ReadOnly,
+            "readwrite" => Command::ReadWrite,
             "auth" => {
                 arity(n == 2 || n == 3)?;
                 let first = next();

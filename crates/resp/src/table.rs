@@ -86,6 +86,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("auth", -2, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("hello", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("select", 2, ADMIN | NO_SCRIPT, NO_KEYS),
+    spec("readonly", 1, ADMIN | NO_SCRIPT, NO_KEYS),
+    spec("readwrite", 1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("get", 2, READ_ONLY, ONE_KEY),
     spec("set", -3, WRITE, ONE_KEY),
     spec("del", -2, WRITE, ALL_KEYS),

@@ -13,7 +13,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use ferry_cluster::key_slot;
 use ferry_lua::resp::FunctionCall;
 use ferry_net::connections::Connections;
@@ -98,8 +97,10 @@ impl Node {
     /// What a command becomes in a job: refusals and CLUSTER are answered here (they read
     /// only the cluster map), the rest runs on the worker.
     fn step_of(&self, table: &str, queued: Queued) -> Step {
-        if let Some(refusal) = misrouted(self, &queued.keys) {
-            return Step::Answered(refusal);
+        match misrouted(self, &queued) {
+            Some(Routed::Refused(refusal)) => return Step::Answered(refusal),
+            Some(Routed::ReplicaRead) => return Step::ReplicaRead(queued.command),
+            None => {}
         }
         match FunctionCall::of(queued.command, table) {
             Ok(call) => Step::Function(call),
@@ -115,23 +116,36 @@ fn stopped() -> Reply {
     Reply::err("the storage node stopped before the command ran")
 }
 
-/// In a cluster, Redis Cluster's refusals for keys this node does not serve.
-fn misrouted(node: &Node, keys: &[Bytes]) -> Option<Reply> {
+/// A command of keys this node does not serve as their primary.
+enum Routed {
+    /// Redis Cluster's refusal.
+    Refused(Reply),
+    /// A plain read of a READONLY connection, and this node is a replica of the keys'
+    /// shard: served from its copy.
+    ReplicaRead,
+}
+
+/// In a cluster, what becomes of a command for keys this node does not serve as primary.
+fn misrouted(node: &Node, queued: &Queued) -> Option<Routed> {
+    let keys = &queued.keys;
     let role = node.cluster.as_ref()?;
     let map = role.map();
     if map.single_owner(keys.iter().map(|key| &key[..])).is_err() {
-        return Some(Reply::Error(
+        return Some(Routed::Refused(Reply::Error(
             "CROSSSLOT Keys in request don't hash to the same slot".into(),
-        ));
+        )));
     }
     let key = keys.first()?;
     let owner = map.owner(key);
     if owner.id == role.node_id {
         return role
             .lease_lapsed()
-            .then(|| Reply::Error(crate::routing::NO_LEASE.into()));
+            .then(|| Routed::Refused(Reply::Error(crate::routing::NO_LEASE.into())));
     }
-    Some(match &owner.resp {
+    if queued.replica_read && role.replicates(&owner.id) {
+        return Some(Routed::ReplicaRead);
+    }
+    Some(Routed::Refused(match &owner.resp {
         Some(resp) => Reply::Error(format!("MOVED {} {resp}", key_slot(key))),
         // Sending a Redis client to the node's ferry-protocol port would be worse.
         None => Reply::Error(format!(
@@ -139,7 +153,7 @@ fn misrouted(node: &Node, keys: &[Bytes]) -> Option<Reply> {
             key_slot(key),
             owner.id
         )),
-    })
+    }))
 }
 
 /// CLUSTER SLOTS and CLUSTER SHARDS from the cluster map (nodes without a RESP address in

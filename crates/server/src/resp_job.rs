@@ -33,6 +33,7 @@ use crate::command_ctx::CommandCtx;
 use crate::conn::Answer;
 use crate::exec::{self, Call, Stepped};
 use crate::node::{Node, TenantState};
+use crate::routing::ClusterRole;
 use crate::stats::TenantCounters;
 use crate::store_ctx::POLL_SLICE;
 
@@ -46,6 +47,8 @@ pub(crate) enum Step {
     Answered(Reply),
     /// A data command.
     Data(Command),
+    /// A plain read a replica serves from its copy of another node's shard (READONLY).
+    ReplicaRead(Command),
     /// FUNCTION or FCALL.
     Function(FunctionCall),
     /// SAVE or BGSAVE: run when the job reaches it, so it covers the commands before it.
@@ -111,13 +114,10 @@ pub(crate) fn run(
         match step {
             Step::Answered(reply) => replies.push(reply),
             Step::Data(command) => {
-                // The store never panics on input, but a bug must cost one command, not a
-                // worker.
-                let reply = catch_unwind(AssertUnwindSafe(|| data_command(node, tenant, &table, &command)))
-                    .unwrap_or_else(|_| Reply::err("internal error while executing the command"));
-                TenantCounters::bump(&tenant.counters.requests);
-                replies.push(reply);
+                replies.push(guarded_data_command(node.cluster.as_deref(), tenant, &table, &command));
             }
+            // Its keys were routed to this replica's shard already; its log refuses writes.
+            Step::ReplicaRead(command) => replies.push(guarded_data_command(None, tenant, &table, &command)),
             Step::Save { background } => match crate::save::save(node, background) {
                 Ok(reply) => replies.push(reply),
                 Err(pending) => {
@@ -166,9 +166,18 @@ fn timed<T>(total_ns: &mut u64, f: impl FnOnce() -> T) -> T {
     result
 }
 
-/// Runs one data command as a transaction of its own.
-fn data_command(node: &Node, tenant: &TenantState, table: &str, command: &Command) -> Reply {
-    let cluster = node.cluster.as_deref();
+/// Runs one data command, counted; a panic (a bug: the store never panics on input)
+/// costs that command, not the worker.
+fn guarded_data_command(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, command: &Command) -> Reply {
+    let reply = catch_unwind(AssertUnwindSafe(|| data_command(cluster, tenant, table, command)))
+        .unwrap_or_else(|_| Reply::err("internal error while executing the command"));
+    TenantCounters::bump(&tenant.counters.requests);
+    reply
+}
+
+/// Runs one data command as a transaction of its own; `cluster`: the ownership its keys
+/// are checked against (none: not checked).
+fn data_command(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, command: &Command) -> Reply {
     for _ in 0..MAX_COMMAND_ATTEMPTS {
         let mut ctx = CommandCtx::new(&tenant.store, tenant.id, table, cluster);
         let reply = match poll_now(ferry_lua::call::run(&mut ctx, table, command)) {

@@ -78,6 +78,17 @@ impl ClusterRole {
             .is_some_and(|membership| !membership.lease.valid())
     }
 
+    /// Whether this node is a replica, in the newest configuration, of the shard `primary`
+    /// leads (so it holds a copy of that shard's keys).
+    pub(crate) fn replicates(&self, primary: &str) -> bool {
+        self.membership.as_ref().is_some_and(|membership| {
+            let config = membership.configs.borrow();
+            config
+                .shard_led_by(primary)
+                .is_some_and(|(_, shard)| shard.replicas.iter().any(|replica| *replica == self.node_id))
+        })
+    }
+
     /// Whether this node is listed in the map it routes by (a replica is not).
     pub fn in_map(&self) -> bool {
         self.map().node(&self.node_id).is_some()
