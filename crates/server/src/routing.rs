@@ -85,7 +85,7 @@ impl ClusterRole {
             let config = membership.configs.borrow();
             config
                 .shard_led_by(primary)
-                .is_some_and(|(_, shard)| shard.replicas.iter().any(|replica| *replica == self.node_id))
+                .is_some_and(|(_, shard)| shard.replicas.contains(&self.node_id))
         })
     }
 
