@@ -3,10 +3,8 @@
 
 use std::time::Duration;
 
-use ferry_client::config_group::ConfigClient;
 use ferry_config::{Command, Outcome};
 
-use crate::config_cmd::parse_group;
 use crate::CmdResult;
 
 /// Flags of `ferry cluster status`.
@@ -18,6 +16,8 @@ pub struct StatusArgs {
     /// Print the configuration as JSON instead.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    tls: crate::tls_args::DialTlsArgs,
 }
 
 /// Flags of `ferry cluster assign-slots`.
@@ -32,6 +32,8 @@ pub struct AssignArgs {
     /// The primary whose shard gets them.
     #[arg(long)]
     to: String,
+    #[command(flatten)]
+    tls: crate::tls_args::DialTlsArgs,
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -40,7 +42,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// Prints each member's view of the group, then the configuration.
 pub fn status(args: StatusArgs) -> CmdResult {
-    let client = ConfigClient::new(parse_group(&args.config_group)?);
+    let client = crate::config_cmd::group_client(&args.config_group, args.tls.client_tls()?.as_ref())?;
     runtime()?.block_on(async {
         let config = client.current().await?;
         if args.json {
@@ -93,7 +95,7 @@ pub fn assign_slots(args: AssignArgs) -> CmdResult {
     let (Ok(first), Ok(last)) = (first, last) else {
         return Err(format!("--slots {:?}: expected N or N-M", args.slots).into());
     };
-    let client = ConfigClient::new(parse_group(&args.config_group)?);
+    let client = crate::config_cmd::group_client(&args.config_group, args.tls.client_tls()?.as_ref())?;
     runtime()?.block_on(async {
         let config = client.watch(u64::MAX, Duration::ZERO).await?;
         let command = Command::AssignSlots {

@@ -353,13 +353,17 @@ fn up(args: UpArgs) -> CmdResult {
     let mut durable = Vec::new();
     for (index, listener) in member_listeners.into_iter().enumerate() {
         let id = index as u64 + 1;
-        let member_args = vec![
+        let mut member_args = vec![
             "config".to_string(),
             "--members".into(),
             members_flag.join(","),
             "--cluster-map".into(),
             map_path.display().to_string(),
         ];
+        member_args.extend(args.tls.to_args());
+        if let Some(ca) = &args.tls_ca {
+            member_args.extend(["--tls-ca".to_string(), ca.display().to_string()]);
+        }
         let data_dir = dir.join(format!("config-{id}"));
         durable.push(DurableChild::config_member(&exe, id, listener, data_dir, member_args)?);
     }
@@ -375,7 +379,8 @@ fn up(args: UpArgs) -> CmdResult {
         "127.0.0.1:0".into(),
     ]);
     common.extend(args.tls.to_args());
-    // What the gateway and the compute nodes add: they dial other nodes.
+    // What the gateway, the compute nodes and the storage nodes add: they dial other nodes
+    // (and the config group).
     let links: Vec<String> = match &args.tls_ca {
         Some(ca) => vec!["--tls-ca".into(), ca.display().to_string()],
         None => Vec::new(),
@@ -393,6 +398,7 @@ fn up(args: UpArgs) -> CmdResult {
             server_args.extend(["--fsync".to_string(), fsync.clone()]);
         }
         server_args.extend(replication_flags.iter().cloned());
+        server_args.extend(links.iter().cloned());
         durable.push(DurableChild::storage_node(
             &exe,
             &node.id,
@@ -442,7 +448,13 @@ fn up(args: UpArgs) -> CmdResult {
     // The configuration as it changes, for the JSON (the nodes have seen the first one).
     let following = match group.is_empty() {
         true => None,
-        false => Some(crate::config_cmd::Following::start(&group.join(","))?),
+        false => {
+            let tls = args.tls_ca.as_ref().map(|ca| ferry_net::tls::ClientTls {
+                ca: ca.clone(),
+                identity: args.tls.identity(),
+            });
+            Some(crate::config_cmd::Following::start(&group.join(","), tls.as_ref())?)
+        }
     };
     // Replicas: each is added to the configuration (as a replica of its primary's
     // shard), then started; it copies its primary before it serves.
@@ -465,6 +477,7 @@ fn up(args: UpArgs) -> CmdResult {
                     server_args.extend(["--fsync".to_string(), fsync.clone()]);
                 }
                 server_args.extend(replication_flags.iter().cloned());
+                server_args.extend(links.iter().cloned());
                 durable.push(DurableChild::storage_node(&exe, &id, listeners, data_dir, server_args)?);
                 index += 1;
             }

@@ -48,10 +48,13 @@ pub struct Following {
 }
 
 impl Following {
-    /// Starts following the group at `group` (`--config-group`) and waits for the first
-    /// configuration.
-    pub fn start(group: &str) -> Result<Following, Box<dyn std::error::Error + Send + Sync>> {
-        let client = ConfigClient::new(parse_group(group)?);
+    /// Starts following the group at `group` (`--config-group`), over TLS with `tls`, and
+    /// waits for the first configuration.
+    pub fn start(
+        group: &str,
+        tls: Option<&ferry_net::tls::ClientTls>,
+    ) -> Result<Following, Box<dyn std::error::Error + Send + Sync>> {
+        let client = group_client(group, tls)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("ferry-config-watch")
@@ -86,6 +89,15 @@ impl Following {
     }
 }
 
+/// A client of the config group at `group`, over TLS with `tls`.
+pub fn group_client(group: &str, tls: Option<&ferry_net::tls::ClientTls>) -> Result<ConfigClient, String> {
+    let client = ConfigClient::new(parse_group(group)?);
+    match tls {
+        None => Ok(client),
+        Some(tls) => Ok(client.with_tls(tls.load().map_err(|err| format!("TLS for --config-group: {err}"))?)),
+    }
+}
+
 /// Most members of a config group (Raft needs a majority of them for every decision).
 const MAX_MEMBERS: usize = 9;
 
@@ -113,6 +125,14 @@ pub struct ConfigArgs {
     /// A cluster map (TOML) to load as the first configuration, if the group has none yet.
     #[arg(long)]
     cluster_map: Option<PathBuf>,
+    /// TLS on the member's listener (for peers and clients alike).
+    #[command(flatten)]
+    tls: crate::tls_args::ServeTlsArgs,
+    /// Dial the other members over TLS, trusting only these CAs (PEM), presenting
+    /// --tls-cert when asked; needed with --tls-cert (the members' listeners all speak
+    /// TLS then).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
 }
 
 /// Parses `ID=HOST:PORT,...`.
@@ -145,6 +165,21 @@ pub fn parse_members(text: &str) -> Result<BTreeMap<u64, String>, String> {
 
 pub fn run(args: ConfigArgs) -> CmdResult {
     let members = parse_members(&args.members)?;
+    let server_tls = args.tls.server_tls()?.map(|tls| tls.load()).transpose()?;
+    if server_tls.is_some() != args.tls_ca.is_some() {
+        return Err("--tls-cert and --tls-ca go together: a member's peers speak TLS if it does".into());
+    }
+    let peer_tls = args
+        .tls_ca
+        .as_ref()
+        .map(|ca| {
+            ferry_net::tls::ClientTls {
+                ca: ca.clone(),
+                identity: args.tls.identity(),
+            }
+            .load()
+        })
+        .transpose()?;
     let Some(own) = members.get(&args.id).cloned() else {
         return Err(format!("--id {} is not in --members", args.id).into());
     };
@@ -180,11 +215,25 @@ pub fn run(args: ConfigArgs) -> CmdResult {
             members,
             data_dir: args.data_dir.clone(),
             bootstrap,
+            peer_tls,
         })
         .await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let serving = tokio::spawn(ferry_confignode::server::serve(member.clone(), listener, stopped));
+        let acceptor = server_tls.map(|tls| {
+            let connections = ferry_net::connections::Connections::new(
+                ferry_confignode::server::MAX_CONNECTIONS,
+                ferry_confignode::server::MAX_CONNECTIONS,
+                ferry_confignode::server::HANDSHAKE_TIMEOUT,
+            );
+            ferry_net::tls::Acceptor::new(tls, connections)
+        });
+        let serving = tokio::spawn(ferry_confignode::server::serve(
+            member.clone(),
+            listener,
+            acceptor,
+            stopped,
+        ));
         // The first stdout line is a contract: tools and tests read the address from it.
         let mut stdout = std::io::stdout();
         writeln!(stdout, "listening on {addr}")?;

@@ -42,9 +42,9 @@ pub struct FrontArgs {
     cpu_set: Option<String>,
     #[command(flatten)]
     tls: crate::tls_args::ServeTlsArgs,
-    /// Dial the storage nodes (and a gateway's compute nodes) over TLS, trusting only these
-    /// CAs (PEM); --tls-cert and --tls-key are presented when a node asks for a client
-    /// certificate.
+    /// Dial the storage nodes (and a gateway's compute nodes, and the config group) over
+    /// TLS, trusting only these CAs (PEM); --tls-cert and --tls-key are presented when a
+    /// node asks for a client certificate.
     #[arg(long, value_name = "FILE")]
     tls_ca: Option<PathBuf>,
 }
@@ -63,7 +63,11 @@ impl FrontArgs {
     /// (keep the [`Following`] as long as the process runs: it keeps the map current).
     pub fn cluster_routes(&self) -> Result<(watch::Receiver<Arc<ClusterMap>>, Option<Following>), String> {
         if let Some(group) = &self.config_group {
-            let following = Following::start(group).map_err(|err| err.to_string())?;
+            let tls = self.tls_ca.as_ref().map(|ca| ferry_net::tls::ClientTls {
+                ca: ca.clone(),
+                identity: self.tls.identity(),
+            });
+            let following = Following::start(group, tls.as_ref()).map_err(|err| err.to_string())?;
             return Ok((following.routes(), Some(following)));
         }
         let path = self

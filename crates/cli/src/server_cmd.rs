@@ -148,8 +148,9 @@ struct ReplicationArgs {
     /// following, replies that may reveal a write wait).
     #[arg(long, value_parser = ["primary", "replica"], default_value = "primary")]
     ack: String,
-    /// Dial the primary (--replica-of) over TLS, trusting only these CAs (PEM); --tls-cert
-    /// and --tls-key are presented when the primary asks for a client certificate.
+    /// Dial the primary (--replica-of) and the config group (--config-group) over TLS,
+    /// trusting only these CAs (PEM); --tls-cert and --tls-key are presented when asked
+    /// for a client certificate.
     #[arg(long, value_name = "FILE")]
     tls_ca: Option<PathBuf>,
 }
@@ -159,8 +160,8 @@ impl ReplicationArgs {
     fn replication(&self, tls: &crate::tls_args::ServeTlsArgs) -> Result<Option<ferry_server::Replication>, String> {
         let serves = self.replication_listen.is_some() || self.replication_fd.is_some();
         if !serves && self.replica_of.is_none() {
-            if self.replication_token.is_some() || self.ack != "primary" || self.tls_ca.is_some() {
-                return Err("--replication-token, --ack and --tls-ca need --replication-listen or --replica-of".into());
+            if self.replication_token.is_some() || self.ack != "primary" {
+                return Err("--replication-token and --ack need --replication-listen or --replica-of".into());
             }
             return Ok(None);
         }
@@ -353,7 +354,11 @@ pub fn run(args: ServerArgs) -> CmdResult {
     // Runs the config group's watch for the process's life.
     let mut _following = None;
     if let (Some(group), Some(node_id)) = (&args.config_group, &args.node_id) {
-        let following = crate::config_cmd::Following::start(group)?;
+        let group_tls = args.replication.tls_ca.as_ref().map(|ca| ferry_net::tls::ClientTls {
+            ca: ca.clone(),
+            identity: args.tls.identity(),
+        });
+        let following = crate::config_cmd::Following::start(group, group_tls.as_ref())?;
         let mut role = ferry_server::routing::ClusterRole::following(following.routes(), node_id.clone());
         if let (Some(replication), Some(durability)) = (&mut config.replication, &config.durability) {
             take_place(&following.configs().borrow(), node_id, replication, durability)?;

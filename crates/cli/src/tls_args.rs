@@ -1,12 +1,12 @@
-//! The TLS flags: of the processes that listen (`ferry server`, `gateway`, `compute`, and
-//! `cluster up`, which passes them on), and of the commands that dial a node (`kv`,
-//! `load`, `fn`). Files are read when the process starts, and a bad one stops it with an
+//! The TLS flags: of the processes that listen (`ferry server`, `gateway`, `compute`,
+//! `config`, and `cluster up`, which passes them on), and of the commands that dial a node
+//! (`kv`, `load`, `fn`) or the config group (`cluster status`, `cluster assign-slots`). Files are read when the process starts, and a bad one stops it with an
 //! error naming the file.
 
 use std::path::PathBuf;
 
 use ferry_net::tls::pem::Identity;
-use ferry_net::tls::{ClientAuth, ServerTls};
+use ferry_net::tls::{ClientAuth, ClientTls, ServerTls};
 
 /// TLS on every listener of a process.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -64,6 +64,44 @@ impl ServeTlsArgs {
                 key: key.clone(),
             }),
             _ => None,
+        }
+    }
+}
+
+/// TLS of a command that dials (`kv`, `load`, `fn`, `cluster status`, …).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct DialTlsArgs {
+    /// Speak TLS, trusting only these CAs (PEM); the certificate of what is dialled must
+    /// name the host of its address.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// A client certificate (PEM) to present when asked for one; needs --tls-ca and
+    /// --tls-key.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl DialTlsArgs {
+    /// The TLS the flags ask for, if any.
+    pub fn client_tls(&self) -> Result<Option<ClientTls>, String> {
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(Identity {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None) => None,
+            _ => return Err("--tls-cert and --tls-key go together".into()),
+        };
+        match &self.tls_ca {
+            Some(ca) => Ok(Some(ClientTls {
+                ca: ca.clone(),
+                identity,
+            })),
+            None if identity.is_some() => Err("--tls-cert and --tls-key need --tls-ca".into()),
+            None => Ok(None),
         }
     }
 }

@@ -12,7 +12,6 @@ use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, Gr
 use ferry_config::wire::{header, HEADER_BYTES};
 use ferry_config::{ClusterConfig, Command, Outcome};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 /// Longest a connection to a member may take to open.
@@ -58,14 +57,18 @@ pub struct ConfigClient {
     members: Vec<String>,
     /// The member that last answered as leader: asked first next time.
     leader: Arc<parking_lot::Mutex<Option<String>>>,
+    /// TLS for every connection to a member; `None`: plain TCP.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-async fn ask(addr: &str, request: &ClientRequest, within: Duration) -> std::io::Result<ClientReply> {
+async fn ask(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    request: &ClientRequest,
+    within: Duration,
+) -> std::io::Result<ClientReply> {
     let exchange = async {
-        let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")))?;
-        let _ = stream.set_nodelay(true);
+        let mut stream = crate::tls::dial(addr, tls, CONNECT_TIMEOUT).await?;
         write_frame(&mut stream, &encode(Channel::Client, request)).await?;
         match read_frame(&mut stream).await? {
             Some((Channel::Client, body)) => {
@@ -88,7 +91,14 @@ impl ConfigClient {
         ConfigClient {
             members,
             leader: Arc::default(),
+            tls: None,
         }
+    }
+
+    /// The same client, speaking TLS to the members (they must serve it).
+    pub fn with_tls(mut self, tls: Arc<rustls::ClientConfig>) -> ConfigClient {
+        self.tls = Some(tls);
+        self
     }
 
     /// The members' addresses.
@@ -100,7 +110,7 @@ impl ConfigClient {
     async fn ask_any(&self, request: &ClientRequest, within: Duration) -> Result<(String, ClientReply), ConfigError> {
         let mut errors = Vec::new();
         for addr in &self.members {
-            match ask(addr, request, within).await {
+            match ask(addr, self.tls.as_ref(), request, within).await {
                 Ok(reply) => return Ok((addr.clone(), reply)),
                 Err(err) => errors.push(format!("{addr}: {err}")),
             }
@@ -131,7 +141,7 @@ impl ConfigClient {
 
     /// One member's view of the group.
     pub async fn status(&self, member: &str) -> Result<GroupStatus, ConfigError> {
-        match ask(member, &ClientRequest::Status, REQUEST_TIMEOUT).await {
+        match ask(member, self.tls.as_ref(), &ClientRequest::Status, REQUEST_TIMEOUT).await {
             Ok(ClientReply::Status(status)) => Ok(status),
             Ok(other) => Err(ConfigError::Failed {
                 member: member.to_string(),
@@ -179,7 +189,7 @@ impl ConfigClient {
         loop {
             let left = deadline.saturating_sub(started.elapsed()).min(REQUEST_TIMEOUT);
             let answer = match next.take() {
-                Some(leader) => ask(&leader, &request, left)
+                Some(leader) => ask(&leader, self.tls.as_ref(), &request, left)
                     .await
                     .map(|reply| (leader.clone(), reply))
                     .map_err(|err| ConfigError::Unreachable(format!("{leader}: {err}"))),

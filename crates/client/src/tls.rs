@@ -1,7 +1,45 @@
 //! The name a node's certificate must carry: the host part of the address the client
 //! dials, so a cluster map's addresses are also what the certificates are checked against.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+/// A byte stream a link runs over: TCP, or TLS over TCP.
+pub trait LinkStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync> LinkStream for S {}
+
+/// Connects to `addr` within `timeout`, over TLS when `tls` is given (the certificate
+/// must name the host part of `addr`).
+pub async fn dial(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+) -> std::io::Result<Box<dyn LinkStream>> {
+    let timed_out = |what: &str| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{what} timed out"));
+    let connect = async {
+        let stream = TcpStream::connect(addr).await?;
+        let _ = stream.set_nodelay(true);
+        let stream: Box<dyn LinkStream> = match tls {
+            None => Box::new(stream),
+            Some(tls) => {
+                let name = server_name_of(addr).map_err(std::io::Error::other)?;
+                let stream = tokio_rustls::TlsConnector::from(Arc::clone(tls))
+                    .connect(name, stream)
+                    .await
+                    .map_err(|err| std::io::Error::other(format!("TLS handshake failed: {err}")))?;
+                Box::new(stream)
+            }
+        };
+        Ok(stream)
+    };
+    tokio::time::timeout(timeout, connect)
+        .await
+        .unwrap_or_else(|_| Err(timed_out("connect")))
+}
 
 /// The host of `addr` (`HOST:PORT`, `[IPV6]:PORT`, or a bare host) as a TLS server name:
 /// a DNS name or an IP address.

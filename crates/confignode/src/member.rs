@@ -47,6 +47,9 @@ pub struct MemberConfig {
     pub data_dir: PathBuf,
     /// The cluster map to load if the cluster has no configuration yet.
     pub bootstrap: Option<Vec<NodeEntry>>,
+    /// TLS for the links to the other members (their listeners serve TLS too); `None`:
+    /// plain TCP.
+    pub peer_tls: Option<Arc<ferry_net::tls::rustls::ClientConfig>>,
 }
 
 /// Why a member could not start.
@@ -104,7 +107,10 @@ impl Member {
         }
         .validate()
         .map_err(|err| MemberError::Raft(err.to_string()))?;
-        let raft = Raft::new(config.id, Arc::new(raft_config), PeerNetwork, log, machine)
+        let network = PeerNetwork {
+            tls: config.peer_tls.clone(),
+        };
+        let raft = Raft::new(config.id, Arc::new(raft_config), network, log, machine)
             .await
             .map_err(|err| MemberError::Raft(err.to_string()))?;
         let initialized = raft

@@ -3,8 +3,10 @@
 //! so the next call reconnects. openraft retries and backs off; a target that cannot be
 //! reached is reported as unreachable so it is not hammered.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_client::tls::LinkStream;
 use ferry_config::wire::{decode, encode, Channel};
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -14,7 +16,6 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
-use tokio::net::TcpStream;
 
 use crate::types::{ConfigRaft, MemberId};
 use ferry_client::config_group::{read_frame, write_frame};
@@ -44,9 +45,13 @@ pub enum PeerReply {
     Snapshot(Result<InstallSnapshotResponse<MemberId>, RaftError<MemberId, InstallSnapshotError>>),
 }
 
-/// Makes a [`PeerLink`] per target openraft asks for.
+/// Makes a [`PeerLink`] per target openraft asks for; over TLS with `tls`.
 #[derive(Clone, Default)]
-pub struct PeerNetwork;
+pub struct PeerNetwork {
+    /// TLS for every link to a peer (the CA peers' certificates chain to, and this
+    /// member's certificate when they ask for one); `None`: plain TCP.
+    pub tls: Option<Arc<ferry_net::tls::rustls::ClientConfig>>,
+}
 
 impl RaftNetworkFactory<ConfigRaft> for PeerNetwork {
     type Network = PeerLink;
@@ -55,6 +60,7 @@ impl RaftNetworkFactory<ConfigRaft> for PeerNetwork {
         PeerLink {
             target,
             addr: node.addr.clone(),
+            tls: self.tls.clone(),
             stream: None,
         }
     }
@@ -64,7 +70,8 @@ impl RaftNetworkFactory<ConfigRaft> for PeerNetwork {
 pub struct PeerLink {
     target: MemberId,
     addr: String,
-    stream: Option<TcpStream>,
+    tls: Option<Arc<ferry_net::tls::rustls::ClientConfig>>,
+    stream: Option<Box<dyn LinkStream>>,
 }
 
 type CallError = RPCError<MemberId, BasicNode, RaftError<MemberId, InstallSnapshotError>>;
@@ -97,11 +104,9 @@ impl PeerLink {
 
     async fn call_once(&mut self, request: &PeerRequest) -> Result<PeerReply, Failure> {
         if self.stream.is_none() {
-            let stream = tokio::time::timeout(PEER_CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+            let stream = ferry_client::tls::dial(&self.addr, self.tls.as_ref(), PEER_CONNECT_TIMEOUT)
                 .await
-                .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")))
                 .map_err(Failure::Unreachable)?;
-            let _ = stream.set_nodelay(true);
             self.stream = Some(stream);
         }
         let stream = self.stream.as_mut().expect("connected above");

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_client::tls::LinkStream;
 use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, MAX_WATCH_WAIT_MS};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::member::Member;
@@ -16,8 +17,16 @@ use ferry_client::config_group::{read_frame, write_frame};
 /// admin commands); more are closed at once.
 pub const MAX_CONNECTIONS: usize = 4096;
 
-/// Serves `listener` for `member` until `shutdown` turns true.
-pub async fn serve(member: Arc<Member>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+/// Longest a connection's TLS handshake may take.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `listener` for `member` until `shutdown` turns true; over TLS with `tls`.
+pub async fn serve(
+    member: Arc<Member>,
+    listener: TcpListener,
+    tls: Option<ferry_net::tls::Acceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let seats = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
@@ -39,8 +48,19 @@ pub async fn serve(member: Arc<Member>, listener: TcpListener, mut shutdown: wat
         };
         let member = member.clone();
         let shutdown = shutdown.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _seat = seat;
+            let _ = stream.set_nodelay(true);
+            let stream: Box<dyn LinkStream> = match &tls {
+                None => Box::new(stream),
+                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.handshake(stream, peer)).await
+                {
+                    Ok(Some(stream)) => Box::new(stream),
+                    // Logged and counted by the acceptor.
+                    _ => return,
+                },
+            };
             if let Err(err) = connection(member, stream, shutdown).await {
                 tracing::debug!("config connection from {peer}: {err}");
             }
@@ -50,10 +70,9 @@ pub async fn serve(member: Arc<Member>, listener: TcpListener, mut shutdown: wat
 
 async fn connection(
     member: Arc<Member>,
-    mut stream: TcpStream,
+    mut stream: Box<dyn LinkStream>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let _ = stream.set_nodelay(true);
     loop {
         let frame = tokio::select! {
             frame = read_frame(&mut stream) => frame?,

@@ -12,8 +12,20 @@ use ferry_cluster::ClusterMap;
 use ferry_config::lease::{Heartbeat, EXPIRY_MS, HEARTBEAT_MS, SERVE_MS};
 use ferry_config::{ClusterConfig, Command, Outcome, Refusal, StorageNode};
 use ferry_confignode::{Member, MemberConfig};
+use ferry_net::tls::pem::Identity;
+use ferry_net::tls::testing::Pki;
+use ferry_net::tls::{Acceptor, ClientAuth, ClientTls, ServerTls};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+fn client_tls(pki: &Pki, identity: Option<Identity>) -> Arc<ferry_net::tls::rustls::ClientConfig> {
+    ClientTls {
+        ca: pki.ca.clone(),
+        identity,
+    }
+    .load()
+    .unwrap()
+}
 
 /// Generous for a loaded 2-CPU machine: an election takes about a second.
 const SETTLE: Duration = Duration::from_secs(30);
@@ -31,17 +43,42 @@ impl Running {
 }
 
 async fn start(id: u64, members: &BTreeMap<u64, String>, dir: &Path, listener: TcpListener) -> Running {
+    start_with(id, members, dir, listener, None).await
+}
+
+/// A member, over TLS with `pki`'s node certificate (client certificates required).
+async fn start_with(
+    id: u64,
+    members: &BTreeMap<u64, String>,
+    dir: &Path,
+    listener: TcpListener,
+    pki: Option<&Pki>,
+) -> Running {
     let addrs: Vec<String> = (1..=2).map(|i| format!("127.0.0.1:1770{i}")).collect();
     let member = Member::start(MemberConfig {
         id,
         members: members.clone(),
         data_dir: dir.join(format!("member-{id}")),
         bootstrap: Some(ClusterMap::even(&addrs).unwrap().nodes().to_vec()),
+        peer_tls: pki.map(|pki| client_tls(pki, Some(pki.node.clone()))),
     })
     .await
     .unwrap();
     let (stop, stopped) = watch::channel(false);
-    tokio::spawn(ferry_confignode::server::serve(member.clone(), listener, stopped));
+    let acceptor = pki.map(|pki| {
+        let server = ServerTls {
+            identity: pki.node.clone(),
+            client_auth: ClientAuth::Required { ca: pki.ca.clone() },
+        };
+        let connections = ferry_net::connections::Connections::new(64, 64, Duration::from_secs(10));
+        Acceptor::new(server.load().unwrap(), connections)
+    });
+    tokio::spawn(ferry_confignode::server::serve(
+        member.clone(),
+        listener,
+        acceptor,
+        stopped,
+    ));
     Running { member, stop }
 }
 
@@ -235,4 +272,37 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
         member.kill().await;
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_group_forms_and_serves_clients_with_certificates_only() {
+    let dir = std::env::temp_dir().join(format!("ferry-confignode-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pki = Pki::generate(&dir.join("pki")).unwrap();
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    for id in 1..=3u64 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.insert(id, listener.local_addr().unwrap().to_string());
+        listeners.push(listener);
+    }
+    let mut running = Vec::new();
+    for (id, listener) in (1..=3u64).zip(listeners) {
+        running.push(start_with(id, &members, &dir, listener, Some(&pki)).await);
+    }
+    let addrs: Vec<String> = members.values().cloned().collect();
+    // Peers elect a leader and commit the bootstrap map over TLS; a client with a
+    // certificate follows it.
+    let client = ConfigClient::new(addrs.clone()).with_tls(client_tls(&pki, Some(pki.client.clone())));
+    let mut followed = client.follow();
+    let config = until_epoch(&mut followed, 1).await;
+    assert_eq!(config.routing_map().unwrap().owner_of_slot(0).id, "s1");
+    // Without a certificate, or in plain TCP, nothing is answered.
+    let anonymous = ConfigClient::new(addrs.clone()).with_tls(client_tls(&pki, None));
+    assert!(anonymous.current().await.is_err());
+    assert!(ConfigClient::new(addrs).current().await.is_err());
+    for member in running {
+        member.kill().await;
+    }
 }
