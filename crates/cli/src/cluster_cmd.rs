@@ -386,9 +386,10 @@ fn up(args: UpArgs) -> CmdResult {
         None => Vec::new(),
     };
     let (storage_cpus, other_cpus) = cpu_halves();
-
-    for (index, (node, listeners)) in map.nodes().iter().zip(listeners).enumerate() {
-        let data_dir = dir.join(format!("node-{}", node.id));
+    // The `ferry server` flags of the `index`-th storage node (primary or replica), and
+    // its data dir, created.
+    let storage_node = |index: usize, id: &str| -> Result<(Vec<String>, PathBuf), String> {
+        let data_dir = dir.join(format!("node-{id}"));
         std::fs::create_dir_all(&data_dir).map_err(|err| format!("cannot create {}: {err}", data_dir.display()))?;
         let mut server_args = vec!["server".to_string()];
         server_args.extend(common.iter().cloned());
@@ -399,6 +400,11 @@ fn up(args: UpArgs) -> CmdResult {
         }
         server_args.extend(replication_flags.iter().cloned());
         server_args.extend(links.iter().cloned());
+        Ok((server_args, data_dir))
+    };
+
+    for (index, (node, listeners)) in map.nodes().iter().zip(listeners).enumerate() {
+        let (server_args, data_dir) = storage_node(index, &node.id)?;
         durable.push(DurableChild::storage_node(
             &exe,
             &node.id,
@@ -466,18 +472,7 @@ fn up(args: UpArgs) -> CmdResult {
                 let listeners = NodeListeners::bind(true)?;
                 let (addr, resp, replication) = listeners.addrs()?;
                 add_replica(following, &id, &node.id, addr, resp, replication)?;
-                let data_dir = dir.join(format!("node-{id}"));
-                std::fs::create_dir_all(&data_dir)
-                    .map_err(|err| format!("cannot create {}: {err}", data_dir.display()))?;
-                let mut server_args = vec!["server".to_string()];
-                server_args.extend(common.iter().cloned());
-                server_args.extend(["--cores".to_string(), args.cores.to_string()]);
-                server_args.extend(cpu_flag(&storage_cpus, index));
-                if let Some(fsync) = &args.fsync {
-                    server_args.extend(["--fsync".to_string(), fsync.clone()]);
-                }
-                server_args.extend(replication_flags.iter().cloned());
-                server_args.extend(links.iter().cloned());
+                let (server_args, data_dir) = storage_node(index, &id)?;
                 durable.push(DurableChild::storage_node(&exe, &id, listeners, data_dir, server_args)?);
                 index += 1;
             }

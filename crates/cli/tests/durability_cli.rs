@@ -24,7 +24,7 @@ fn start(dir: &Path, fsync: &str) -> (Server, String) {
     (server, addr)
 }
 
-fn connect(addr: &str) -> TcpStream {
+pub(crate) fn connect(addr: &str) -> TcpStream {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     stream.write_all(command(&["AUTH", "1", "ferry"]).as_bytes()).unwrap();
@@ -33,7 +33,7 @@ fn connect(addr: &str) -> TcpStream {
 }
 
 /// One command as a RESP array.
-fn command(args: &[&str]) -> String {
+pub(crate) fn command(args: &[&str]) -> String {
     let mut out = format!("*{}\r\n", args.len());
     for arg in args {
         out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
@@ -41,7 +41,7 @@ fn command(args: &[&str]) -> String {
     out
 }
 
-fn read_line(stream: &mut TcpStream) -> String {
+pub(crate) fn read_line(stream: &mut TcpStream) -> String {
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
     while !line.ends_with(b"\r\n") {

@@ -8,6 +8,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::durability_cli::{command, connect, read_line};
 use crate::server_cli::Server;
 
 const TOKEN: &str = "replication-test-token";
@@ -54,32 +55,6 @@ fn start(dir: &Path, extra: &[&str]) -> Node {
         replication,
         lines,
     }
-}
-
-fn connect(addr: &str) -> TcpStream {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    stream.write_all(command(&["AUTH", "1", "ferry"]).as_bytes()).unwrap();
-    assert_eq!(read_line(&mut stream), "+OK");
-    stream
-}
-
-fn command(args: &[&str]) -> String {
-    let mut out = format!("*{}\r\n", args.len());
-    for arg in args {
-        out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
-    out
-}
-
-fn read_line(stream: &mut TcpStream) -> String {
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        stream.read_exact(&mut byte).unwrap();
-        line.push(byte[0]);
-    }
-    String::from_utf8(line[..line.len() - 2].to_vec()).unwrap()
 }
 
 /// Sends SETs of `key{from..to}` in one pipeline and checks every acknowledgement.
