@@ -16,6 +16,7 @@ includes its restart and copy. Prints the resume times' median, p99 and max, and
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -176,6 +177,7 @@ def main():
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

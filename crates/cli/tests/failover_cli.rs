@@ -168,4 +168,7 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     let mut writes = connect(&gateway, Duration::from_secs(30)).unwrap();
     assert_eq!(ask(&mut writes, &format!("SET {} later", keys[2])).unwrap(), "+OK");
     assert_eq!(ask(&mut writes, &format!("GET {}", keys[2])).unwrap(), "later");
+    // Four data dirs of preallocated log segments: not left behind.
+    drop(up);
+    let _ = std::fs::remove_dir_all(&dir);
 }
