@@ -41,6 +41,12 @@ enum ClusterCommand {
     /// for ranges without keys. The old owner refuses the slots once it has seen the new
     /// epoch (a watch round trip; until then both may serve them).
     AssignSlots(crate::cluster_admin_cmd::AssignArgs),
+    /// Move a slot range and its keys to another shard, online: the destination copies
+    /// the range from the source (a consistent scan, then the source's log), the source
+    /// stops writes to the range for the hand-over (clients get TRYAGAIN for that long),
+    /// and the next epoch routes it to the destination (-MOVED from the source). Waits
+    /// until the move is done or given up; one move at a time.
+    Reshard(crate::cluster_admin_cmd::ReshardArgs),
 }
 
 #[derive(clap::Args)]
@@ -276,6 +282,7 @@ pub fn run(args: ClusterArgs) -> CmdResult {
         ClusterCommand::Up(args) => up(*args),
         ClusterCommand::Status(args) => crate::cluster_admin_cmd::status(args),
         ClusterCommand::AssignSlots(args) => crate::cluster_admin_cmd::assign_slots(args),
+        ClusterCommand::Reshard(args) => crate::cluster_admin_cmd::reshard(args),
     }
 }
 
@@ -307,7 +314,9 @@ fn up(args: UpArgs) -> CmdResult {
     // The map names the storage nodes' addresses before they start: bind their listeners
     // here and hand each node its own sockets (no port is chosen free and let go).
     let bind = || std::net::TcpListener::bind("127.0.0.1:0");
-    let replicated = args.replicas > 0;
+    // With a config group every storage node serves replication links: its replicas
+    // copy over them, and so do slot moves.
+    let replicated = args.config_members > 0;
     let listeners = (0..args.storage_nodes)
         .map(|_| NodeListeners::bind(replicated))
         .collect::<std::io::Result<Vec<_>>>()?;

@@ -113,6 +113,19 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     assert!(moved.starts_with("-MOVED "), "{moved}");
     drop(replica);
 
+    // The leader fences only a primary that has acted on having replicas (it serves
+    // under a lease from then on): wait for that, as an operator would see it.
+    let group = cluster["config_group"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(60), || {
+        let status = crate::cluster_cli::ferry()
+            .args(["cluster", "status", "--json", "--config-group", &group])
+            .output()
+            .unwrap();
+        let config: serde_json::Value = serde_json::from_slice(&status.stdout).map_err(|err| err.to_string())?;
+        (config["shards"]["1"]["leased"] == true)
+            .then_some(())
+            .ok_or(format!("{config}"))
+    });
     signal(old_primary, libc::SIGSTOP);
     let stopped = Instant::now();
     eventually(Duration::from_secs(60), || {

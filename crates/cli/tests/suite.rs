@@ -10,6 +10,7 @@ mod failover_cli;
 mod placement_cli;
 mod plan_cli;
 mod replication_cli;
+mod reshard_cli;
 mod server_cli;
 mod sim_cli;
 mod sim_suite_cli;

@@ -70,6 +70,43 @@ pub enum Command {
         /// The epoch this was decided at.
         expected_epoch: Epoch,
     },
+    /// Starts copying the slots `first..=last` (all served by one shard now) to the shard
+    /// whose primary is `to`. Routing does not change until [`Command::FinishMove`].
+    BeginMove {
+        /// First slot.
+        first: u16,
+        /// Last slot (inclusive).
+        last: u16,
+        /// The primary of the shard that gets them.
+        to: String,
+        /// The epoch this was decided at.
+        expected_epoch: Epoch,
+    },
+    /// The hand-over: the destination holds every write the source acknowledged for the
+    /// moving slots (the source stopped taking them at `expected_epoch`), so they are its
+    /// own from now on. Refused if anything changed since the source stopped.
+    FinishMove {
+        /// The move (its `begun_at`).
+        begun_at: Epoch,
+        /// The epoch the source stopped taking writes to the range at.
+        expected_epoch: Epoch,
+    },
+    /// Gives up the move begun at `begun_at` (nothing if another move or none is under
+    /// way): the source keeps the slots.
+    AbortMove {
+        /// The move (its `begun_at`).
+        begun_at: Epoch,
+        /// Why, for whoever asked for the move.
+        why: String,
+    },
+    /// The shard's primary has acted on a configuration in which the shard has replicas:
+    /// from now on it serves only under a lease, so it may be fenced.
+    Leased {
+        /// The shard.
+        shard: ShardId,
+        /// The primary's appointment epoch, as the decision saw it.
+        primary_epoch: Epoch,
+    },
 }
 
 /// What applying a command did.
@@ -155,12 +192,39 @@ impl ClusterConfig {
                 primary_epoch,
                 new_primary,
             } => self.promote(*shard, *primary_epoch, new_primary),
+            Command::BeginMove {
+                first,
+                last,
+                to,
+                expected_epoch,
+            } => {
+                self.check_epoch(*expected_epoch)?;
+                self.begin_move(*first, *last, to)
+            }
+            Command::FinishMove {
+                begun_at,
+                expected_epoch,
+            } => {
+                self.check_epoch(*expected_epoch)?;
+                self.finish_move(*begun_at)
+            }
+            Command::AbortMove { begun_at, why } => self.abort_move(*begun_at, why),
+            Command::Leased { shard, primary_epoch } => {
+                self.shard_at(*shard, *primary_epoch)?;
+                let entry = self.shards.get_mut(shard).expect("found above");
+                if entry.leased {
+                    return Ok(self.epoch);
+                }
+                entry.leased = true;
+                self.epoch += 1;
+                Ok(self.epoch)
+            }
         }
     }
 
     /// The shard `id` as it was when a decision saw its primary appointed at
     /// `primary_epoch`: a later appointment makes the decision stale.
-    fn shard_at(&self, id: ShardId, primary_epoch: Epoch) -> Result<&Shard, Refusal> {
+    pub(crate) fn shard_at(&self, id: ShardId, primary_epoch: Epoch) -> Result<&Shard, Refusal> {
         if !self.is_bootstrapped() {
             return Err(Refusal::NotBootstrapped);
         }
@@ -254,7 +318,7 @@ impl ClusterConfig {
         .map_err(|err| Refusal::Invalid(err.to_string()))
     }
 
-    fn check_epoch(&self, expected: Epoch) -> Result<(), Refusal> {
+    pub(crate) fn check_epoch(&self, expected: Epoch) -> Result<(), Refusal> {
         if !self.is_bootstrapped() {
             return Err(Refusal::NotBootstrapped);
         }
@@ -299,6 +363,7 @@ impl ClusterConfig {
                     slots,
                     primary_epoch: epoch,
                     fenced_at: None,
+                    leased: false,
                 },
             );
         }
@@ -326,6 +391,7 @@ impl ClusterConfig {
                 slots: Vec::new(),
                 primary_epoch: epoch,
                 fenced_at: None,
+                leased: false,
             },
         );
         next.check_node(id)?;

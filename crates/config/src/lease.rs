@@ -107,6 +107,7 @@ impl Lessor {
     pub fn decide(&self, now_ms: u64, config: &ClusterConfig) -> Option<Command> {
         for (id, shard) in &config.shards {
             let decision = match shard.fenced_at {
+                None if !shard.leased => self.leased_if_acted(config, *id, shard),
                 None => self.fence_if_gone(now_ms, *id, shard),
                 Some(fenced_at) => self.promote_if_collected(now_ms, *id, shard, fenced_at),
             };
@@ -121,6 +122,21 @@ impl Lessor {
         self.seen
             .get(node)
             .is_some_and(|seen| now_ms.saturating_sub(seen.at_ms) <= EXPIRY_MS)
+    }
+
+    /// A shard with replicas whose primary has reported acting on the newest
+    /// configuration (in which the shard has them) serves under leases from now on.
+    /// Until then it may serve without one (it may not know it has replicas), so it is
+    /// never fenced.
+    fn leased_if_acted(&self, config: &ClusterConfig, id: ShardId, shard: &Shard) -> Option<Command> {
+        if shard.replicas.is_empty() {
+            return None;
+        }
+        let acted = self.seen.get(&shard.primary)?.epoch >= config.epoch;
+        acted.then_some(Command::Leased {
+            shard: id,
+            primary_epoch: shard.primary_epoch,
+        })
     }
 
     fn fence_if_gone(&self, now_ms: u64, id: ShardId, shard: &Shard) -> Option<Command> {
@@ -195,6 +211,17 @@ mod tests {
         config
     }
 
+    /// [`config`] once s1 has acted on having replicas.
+    fn leased_config() -> ClusterConfig {
+        let mut config = config();
+        let leased = Command::Leased {
+            shard: 1,
+            primary_epoch: 1,
+        };
+        assert!(matches!(config.apply(&leased), Outcome::Applied { .. }));
+        config
+    }
+
     fn beat(lessor: &mut Lessor, now_ms: u64, node: &str, epoch: Epoch, log_end: u64, config: &ClusterConfig) -> Grant {
         lessor.on_heartbeat(
             now_ms,
@@ -223,7 +250,7 @@ mod tests {
 
     #[test]
     fn a_silent_primary_is_fenced_then_the_longest_log_takes_over() {
-        let mut config = config();
+        let mut config = leased_config();
         let epoch = config.epoch;
         let mut lessor = Lessor::new(0);
         let mut now = 0;
@@ -280,8 +307,39 @@ mod tests {
     }
 
     #[test]
+    fn a_primary_that_never_acted_on_having_replicas_is_never_fenced() {
+        let mut config = config();
+        let mut lessor = Lessor::new(0);
+        // s1 last reported an epoch from before its replicas were added, then fell
+        // silent: it may be serving without a lease, so fencing it could make two
+        // primaries. The replicas wait.
+        beat(&mut lessor, 0, "s1", 1, 0, &config);
+        let later = 10 * EXPIRY_MS;
+        beat(&mut lessor, later, "r1", config.epoch, 0, &config);
+        assert_eq!(lessor.decide(later, &config), None);
+        // Once it reports the newest epoch, its shard is leased, and fenced when silent.
+        beat(&mut lessor, later, "s1", config.epoch, 0, &config);
+        let leased = lessor.decide(later, &config).unwrap();
+        assert_eq!(
+            leased,
+            Command::Leased {
+                shard: 1,
+                primary_epoch: 1
+            }
+        );
+        assert!(matches!(config.apply(&leased), Outcome::Applied { .. }));
+        assert_eq!(lessor.decide(later, &config), None);
+        let silent = later + EXPIRY_MS + 1;
+        beat(&mut lessor, silent, "r1", config.epoch, 0, &config);
+        assert!(matches!(
+            lessor.decide(silent, &config),
+            Some(Command::Fence { shard: 1, .. })
+        ));
+    }
+
+    #[test]
     fn a_new_leader_waits_a_lease_before_taking_anyone_for_dead() {
-        let config = config();
+        let config = leased_config();
         let lessor = Lessor::new(5_000);
         // It has heard nobody, but a predecessor's grant may still run.
         assert_eq!(lessor.decide(5_000 + EXPIRY_MS, &config), None);

@@ -4,6 +4,8 @@
 //! - [`state`]: [`ClusterConfig`] and the routing map it gives;
 //! - [`command`]: the [`Command`]s that change it, each checked against the epoch it was
 //!   decided at, and applied whole or not at all;
+//! - [`moves`]: a slot range's move from one shard to another, and why its hand-over is
+//!   safe;
 //! - [`lease`]: the [`Lessor`](lease::Lessor): leases for primaries from the leader, and
 //!   the fence-then-promote decisions when one falls silent;
 //! - [`wire`]: what nodes, gateways, clients and admin commands say to a config member.
@@ -14,8 +16,9 @@
 
 pub mod command;
 pub mod lease;
+pub mod moves;
 pub mod state;
 pub mod wire;
 
 pub use command::{Command, Outcome, Refusal};
-pub use state::{ClusterConfig, Epoch, Shard, ShardId, StorageNode};
+pub use state::{ClusterConfig, Epoch, Shard, ShardId, SlotMove, StorageNode};

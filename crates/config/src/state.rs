@@ -41,6 +41,11 @@ pub struct Shard {
     /// member of the shard reports how far its log goes.
     #[serde(default)]
     pub fenced_at: Option<Epoch>,
+    /// Set once the primary has reported acting on a configuration in which the shard has
+    /// replicas: it then serves only under a lease, so fencing it cannot leave two
+    /// primaries serving. The leader fences only a leased shard.
+    #[serde(default)]
+    pub leased: bool,
 }
 
 impl Shard {
@@ -59,6 +64,28 @@ pub struct ClusterConfig {
     pub nodes: BTreeMap<String, StorageNode>,
     /// Shards by number.
     pub shards: BTreeMap<ShardId, Shard>,
+    /// The slot range being copied to another shard, if any (one at a time).
+    #[serde(default)]
+    pub moving: Option<SlotMove>,
+    /// Why the last slot move was given up, until the next one begins.
+    #[serde(default)]
+    pub last_move_failure: Option<String>,
+}
+
+/// A slot range on its way from one shard to another: the source serves it until the
+/// destination has copied it and the hand-over commits ([`crate::Command::FinishMove`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotMove {
+    /// First slot.
+    pub first: u16,
+    /// Last slot (inclusive).
+    pub last: u16,
+    /// The shard that serves it now.
+    pub from: ShardId,
+    /// The shard it goes to.
+    pub to: ShardId,
+    /// The epoch the move began at: names the move.
+    pub begun_at: Epoch,
 }
 
 impl ClusterConfig {

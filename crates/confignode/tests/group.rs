@@ -242,9 +242,11 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
         .into_iter()
         .map(|node| heartbeats(client.clone(), node, client.follow()))
         .collect();
-    // While s1 reports, nothing changes.
+    // Once s1 reports having acted on its replicas, its shard is leased (epoch 4); while
+    // it reports, nothing else changes.
     tokio::time::sleep(Duration::from_millis(3 * EXPIRY_MS)).await;
-    assert_eq!(followed.borrow().epoch, 3);
+    assert_eq!(followed.borrow().epoch, 4);
+    assert!(followed.borrow().shards[&1].leased);
 
     let silent = std::time::Instant::now();
     s1.send(true).unwrap();

@@ -15,16 +15,20 @@
 //! - [`source`]: the primary's side: serves records from an offset, its snapshot files,
 //!   and takes acknowledgements.
 //! - [`follower`]: the replica's side: pulls, logs, installs, acknowledges.
+//! - [`slots`]: a slot move's copy: a scan of the range, the log after it, the source's
+//!   freeze, the rest of the log.
 //! - [`bootstrap`]: a new replica, or one that fell behind the log the primary keeps,
 //!   copies the primary's snapshots and the log after them before it starts.
 
 pub mod bootstrap;
 pub mod follower;
 pub mod link;
+pub mod slots;
 pub mod source;
 pub mod wire;
 
 pub use bootstrap::{copy_from_primary, needs_copy, request_copy, BootstrapReport, RESYNC_MARKER};
 pub use follower::{follow, Apply, FollowerExit, FollowerStatus};
 pub use link::{ReplicationError, Upstream};
+pub use slots::{import, ImportReport, SlotSink, SlotSource};
 pub use source::{serve, Source};

@@ -8,7 +8,7 @@
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,7 +18,8 @@ use tokio::sync::{watch, Semaphore};
 use ferry_wal::{read_frames, TailError, Wal, MAX_TAIL_READ_BYTES};
 
 use crate::link::{self, Link, MAX_REQUEST_BYTES};
-use crate::wire::{Message, SnapshotFile, MAX_LISTED_SNAPSHOTS};
+use crate::slots::{SlotSource, SCAN_BATCHES_IN_FLIGHT};
+use crate::wire::{Message, ObjectBatch, SnapshotFile, MAX_LISTED_SNAPSHOTS};
 
 /// Most replica links a primary serves at once (each holds a task and a buffer).
 pub const MAX_REPLICA_LINKS: usize = 64;
@@ -39,6 +40,8 @@ pub struct Source {
     pub replicas: AtomicUsize,
     /// The highest log offset a replica has acknowledged.
     pub replica_acked_lsn: AtomicU64,
+    /// What serves slot moves out of this node, once the node has set it.
+    slots: OnceLock<Arc<dyn SlotSource>>,
 }
 
 impl Source {
@@ -51,7 +54,13 @@ impl Source {
             links: Arc::new(Semaphore::new(MAX_REPLICA_LINKS)),
             replicas: AtomicUsize::new(0),
             replica_acked_lsn: AtomicU64::new(0),
+            slots: OnceLock::new(),
         }
+    }
+
+    /// Serves slot moves from `slots` too (once; a second call is ignored).
+    pub fn serve_slots(&self, slots: Arc<dyn SlotSource>) {
+        let _ = self.slots.set(slots);
     }
 }
 
@@ -101,7 +110,12 @@ async fn serve_link(source: &Source, mut link: Link) -> Result<(), String> {
     loop {
         let request = link.receive(MAX_REQUEST_BYTES).await.map_err(|err| err.to_string())?;
         let answer = match request {
-            Message::Pull { from, wait_ms } => pull(source, from, wait_ms).await,
+            Message::Pull { from, wait_ms } => pull(source, from, wait_ms, true).await,
+            Message::Tail { from, wait_ms } => pull(source, from, wait_ms, false).await,
+            Message::ScanSlots { first, last } => Message::ScanDone {
+                log_from: scan_slots(source, &mut link, first, last).await?,
+            },
+            Message::Freeze { first, last, epoch } => freeze(source, first, last, epoch).await,
             Message::ListSnapshots => list_snapshots(source),
             Message::ReadSnapshot { tenant, lsn, offset } => read_snapshot(source, tenant, lsn, offset).await,
             other => Message::Refused {
@@ -116,17 +130,77 @@ async fn serve_link(source: &Source, mut link: Link) -> Result<(), String> {
     }
 }
 
-/// The records after `from`, once there are some (or none after the wait).
-async fn pull(source: &Source, from: u64, wait_ms: u32) -> Message {
+/// What serves slot moves, or the refusal when nothing does.
+fn slot_source(source: &Source) -> Result<Arc<dyn SlotSource>, Message> {
+    source.slots.get().cloned().ok_or_else(|| Message::Refused {
+        why: "this node does not serve slot moves (it is not in a config group)".into(),
+    })
+}
+
+/// Streams the objects of `first..=last` to a move's destination; the log offset to
+/// replay from. On an error the refusal is sent and the link ends.
+async fn scan_slots(source: &Source, link: &mut Link, first: u16, last: u16) -> Result<u64, String> {
+    let slots = match slot_source(source) {
+        Ok(slots) => slots,
+        Err(refused) => {
+            link.send(&refused).await.map_err(|err| err.to_string())?;
+            return Err("refused a scan".into());
+        }
+    };
+    let (batches, mut received) = tokio::sync::mpsc::channel::<ObjectBatch>(SCAN_BATCHES_IN_FLIGHT);
+    let scan = tokio::task::spawn_blocking(move || {
+        slots.scan(first, last, &mut |batch| {
+            batches
+                .blocking_send(batch)
+                .map_err(|_| "the destination left".to_string())
+        })
+    });
+    while let Some(batch) = received.recv().await {
+        link.send(&Message::Objects(batch))
+            .await
+            .map_err(|err| err.to_string())?;
+    }
+    match scan.await {
+        Ok(Ok(log_from)) => Ok(log_from),
+        Ok(Err(why)) => {
+            link.send(&Message::Refused { why: why.clone() })
+                .await
+                .map_err(|err| err.to_string())?;
+            Err(why)
+        }
+        Err(join) => Err(format!("the scan failed: {join}")),
+    }
+}
+
+/// Stops writes to `first..=last` for a move's hand-over.
+async fn freeze(source: &Source, first: u16, last: u16, epoch: u64) -> Message {
+    let slots = match slot_source(source) {
+        Ok(slots) => slots,
+        Err(refused) => return refused,
+    };
+    match tokio::task::spawn_blocking(move || slots.freeze(first, last, epoch)).await {
+        Ok(Ok(end)) => Message::Frozen { end },
+        Ok(Err(why)) => Message::Refused { why },
+        Err(join) => Message::Refused {
+            why: format!("the freeze failed: {join}"),
+        },
+    }
+}
+
+/// The records after `from`, once there are some (or none after the wait). A replica's
+/// pull (`ack`) acknowledges everything before `from`; a move's tail read does not.
+async fn pull(source: &Source, from: u64, wait_ms: u32, ack: bool) -> Message {
     let gate = source.wal.gate();
     let mut logged = gate.logged();
     let end = *logged.borrow_and_update();
     if from > end {
         return Message::Ahead { end };
     }
-    // The replica holds everything before `from`: replies waiting for a replica may go.
-    gate.replica_logged(from);
-    source.replica_acked_lsn.fetch_max(from, Ordering::Relaxed);
+    if ack {
+        // The replica holds everything before `from`: replies waiting for a replica may go.
+        gate.replica_logged(from);
+        source.replica_acked_lsn.fetch_max(from, Ordering::Relaxed);
+    }
     if from == end {
         let wait = Duration::from_millis(u64::from(wait_ms)).min(MAX_PULL_WAIT);
         let _ = tokio::time::timeout(wait, logged.wait_for(|logged| *logged > from)).await;

@@ -93,6 +93,63 @@ pub enum Message {
         /// Why.
         why: String,
     },
+    /// Destination of a slot move → source: mark the log, then send every object whose
+    /// key's slot is in `first..=last` ([`Message::Objects`]), then [`Message::ScanDone`].
+    ScanSlots {
+        /// First slot.
+        first: u16,
+        /// Last slot (inclusive).
+        last: u16,
+    },
+    /// Source → destination: objects of one tenant's table.
+    Objects(ObjectBatch),
+    /// Source → destination: the scan is over; replaying the log from `log_from` over it
+    /// gives the range's state.
+    ScanDone {
+        /// Where the replay starts.
+        log_from: u64,
+    },
+    /// Destination → source: like [`Message::Pull`], but not an acknowledgement (the
+    /// destination of a move is not a replica).
+    Tail {
+        /// Where to read from.
+        from: u64,
+        /// Longest wait for a record, in ms.
+        wait_ms: u32,
+    },
+    /// Destination → source: stop taking writes to `first..=last`; the move's hand-over
+    /// will be proposed at `epoch` (the newest configuration the destination knows).
+    Freeze {
+        /// First slot.
+        first: u16,
+        /// Last slot (inclusive).
+        last: u16,
+        /// The configuration epoch.
+        epoch: u64,
+    },
+    /// Source → destination: no write to the range is logged past `end`.
+    Frozen {
+        /// Where the log ended when the writes stopped.
+        end: u64,
+    },
+}
+
+/// Objects of one table of one tenant: (key, value) pairs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectBatch {
+    /// The tenant.
+    pub tenant: u32,
+    /// The table.
+    pub table: String,
+    /// Keys and values.
+    pub objects: Vec<(Bytes, Bytes)>,
+}
+
+impl ObjectBatch {
+    /// Bytes of keys and values.
+    pub fn bytes(&self) -> usize {
+        self.objects.iter().map(|(key, value)| key.len() + value.len()).sum()
+    }
 }
 
 const HELLO: u8 = 1;
@@ -106,6 +163,12 @@ const SNAPSHOTS: u8 = 8;
 const READ_SNAPSHOT: u8 = 9;
 const CHUNK: u8 = 10;
 const REFUSED: u8 = 11;
+const SCAN_SLOTS: u8 = 12;
+const OBJECTS: u8 = 13;
+const SCAN_DONE: u8 = 14;
+const TAIL: u8 = 15;
+const FREEZE: u8 = 16;
+const FROZEN: u8 = 17;
 
 /// Why a message could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +237,44 @@ impl Message {
                 out.push(REFUSED);
                 out.extend_from_slice(why.as_bytes());
             }
+            Message::ScanSlots { first, last } => {
+                out.push(SCAN_SLOTS);
+                out.extend_from_slice(&first.to_le_bytes());
+                out.extend_from_slice(&last.to_le_bytes());
+            }
+            Message::Objects(batch) => {
+                out.push(OBJECTS);
+                out.extend_from_slice(&batch.tenant.to_le_bytes());
+                // Table names and keys are within the store's limits (u8 and u16 lengths).
+                out.push(batch.table.len() as u8);
+                out.extend_from_slice(batch.table.as_bytes());
+                out.extend_from_slice(&(batch.objects.len() as u32).to_le_bytes());
+                for (key, value) in &batch.objects {
+                    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                    out.extend_from_slice(key);
+                    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                    out.extend_from_slice(value);
+                }
+            }
+            Message::ScanDone { log_from } => {
+                out.push(SCAN_DONE);
+                out.extend_from_slice(&log_from.to_le_bytes());
+            }
+            Message::Tail { from, wait_ms } => {
+                out.push(TAIL);
+                out.extend_from_slice(&from.to_le_bytes());
+                out.extend_from_slice(&wait_ms.to_le_bytes());
+            }
+            Message::Freeze { first, last, epoch } => {
+                out.push(FREEZE);
+                out.extend_from_slice(&first.to_le_bytes());
+                out.extend_from_slice(&last.to_le_bytes());
+                out.extend_from_slice(&epoch.to_le_bytes());
+            }
+            Message::Frozen { end } => {
+                out.push(FROZEN);
+                out.extend_from_slice(&end.to_le_bytes());
+            }
         }
         let len = (out.len() - 4) as u32;
         out[..4].copy_from_slice(&len.to_le_bytes());
@@ -231,6 +332,40 @@ impl Message {
             REFUSED => Message::Refused {
                 why: String::from_utf8_lossy(&input.rest()).into_owned(),
             },
+            SCAN_SLOTS => Message::ScanSlots {
+                first: input.u16()?,
+                last: input.u16()?,
+            },
+            OBJECTS => {
+                let tenant = input.u32()?;
+                let table_len = input.take::<1>()?[0] as usize;
+                let table = String::from_utf8(input.bytes(table_len)?.to_vec())
+                    .map_err(|_| WireError::Malformed("table name is not UTF-8"))?;
+                let count = input.u32()? as usize;
+                // Each object takes at least 6 bytes: a count beyond that is a lie.
+                if count > input.0.len() / 6 {
+                    return Err(WireError::Malformed("object count exceeds the message"));
+                }
+                let mut objects = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let key_len = input.u16()? as usize;
+                    let key = input.bytes(key_len)?;
+                    let value_len = input.u32()? as usize;
+                    objects.push((key, input.bytes(value_len)?));
+                }
+                Message::Objects(ObjectBatch { tenant, table, objects })
+            }
+            SCAN_DONE => Message::ScanDone { log_from: input.u64()? },
+            TAIL => Message::Tail {
+                from: input.u64()?,
+                wait_ms: input.u32()?,
+            },
+            FREEZE => Message::Freeze {
+                first: input.u16()?,
+                last: input.u16()?,
+                epoch: input.u64()?,
+            },
+            FROZEN => Message::Frozen { end: input.u64()? },
             _ => return Err(WireError::Malformed("unknown message kind")),
         };
         if !input.0.is_empty() && !matches!(kind, HELLO | RECORDS | CHUNK | REFUSED) {
@@ -249,6 +384,17 @@ impl Input {
         }
         let head = self.0.split_to(N);
         Ok(head[..].try_into().expect("N bytes"))
+    }
+
+    fn u16(&mut self) -> Result<u16, WireError> {
+        Ok(u16::from_le_bytes(self.take()?))
+    }
+
+    fn bytes(&mut self, len: usize) -> Result<Bytes, WireError> {
+        if self.0.len() < len {
+            return Err(WireError::Malformed("message too short"));
+        }
+        Ok(self.0.split_to(len))
     }
 
     fn u32(&mut self) -> Result<u32, WireError> {
@@ -322,6 +468,24 @@ mod tests {
                 bytes: Bytes::from_static(b"abc"),
             },
             Message::Refused { why: "no".into() },
+            Message::ScanSlots { first: 3, last: 700 },
+            Message::Objects(ObjectBatch {
+                tenant: 2,
+                table: "users".into(),
+                objects: vec![
+                    (Bytes::from_static(b"k1"), Bytes::from_static(b"v1")),
+                    (Bytes::from_static(b"k2"), Bytes::new()),
+                ],
+            }),
+            Message::Objects(ObjectBatch::default()),
+            Message::ScanDone { log_from: 77 },
+            Message::Tail { from: 8, wait_ms: 100 },
+            Message::Freeze {
+                first: 1,
+                last: 2,
+                epoch: 9,
+            },
+            Message::Frozen { end: 1234 },
         ]
     }
 

@@ -89,8 +89,12 @@ impl<'c> CommandCtx<'c> {
                 self.table
             )));
         }
-        match self.cluster.and_then(|role| crate::routing::not_owned(role, key)) {
-            Some(why) => Err(CtxError::Refused(why)),
+        let Some(role) = self.cluster else { return Ok(()) };
+        if let Some(why) = crate::routing::not_owned(role, key) {
+            return Err(CtxError::Refused(why));
+        }
+        match crate::routing::frozen(role, key) {
+            Some(why) => Err(CtxError::Unavailable(why)),
             None => Ok(()),
         }
     }

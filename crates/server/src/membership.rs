@@ -15,7 +15,7 @@
 //! still continues the shard's.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,10 @@ pub struct Lease {
     origin: Instant,
     /// Nanoseconds since `origin` until which it may serve (0: never granted).
     until_ns: AtomicU64,
+    /// Whether the node needs the lease to serve: only a primary whose shard has replicas
+    /// (nothing can be promoted over any other). Until the first configuration is acted
+    /// on, it does.
+    required: AtomicBool,
 }
 
 impl Default for Lease {
@@ -46,11 +50,22 @@ impl Default for Lease {
         Lease {
             origin: Instant::now(),
             until_ns: AtomicU64::new(0),
+            required: AtomicBool::new(true),
         }
     }
 }
 
 impl Lease {
+    /// Whether the node must refuse its keys now: it needs a lease and holds none.
+    pub fn lapsed(&self) -> bool {
+        self.required.load(Ordering::Acquire) && !self.valid()
+    }
+
+    /// Whether the node needs a lease to serve.
+    pub(crate) fn set_required(&self, required: bool) {
+        self.required.store(required, Ordering::Release);
+    }
+
     /// Whether the node may serve now.
     pub fn valid(&self) -> bool {
         (self.origin.elapsed().as_nanos() as u64) < self.until_ns.load(Ordering::Acquire)
@@ -145,6 +160,8 @@ pub(crate) struct Member {
     /// Set on promotion: replies then wait for a replica (`--ack replica`).
     pub(crate) ack_replica: bool,
     pub(crate) fatal: Arc<watch::Sender<Option<String>>>,
+    /// Moves slots in and out of this node as the configurations ask.
+    pub(crate) mover: Option<Arc<crate::moves::Mover>>,
 }
 
 impl Member {
@@ -157,7 +174,12 @@ impl Member {
             let config = self.configs.borrow_and_update().clone();
             if config.epoch > acted {
                 match self.act(&config).await {
-                    Ok(()) => acted = config.epoch,
+                    Ok(()) => {
+                        if let Some(mover) = &self.mover {
+                            mover.on_config(&config, acted == 0);
+                        }
+                        acted = config.epoch;
+                    }
                     Err(why) => {
                         self.lease.revoke();
                         tracing::error!("{why}");
@@ -199,6 +221,14 @@ impl Member {
     /// Does what `config` asks of this node; an error stops the node.
     async fn act(&mut self, config: &ClusterConfig) -> Result<(), String> {
         let data_dir = self.wal.data_dir().path().to_path_buf();
+        // Only a primary whose shard has replicas can be failed over, so only it serves
+        // under a lease (the leader fences a shard only once its primary has acted on
+        // having replicas: `Command::Leased`).
+        self.lease.set_required(
+            config
+                .shard_led_by(&self.node_id)
+                .is_none_or(|(_, shard)| !shard.replicas.is_empty()),
+        );
         match place_of(config, &self.node_id) {
             Place::Absent => Ok(()),
             Place::Primary { primary_epoch } => {
@@ -281,6 +311,7 @@ mod tests {
                 slots: vec![(0, ferry_cluster::SLOTS - 1)],
                 primary_epoch: 3,
                 fenced_at: None,
+                leased: true,
             },
         );
         config
@@ -341,6 +372,7 @@ mod tests {
         let lease = Lease {
             origin: long_ago,
             until_ns: AtomicU64::new(0),
+            required: AtomicBool::new(true),
         };
         lease.extend(long_ago, 10);
         assert!(!lease.valid());

@@ -88,7 +88,7 @@ impl Replication {
     }
 
     /// The link to the primary, with its TLS loaded.
-    fn upstream(&self, primary: &str) -> Result<Upstream, WalError> {
+    pub(crate) fn upstream(&self, primary: &str) -> Result<Upstream, WalError> {
         let tls = self
             .tls
             .as_ref()

@@ -138,6 +138,9 @@ fn misrouted(node: &Node, queued: &Queued) -> Option<Routed> {
     let key = keys.first()?;
     let owner = map.owner(key);
     if owner.id == role.node_id {
+        if let Some(why) = keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
+            return Some(Routed::Refused(Reply::Error(why)));
+        }
         return role
             .lease_lapsed()
             .then(|| Routed::Refused(Reply::Error(crate::routing::NO_LEASE.into())));

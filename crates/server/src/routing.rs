@@ -22,6 +22,8 @@ pub struct ClusterRole {
     /// In a config group, with replication: what keeps this node's lease (it serves as a
     /// primary only while it holds one).
     pub(crate) membership: Option<Membership>,
+    /// Slots this node stops serving while a slot move hands them over.
+    pub(crate) frozen: Arc<crate::frozen::FrozenSlots>,
 }
 
 /// A node's link to the config group, and the lease its heartbeats earn.
@@ -44,6 +46,7 @@ impl ClusterRole {
             node_id,
             routes,
             membership: None,
+            frozen: Arc::default(),
         }
     }
 
@@ -53,6 +56,7 @@ impl ClusterRole {
             node_id,
             routes,
             membership: None,
+            frozen: Arc::default(),
         }
     }
 
@@ -75,7 +79,7 @@ impl ClusterRole {
     pub(crate) fn lease_lapsed(&self) -> bool {
         self.membership
             .as_ref()
-            .is_some_and(|membership| !membership.lease.valid())
+            .is_some_and(|membership| membership.lease.lapsed())
     }
 
     /// Whether this node is a replica, in the newest configuration, of the shard `primary`
@@ -120,6 +124,11 @@ pub(crate) fn not_owned(role: &ClusterRole, key: &[u8]) -> Option<String> {
     moved(role, key).map(|why| format!("{why}: a function on a cluster node can only reach that node's keys"))
 }
 
+/// Why this node may not touch `key` for now (its slot is being handed over), if so.
+pub(crate) fn frozen(role: &ClusterRole, key: &[u8]) -> Option<String> {
+    role.frozen.refusal(key)
+}
+
 /// The refusal for a request this node must not serve, or `None` to serve it. An
 /// invocation is refused when its routing key (`route`) lives elsewhere, before it runs;
 /// one without a routing key runs here until it reaches another node's key.
@@ -131,6 +140,9 @@ pub(crate) fn misrouted(role: &ClusterRole, request: &Request, route: Option<&[u
     }
     if let Some(why) = moved(role, keys.first()?) {
         return Some(Response::error(Status::Moved, why));
+    }
+    if let Some(why) = keys.iter().find_map(|key| role.frozen.refusal(key)) {
+        return Some(Response::error(Status::Unavailable, why));
     }
     role.lease_lapsed()
         .then(|| Response::error(Status::Unavailable, NO_LEASE.to_string()))

@@ -144,12 +144,35 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
             shutdown_rx.clone(),
             Arc::clone(&fatal_tx),
         )?;
+        let source = state.source.clone();
         let _ = node.replication.set(state);
         let membership = node
             .cluster
             .as_ref()
-            .and_then(|role| Some((role.node_id.clone(), role.membership.clone()?)));
-        if let (Some((node_id, membership)), Some(durable)) = (membership, &node.durable) {
+            .and_then(|role| Some((role.node_id.clone(), role.membership.clone()?, Arc::clone(&role.frozen))));
+        if let (Some((node_id, membership, frozen)), Some(durable)) = (membership, &node.durable) {
+            // Slots being handed to another node are refused at the log too, so a commit
+            // routed before the freeze cannot land after it.
+            let filter_frozen = Arc::clone(&frozen);
+            durable
+                .wal
+                .set_key_filter(Arc::new(move |key: &[u8]| filter_frozen.refusal(key)));
+            let mut tenants: Vec<_> = node.tenants.iter().map(|(id, t)| (*id, Arc::clone(t))).collect();
+            tenants.sort_by_key(|(id, _)| *id);
+            let mover = Arc::new(crate::moves::Mover {
+                node_id: node_id.clone(),
+                tenants,
+                wal: Arc::clone(&durable.wal),
+                frozen,
+                configs: membership.configs.clone(),
+                client: membership.client.clone(),
+                replication: replication.clone(),
+                freezes: Default::default(),
+                importing: Default::default(),
+            });
+            if let Some(source) = &source {
+                source.serve_slots(Arc::clone(&mover) as _);
+            }
             let member = crate::membership::Member {
                 node_id,
                 client: membership.client,
@@ -159,6 +182,7 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
                 follower,
                 ack_replica: replication.ack == crate::replica::Ack::Replica,
                 fatal: Arc::clone(&fatal_tx),
+                mover: Some(mover),
             };
             runtime.spawn(member.run(shutdown_rx.clone()));
         }

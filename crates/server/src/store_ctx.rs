@@ -133,6 +133,9 @@ impl StoreCtx {
     /// reach every node, or fails with `moved` for one that cannot.
     fn check_owned(&self, keys: &[&[u8]]) -> Result<(), CtxError> {
         let Some(role) = &self.cluster else { return Ok(()) };
+        if let Some(why) = keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
+            return Err(CtxError::Unavailable(why));
+        }
         let Some(why) = keys.iter().find_map(|key| crate::routing::not_owned(role, key)) else {
             return Ok(());
         };

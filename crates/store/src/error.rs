@@ -73,7 +73,7 @@ pub enum StoreError {
 /// A refusal that carries its own error code (a replica's `READONLY …`, as Redis clients
 /// expect it) is shown as it is; any other says the log refused it.
 fn journal_text(refusal: &str) -> String {
-    if refusal.starts_with("READONLY ") {
+    if refusal.starts_with("READONLY ") || refusal.starts_with("TRYAGAIN ") {
         refusal.to_string()
     } else {
         format!("write refused by the log: {refusal}")

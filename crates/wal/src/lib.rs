@@ -41,7 +41,7 @@ pub use checkpointer::{CheckpointResult, Checkpointer, SnapshotBusy, WhenDone, D
 pub use dir::DataDir;
 pub use error::WalError;
 pub use gate::{LogFailed, ReplyGate};
-pub use log::{AppendError, FsyncMode, Wal, WalConfig, DEFAULT_SEGMENT_BYTES};
+pub use log::{AppendError, FsyncMode, KeyFilter, Wal, WalConfig, DEFAULT_SEGMENT_BYTES};
 pub use recover::{replay, Cut, Recovered};
 pub use restore::{load_snapshots, Restored};
 pub use tail::{read_frames, TailError, MAX_TAIL_READ_BYTES};

@@ -113,6 +113,10 @@ pub enum AppendError {
     /// This node is a replica: its log takes records only from its primary.
     #[error("READONLY this node is a replica ({0}): write to its primary")]
     ReadOnly(String),
+    /// A key of the commit is one this node may not write now (its slot is being handed
+    /// to another node); the text carries its own error code.
+    #[error("{0}")]
+    KeyRefused(String),
     /// Copied records do not start where this log ends.
     #[error("records copied from offset {given} do not continue this log, which ends at {end}")]
     NotAtEnd {
@@ -165,7 +169,14 @@ pub(crate) struct Shared {
     /// Wakes the background flusher (to close).
     pub(crate) wake: Condvar,
     pub(crate) gate: Arc<ReplyGate>,
+    /// Set once by the node: which keys commits may not write now.
+    pub(crate) key_filter: std::sync::OnceLock<KeyFilter>,
 }
+
+/// Says why a key may not be written now, or `None` if it may. Called under the log's
+/// append lock, so a change to what it refuses followed by [`Wal::appended_lsn`] is a
+/// barrier: no record appended after that offset writes a key refused before it.
+pub type KeyFilter = Arc<dyn Fn(&[u8]) -> Option<String> + Send + Sync>;
 
 impl crate::gate::Flush for Shared {
     fn try_flush(&self) -> bool {
@@ -234,6 +245,7 @@ impl Wal {
             writer: Mutex::new(crate::writer::WriterState::new(file, start)),
             wake: Condvar::new(),
             gate,
+            key_filter: std::sync::OnceLock::new(),
         });
         let flusher: std::sync::Weak<dyn crate::gate::Flush> = Arc::downgrade(&shared) as _;
         shared.gate.flush_with(flusher);
@@ -299,6 +311,12 @@ impl Wal {
         self.shared.pending.lock().read_only = why;
     }
 
+    /// Installs the filter every commit's keys pass (once: a second call is ignored and
+    /// returns false). Records copied from a primary are not filtered.
+    pub fn set_key_filter(&self, filter: KeyFilter) -> bool {
+        self.shared.key_filter.set(filter).is_ok()
+    }
+
     /// Starts a new segment at the end of the log if the newest holds any record, so a
     /// checkpoint's marks fall after a segment boundary and everything before can go
     /// (with one segment larger than `max_log_bytes`, nothing could otherwise).
@@ -326,6 +344,11 @@ impl Wal {
         }
         if let Some(why) = &pending.read_only {
             return Err(AppendError::ReadOnly(why.clone()));
+        }
+        if let Some(filter) = self.shared.key_filter.get() {
+            if let Some(why) = writes.iter().find_map(|write| filter(write.key)) {
+                return Err(AppendError::KeyRefused(why));
+            }
         }
         if let Some(cap) = self.shared.config.max_log_bytes {
             if pending.appended_lsn - pending.oldest_lsn + frame as u64 > cap {

@@ -251,3 +251,35 @@ fn a_commit_too_large_for_one_record_is_refused() {
         .collect();
     assert!(matches!(wal.append(1, 1, &writes), Err(AppendError::TooLarge(_))));
 }
+
+#[test]
+fn a_key_filter_refuses_commits_from_the_log_end_it_reports_on() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = temp_dir("key-filter");
+    let (wal, _, _) = open(&dir, WalConfig::default());
+    let frozen = Arc::new(AtomicBool::new(false));
+    let filter_frozen = Arc::clone(&frozen);
+    assert!(wal.set_key_filter(Arc::new(move |key: &[u8]| {
+        (filter_frozen.load(Ordering::SeqCst) && key.starts_with(b"moving")).then(|| "TRYAGAIN slot moving".to_string())
+    })));
+    assert!(!wal.set_key_filter(Arc::new(|_: &[u8]| None)), "installed once");
+    let store = TenantStore::new(1 << 20);
+    store.attach_journal(wal.journal(1)).ok().unwrap();
+    store.put("t", b"moving-1", b"before").unwrap();
+    frozen.store(true, Ordering::SeqCst);
+    let end = wal.appended_lsn();
+    let refused = store.put("t", b"moving-1", b"after").unwrap_err();
+    assert_eq!(refused, StoreError::Journal("TRYAGAIN slot moving".into()));
+    assert_eq!(
+        refused.to_string(),
+        "TRYAGAIN slot moving",
+        "its own error code, shown as is"
+    );
+    assert_eq!(wal.appended_lsn(), end, "nothing logged past the reported end");
+    assert_eq!(&store.get("t", b"moving-1").unwrap().unwrap().1[..], b"before");
+    // Other keys are taken.
+    store.put("t", b"staying", b"x").unwrap();
+    assert!(wal.appended_lsn() > end);
+    wal.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
