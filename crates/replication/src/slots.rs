@@ -29,6 +29,9 @@ pub const MOVE_BATCH_BYTES: usize = 1024 * 1024;
 /// Objects in one [`Message::Objects`] (each becomes one commit at the destination).
 pub const MOVE_BATCH_OBJECTS: usize = 4096;
 
+/// Batches received ahead of the one being installed.
+pub const INSTALLS_IN_FLIGHT: usize = 4;
+
 /// Batches a source's scan runs ahead of the link.
 pub const SCAN_BATCHES_IN_FLIGHT: usize = 4;
 
@@ -123,20 +126,56 @@ pub async fn import(
     link.send(&Message::ScanSlots { first, last })
         .await
         .map_err(|err| upstream.broken(err))?;
-    let mut from = loop {
-        match link
-            .receive(MAX_MESSAGE_BYTES)
-            .await
-            .map_err(|err| upstream.broken(err))?
-        {
-            Message::Objects(batch) => {
-                report.objects += batch.objects.len() as u64;
-                report.bytes += batch.bytes() as u64;
-                blocking(&sink, move |sink| sink.install(&batch)).await?;
+    // Installing runs beside receiving: the link reads the next batches while one is
+    // committed.
+    let (batches, mut to_install) = tokio::sync::mpsc::channel::<ObjectBatch>(INSTALLS_IN_FLIGHT);
+    let (installed_tx, installed_rx) = tokio::sync::oneshot::channel();
+    let installer_sink = Arc::clone(&sink);
+    std::thread::Builder::new()
+        .name("ferry-move-in".into())
+        .spawn(move || {
+            // The copy must not take CPU from the requests this node serves meanwhile.
+            let _ = ferry_os::priority::lower_to_background();
+            let mut result = Ok(());
+            while let Some(batch) = to_install.blocking_recv() {
+                if let Err(why) = installer_sink.install(&batch) {
+                    result = Err(why);
+                    break;
+                }
             }
-            Message::ScanDone { log_from } => break log_from,
-            other => return Err(upstream.unexpected(&other, "objects")),
+            let _ = installed_tx.send(result);
+        })
+        .map_err(|err| ReplicationError::Local(format!("cannot start the copy's installer: {err}")))?;
+    let received = async {
+        loop {
+            match link
+                .receive(MAX_MESSAGE_BYTES)
+                .await
+                .map_err(|err| upstream.broken(err))?
+            {
+                Message::Objects(batch) => {
+                    report.objects += batch.objects.len() as u64;
+                    report.bytes += batch.bytes() as u64;
+                    if batches.send(batch).await.is_err() {
+                        // The installer stopped on an error: it is reported below.
+                        return Ok(None);
+                    }
+                }
+                Message::ScanDone { log_from } => return Ok(Some(log_from)),
+                other => return Err(upstream.unexpected(&other, "objects")),
+            }
         }
+    }
+    .await;
+    drop(batches);
+    let installed = installed_rx
+        .await
+        .map_err(|_| ReplicationError::Local("the copy's installer failed".into()))?
+        .map_err(ReplicationError::Local);
+    let mut from = match (received?, installed) {
+        (_, Err(err)) => return Err(err),
+        (Some(log_from), Ok(())) => log_from,
+        (None, Ok(())) => return Err(ReplicationError::Local("the installer stopped".into())),
     };
     // Catch up while the source still takes writes, so the freeze is short.
     for _ in 0..MAX_CATCH_UP_ROUNDS {

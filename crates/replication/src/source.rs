@@ -148,13 +148,20 @@ async fn scan_slots(source: &Source, link: &mut Link, first: u16, last: u16) -> 
         }
     };
     let (batches, mut received) = tokio::sync::mpsc::channel::<ObjectBatch>(SCAN_BATCHES_IN_FLIGHT);
-    let scan = tokio::task::spawn_blocking(move || {
-        slots.scan(first, last, &mut |batch| {
-            batches
-                .blocking_send(batch)
-                .map_err(|_| "the destination left".to_string())
+    let (scanned, scan) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("ferry-move-out".into())
+        .spawn(move || {
+            // The copy must not take CPU from the requests this node serves meanwhile.
+            let _ = ferry_os::priority::lower_to_background();
+            let result = slots.scan(first, last, &mut |batch| {
+                batches
+                    .blocking_send(batch)
+                    .map_err(|_| "the destination left".to_string())
+            });
+            let _ = scanned.send(result);
         })
-    });
+        .map_err(|err| format!("cannot start a scan: {err}"))?;
     while let Some(batch) = received.recv().await {
         link.send(&Message::Objects(batch))
             .await
@@ -168,7 +175,7 @@ async fn scan_slots(source: &Source, link: &mut Link, first: u16, last: u16) -> 
                 .map_err(|err| err.to_string())?;
             Err(why)
         }
-        Err(join) => Err(format!("the scan failed: {join}")),
+        Err(_) => Err("the scan failed".to_string()),
     }
 }
 
