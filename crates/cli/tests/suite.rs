@@ -7,6 +7,7 @@ mod cluster_cli;
 mod config_group_cli;
 mod durability_cli;
 mod failover_cli;
+mod lua_cluster_cli;
 mod placement_cli;
 mod plan_cli;
 mod replication_cli;

@@ -333,7 +333,7 @@ impl Client {
         route: Route<'_>,
     ) -> Result<crate::Invocation, ClientError> {
         let started = Instant::now();
-        let handoff = matches!(route, Route::Cluster(_));
+        let handoff = matches!(route, Route::Cluster(..));
         let request = Request::Invoke {
             function: function.to_string(),
             args: args.clone(),

@@ -232,10 +232,34 @@ impl ClusterClient {
         self.view().invoke(function, args, true).await
     }
 
+    /// Runs `function` on every node of the map, one after another (what changes the
+    /// node-local catalog: FUNCTION LOAD and DELETE reach every primary, as in Redis
+    /// Cluster). The first node's result, or the first error, naming the node (the nodes
+    /// before it have run it: running it again is how to finish).
+    pub async fn invoke_on_every_node(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
+        let view = self.view();
+        let mut first = None;
+        for node in view.map.nodes() {
+            let invocation = view
+                .client(&node.id)?
+                .invoke_remote(function, args.clone())
+                .await
+                .map_err(|err| match err {
+                    ClientError::Server { status, message } => {
+                        ClientError::server(status, format!("on node {}: {message}", node.id))
+                    }
+                    other => other,
+                })?;
+            first.get_or_insert(invocation);
+        }
+        first.ok_or_else(|| ClientError::Protocol("the cluster map has no node".into()))
+    }
+
     /// Runs `function` here (ship data), each access going to its key's node.
     pub async fn invoke_local(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
         let view = self.view();
-        crate::local::invoke_local(Route::Cluster(&view), function, args).await
+        let home = view.home_of(function, &args);
+        crate::local::invoke_local(Route::Cluster(&view, home), function, args).await
     }
 }
 
@@ -295,7 +319,7 @@ impl ClusterView {
     }
 
     /// The client of the node `id`.
-    fn client(&self, id: &str) -> Result<&Client, ClientError> {
+    pub(crate) fn client(&self, id: &str) -> Result<&Client, ClientError> {
         self.nodes.get(id).ok_or_else(|| ClientError::Connect {
             addr: self
                 .map
@@ -421,17 +445,24 @@ impl ClusterView {
     /// for a function without one, the one serving its arguments' bytes (spreading such
     /// invocations over the nodes).
     pub fn node_for_invocation(&self, function: &str, args: &Bytes) -> Result<&Client, ClientError> {
+        self.client(self.home_of(function, args))
+    }
+
+    /// The id of the node an invocation of `function` starts on: the one serving its
+    /// routing key (its arguments' bytes without one). Its catalog reads go there.
+    pub(crate) fn home_of(&self, function: &str, args: &Bytes) -> &str {
         match self.config.registry.route(function, args) {
-            Some(key) => self.node_for(&key),
-            None => self.node_for(args),
+            Some(key) => &self.map.owner(&key).id,
+            None => &self.map.owner(args).id,
         }
     }
 
     /// Runs `function` on the node serving its routing key, accepting a pushback when
     /// `pushable`; if it reaches another node's key it is finished here.
     async fn invoke(&self, function: &str, args: Bytes, pushable: bool) -> Result<Invocation, ClientError> {
-        self.node_for_invocation(function, &args)?
-            .invoke_on_node(function, args, pushable, false, Route::Cluster(self))
+        let home = self.home_of(function, &args);
+        self.client(home)?
+            .invoke_on_node(function, args, pushable, false, Route::Cluster(self, home))
             .await
     }
 }

@@ -70,12 +70,12 @@ fn ctx_error(err: ClientError) -> CtxError {
 }
 
 impl<'c> RemoteCtx<'c> {
-    /// Sends `request` to the node serving `key`.
-    async fn fetch(&mut self, key: &[u8], request: Request) -> Result<Response, CtxError> {
+    /// Sends `request` to the node serving `key` of `table`.
+    async fn fetch(&mut self, table: &str, key: &[u8], request: Request) -> Result<Response, CtxError> {
         self.cost.round_trips += 1;
         let response = self
             .route
-            .client_for(key)
+            .client_for(table, key)
             .map_err(ctx_error)?
             .call(&request)
             .await
@@ -90,7 +90,7 @@ impl<'c> RemoteCtx<'c> {
         // One request per node, in the order the nodes first appear.
         let mut by_node: Vec<(&'c str, Vec<Bytes>)> = Vec::new();
         for key in missing {
-            let node = self.route.node_of(key);
+            let node = self.route.node_of(table, key);
             match by_node.iter_mut().find(|(n, _)| *n == node) {
                 Some((_, group)) => group.push(Bytes::copy_from_slice(key)),
                 None => by_node.push((node, vec![Bytes::copy_from_slice(key)])),
@@ -114,7 +114,7 @@ impl<'c> RemoteCtx<'c> {
             validate: Vec::new(),
             snapshots: self.snapshots.clone(),
         };
-        let response = check_status(self.fetch(&first, request).await?).map_err(ctx_error)?;
+        let response = check_status(self.fetch(table, &first, request).await?).map_err(ctx_error)?;
         let ResponseBody::MultiGet { entries, snapshot } = response.body else {
             return Err(CtxError::Unavailable("unexpected multiget answer".into()));
         };
@@ -160,9 +160,9 @@ impl<'c> RemoteCtx<'c> {
 fn reads_on(route: Route<'_>, node: &str, reads: Vec<ReadVersion>) -> Vec<ReadVersion> {
     match route {
         Route::Node(_) => reads,
-        Route::Cluster(_) => reads
+        Route::Cluster(..) => reads
             .into_iter()
-            .filter(|read| route.node_of(&read.key) == node)
+            .filter(|read| route.node_of(&read.table, &read.key) == node)
             .collect(),
     }
 }
@@ -369,10 +369,23 @@ async fn commit(route: Route<'_>, tx: &TxState, nodes_read: usize, cost: &mut In
     };
     let client = match route {
         Route::Node(client) => client,
-        Route::Cluster(cluster) => {
-            let keys = tx.reads().iter().map(|r| &r.key[..]);
-            let keys = keys.chain(tx.writes().iter().map(|w| &w.key[..]));
-            cluster.node_for_all(keys).map_err(|err| match err {
+        Route::Cluster(cluster, home) => {
+            // The catalog was read on the home node: the commit goes there with the rest.
+            let sharded = |table: &str| !ferry_cluster::is_node_local(table);
+            let keys = tx.reads().iter().filter(|r| sharded(&r.table)).map(|r| &r.key[..]);
+            let keys = keys.chain(tx.writes().iter().filter(|w| sharded(&w.table)).map(|w| &w.key[..]));
+            let keys: Vec<&[u8]> = keys.collect();
+            let touched_catalog = keys.len() < tx.reads().len() + tx.writes().len();
+            let node = match cluster.map().single_owner(keys.iter().copied()) {
+                Ok(Some(owner)) if touched_catalog && owner.id != home => Err(ClientError::server(
+                    Status::CrossSlot,
+                    format!("keys of node {} and the catalog read on node {home}", owner.id),
+                )),
+                Ok(_) if keys.is_empty() => cluster.client(home),
+                Ok(_) => cluster.node_for_all(keys.iter().copied()),
+                Err(spread) => Err(ClientError::server(Status::CrossSlot, spread.to_string())),
+            };
+            node.map_err(|err| match err {
                 ClientError::Server { status, message } => ClientError::server(
                     status,
                     format!("an invocation that writes must read and write on one node: {message}"),
@@ -405,8 +418,12 @@ async fn validate_across_nodes(route: Route<'_>, tx: &TxState, cost: &mut Invoke
     let Some(first) = tx.reads().first() else { return Ok(()) };
     let parts: Vec<Vec<ReadVersion>> = match route {
         Route::Node(_) => vec![tx.read_versions()],
-        Route::Cluster(_) => {
-            let mut nodes: Vec<&str> = tx.reads().iter().map(|read| route.node_of(&read.key)).collect();
+        Route::Cluster(..) => {
+            let mut nodes: Vec<&str> = tx
+                .reads()
+                .iter()
+                .map(|read| route.node_of(&read.table, &read.key))
+                .collect();
             nodes.sort_unstable();
             nodes.dedup();
             nodes
@@ -417,7 +434,7 @@ async fn validate_across_nodes(route: Route<'_>, tx: &TxState, cost: &mut Invoke
     };
     for validate in parts {
         let Some(part_first) = validate.first() else { continue };
-        let client = route.client_for(&part_first.key)?;
+        let client = route.client_for(&part_first.table, &part_first.key)?;
         let request = Request::MultiGet {
             table: first.table.clone(),
             keys: Vec::new(),

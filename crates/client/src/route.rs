@@ -1,5 +1,8 @@
 //! Where the requests of an invocation run here go: to the one storage node of a plain
-//! [`Client`], or to each key's node in a cluster.
+//! [`Client`], or to each key's node in a cluster. The catalog (the node-local table,
+//! which every node keeps its own copy of) is read on the invocation's home node, the one
+//! serving its routing key, so a function that reads its library and then the keys of
+//! that node commits on one node.
 
 use crate::client::{Client, ClientConfig};
 use crate::cluster::ClusterView;
@@ -10,24 +13,27 @@ use crate::error::ClientError;
 pub(crate) enum Route<'c> {
     /// Everything goes to one storage node.
     Node(&'c Client),
-    /// Each key goes to the node of the cluster that serves it.
-    Cluster(&'c ClusterView),
+    /// Each key goes to the node of the cluster that serves it; node-local tables to the
+    /// home node (the second field: its id).
+    Cluster(&'c ClusterView, &'c str),
 }
 
 impl<'c> Route<'c> {
-    /// The client of the node serving `key`.
-    pub(crate) fn client_for(self, key: &[u8]) -> Result<&'c Client, ClientError> {
+    /// The client of the node serving `key` of `table`.
+    pub(crate) fn client_for(self, table: &str, key: &[u8]) -> Result<&'c Client, ClientError> {
         match self {
             Route::Node(client) => Ok(client),
-            Route::Cluster(cluster) => cluster.node_for(key),
+            Route::Cluster(cluster, _) => cluster.client(self.node_of(table, key)),
         }
     }
 
-    /// The id of the node serving `key` (the same for every key of a plain client).
-    pub(crate) fn node_of(self, key: &[u8]) -> &'c str {
+    /// The id of the node serving `key` of `table` (the same for every key of a plain
+    /// client).
+    pub(crate) fn node_of(self, table: &str, key: &[u8]) -> &'c str {
         match self {
             Route::Node(_) => "",
-            Route::Cluster(cluster) => &cluster.map().owner(key).id,
+            Route::Cluster(_, home) if ferry_cluster::is_node_local(table) => home,
+            Route::Cluster(cluster, _) => &cluster.map().owner(key).id,
         }
     }
 
@@ -35,7 +41,7 @@ impl<'c> Route<'c> {
     pub(crate) fn config(self) -> &'c ClientConfig {
         match self {
             Route::Node(client) => client.config(),
-            Route::Cluster(cluster) => cluster.config(),
+            Route::Cluster(cluster, _) => cluster.config(),
         }
     }
 }

@@ -13,4 +13,4 @@ pub mod map;
 pub mod slot;
 
 pub use map::{ClusterMap, MapError, NodeEntry, Spread};
-pub use slot::{key_slot, SLOTS};
+pub use slot::{is_node_local, key_slot, NODE_LOCAL_TABLE, SLOTS};

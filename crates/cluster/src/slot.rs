@@ -39,6 +39,16 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) % SLOTS
 }
 
+/// The one table every node keeps its own copy of, whatever the slots of its keys: the
+/// function catalog (Lua libraries), loaded on every primary as Redis Cluster does. Its
+/// keys are never routed, refused as another node's, or moved with their slots.
+pub const NODE_LOCAL_TABLE: &str = "ferry.lua";
+
+/// Whether `table` is node-local ([`NODE_LOCAL_TABLE`]) rather than sharded by key.
+pub fn is_node_local(table: &str) -> bool {
+    table == NODE_LOCAL_TABLE
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -227,6 +227,15 @@ impl Service for Gateway {
             };
             match request {
                 Request::Invoke { trace: true, .. } => not_served("the gateway does not record traces yet"),
+                // What changes the catalog reaches every storage node: each keeps its own.
+                Request::Invoke { function, args, .. }
+                    if function == ferry_lua::catalog::LOAD || function == ferry_lua::catalog::DELETE =>
+                {
+                    match placer.backend().cluster.invoke_on_every_node(&function, args).await {
+                        Ok(invocation) => invocation_response(invocation, false),
+                        Err(err) => error_response(err),
+                    }
+                }
                 Request::Invoke {
                     function, args, costs, ..
                 } => self.invoke(placer, function, args, costs).await,

@@ -20,8 +20,9 @@ use ferry_resp::{Protocol, Reply};
 use crate::library::{hash, FunctionInfo};
 use crate::vm::Vm;
 
-/// The table holding a tenant's libraries.
-pub const TABLE: &str = "ferry.lua";
+/// The table holding a tenant's libraries: node-local in a cluster (every primary keeps
+/// its own catalog, and FUNCTION LOAD through the gateway reaches every primary).
+pub const TABLE: &str = ferry_cluster::NODE_LOCAL_TABLE;
 
 /// Most libraries one tenant may load.
 pub const MAX_LIBRARIES: usize = 1024;

@@ -207,20 +207,30 @@ impl Request {
     /// The keys a request names (none for hello, stats and invoke: an invocation's is its
     /// routing key, which only the registry can find in its arguments).
     pub fn keys(&self) -> Vec<&[u8]> {
+        self.keys_with_tables().into_iter().map(|(_, key)| key).collect()
+    }
+
+    /// The keys a request names, each with its table (see [`Request::keys`]).
+    pub fn keys_with_tables(&self) -> Vec<(&str, &[u8])> {
+        fn read(r: &ReadVersion) -> (&str, &[u8]) {
+            (r.table.as_str(), &r.key[..])
+        }
         match self {
-            Request::Get { key, validate, .. } => std::iter::once(&key[..])
-                .chain(validate.iter().map(|r| &r.key[..]))
+            Request::Get { table, key, validate } => std::iter::once((table.as_str(), &key[..]))
+                .chain(validate.iter().map(read))
                 .collect(),
-            Request::Put { key, .. } | Request::Delete { key, .. } => vec![&key[..]],
-            Request::MultiGet { keys, validate, .. } => keys
+            Request::Put { table, key, .. } | Request::Delete { table, key } => vec![(table.as_str(), &key[..])],
+            Request::MultiGet {
+                table, keys, validate, ..
+            } => keys
                 .iter()
-                .map(|k| &k[..])
-                .chain(validate.iter().map(|r| &r.key[..]))
+                .map(|k| (table.as_str(), &k[..]))
+                .chain(validate.iter().map(read))
                 .collect(),
             Request::Commit { reads, writes } => reads
                 .iter()
-                .map(|r| &r.key[..])
-                .chain(writes.iter().map(|w| &w.key[..]))
+                .map(read)
+                .chain(writes.iter().map(|w| (w.table.as_str(), &w.key[..])))
                 .collect(),
             Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => Vec::new(),
         }

@@ -198,6 +198,9 @@ fn scan_range(
         };
         let mut bytes = 0;
         tenant.store.scan(|table, objects| {
+            if ferry_cluster::is_node_local(table) {
+                return Ok(()); // every node keeps its own catalog: it does not move
+            }
             if batch.table != table {
                 flush(&mut batch, each)?;
                 bytes = 0;
@@ -323,7 +326,7 @@ impl SlotSink for Mover {
         let writes: Vec<WriteRef<'_>> = commit
             .writes
             .into_iter()
-            .filter(|write| (first..=last).contains(&key_slot(write.key)))
+            .filter(|write| !ferry_cluster::is_node_local(write.table) && (first..=last).contains(&key_slot(write.key)))
             .collect();
         if writes.is_empty() {
             return Ok(false);

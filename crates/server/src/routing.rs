@@ -133,7 +133,13 @@ pub(crate) fn frozen(role: &ClusterRole, key: &[u8]) -> Option<String> {
 /// invocation is refused when its routing key (`route`) lives elsewhere, before it runs;
 /// one without a routing key runs here until it reaches another node's key.
 pub(crate) fn misrouted(role: &ClusterRole, request: &Request, route: Option<&[u8]>) -> Option<Response> {
-    let mut keys = request.keys();
+    // The catalog's keys are every node's own: they route nowhere.
+    let mut keys: Vec<&[u8]> = request
+        .keys_with_tables()
+        .into_iter()
+        .filter(|(table, _)| !ferry_cluster::is_node_local(table))
+        .map(|(_, key)| key)
+        .collect();
     keys.extend(route);
     if let Err(spread) = role.map().single_owner(keys.iter().copied()) {
         return Some(Response::error(Status::CrossSlot, spread.to_string()));

@@ -131,8 +131,11 @@ impl StoreCtx {
     /// Stops at keys another node of the cluster serves (reading an empty local table
     /// instead would be a wrong answer): the invocation is handed back to a client that can
     /// reach every node, or fails with `moved` for one that cannot.
-    fn check_owned(&self, keys: &[&[u8]]) -> Result<(), CtxError> {
+    fn check_owned(&self, table: &str, keys: &[&[u8]]) -> Result<(), CtxError> {
         let Some(role) = &self.cluster else { return Ok(()) };
+        if ferry_cluster::is_node_local(table) {
+            return Ok(()); // every node keeps its own catalog
+        }
         if let Some(why) = keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
             return Err(CtxError::Unavailable(why));
         }
@@ -168,7 +171,7 @@ impl StoreCtx {
     /// Reads `keys` of `table` (those not already known to the transaction), validating
     /// the read set atomically with the read.
     fn read(&mut self, table: &str, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>, CtxError> {
-        self.check_owned(keys)?;
+        self.check_owned(table, keys)?;
         let started = Instant::now();
         let mut state = self.state.lock();
         let result = read_into(&self.tenant, &mut state, table, keys);
@@ -177,7 +180,7 @@ impl StoreCtx {
     }
 
     fn write(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
-        self.check_owned(&[key])?;
+        self.check_owned(table, &[key])?;
         let started = Instant::now();
         let mut state = self.state.lock();
         let result = ferry_store::tenant::check_write(table, key, value.as_deref())
