@@ -134,21 +134,21 @@ pub enum Message {
     },
 }
 
-/// Objects of one table of one tenant: (key, value) pairs.
+/// Objects of one table of one tenant: (key, version at the source, value).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectBatch {
     /// The tenant.
     pub tenant: u32,
     /// The table.
     pub table: String,
-    /// Keys and values.
-    pub objects: Vec<(Bytes, Bytes)>,
+    /// Keys, their versions and values.
+    pub objects: Vec<(Bytes, u64, Bytes)>,
 }
 
 impl ObjectBatch {
     /// Bytes of keys and values.
     pub fn bytes(&self) -> usize {
-        self.objects.iter().map(|(key, value)| key.len() + value.len()).sum()
+        self.objects.iter().map(|(key, _, value)| key.len() + value.len()).sum()
     }
 }
 
@@ -249,9 +249,10 @@ impl Message {
                 out.push(batch.table.len() as u8);
                 out.extend_from_slice(batch.table.as_bytes());
                 out.extend_from_slice(&(batch.objects.len() as u32).to_le_bytes());
-                for (key, value) in &batch.objects {
+                for (key, version, value) in &batch.objects {
                     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
                     out.extend_from_slice(key);
+                    out.extend_from_slice(&version.to_le_bytes());
                     out.extend_from_slice(&(value.len() as u32).to_le_bytes());
                     out.extend_from_slice(value);
                 }
@@ -342,16 +343,17 @@ impl Message {
                 let table = String::from_utf8(input.bytes(table_len)?.to_vec())
                     .map_err(|_| WireError::Malformed("table name is not UTF-8"))?;
                 let count = input.u32()? as usize;
-                // Each object takes at least 6 bytes: a count beyond that is a lie.
-                if count > input.0.len() / 6 {
+                // Each object takes at least 14 bytes: a count beyond that is a lie.
+                if count > input.0.len() / 14 {
                     return Err(WireError::Malformed("object count exceeds the message"));
                 }
                 let mut objects = Vec::with_capacity(count);
                 for _ in 0..count {
                     let key_len = input.u16()? as usize;
                     let key = input.bytes(key_len)?;
+                    let version = input.u64()?;
                     let value_len = input.u32()? as usize;
-                    objects.push((key, input.bytes(value_len)?));
+                    objects.push((key, version, input.bytes(value_len)?));
                 }
                 Message::Objects(ObjectBatch { tenant, table, objects })
             }
@@ -473,8 +475,8 @@ mod tests {
                 tenant: 2,
                 table: "users".into(),
                 objects: vec![
-                    (Bytes::from_static(b"k1"), Bytes::from_static(b"v1")),
-                    (Bytes::from_static(b"k2"), Bytes::new()),
+                    (Bytes::from_static(b"k1"), 7, Bytes::from_static(b"v1")),
+                    (Bytes::from_static(b"k2"), 9, Bytes::new()),
                 ],
             }),
             Message::Objects(ObjectBatch::default()),

@@ -162,6 +162,19 @@ impl Mover {
             .map_err(|err| format!("copying slots {}-{} from {addr}: {err}", moving.first, moving.last))
     }
 
+    /// Logs and installs `writes` at the source's `version` (the clock moved past it), as
+    /// a replica installs its primary's commits. A moved key keeps its versions, so a
+    /// client that read it on the source and commits on the destination is validated
+    /// against the same numbers (the destination's own clock could otherwise give a moved
+    /// key a number the source gave an older value: a lost update), and a history sees
+    /// one sequence of versions per key across the move.
+    fn install_at(&self, tenant: u32, version: u64, writes: &[WriteRef<'_>]) -> Result<(), String> {
+        self.tenant(tenant)?
+            .store
+            .replicate(version, writes, || self.wal.append(tenant, version, writes))
+            .map_err(|err| err.to_string())
+    }
+
     fn tenant(&self, id: u32) -> Result<&TenantState, String> {
         self.tenants
             .iter()
@@ -206,11 +219,11 @@ fn scan_range(
                 bytes = 0;
                 batch.table = table.to_string();
             }
-            for (key, _, value) in objects {
+            for (key, version, value) in objects {
                 if !(first..=last).contains(&key_slot(key)) {
                     continue;
                 }
-                batch.objects.push((key.clone(), value.clone()));
+                batch.objects.push((key.clone(), *version, value.clone()));
                 bytes += key.len() + value.len();
                 if bytes >= MOVE_BATCH_BYTES || batch.objects.len() >= MOVE_BATCH_OBJECTS {
                     flush(&mut batch, each)?;
@@ -278,7 +291,7 @@ impl SlotSink for Mover {
     fn clear(&self, first: u16, last: u16) -> Result<u64, String> {
         let mut found: HashMap<(u32, String), Vec<Bytes>> = HashMap::new();
         scan_range(&self.tenants, first, last, &mut |batch| {
-            let keys = batch.objects.into_iter().map(|(key, _)| key);
+            let keys = batch.objects.into_iter().map(|(key, _, _)| key);
             found.entry((batch.tenant, batch.table)).or_default().extend(keys);
             Ok(())
         })?;
@@ -304,20 +317,22 @@ impl SlotSink for Mover {
     }
 
     fn install(&self, batch: &ObjectBatch) -> Result<(), String> {
-        let writes: Vec<WriteRef<'_>> = batch
-            .objects
-            .iter()
-            .map(|(key, value)| WriteRef {
-                table: &batch.table,
-                key,
-                value: Some(value),
-            })
-            .collect();
-        self.tenant(batch.tenant)?
-            .store
-            .commit(&[], &writes)
-            .map(|_| ())
-            .map_err(|err| format!("installing objects of tenant {}: {err}", batch.tenant))
+        // One record per version the source gave (objects of one commit share theirs).
+        let mut objects: Vec<&(Bytes, u64, Bytes)> = batch.objects.iter().collect();
+        objects.sort_by_key(|(_, version, _)| *version);
+        for same_version in objects.chunk_by(|a, b| a.1 == b.1) {
+            let writes: Vec<WriteRef<'_>> = same_version
+                .iter()
+                .map(|(key, _, value)| WriteRef {
+                    table: &batch.table,
+                    key,
+                    value: Some(value),
+                })
+                .collect();
+            self.install_at(batch.tenant, same_version[0].1, &writes)
+                .map_err(|err| format!("installing objects of tenant {}: {err}", batch.tenant))?;
+        }
+        Ok(())
     }
 
     fn apply(&self, lsn: u64, frame: &[u8], first: u16, last: u16) -> Result<bool, String> {
@@ -331,9 +346,7 @@ impl SlotSink for Mover {
         if writes.is_empty() {
             return Ok(false);
         }
-        self.tenant(commit.tenant)?
-            .store
-            .commit(&[], &writes)
+        self.install_at(commit.tenant, commit.version, &writes)
             .map_err(|err| format!("applying the source's record at {lsn}: {err}"))?;
         Ok(true)
     }
@@ -491,6 +504,21 @@ mod tests {
             .await
             .unwrap();
         assert!(report.objects > 0, "{report:?}");
+        // Keys keep the versions the source gave them once the log is replayed.
+        let first_key = keys().next().unwrap();
+        let at_source = source.tenants[0]
+            .1
+            .store
+            .get("t", first_key.as_bytes())
+            .unwrap()
+            .unwrap();
+        let at_destination = destination.tenants[0]
+            .1
+            .store
+            .get("t", first_key.as_bytes())
+            .unwrap()
+            .unwrap();
+        assert_eq!(at_destination, at_source);
         assert_eq!(report.frozen_epoch, 1);
         // The source has not learned of the hand-over yet.
         tokio::time::sleep(Duration::from_millis(200)).await;
