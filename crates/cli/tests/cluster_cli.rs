@@ -193,6 +193,65 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A RESP connection signed in as tenant 1 (token ferry), one command at a time.
+pub(crate) struct Resp {
+    reader: BufReader<std::net::TcpStream>,
+    writer: std::net::TcpStream,
+}
+
+impl Resp {
+    pub(crate) fn connect(addr: &str) -> Resp {
+        let stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut resp = Resp {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+        };
+        assert_eq!(resp.call(&["AUTH", "ferry"]), "+OK");
+        resp
+    }
+
+    /// Sends `words` as a RESP array; the reply's first line, or a bulk string's value.
+    pub(crate) fn call(&mut self, words: &[&str]) -> String {
+        let mut out = format!("*{}\r\n", words.len());
+        for word in words {
+            out.push_str(&format!("${}\r\n{word}\r\n", word.len()));
+        }
+        self.writer.write_all(out.as_bytes()).unwrap();
+        self.line()
+    }
+
+    /// The next reply's first line, or a bulk string's value.
+    pub(crate) fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        if line.starts_with('$') && !line.starts_with("$-1") {
+            let mut value = String::new();
+            self.reader.read_line(&mut value).unwrap();
+            return value.trim_end().to_string();
+        }
+        line.trim_end().to_string()
+    }
+
+    /// Every line up to the reply `until` (for replies of many lines).
+    pub(crate) fn lines_until(&mut self, until: &str) -> String {
+        let mut all = String::new();
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            if line.trim_end() == until {
+                return all;
+            }
+            all.push_str(&line);
+        }
+    }
+
+    /// Writes raw bytes (several commands at once).
+    pub(crate) fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+}
+
 /// Retries `attempt` (which says why it failed) until it succeeds or `timeout` passes.
 pub(crate) fn eventually(timeout: Duration, mut attempt: impl FnMut() -> Result<(), String>) {
     let deadline = Instant::now() + timeout;

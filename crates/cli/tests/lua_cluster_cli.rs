@@ -4,11 +4,9 @@
 //! the compute node (the gateway's `kv` policy ships the data), and a slot move carries
 //! the keys but leaves each node's catalog where it is.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::cluster_cli::{ferry, text, ClusterUp};
+use crate::cluster_cli::{ferry, text, ClusterUp, Resp};
 
 const LIBRARY: &str = "#!lua name=counters\n\
     redis.register_function('bump', function(keys, args)\n\
@@ -17,56 +15,11 @@ const LIBRARY: &str = "#!lua name=counters\n\
       return value\n\
     end)\n";
 
-/// One RESP connection, signed in as tenant 1.
-struct Resp {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Resp {
-    fn connect(addr: &str) -> Resp {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut resp = Resp {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-        };
-        assert_eq!(resp.call(&["AUTH", "ferry"]), "+OK");
-        resp
-    }
-
-    /// Sends `words` as a RESP array; the reply's first line (a bulk string's value).
-    fn call(&mut self, words: &[&str]) -> String {
-        let mut out = format!("*{}\r\n", words.len());
-        for word in words {
-            out.push_str(&format!("${}\r\n{word}\r\n", word.len()));
-        }
-        self.writer.write_all(out.as_bytes()).unwrap();
-        let mut line = String::new();
-        self.reader.read_line(&mut line).unwrap();
-        if line.starts_with('$') && !line.starts_with("$-1") {
-            let mut value = String::new();
-            self.reader.read_line(&mut value).unwrap();
-            return value.trim_end().to_string();
-        }
-        line.trim_end().to_string()
-    }
-
-    /// FUNCTION LIST's reply, every line of it (the library names are in there).
-    fn function_list(&mut self) -> String {
-        self.writer
-            .write_all(b"*2\r\n$8\r\nFUNCTION\r\n$4\r\nLIST\r\n*1\r\n$4\r\nPING\r\n")
-            .unwrap();
-        let mut all = String::new();
-        loop {
-            let mut line = String::new();
-            self.reader.read_line(&mut line).unwrap();
-            if line == "+PONG\r\n" {
-                return all;
-            }
-            all.push_str(&line);
-        }
-    }
+/// FUNCTION LIST's reply, every line of it (the library names are in there).
+fn function_list(addr: &str) -> String {
+    let mut resp = Resp::connect(addr);
+    resp.send(b"*2\r\n$8\r\nFUNCTION\r\n$4\r\nLIST\r\n*1\r\n$4\r\nPING\r\n");
+    resp.lines_until("+PONG")
 }
 
 /// A key whose slot is in `range`.
@@ -95,7 +48,7 @@ fn a_library_loaded_through_the_gateway_runs_on_every_node_and_on_the_compute_no
     assert_eq!(through_gateway.call(&["FUNCTION", "LOAD", LIBRARY]), "counters");
     // Each primary has its own catalog now.
     for addr in [&s1, &s2] {
-        let listed = Resp::connect(addr).function_list();
+        let listed = function_list(addr);
         assert!(listed.contains("counters"), "{addr}: {listed}");
     }
 
@@ -133,13 +86,13 @@ fn a_library_loaded_through_the_gateway_runs_on_every_node_and_on_the_compute_no
         let answer = Resp::connect(&s1).call(&["FCALL", "bump", "1", &k2]);
         (answer == ":4").then_some(()).ok_or(answer)
     });
-    assert!(Resp::connect(&s2).function_list().contains("counters"));
+    assert!(function_list(&s2).contains("counters"));
     assert_eq!(through_gateway.call(&["FCALL", "bump", "1", &k2]), ":5");
 
     // DELETE through the gateway reaches every primary too.
     assert_eq!(through_gateway.call(&["FUNCTION", "DELETE", "counters"]), "+OK");
     for addr in [&s1, &s2] {
-        let listed = Resp::connect(addr).function_list();
+        let listed = function_list(addr);
         assert!(!listed.contains("counters"), "{addr}: {listed}");
     }
     drop(up);
