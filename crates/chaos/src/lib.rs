@@ -16,6 +16,7 @@
 //! Layout: [`program`] (the function), [`proxy`] (the cutting proxy), [`record`] (records
 //! to history), [`crash`] (the node process and its nemesis), [`run`] here.
 
+pub mod cluster;
 pub mod crash;
 pub mod program;
 pub mod proxy;
@@ -137,8 +138,13 @@ pub struct ChaosReport {
     pub cuts: u64,
     /// Workers the watchdog replaced (in a crash run: by the last node process).
     pub worker_replacements: u64,
-    /// Times the node was killed with SIGKILL and restarted (crash runs).
+    /// Times the node was killed with SIGKILL and restarted (crash runs; in a cluster run,
+    /// storage nodes killed).
     pub crashes: u64,
+    /// Slot moves of the hot keys' slot (cluster runs).
+    pub moves: u64,
+    /// Failovers: the hot slot's primary stopped until its replica took over (cluster runs).
+    pub failovers: u64,
     /// Acknowledged writes the final read does not see (each would also be a violation).
     pub lost_writes: usize,
     /// Invocations the checker placed in its graph.
@@ -462,9 +468,9 @@ fn random_program(rng: &mut ChaCha8Rng, tag: u64, route: Route, chaos: &ChaosCon
 }
 
 /// Runs one invocation and records what the client saw.
-async fn invoke(
+async fn invoke<B: ferry_client::Backend + ?Sized>(
     client_id: u64,
-    client: &Client,
+    client: &B,
     program: &Program,
     route: Route,
     shared: &Shared,

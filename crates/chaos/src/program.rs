@@ -61,9 +61,10 @@ pub struct Program {
     pub steps: Vec<Step>,
 }
 
-/// The key of hot key `index`, as stored.
-pub fn key(index: u8) -> [u8; 2] {
-    [b'k', index]
+/// The key of hot key `index`, as stored: every one under the hashtag `{hot}`, so in a
+/// cluster they share a slot and a program runs on one node.
+pub fn key(index: u8) -> [u8; 6] {
+    [b'{', b'h', b'o', b't', b'}', index]
 }
 
 impl Program {

@@ -97,7 +97,9 @@ pub fn key_name(index: u8) -> String {
 }
 
 fn trace_key(table: &str, k: &[u8]) -> Option<u8> {
-    (table == TABLE && k.len() == 2 && k[0] == b'k').then(|| k[1])
+    let hot = crate::program::key(0);
+    let prefix = &hot[..hot.len() - 1];
+    (table == TABLE && k.len() == hot.len() && k.starts_with(prefix)).then(|| k[prefix.len()])
 }
 
 /// Acknowledged writes the final read (the last record) does not see: a committed write

@@ -3,6 +3,9 @@
 //! With `--crash`, the node is a process of its own (`ferry check-node`, hidden) on a data
 //! dir, killed with SIGKILL at random and restarted, and the history is judged across the
 //! restarts.
+//! With `--cluster`, it runs against `ferry cluster up` (three primaries, a replica each,
+//! `--ack replica`) while a nemesis moves the hot keys' slot, fails its primary over and
+//! kills storage nodes (`ferry_chaos::cluster`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -58,6 +61,16 @@ pub struct CheckArgs {
     /// kills land in snapshots and recoveries read them).
     #[arg(long, default_value_t = 256 * 1024, requires = "crash")]
     snapshot_log_bytes: u64,
+    /// Run against a cluster of processes instead (`cluster up` with 3 primaries, a
+    /// replica each and `--ack replica`), while a nemesis moves the hot keys' slot between
+    /// primaries, stops its primary until its replica takes over, and kills storage nodes;
+    /// the history across all of it is judged, and every acknowledged write must be read
+    /// at the end. (No proxy cuts or stalls here.)
+    #[arg(long, conflicts_with = "crash")]
+    cluster: bool,
+    /// With --cluster: mean time between faults (exponential; each settles first).
+    #[arg(long, default_value = "3s", requires = "cluster")]
+    mean_fault_interval: String,
 }
 
 /// Flags of the hidden `ferry check-node`.
@@ -120,7 +133,37 @@ fn crash_config(args: &CheckArgs, data_dir: PathBuf) -> Result<CrashConfig, Stri
     })
 }
 
-/// A fresh data dir for one crash run (removed once its history passed).
+/// How `--cluster` starts its cluster: this executable's `cluster up`.
+fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster::ClusterChaos, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
+    let mean_fault_interval = duration_flag("--mean-fault-interval", &args.mean_fault_interval)?;
+    Ok(ferry_chaos::cluster::ClusterChaos {
+        launcher: Arc::new(move |dir: &Path, json: &Path| {
+            let mut command = std::process::Command::new(&exe);
+            command
+                .args([
+                    "cluster",
+                    "up",
+                    "--storage-nodes",
+                    "3",
+                    "--replicas",
+                    "1",
+                    "--ack",
+                    "replica",
+                ])
+                .args(["--compute-nodes", "0", "--tenant", "1:chaos", "--chaos-functions"])
+                .arg("--dir")
+                .arg(dir)
+                .arg("--json")
+                .arg(json);
+            command
+        }),
+        dir,
+        mean_fault_interval,
+    })
+}
+
+/// A fresh dir for one crash or cluster run (removed once its history passed).
 fn crash_dir(seed: u64) -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("ferry-check-crash-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -149,19 +192,31 @@ pub fn run(args: CheckArgs) -> CmdResult {
         if args.no_stalls {
             config.stall_probability = 0.0;
         }
+        if args.cluster {
+            config.cut_mean_bytes = None;
+            config.stall_probability = 0.0;
+        }
         let (report, dir) = if args.crash {
             let dir = crash_dir(config.seed)?;
             let crash = crash_config(&args, dir.clone())?;
             (ferry_chaos::run_with_crashes(&config, &crash)?, Some(dir))
+        } else if args.cluster {
+            let dir = crash_dir(config.seed)?;
+            let cluster = cluster_chaos(&args, dir.clone())?;
+            (ferry_chaos::cluster::run_cluster(&config, &cluster)?, Some(dir))
         } else {
             (ferry_chaos::run(&config)?, None)
         };
-        let crashed = match args.crash {
-            true => format!(
+        let crashed = match (args.crash, args.cluster) {
+            (true, _) => format!(
                 "{} crashes survived, {} acknowledged writes lost; ",
                 report.crashes, report.lost_writes
             ),
-            false => String::new(),
+            (_, true) => format!(
+                "{} slot moves, {} failovers, {} storage nodes killed, {} acknowledged writes lost; ",
+                report.moves, report.failovers, report.crashes, report.lost_writes
+            ),
+            _ => String::new(),
         };
         println!(
             "run {}/{runs} (seed {}): {} invocations: {} committed ({} remote, {} local, {} pushed back), \
@@ -192,12 +247,16 @@ pub fn run(args: CheckArgs) -> CmdResult {
         }
         add(&mut totals, &report);
     }
-    let crashed = match args.crash {
-        true => format!(
+    let crashed = match (args.crash, args.cluster) {
+        (true, _) => format!(
             ", {} crashes survived, {} acknowledged writes lost",
             totals.crashes, totals.lost_writes
         ),
-        false => String::new(),
+        (_, true) => format!(
+            ", {} slot moves, {} failovers, {} storage nodes killed, {} acknowledged writes lost",
+            totals.moves, totals.failovers, totals.crashes, totals.lost_writes
+        ),
+        _ => String::new(),
     };
     println!(
         "checked {} invocations ({} judged, {} of unknown outcome) in {runs} runs, {:.0} s{crashed}: strictly serializable",
@@ -216,5 +275,7 @@ fn add(totals: &mut ChaosReport, r: &ChaosReport) {
     totals.unknown += r.unknown;
     totals.judged += r.judged;
     totals.crashes += r.crashes;
+    totals.moves += r.moves;
+    totals.failovers += r.failovers;
     totals.lost_writes += r.lost_writes;
 }

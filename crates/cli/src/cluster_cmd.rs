@@ -79,6 +79,9 @@ struct UpArgs {
     /// Worker threads of each storage node.
     #[arg(long, default_value_t = 1)]
     cores: usize,
+    /// Storage nodes also serve the soak's function (`ferry check --cluster`).
+    #[arg(long, hide = true)]
+    chaos_functions: bool,
     /// Most active workers of each compute node.
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
@@ -408,6 +411,9 @@ fn up(args: UpArgs) -> CmdResult {
             server_args.extend(["--fsync".to_string(), fsync.clone()]);
         }
         server_args.extend(replication_flags.iter().cloned());
+        if args.chaos_functions {
+            server_args.push("--chaos-functions".into());
+        }
         server_args.extend(links.iter().cloned());
         Ok((server_args, data_dir))
     };

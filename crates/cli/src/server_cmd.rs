@@ -35,6 +35,10 @@ pub struct ServerArgs {
     /// I/O threads for sockets and framing.
     #[arg(long)]
     io_threads: Option<usize>,
+    /// Also serve the soak's storage function (`ferry check --cluster` starts its
+    /// cluster so).
+    #[arg(long, hide = true)]
+    chaos_functions: bool,
     /// Depth of each worker's queue before requests are refused with `overloaded`.
     #[arg(long)]
     queue_capacity: Option<usize>,
@@ -388,7 +392,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
     let handle = match args.listen_fd {
         None if args.resp_fd.is_some() => return Err("--resp-fd needs --listen-fd".into()),
         None if replication_fd.is_some() => return Err("--replication-fd needs --listen-fd".into()),
-        None => ferry_server::start(config.clone(), ferry_lua::registry())?,
+        None => ferry_server::start(config.clone(), registry(&args)?)?,
         Some(fd) => {
             let inherited = |fd: i32, flag: &str| {
                 ferry_os::inherit::inherited_listener(fd).map_err(|err| format!("{flag} {fd}: {err}"))
@@ -401,7 +405,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
             if let Some(listener) = replication_fd {
                 listeners = listeners.with_replication(listener)?;
             }
-            ferry_server::start_on(config.clone(), ferry_lua::registry(), listeners)?
+            ferry_server::start_on(config.clone(), registry(&args)?, listeners)?
         }
     };
     // The first stdout line is a contract: tools and tests read the port from it.
@@ -461,4 +465,16 @@ pub fn run(args: ServerArgs) -> CmdResult {
             Err(why.into())
         }
     }
+}
+
+/// The functions the node serves: the builtins and Lua's, and with `--chaos-functions` the
+/// soak's program.
+fn registry(args: &ServerArgs) -> Result<ferry_func::Registry, String> {
+    let mut registry = ferry_lua::registry();
+    if args.chaos_functions {
+        registry
+            .register(ferry_chaos::program::NAME, ferry_chaos::program::run)
+            .map_err(|err| err.to_string())?;
+    }
+    Ok(registry)
 }

@@ -60,6 +60,35 @@ fn a_short_crash_run_survives_its_kills_with_nothing_acknowledged_lost() {
 }
 
 #[test]
+fn a_short_cluster_run_through_moves_and_failovers_is_strictly_serializable() {
+    let out = ferry(&[
+        "--cluster",
+        "--duration",
+        "15s",
+        "--seed",
+        "13",
+        "--mean-fault-interval",
+        "2s",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(" 0 acknowledged writes lost") && last.ends_with("strictly serializable"),
+        "{stdout}"
+    );
+    let count = |what: &str| -> u64 {
+        last.split(", ")
+            .find_map(|part| part.strip_suffix(what))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count of{what} in {last}"))
+    };
+    // Faults come every 2 s on average and each settles first: some happen in 15 s.
+    let faults = count(" slot moves") + count(" failovers") + count(" storage nodes killed");
+    assert!(faults >= 1, "{stdout}");
+}
+
+#[test]
 fn crash_flags_need_crash() {
     refused(&["--duration", "1s", "--fsync", "always"], "--crash");
 }

@@ -136,11 +136,13 @@ impl StoreCtx {
         if ferry_cluster::is_node_local(table) {
             return Ok(()); // every node keeps its own catalog
         }
-        if let Some(why) = keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
-            return Err(CtxError::Unavailable(why));
-        }
         let Some(why) = keys.iter().find_map(|key| crate::routing::not_owned(role, key)) else {
-            return Ok(());
+            // Its own keys, unless a move is handing them over (a node keeps the slots it
+            // moved away frozen too, so that check comes second).
+            return match keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
+                Some(why) => Err(CtxError::Unavailable(why)),
+                None => Ok(()),
+            };
         };
         if self.handoff {
             self.state.lock().handed_off = true;
