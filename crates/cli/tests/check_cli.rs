@@ -42,26 +42,14 @@ fn a_short_run_reports_what_it_checked() {
 
 #[test]
 fn a_short_crash_run_survives_its_kills_with_nothing_acknowledged_lost() {
-    let out = ferry(&["--crash", "--duration", "6s", "--seed", "11", "--mean-uptime", "1s"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    let last = stdout.lines().last().unwrap_or_default();
-    assert!(
-        last.contains(" 0 acknowledged writes lost") && last.ends_with("strictly serializable"),
-        "{stdout}"
-    );
+    let (stdout, last) = nothing_lost(&["--crash", "--duration", "6s", "--seed", "11", "--mean-uptime", "1s"]);
     // The nemesis kills at least once during the run, and once more before the final read.
-    let crashes: u64 = last
-        .split(", ")
-        .find_map(|part| part.strip_suffix(" crashes survived"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no crash count in {last}"));
-    assert!(crashes >= 2, "{stdout}");
+    assert!(count(&last, " crashes survived") >= 2, "{stdout}");
 }
 
 #[test]
 fn a_short_cluster_run_through_moves_and_failovers_is_strictly_serializable() {
-    let out = ferry(&[
+    let (stdout, last) = nothing_lost(&[
         "--cluster",
         "--duration",
         "15s",
@@ -70,22 +58,31 @@ fn a_short_cluster_run_through_moves_and_failovers_is_strictly_serializable() {
         "--mean-fault-interval",
         "2s",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Faults come every 2 s on average and each settles first: some happen in 15 s.
+    let faults = count(&last, " slot moves") + count(&last, " failovers") + count(&last, " storage nodes killed");
+    assert!(faults >= 1, "{stdout}");
+}
+
+/// Runs `ferry check ARGS`, which must pass with nothing acknowledged lost; its output
+/// and last line.
+fn nothing_lost(args: &[&str]) -> (String, String) {
+    let out = ferry(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    let last = stdout.lines().last().unwrap_or_default();
+    let last = stdout.lines().last().unwrap_or_default().to_string();
     assert!(
         last.contains(" 0 acknowledged writes lost") && last.ends_with("strictly serializable"),
         "{stdout}"
     );
-    let count = |what: &str| -> u64 {
-        last.split(", ")
-            .find_map(|part| part.strip_suffix(what))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no count of{what} in {last}"))
-    };
-    // Faults come every 2 s on average and each settles first: some happen in 15 s.
-    let faults = count(" slot moves") + count(" failovers") + count(" storage nodes killed");
-    assert!(faults >= 1, "{stdout}");
+    (stdout, last)
+}
+
+/// The number before `what` in a summary line's comma-separated parts.
+fn count(last: &str, what: &str) -> u64 {
+    last.split(", ")
+        .find_map(|part| part.strip_suffix(what))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of{what} in {last}"))
 }
 
 #[test]
