@@ -4,7 +4,9 @@
 //! hashtag, so each program runs on the one node serving that slot, and a nemesis works
 //! on exactly that: it moves the slot to another primary (`BeginMove`, then the nodes'
 //! copy and hand-over), stops its primary with SIGSTOP until its replica is promoted (a
-//! failover), or kills a storage node with SIGKILL (`cluster up` restarts it). The whole
+//! failover), cuts its primary off the config group while its clients still reach it (a
+//! partition: the primary's lease lapses, so it must stop serving before its replica is
+//! promoted), or kills a storage node with SIGKILL (`cluster up` restarts it). The whole
 //! history, across moves and failovers, must be strictly serializable, and the final read
 //! must see every acknowledged write. That works because a key keeps its versions when it
 //! moves or its replica is promoted.
@@ -23,6 +25,7 @@ use ferry_client::{ClientConfig, ClusterClient};
 use ferry_cluster::ClusterMap;
 use ferry_config::{ClusterConfig, Command as ConfigCommand, Outcome};
 
+use crate::partition::GroupLink;
 use crate::program::{self, Program, Step};
 use crate::record::{Record, Seen};
 use crate::{
@@ -36,19 +39,34 @@ pub type ClusterLauncher = Arc<dyn Fn(&Path, &Path) -> Command + Send + Sync>;
 /// Longest wait for the cluster to start, a fault to settle, or the final read.
 const SETTLE: Duration = Duration::from_secs(60);
 
-/// How long a stopped primary stays stopped: past the leader's fence (1.1 s of silence)
-/// and the promotion.
+/// How long a stopped primary stays stopped, and a cut-off one cut off: past the leader's
+/// fence (1.1 s of silence) and the promotion.
 const STOPPED_FOR: Duration = Duration::from_secs(3);
+
+/// The storage nodes the launcher's `cluster up` starts (three primaries, two replicas
+/// each), each of which dials the config group through a [`GroupLink`]. Two replicas:
+/// while a cut-off primary cannot follow its successor, the other replica acknowledges
+/// the successor's writes (`--ack replica`), so writes go on beside the cut-off primary.
+const STORAGE_NODES: [&str; 9] = ["s1", "s2", "s3", "s1r1", "s2r1", "s3r1", "s1r2", "s2r2", "s3r2"];
+
+/// Members of the config group `cluster up` starts (its default).
+const CONFIG_MEMBERS: usize = 3;
 
 /// A cluster run.
 #[derive(Clone)]
 pub struct ClusterChaos {
-    /// Starts `cluster up`.
+    /// Starts `cluster up` with three primaries, two replicas each and the default three
+    /// config members (the run adds `--node-config-group` for each storage node).
     pub launcher: ClusterLauncher,
     /// Its dir (must exist).
     pub dir: PathBuf,
     /// Mean time between faults (exponential; each fault settles before the next).
     pub mean_fault_interval: Duration,
+    /// The launcher starts the storage nodes with `--ack replica` (true) or `--ack
+    /// primary`. Under `--ack primary` a primary stopped or killed may take acknowledged
+    /// writes with it, as that mode allows, so the nemesis only moves slots and cuts
+    /// primaries off the group: the lease alone must then keep every acknowledged write.
+    pub ack_replica: bool,
 }
 
 /// `cluster up`, stopped with SIGTERM when dropped.
@@ -109,6 +127,7 @@ fn signal(pid: u32, signal: libc::c_int) {
 struct Faults {
     moves: u64,
     failovers: u64,
+    partitions: u64,
     kills: u64,
 }
 
@@ -118,13 +137,52 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
     let start = |e: &dyn std::fmt::Display| ChaosError::Start(e.to_string());
     let json = cluster.dir.join("cluster.json");
     let stderr = std::fs::File::create(cluster.dir.join("cluster-stderr.txt")).map_err(|e| start(&e))?;
-    let child = (cluster.launcher)(&cluster.dir, &json)
+    let runtime = client_runtime()?;
+    let links: Vec<(&str, GroupLink)> = runtime
+        .block_on(async {
+            let mut links = Vec::new();
+            for id in STORAGE_NODES {
+                links.push((id, GroupLink::start(CONFIG_MEMBERS).await?));
+            }
+            Ok::<_, std::io::Error>(links)
+        })
+        .map_err(|e| start(&e))?;
+    let mut command = (cluster.launcher)(&cluster.dir, &json);
+    for (id, link) in &links {
+        let addrs: Vec<String> = link.addrs().iter().map(ToString::to_string).collect();
+        command
+            .arg("--node-config-group")
+            .arg(format!("{id}={}", addrs.join(",")));
+    }
+    let child = command
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
         .map_err(|e| start(&e))?;
     let mut up = Up { child, json };
     let deadline = Instant::now() + SETTLE;
+    // The members' addresses, written as soon as they are bound: the links' upstreams.
+    let members_file = cluster.dir.join("config-group");
+    let members: Vec<String> = loop {
+        up.alive()?;
+        if let Ok(text) = std::fs::read_to_string(&members_file) {
+            break text.trim().split(',').map(str::to_string).collect();
+        }
+        if Instant::now() > deadline {
+            return Err(ChaosError::Start(
+                "cluster up wrote no config-group file within 60 s".into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let upstreams: Vec<std::net::SocketAddr> = members
+        .iter()
+        .map(|member| member.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| start(&e))?;
+    for (_, link) in &links {
+        link.set_upstreams(upstreams.clone());
+    }
     while !up.json.exists() {
         up.alive()?;
         if Instant::now() > deadline {
@@ -132,13 +190,6 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let members: Vec<String> = up.json()?["config_group"]
-        .as_str()
-        .ok_or_else(|| ChaosError::Start("cluster.json names no config group".into()))?
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let runtime = client_runtime()?;
     let group = ConfigClient::new(members);
     runtime.block_on(until(&group, |config| {
         config.is_bootstrapped() && config.shards.values().all(|shard| shard.leased)
@@ -146,6 +197,18 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
     let routes = runtime
         .block_on(async { follow_routes(group.follow(), SETTLE).await })
         .map_err(|e| start(&e))?;
+    // Half the clients follow the group through a link of their own, cut with the
+    // primary's: they keep routing to it while cut off, which is when only its lease
+    // keeps it from answering them with what the promoted replica has overwritten.
+    let client_link = runtime
+        .block_on(GroupLink::start(CONFIG_MEMBERS))
+        .map_err(|e| start(&e))?;
+    client_link.set_upstreams(upstreams.clone());
+    let behind_link: Vec<String> = client_link.addrs().iter().map(ToString::to_string).collect();
+    let routes_behind_link = runtime
+        .block_on(async { follow_routes(ConfigClient::new(behind_link).follow(), SETTLE).await })
+        .map_err(|e| start(&e))?;
+    let client_routes = [routes.clone(), routes_behind_link];
     let registry = registry()?;
     let mut client_config = ClientConfig::new(routes.borrow().nodes()[0].addr.clone(), TENANT, TOKEN);
     client_config.registry = registry;
@@ -155,10 +218,25 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
 
     let (records, faults) = {
         let (handle, nemesis_group, nemesis_shared) = (runtime.handle().clone(), group.clone(), Arc::clone(&shared));
-        let (interval, seed, up) = (cluster.mean_fault_interval, config.seed, &up);
+        let (interval, seed, up, links, client_link, ack_replica) = (
+            cluster.mean_fault_interval,
+            config.seed,
+            &up,
+            &links,
+            &client_link,
+            cluster.ack_replica,
+        );
         std::thread::scope(|scope| {
-            let faults = scope.spawn(move || nemesis(&handle, &nemesis_group, up, &nemesis_shared, interval, seed));
-            let records = runtime.block_on(drive(config, &routes, &client_config, &shared));
+            let faults = scope.spawn(move || {
+                let cluster = Cluster {
+                    up,
+                    links,
+                    client_link,
+                    ack_replica,
+                };
+                nemesis(&handle, &nemesis_group, &cluster, &nemesis_shared, interval, seed)
+            });
+            let records = runtime.block_on(drive(config, &client_routes, &client_config, &shared));
             (records, faults.join())
         })
     };
@@ -169,6 +247,7 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
     let mut report = judge(&records, 0, 0, faults.kills)?;
     report.moves = faults.moves;
     report.failovers = faults.failovers;
+    report.partitions = faults.partitions;
     Ok(report)
 }
 
@@ -196,11 +275,20 @@ fn hot_slot() -> u16 {
     ferry_cluster::key_slot(&program::key(0))
 }
 
+/// What the nemesis works on: the processes, each storage node's link to the group, and
+/// the link half the clients follow the group through.
+struct Cluster<'a> {
+    up: &'a Up,
+    links: &'a [(&'static str, GroupLink)],
+    client_link: &'a GroupLink,
+    ack_replica: bool,
+}
+
 /// Faults until the clients' deadline, each settled before the next.
 fn nemesis(
     runtime: &tokio::runtime::Handle,
     group: &ConfigClient,
-    up: &Up,
+    cluster: &Cluster,
     shared: &Shared,
     mean_interval: Duration,
     seed: u64,
@@ -221,7 +309,14 @@ fn nemesis(
             return Err(ChaosError::Client(format!("no shard serves slot {slot}")));
         };
         let primary = config.shards[&serving].primary.clone();
-        match rng.gen_range(0..3) {
+        let up = cluster.up;
+        // Moves and partitions always; stops and kills only where no acknowledged write
+        // may go with them.
+        let fault = match cluster.ack_replica {
+            true => rng.gen_range(0..4),
+            false => [0, 2][rng.gen_range(0..2)],
+        };
+        match fault {
             0 => {
                 let others: Vec<&String> = config
                     .shards
@@ -253,6 +348,25 @@ fn nemesis(
                 }))?;
                 wait_restarted(up, &primary, pid)?;
             }
+            2 => {
+                let Some((_, link)) = cluster.links.iter().find(|(id, _)| *id == primary) else {
+                    return Err(ChaosError::Start(format!("no link to the config group for {primary}")));
+                };
+                let pid = up.pid_of(&primary)?;
+                link.cut();
+                cluster.client_link.cut();
+                std::thread::sleep(STOPPED_FOR);
+                link.heal();
+                cluster.client_link.heal();
+                faults.partitions += 1;
+                let settled = runtime.block_on(until(group, |config| {
+                    config.shards.values().all(|shard| shard.fenced_at.is_none())
+                }))?;
+                // Demoted, the old primary restarts and copies its successor.
+                if settled.shards[&serving].primary != primary {
+                    wait_restarted(up, &primary, pid)?;
+                }
+            }
             _ => {
                 let nodes: Vec<&String> = config.nodes.keys().collect();
                 let victim = nodes[rng.gen_range(0..nodes.len())].clone();
@@ -279,10 +393,10 @@ fn wait_restarted(up: &Up, node: &str, old: u32) -> Result<(), ChaosError> {
     }
 }
 
-/// The clients' invocations until the deadline; each client follows the config group.
+/// The clients' invocations until the deadline; client `i` routes by `routes[i % len]`.
 async fn drive(
     config: &ChaosConfig,
-    routes: &watch::Receiver<Arc<ClusterMap>>,
+    routes: &[watch::Receiver<Arc<ClusterMap>>],
     client_config: &ClientConfig,
     shared: &Arc<Shared>,
 ) -> Result<Vec<Record>, ChaosError> {
@@ -290,7 +404,7 @@ async fn drive(
     for client in 0..config.clients as u64 {
         let rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_mul(1_000_003).wrapping_add(client));
         let (routes, client_config, chaos, shared) = (
-            routes.clone(),
+            routes[client as usize % routes.len()].clone(),
             client_config.clone(),
             config.clone(),
             Arc::clone(shared),

@@ -18,6 +18,7 @@
 
 pub mod cluster;
 pub mod crash;
+pub mod partition;
 pub mod program;
 pub mod proxy;
 pub mod record;
@@ -145,6 +146,9 @@ pub struct ChaosReport {
     pub moves: u64,
     /// Failovers: the hot slot's primary stopped until its replica took over (cluster runs).
     pub failovers: u64,
+    /// Partitions: the hot slot's primary cut off the config group, its clients still
+    /// reaching it, until its replica took over (cluster runs).
+    pub partitions: u64,
     /// Acknowledged writes the final read does not see (each would also be a violation).
     pub lost_writes: usize,
     /// Invocations the checker placed in its graph.

@@ -4,8 +4,8 @@
 //! dir, killed with SIGKILL at random and restarted, and the history is judged across the
 //! restarts.
 //! With `--cluster`, it runs against `ferry cluster up` (three primaries, a replica each,
-//! `--ack replica`) while a nemesis moves the hot keys' slot, fails its primary over and
-//! kills storage nodes (`ferry_chaos::cluster`).
+//! `--ack replica`) while a nemesis moves the hot keys' slot, fails its primary over, cuts
+//! it off the config group and kills storage nodes (`ferry_chaos::cluster`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,14 +63,22 @@ pub struct CheckArgs {
     snapshot_log_bytes: u64,
     /// Run against a cluster of processes instead (`cluster up` with 3 primaries, a
     /// replica each and `--ack replica`), while a nemesis moves the hot keys' slot between
-    /// primaries, stops its primary until its replica takes over, and kills storage nodes;
-    /// the history across all of it is judged, and every acknowledged write must be read
-    /// at the end. (No proxy cuts or stalls here.)
+    /// primaries, stops its primary until its replica takes over, cuts that primary off
+    /// the config group (through proxies; its clients still reach it) until its replica
+    /// takes over, and kills storage nodes; the history across all of it is judged, and
+    /// every acknowledged write must be read at the end.
     #[arg(long, conflicts_with = "crash")]
     cluster: bool,
     /// With --cluster: mean time between faults (exponential; each settles first).
     #[arg(long, default_value = "3s", requires = "cluster")]
     mean_fault_interval: String,
+    /// With --cluster: when a storage node acknowledges a write: `replica` (once a
+    /// replica has logged it) or `primary`. With `primary`, a stopped or killed primary
+    /// may take acknowledged writes with it, so the nemesis only moves slots and cuts
+    /// primaries off the config group, and the primaries' leases alone must keep every
+    /// acknowledged write and every read fresh.
+    #[arg(long, default_value = "replica", value_parser = ["replica", "primary"], requires = "cluster")]
+    ack: String,
 }
 
 /// Flags of the hidden `ferry check-node`.
@@ -137,6 +145,7 @@ fn crash_config(args: &CheckArgs, data_dir: PathBuf) -> Result<CrashConfig, Stri
 fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster::ClusterChaos, String> {
     let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
     let mean_fault_interval = duration_flag("--mean-fault-interval", &args.mean_fault_interval)?;
+    let ack = args.ack.clone();
     Ok(ferry_chaos::cluster::ClusterChaos {
         launcher: Arc::new(move |dir: &Path, json: &Path| {
             let mut command = std::process::Command::new(&exe);
@@ -147,9 +156,9 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
                     "--storage-nodes",
                     "3",
                     "--replicas",
-                    "1",
+                    "2",
                     "--ack",
-                    "replica",
+                    &ack,
                 ])
                 .args(["--compute-nodes", "0", "--tenant", "1:chaos", "--chaos-functions"])
                 .arg("--dir")
@@ -160,6 +169,7 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
         }),
         dir,
         mean_fault_interval,
+        ack_replica: args.ack == "replica",
     })
 }
 
@@ -213,8 +223,8 @@ pub fn run(args: CheckArgs) -> CmdResult {
                 report.crashes, report.lost_writes
             ),
             (_, true) => format!(
-                "{} slot moves, {} failovers, {} storage nodes killed, {} acknowledged writes lost; ",
-                report.moves, report.failovers, report.crashes, report.lost_writes
+                "{} slot moves, {} failovers, {} partitions, {} storage nodes killed, {} acknowledged writes lost; ",
+                report.moves, report.failovers, report.partitions, report.crashes, report.lost_writes
             ),
             _ => String::new(),
         };
@@ -253,8 +263,8 @@ pub fn run(args: CheckArgs) -> CmdResult {
             totals.crashes, totals.lost_writes
         ),
         (_, true) => format!(
-            ", {} slot moves, {} failovers, {} storage nodes killed, {} acknowledged writes lost",
-            totals.moves, totals.failovers, totals.crashes, totals.lost_writes
+            ", {} slot moves, {} failovers, {} partitions, {} storage nodes killed, {} acknowledged writes lost",
+            totals.moves, totals.failovers, totals.partitions, totals.crashes, totals.lost_writes
         ),
         _ => String::new(),
     };
@@ -277,5 +287,6 @@ fn add(totals: &mut ChaosReport, r: &ChaosReport) {
     totals.crashes += r.crashes;
     totals.moves += r.moves;
     totals.failovers += r.failovers;
+    totals.partitions += r.partitions;
     totals.lost_writes += r.lost_writes;
 }

@@ -1,5 +1,5 @@
-//! `ferry cluster status`, `ferry cluster assign-slots` and `ferry cluster reshard`:
-//! reading and changing the configuration the config group holds.
+//! `ferry cluster status`, `add-node`, `assign-slots` and `reshard`: reading and
+//! changing the configuration the config group holds.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,36 @@ pub struct StatusArgs {
     /// Print the configuration as JSON instead.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    tls: crate::tls_args::DialTlsArgs,
+}
+
+/// Flags of `ferry cluster add-node`.
+#[derive(clap::Args)]
+pub struct AddNodeArgs {
+    /// The config group's members, as HOST:PORT separated by commas.
+    #[arg(long)]
+    config_group: String,
+    /// The node's id (its `ferry server --node-id`).
+    #[arg(long)]
+    id: String,
+    /// Where clients reach its ferry protocol listener (HOST:PORT).
+    #[arg(long)]
+    addr: String,
+    /// Where Redis clients reach it (HOST:PORT): what `-MOVED` and CLUSTER SLOTS name.
+    #[arg(long)]
+    resp: Option<String>,
+    /// Where its replicas (and slot moves) pull its log (HOST:PORT): its
+    /// `--replication-listen`.
+    #[arg(long)]
+    replication: Option<String>,
+    /// Add it as a replica of the shard this primary leads; without it, as the primary of
+    /// a new shard with no slots (give it some with `reshard`).
+    #[arg(long, value_name = "PRIMARY_ID")]
+    replica_of: Option<String>,
+    /// Give up if the configuration does not show the node within this many seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout_secs: u64,
     #[command(flatten)]
     tls: crate::tls_args::DialTlsArgs,
 }
@@ -114,6 +144,92 @@ pub fn status(args: StatusArgs) -> CmdResult {
             );
         }
         Ok(())
+    })
+}
+
+/// Adds a storage node to the configuration; done at once if it is in it already (so a
+/// node's start script may run it every time).
+pub fn add_node_cmd(args: AddNodeArgs) -> CmdResult {
+    for (flag, addr) in [
+        ("--addr", Some(&args.addr)),
+        ("--resp", args.resp.as_ref()),
+        ("--replication", args.replication.as_ref()),
+    ] {
+        if let Some(addr) = addr {
+            if !ferry_cluster::map::is_host_port(addr) {
+                return Err(format!("{flag} {addr:?} is not HOST:PORT").into());
+            }
+        }
+    }
+    let following = crate::config_cmd::Following::start(&args.config_group, args.tls.client_tls()?.as_ref())?;
+    let node = ferry_config::StorageNode {
+        addr: args.addr.clone(),
+        resp: args.resp.clone(),
+        replication: args.replication.clone(),
+    };
+    let wait = Duration::from_secs(args.timeout_secs);
+    add_node(&following, &args.id, node, args.replica_of.as_deref(), wait)?;
+    let config = following.configs().borrow().clone();
+    match config.shard_of(&args.id) {
+        Some((shard, found)) if found.primary == args.id => {
+            println!("{} is the primary of shard {shard} (epoch {})", args.id, config.epoch)
+        }
+        Some((shard, found)) => println!(
+            "{} is a replica in shard {shard}, led by {} (epoch {})",
+            args.id, found.primary, config.epoch
+        ),
+        None => return Err(format!("{} is not in the configuration", args.id).into()),
+    }
+    Ok(())
+}
+
+/// Adds storage node `id` to the configuration (as a replica of `replica_of`'s shard, or
+/// as the primary of a new shard), unless it is in it already, and waits until the
+/// configuration `following` holds shows it.
+pub(crate) fn add_node(
+    following: &crate::config_cmd::Following,
+    id: &str,
+    node: ferry_config::StorageNode,
+    replica_of: Option<&str>,
+    wait: Duration,
+) -> CmdResult {
+    let client = following.client();
+    let mut configs = following.configs();
+    runtime()?.block_on(async {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let config = configs.borrow_and_update().clone();
+            if config.shard_of(id).is_some() {
+                return Ok(());
+            }
+            let command = match replica_of {
+                Some(primary) => Command::AddReplica {
+                    id: id.to_string(),
+                    node: node.clone(),
+                    primary: primary.to_string(),
+                    expected_epoch: config.epoch,
+                },
+                None => Command::AddNode {
+                    id: id.to_string(),
+                    node: node.clone(),
+                    expected_epoch: config.epoch,
+                },
+            };
+            match client.propose(command).await {
+                Ok(Outcome::Applied { .. }) => {}
+                // A refusal that will not change (an unknown primary, an id taken) is the
+                // answer; a stale epoch, or a group not bootstrapped yet, is tried again
+                // at the next configuration.
+                Ok(Outcome::Refused(ferry_config::Refusal::Invalid(why))) => {
+                    return Err(format!("adding {id}: {why}").into());
+                }
+                Ok(Outcome::Refused(why)) => tracing::debug!("adding {id}: {why}"),
+                Err(err) => tracing::debug!("adding {id}: {err}"),
+            }
+            if tokio::time::timeout_at(deadline, configs.changed()).await.is_err() {
+                return Err(format!("{id} was not added to the configuration within {wait:?}").into());
+            }
+        }
     })
 }
 

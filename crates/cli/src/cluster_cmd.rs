@@ -36,6 +36,11 @@ enum ClusterCommand {
     /// Show the configuration the config group holds (epoch, shards, slots) and each
     /// member's view of the group (leader, term).
     Status(crate::cluster_admin_cmd::StatusArgs),
+    /// Add a storage node to the configuration: as a replica of a primary's shard
+    /// (--replica-of), or as the primary of a new shard with no slots. Done at once if it
+    /// is there already; start the node (`ferry server --config-group ... --node-id ID`)
+    /// after.
+    AddNode(crate::cluster_admin_cmd::AddNodeArgs),
     /// Give a slot range to a shard (by its primary's id). Only routing changes: keys in
     /// those slots stay where they are (invisible until the slots come back), so this is
     /// for ranges without keys. The old owner refuses the slots once it has seen the new
@@ -82,6 +87,12 @@ struct UpArgs {
     /// Storage nodes also serve the soak's function (`ferry check --cluster`).
     #[arg(long, hide = true)]
     chaos_functions: bool,
+    /// `ID=HOST:PORT,...`: storage node ID dials the config group at these addresses (one
+    /// per member, in member order) instead of the members' own; repeatable. For
+    /// `ferry check --cluster`, which puts proxies there to cut a node off the group. The
+    /// members' own addresses are written to DIR/config-group as soon as they are bound.
+    #[arg(long, hide = true, value_name = "ID=ADDRS")]
+    node_config_group: Vec<String>,
     /// Most active workers of each compute node.
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
@@ -201,50 +212,6 @@ const MAX_REPLICAS: usize = 4;
 /// How long `cluster up` waits for a replica's addition to show in the configuration.
 const ADD_REPLICA_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Adds replica `id` of `primary`'s shard to the configuration (unless an earlier `cluster
-/// up` on the same dir did), and waits until the configuration followed shows it.
-fn add_replica(
-    following: &crate::config_cmd::Following,
-    id: &str,
-    primary: &str,
-    addr: String,
-    resp: String,
-    replication: Option<String>,
-) -> CmdResult {
-    let client = following.client();
-    let mut configs = following.configs();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let deadline = tokio::time::Instant::now() + ADD_REPLICA_WAIT;
-        loop {
-            let config = configs.borrow_and_update().clone();
-            if config.shard_of(id).is_some() {
-                return Ok(());
-            }
-            let command = ferry_config::Command::AddReplica {
-                id: id.to_string(),
-                node: ferry_config::StorageNode {
-                    addr: addr.clone(),
-                    resp: Some(resp.clone()),
-                    replication: replication.clone(),
-                },
-                primary: primary.to_string(),
-                expected_epoch: config.epoch,
-            };
-            match client.propose(command).await {
-                Ok(ferry_config::Outcome::Applied { .. }) => {}
-                Ok(ferry_config::Outcome::Refused(why)) => tracing::debug!("adding replica {id}: {why}"),
-                Err(err) => tracing::debug!("adding replica {id}: {err}"),
-            }
-            if tokio::time::timeout_at(deadline, configs.changed()).await.is_err() {
-                return Err(
-                    format!("replica {id} was not added to the configuration within {ADD_REPLICA_WAIT:?}").into(),
-                );
-            }
-        }
-    })
-}
-
 /// Writes the JSON whole, then renames it into place: a reader never sees half a file.
 fn write_json(path: &Path, cluster: &ClusterInfo) -> CmdResult {
     let partial = path.with_extension("partial");
@@ -284,6 +251,7 @@ pub fn run(args: ClusterArgs) -> CmdResult {
     match args.command {
         ClusterCommand::Up(args) => up(*args),
         ClusterCommand::Status(args) => crate::cluster_admin_cmd::status(args),
+        ClusterCommand::AddNode(args) => crate::cluster_admin_cmd::add_node_cmd(args),
         ClusterCommand::AssignSlots(args) => crate::cluster_admin_cmd::assign_slots(args),
         ClusterCommand::Reshard(args) => crate::cluster_admin_cmd::reshard(args),
     }
@@ -357,6 +325,19 @@ fn up(args: UpArgs) -> CmdResult {
         .iter()
         .map(|listener| Ok(listener.local_addr()?.to_string()))
         .collect::<std::io::Result<Vec<String>>>()?;
+    if !group.is_empty() {
+        let path = dir.join("config-group");
+        std::fs::write(&path, group.join(",")).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    }
+    let node_groups: Vec<(&str, &str)> = args
+        .node_config_group
+        .iter()
+        .map(|entry| {
+            entry
+                .split_once('=')
+                .ok_or_else(|| format!("--node-config-group {entry:?}: expected ID=HOST:PORT,..."))
+        })
+        .collect::<Result<_, _>>()?;
     let members_flag: Vec<String> = group
         .iter()
         .enumerate()
@@ -371,6 +352,8 @@ fn up(args: UpArgs) -> CmdResult {
             members_flag.join(","),
             "--cluster-map".into(),
             map_path.display().to_string(),
+            "--metrics".into(),
+            "127.0.0.1:0".into(),
         ];
         member_args.extend(args.tls.to_args());
         if let Some(ca) = &args.tls_ca {
@@ -413,6 +396,11 @@ fn up(args: UpArgs) -> CmdResult {
         server_args.extend(replication_flags.iter().cloned());
         if args.chaos_functions {
             server_args.push("--chaos-functions".into());
+        }
+        if let Some((_, addrs)) = node_groups.iter().find(|(node, _)| *node == id) {
+            if let Some(at) = server_args.iter().position(|arg| arg == "--config-group") {
+                server_args[at + 1] = addrs.to_string();
+            }
         }
         server_args.extend(links.iter().cloned());
         Ok((server_args, data_dir))
@@ -486,7 +474,12 @@ fn up(args: UpArgs) -> CmdResult {
                 let id = format!("{}r{replica}", node.id);
                 let listeners = NodeListeners::bind(true)?;
                 let (addr, resp, replication) = listeners.addrs()?;
-                add_replica(following, &id, &node.id, addr, resp, replication)?;
+                let entry = ferry_config::StorageNode {
+                    addr,
+                    resp: Some(resp),
+                    replication,
+                };
+                crate::cluster_admin_cmd::add_node(following, &id, entry, Some(&node.id), ADD_REPLICA_WAIT)?;
                 let (server_args, data_dir) = storage_node(index, &id)?;
                 durable.push(DurableChild::storage_node(&exe, &id, listeners, data_dir, server_args)?);
                 index += 1;
@@ -516,10 +509,11 @@ fn up(args: UpArgs) -> CmdResult {
     for process in &cluster.config_members {
         writeln!(
             stdout,
-            "config member {} on {} (pid {}, data {})",
+            "config member {} on {} (pid {}, metrics {}, data {})",
             process.id.as_deref().unwrap_or("-"),
             process.addr,
             process.pid,
+            process.metrics,
             process
                 .data_dir
                 .as_ref()

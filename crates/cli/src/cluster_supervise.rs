@@ -259,7 +259,7 @@ fn spawn(
     let what = format!("{} {id}", kind.name());
     match kind {
         Kind::StorageNode => ChildServer::start_resp_recovering(command, &what),
-        Kind::ConfigMember => ChildServer::start(command, &what, false),
+        Kind::ConfigMember => ChildServer::start(command, &what, true),
     }
 }
 

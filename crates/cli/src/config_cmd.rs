@@ -125,6 +125,11 @@ pub struct ConfigArgs {
     /// A cluster map (TOML) to load as the first configuration, if the group has none yet.
     #[arg(long)]
     cluster_map: Option<PathBuf>,
+    /// Serve Prometheus metrics (`GET /metrics`) and the probes `GET /healthz` and
+    /// `GET /readyz` (ready while a leader is known) on this address (printed as
+    /// `metrics on HOST:PORT` after the `listening on` line).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     /// TLS on the member's listener (for peers and clients alike).
     #[command(flatten)]
     tls: crate::tls_args::ServeTlsArgs,
@@ -228,6 +233,19 @@ pub fn run(args: ConfigArgs) -> CmdResult {
             );
             ferry_net::tls::Acceptor::new(tls, connections)
         });
+        let mut metrics_addr = None;
+        if let Some(addr) = &args.metrics {
+            let metrics = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|err| format!("--metrics: cannot listen on {addr}: {err}"))?;
+            metrics_addr = Some(metrics.local_addr()?);
+            tokio::spawn(ferry_net::metrics::serve(
+                metrics,
+                ferry_confignode::metrics::endpoints(member.clone()),
+                acceptor.clone(),
+                stopped.clone(),
+            ));
+        }
         let serving = tokio::spawn(ferry_confignode::server::serve(
             member.clone(),
             listener,
@@ -237,6 +255,9 @@ pub fn run(args: ConfigArgs) -> CmdResult {
         // The first stdout line is a contract: tools and tests read the address from it.
         let mut stdout = std::io::stdout();
         writeln!(stdout, "listening on {addr}")?;
+        if let Some(metrics) = metrics_addr {
+            writeln!(stdout, "metrics on {metrics}")?;
+        }
         stdout.flush()?;
         tracing::info!("config member {}: SIGINT or SIGTERM stops it", args.id);
         ferry_net::signal::terminated().await?;

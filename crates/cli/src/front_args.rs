@@ -28,7 +28,8 @@ pub struct FrontArgs {
     /// nodes behind it.
     #[arg(long = "tenant", value_name = "ID:TOKEN", required = true)]
     tenants: Vec<String>,
-    /// Serve Prometheus metrics (`GET /metrics`) on this address (port 0: any free one;
+    /// Serve Prometheus metrics (`GET /metrics`) and the probes `GET /healthz` and
+    /// `GET /readyz` on this address (port 0: any free one;
     /// printed as `metrics on HOST:PORT` after the `listening on` line).
     #[arg(long)]
     metrics: Option<String>,

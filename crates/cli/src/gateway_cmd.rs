@@ -16,8 +16,9 @@ pub struct GatewayArgs {
     /// Address to listen on; port 0 picks a free port (printed on the first line).
     #[arg(long, default_value = "127.0.0.1:7800")]
     listen: String,
-    /// A compute node's HOST:PORT; repeatable. Without any, ship-data runs happen in the
-    /// gateway itself.
+    /// Compute nodes' HOST:PORT; repeatable. A host that resolves to several addresses
+    /// (a headless Service) stands for a node at each, looked up again every 10 s.
+    /// Without any, ship-data runs happen in the gateway itself.
     #[arg(long = "compute", value_name = "HOST:PORT")]
     compute_nodes: Vec<String>,
     /// Placement policy of every tenant: balance (default), pyxis, kayak, kv, rpc,
@@ -72,7 +73,8 @@ fn parse_cores(text: &str) -> Result<ferry_control::placement::load_model::Capac
 pub fn run(args: GatewayArgs) -> CmdResult {
     args.front.pin()?;
     let spec = parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
-    let slo = Nanos(slo_flag(&args.slo_p99)?.as_nanos() as u64);
+    let slo_p99 = slo_flag(&args.slo_p99)?;
+    let slo = Nanos(slo_p99.as_nanos() as u64);
     let capacity = parse_cores(&args.cores)?;
     let seed = args.seed;
     // Checked once here, so a bad combination fails at start rather than per tenant.
@@ -88,6 +90,7 @@ pub fn run(args: GatewayArgs) -> CmdResult {
         front,
         cluster: routes,
         compute_nodes: args.compute_nodes.clone(),
+        slo_p99,
         policy: Arc::new(move || {
             spec.build(slo, 0.99, Some(capacity), seed)
                 .map_err(|err| err.to_string())

@@ -83,7 +83,8 @@ pub struct ServerArgs {
     /// configuration, then follows each new epoch's map.
     #[arg(long, requires = "node_id")]
     config_group: Option<String>,
-    /// Serve Prometheus metrics (`GET /metrics`) on this address (port 0: any free one;
+    /// Serve Prometheus metrics (`GET /metrics`) and the probes `GET /healthz` and
+    /// `GET /readyz` on this address (port 0: any free one;
     /// printed as `metrics on HOST:PORT` after the `listening on` line).
     #[arg(long)]
     metrics: Option<String>,

@@ -59,8 +59,35 @@ fn a_short_cluster_run_through_moves_and_failovers_is_strictly_serializable() {
         "2s",
     ]);
     // Faults come every 2 s on average and each settles first: some happen in 15 s.
-    let faults = count(&last, " slot moves") + count(&last, " failovers") + count(&last, " storage nodes killed");
+    let faults = count(&last, " slot moves")
+        + count(&last, " failovers")
+        + count(&last, " partitions")
+        + count(&last, " storage nodes killed");
     assert!(faults >= 1, "{stdout}");
+}
+
+#[test]
+fn under_ack_primary_a_primary_cut_off_the_config_group_stops_serving_before_it_is_replaced() {
+    // Only moves and partitions here: the cut-off primary's clients keep reaching it, half
+    // of them without news from the group, and its lease alone keeps their reads fresh and
+    // the writes it acknowledged in its successor's log.
+    let (stdout, last) = nothing_lost(&[
+        "--cluster",
+        "--ack",
+        "primary",
+        "--duration",
+        "15s",
+        "--seed",
+        "8",
+        "--mean-fault-interval",
+        "2s",
+    ]);
+    assert_eq!(
+        count(&last, " failovers") + count(&last, " storage nodes killed"),
+        0,
+        "{stdout}"
+    );
+    assert!(count(&last, " partitions") >= 1, "{stdout}");
 }
 
 /// Runs `ferry check ARGS`, which must pass with nothing acknowledged lost; its output

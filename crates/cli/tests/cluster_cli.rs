@@ -176,7 +176,7 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
             "{answer}"
         );
     }
-    assert!(scrape(&processes[3].0).contains("ferry_gateway_requests{op=\"put\",status=\"ok\"}"));
+    assert!(scrape(&processes[3].0).contains("ferry_gateway_requests_total{op=\"put\",status=\"ok\"}"));
 
     let status = up.stop();
     assert!(status.success(), "{status}");

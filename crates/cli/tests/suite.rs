@@ -5,6 +5,7 @@
 mod check_cli;
 mod cluster_cli;
 mod config_group_cli;
+mod deploy_cli;
 mod durability_cli;
 mod failover_cli;
 mod lua_cluster_cli;

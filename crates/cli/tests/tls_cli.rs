@@ -266,7 +266,7 @@ fn a_tls_node_serves_redis_cli_redis_py_ferry_kv_and_metrics_and_refuses_clients
     // Metrics over HTTPS; plain HTTP gets no page.
     let page = scrape_tls(&metrics, &pki.ca, None).unwrap();
     assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
-    assert!(counter(&page, "ferry_node_tls_handshake_failures") >= 1, "{page}");
+    assert!(counter(&page, "ferry_node_tls_handshake_failures_total") >= 1, "{page}");
     let mut plain = TcpStream::connect(&metrics).unwrap();
     plain.set_read_timeout(Some(PATIENCE)).unwrap();
     plain.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
@@ -363,7 +363,7 @@ fn where_client_certificates_are_required_a_missing_or_foreign_one_is_refused_cl
     refused += 1;
     let page = scrape_tls(&metrics, &pki.ca, Some(&pki.client)).unwrap();
     assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
-    let counted = counter(&page, "ferry_node_tls_handshake_failures");
+    let counted = counter(&page, "ferry_node_tls_handshake_failures_total");
     assert!(
         counted >= refused,
         "{counted} failed handshakes counted, {refused} refused"
@@ -436,7 +436,7 @@ fn cluster_up_speaks_tls_on_every_listener_and_every_link_with_client_certificat
     assert!(invoke.status.success(), "{}", text(&invoke));
     let compute_metrics = cluster["compute_nodes"][0]["metrics"].as_str().unwrap();
     let page = scrape_tls(compute_metrics, &pki.ca, Some(&pki.client)).unwrap();
-    assert!(counter(&page, "ferry_compute_invocations") >= 1, "{page}");
+    assert!(counter(&page, "ferry_compute_invocations_total") >= 1, "{page}");
 
     // Every listener refuses a client without a certificate.
     let storage = cluster["storage_nodes"][0]["addr"].as_str().unwrap();

@@ -118,6 +118,12 @@ impl ConfigClient {
         Err(ConfigError::Unreachable(errors.join("; ")))
     }
 
+    /// The member listed after `member` (the first after the last).
+    fn member_after(&self, member: &str) -> Option<String> {
+        let at = self.members.iter().position(|m| m == member)?;
+        Some(self.members[(at + 1) % self.members.len()].clone())
+    }
+
     /// A committed configuration newer than `known_epoch`, or after `wait` the newest the
     /// answering member has.
     pub async fn watch(&self, known_epoch: u64, wait: Duration) -> Result<ClusterConfig, ConfigError> {
@@ -196,7 +202,17 @@ impl ConfigClient {
                 None => self.ask_any(&request, left).await,
             };
             match answer {
-                Ok((_, ClientReply::NotLeader { leader })) => next = leader,
+                Ok((member, ClientReply::NotLeader { leader })) => {
+                    next = match leader {
+                        // A hint is followed only to an address this client was given: a
+                        // member's own address may be unreachable from here (NAT), or
+                        // bypass the path chosen (a proxy). Otherwise the next member is
+                        // asked.
+                        Some(hint) if self.members.contains(&hint) => Some(hint),
+                        Some(_) => self.member_after(&member),
+                        None => None,
+                    }
+                }
                 Ok((member, ClientReply::Failed(why))) => tracing::debug!("config member {member}: {why}"),
                 Ok((member, reply)) => {
                     *self.leader.lock() = Some(member.clone());
@@ -306,4 +322,80 @@ pub async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result
 pub async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, frame: &[u8]) -> std::io::Result<()> {
     stream.write_all(frame).await?;
     stream.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake member: answers every client request with `reply`, and counts them.
+    async fn member(reply: ClientReply) -> (String, Arc<std::sync::atomic::AtomicU64>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let asked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = Arc::clone(&asked);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let reply = reply.clone();
+                let counted = Arc::clone(&counted);
+                tokio::spawn(async move {
+                    while let Ok(Some(_)) = read_frame(&mut stream).await {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if write_frame(&mut stream, &encode(Channel::Client, &reply))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, asked)
+    }
+
+    #[tokio::test]
+    async fn a_hint_naming_an_address_not_given_is_not_followed() {
+        // The follower points at the leader's own address, which this client was not
+        // given (it reaches the members through other addresses): it asks the next
+        // member it was given instead, and the leader answers there.
+        let unreachable = "10.255.255.1:7800".to_string();
+        let (follower, _) = member(ClientReply::NotLeader {
+            leader: Some(unreachable),
+        })
+        .await;
+        let outcome = Outcome::Applied { epoch: 7 };
+        let (leader, asked) = member(ClientReply::Outcome(outcome.clone())).await;
+        let client = ConfigClient::new(vec![follower.clone(), leader]);
+        let started = Instant::now();
+        let answered = client
+            .propose(Command::Leased {
+                shard: 1,
+                primary_epoch: 1,
+            })
+            .await
+            .unwrap();
+        assert_eq!(answered, outcome);
+        assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+
+        // A hint to an address it was given is followed.
+        let (leader_too, asked_too) = member(ClientReply::Outcome(outcome.clone())).await;
+        let (pointing, _) = member(ClientReply::NotLeader {
+            leader: Some(leader_too.clone()),
+        })
+        .await;
+        let client = ConfigClient::new(vec![pointing, follower, leader_too]);
+        assert_eq!(
+            client
+                .propose(Command::Leased {
+                    shard: 1,
+                    primary_epoch: 1
+                })
+                .await
+                .unwrap(),
+            outcome
+        );
+        assert_eq!(asked_too.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
 }

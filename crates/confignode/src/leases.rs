@@ -91,7 +91,11 @@ pub(crate) async fn decide(member: Weak<Member>) {
         let Some(command) = member.leases().with(term, |lessor, now| lessor.decide(now, &config)) else {
             continue;
         };
-        tracing::warn!("config member {}: {command:?}", member.id());
+        match command {
+            // A primary acting on having replicas: routine.
+            ferry_config::Command::Leased { .. } => tracing::info!("config member {}: {command:?}", member.id()),
+            _ => tracing::warn!("config member {}: {command:?}", member.id()),
+        }
         let reply = member.propose(command).await;
         if !matches!(reply, ClientReply::Outcome(_)) {
             tracing::warn!(

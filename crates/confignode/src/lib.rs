@@ -13,10 +13,12 @@
 //! - [`member`]: a running member (data dir, Raft, forming the group, bootstrap);
 //! - `leases`: the leader's lessor: grants for heartbeats, failover decisions proposed;
 //! - [`server`]: a member's listener, for peers and clients;
+//! - [`metrics`]: its view of the group for Prometheus, and its readiness;
 
 mod leases;
 pub mod log_store;
 pub mod member;
+pub mod metrics;
 pub mod peer;
 pub mod server;
 pub mod state_machine;

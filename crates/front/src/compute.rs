@@ -16,7 +16,8 @@ use std::time::Duration;
 use ferry_client::{ClientConfig, ClusterClient};
 use ferry_cluster::ClusterMap;
 use ferry_func::Registry;
-use ferry_proto::{Request, Response, StatEntry, Status};
+use ferry_net::metrics::{Sample, Scope};
+use ferry_proto::{Request, Response, Status};
 use tokio::sync::watch;
 
 use crate::config::FrontConfig;
@@ -126,19 +127,16 @@ impl Service for Compute {
         self.workers.snapshot().0
     }
 
-    fn stats(&self, out: &mut Vec<StatEntry>) {
+    fn stats(&self, out: &mut Vec<Sample>) {
+        const COMPUTE: Scope = Scope::Process("compute");
         let (active, running, waiting, refused) = self.workers.snapshot();
-        let mut push = |name: &str, value: u64| {
-            out.push(StatEntry {
-                name: format!("compute.{name}"),
-                value,
-            })
-        };
-        push("active_workers", u64::from(active));
-        push("running", u64::from(running));
-        push("waiting", u64::from(waiting));
-        push("refused", refused);
-        push("invocations", self.invocations.load(Ordering::Relaxed));
-        push("invocation_failures", self.failures.load(Ordering::Relaxed));
+        out.extend([
+            Sample::gauge(COMPUTE, "active_workers", u64::from(active)),
+            Sample::gauge(COMPUTE, "running", u64::from(running)),
+            Sample::gauge(COMPUTE, "waiting", u64::from(waiting)),
+            Sample::counter(COMPUTE, "refused", refused),
+            Sample::counter(COMPUTE, "invocations", self.invocations.load(Ordering::Relaxed)),
+            Sample::counter(COMPUTE, "invocation_failures", self.failures.load(Ordering::Relaxed)),
+        ]);
     }
 }

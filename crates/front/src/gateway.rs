@@ -6,7 +6,8 @@
 //! - Each invocation passes the tenant's rate limiter and is placed by its policy (the same
 //!   state machine the embedded client and the simulator run): ship compute sends it to the
 //!   storage node serving its routing key; ship data sends it to a compute node (round
-//!   robin), or runs it here if there is none.
+//!   robin over every address the `--compute` names resolve to, `compute_set`), or runs
+//!   it here if there is none.
 //! - A ship-data run on a compute node comes back with the compute node's costs record:
 //!   its CPU is the app side's, the gets and commit it sent are the storage side's CPU and
 //!   round trips, so the policy learns the same costs an embedded client measures.
@@ -16,20 +17,23 @@
 //!   per local run) and s_i (storage CPU per remote run).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use ferry_client::{Adaptive, Backend, BackendFuture, Client, ClientConfig, ClientError, ClusterClient, Invocation};
+use ferry_client::{Adaptive, Backend, BackendFuture, ClientConfig, ClientError, ClusterClient, Invocation};
 use ferry_cluster::ClusterMap;
 use ferry_control::{Placement, Policy};
 use ferry_func::Registry;
-use ferry_proto::{Request, Response, StatEntry, Status};
+use ferry_net::metrics::{Sample, Scope};
+use ferry_proto::{Request, Response, Status};
 use tokio::sync::watch;
 
 use crate::compute::STORAGE_REQUEST_TIMEOUT;
+use crate::compute_set::ComputeSet;
 use crate::config::FrontConfig;
 use crate::forward::{error_response, invocation_response, not_served};
 use crate::handle::FrontHandle;
@@ -53,8 +57,11 @@ pub struct GatewayConfig {
     /// The storage nodes and their slots: the newest map (`fixed_routes` for a map that
     /// never changes).
     pub cluster: watch::Receiver<Arc<ClusterMap>>,
-    /// `HOST:PORT` of each compute node (none: ship-data runs happen in the gateway).
+    /// `HOST:PORT` of the compute nodes, each standing for every address its host
+    /// resolves to, looked up again and again (none: ship-data runs happen in the gateway).
     pub compute_nodes: Vec<String>,
+    /// The p99 latency the tenants' policies keep (reported with the metrics).
+    pub slo_p99: Duration,
     /// The placement policy of every tenant.
     pub policy: PolicyFactory,
     /// The functions (and their routes) it can place.
@@ -64,17 +71,15 @@ pub struct GatewayConfig {
 /// Where a tenant's invocations go, for the policy's two placements.
 struct Placer {
     cluster: ClusterClient,
-    compute: Vec<Client>,
-    next_compute: AtomicUsize,
+    compute: Arc<ComputeSet>,
 }
 
 impl Placer {
     /// Ship data: on a compute node (round robin), or here if there is none.
     async fn run_on_compute(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
-        if self.compute.is_empty() {
+        let Some(node) = self.compute.pick() else {
             return self.cluster.invoke_local(function, args).await;
-        }
-        let node = &self.compute[self.next_compute.fetch_add(1, Ordering::Relaxed) % self.compute.len()];
+        };
         // The compute node's costs record: its own CPU as the app side's, the storage CPU
         // and round trips of the requests it made, as an embedded client's local run.
         let mut invocation = node.invoke_with_costs(function, args).await?;
@@ -149,7 +154,9 @@ struct Gateway {
     tenants: HashMap<u32, Adaptive<Placer>>,
     functions: Mutex<HashMap<String, FunctionCosts>>,
     throttled: AtomicU64,
-    compute_nodes: usize,
+    /// Every tenant's compute nodes (the same names, one set of links per tenant).
+    compute: Vec<Arc<ComputeSet>>,
+    slo_p99: Duration,
 }
 
 /// Starts a gateway: connects to every storage and compute node as every tenant, then
@@ -159,6 +166,7 @@ pub fn start_gateway(config: GatewayConfig) -> Result<FrontHandle, FrontError> {
     crate::handle::start(front, "ferry_gateway", move || async move {
         let link_tls = config.front.link_tls.as_ref().map(|tls| tls.load()).transpose()?;
         let mut tenants = HashMap::new();
+        let mut compute_sets = Vec::new();
         for tenant in &config.front.tenants {
             let mut client = ClientConfig::new("", tenant.id, tenant.token.clone());
             client.registry = config.registry.clone();
@@ -169,35 +177,36 @@ pub fn start_gateway(config: GatewayConfig) -> Result<FrontHandle, FrontError> {
             let cluster = ClusterClient::follow(config.cluster.clone(), client.clone())
                 .await
                 .map_err(|err| backend("storage nodes", err))?;
-            let mut compute = Vec::new();
-            for addr in &config.compute_nodes {
-                let mut node = client.clone();
-                node.addr = addr.clone();
-                compute.push(
-                    Client::connect(node)
-                        .await
-                        .map_err(|err| backend("compute node", err))?,
-                );
-            }
-            let placer = Placer {
-                cluster,
-                compute,
-                next_compute: AtomicUsize::new(0),
-            };
+            let compute = ComputeSet::connect(config.compute_nodes.clone(), client.clone())
+                .await
+                .map_err(|err| FrontError::Backend(format!("tenant {}: {err}", tenant.id)))?;
+            let compute = Arc::new(compute);
+            compute_sets.push(Arc::clone(&compute));
+            let placer = Placer { cluster, compute };
             let policy = (config.policy)().map_err(FrontError::Config)?;
             let adaptive = Adaptive::new(placer, policy).map_err(|err| FrontError::Config(err.to_string()))?;
             tenants.insert(tenant.id, adaptive);
+        }
+        if !config.compute_nodes.is_empty() {
+            tokio::spawn(crate::compute_set::keep_resolving(compute_sets.clone()));
         }
         Ok(Gateway {
             tenants,
             functions: Mutex::new(HashMap::new()),
             throttled: AtomicU64::new(0),
-            compute_nodes: config.compute_nodes.len(),
+            compute: compute_sets,
+            slo_p99: config.slo_p99,
         })
     })
 }
 
 impl Gateway {
+    /// The compute nodes it ships data to now (the first tenant's links; every tenant
+    /// resolves the same names).
+    fn compute_nodes(&self) -> usize {
+        self.compute.first().map_or(0, |set| set.len())
+    }
+
     /// Admits, places and runs one invocation; `with_costs`: the client asked for the
     /// costs record.
     async fn invoke(&self, placer: &Adaptive<Placer>, function: String, args: Bytes, with_costs: bool) -> Response {
@@ -253,7 +262,7 @@ impl Service for Gateway {
     }
 
     fn workers(&self) -> u32 {
-        self.compute_nodes as u32
+        self.compute_nodes() as u32
     }
 
     fn admission_rate_ops(&self, tenant: u32) -> u32 {
@@ -262,32 +271,39 @@ impl Service for Gateway {
             .map_or(0, |placer| wire_rate_ops(placer.admission_rate_ops()))
     }
 
-    fn stats(&self, out: &mut Vec<StatEntry>) {
-        let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
-        push("gateway.compute_nodes".into(), self.compute_nodes as u64);
-        push("gateway.throttled".into(), self.throttled.load(Ordering::Relaxed));
-        for (id, placer) in &self.tenants {
+    fn stats(&self, out: &mut Vec<Sample>) {
+        const GATEWAY: Scope = Scope::Process("gateway");
+        out.push(Sample::gauge(GATEWAY, "compute_nodes", self.compute_nodes() as u64));
+        out.push(Sample::counter(
+            GATEWAY,
+            "throttled",
+            self.throttled.load(Ordering::Relaxed),
+        ));
+        out.push(Sample::gauge(GATEWAY, "slo_p99_us", self.slo_p99.as_micros() as u64));
+        for (&id, placer) in &self.tenants {
             let state = placer.state();
-            push(
-                format!("tenant.{id}.rate_ops"),
+            out.push(Sample::gauge(
+                Scope::Tenant(id),
+                "rate_ops",
                 state.rate_ops.min(u64::MAX as f64) as u64,
-            );
-            push(
-                format!("tenant.{id}.rpc_fraction_ppm"),
+            ));
+            out.push(Sample::gauge(
+                Scope::Tenant(id),
+                "rpc_fraction_ppm",
                 (state.rpc_fraction * 1e6) as u64,
-            );
+            ));
             if let Some(estimate) = state.latency_ns_estimate {
-                push(format!("tenant.{id}.latency_estimate_ns"), estimate as u64);
+                out.push(Sample::gauge(Scope::Tenant(id), "latency_estimate_ns", estimate as u64));
             }
         }
         for (name, costs) in self.functions.lock().iter() {
-            push(format!("function.{name}.calls_remote"), costs.calls_remote);
-            push(format!("function.{name}.calls_local"), costs.calls_local);
-            push(format!("function.{name}.app_cpu_ns_mean"), costs.app_cpu_ns_mean as u64);
-            push(
-                format!("function.{name}.storage_cpu_ns_mean"),
-                costs.storage_cpu_ns_mean as u64,
-            );
+            let scope = || Scope::Function(name.clone());
+            out.extend([
+                Sample::counter(scope(), "calls_remote", costs.calls_remote),
+                Sample::counter(scope(), "calls_local", costs.calls_local),
+                Sample::gauge(scope(), "app_cpu_ns_mean", costs.app_cpu_ns_mean as u64),
+                Sample::gauge(scope(), "storage_cpu_ns_mean", costs.storage_cpu_ns_mean as u64),
+            ]);
         }
     }
 }

@@ -15,22 +15,6 @@ use crate::config::FrontConfig;
 use crate::listener::{Service, Shared};
 use crate::FrontError;
 
-/// Families that go up and down; every other one only grows.
-const GAUGES: &[&str] = &[
-    "connections_open",
-    "connections_authenticated",
-    "connections_waiting_hello",
-    "active_workers",
-    "running",
-    "waiting",
-    "rate_ops",
-    "rpc_fraction_ppm",
-    "latency_estimate_ns",
-    "app_cpu_ns_mean",
-    "storage_cpu_ns_mean",
-    "compute_nodes",
-];
-
 /// A running gateway or compute node. Dropping it stops it.
 pub struct FrontHandle {
     local_addr: SocketAddr,
@@ -88,14 +72,13 @@ where
     let tls = tls.map(|tls| ferry_net::tls::Acceptor::new(tls, Arc::clone(&shared.connections)));
     if let Some(listener) = metrics {
         let scraped = Arc::clone(&shared);
-        let render: ferry_net::metrics::Render = Arc::new(move || {
-            let mut text = ferry_net::metrics::exposition(scraped.stats(), GAUGES);
-            scraped.latency.render(scraped.process, &mut text);
-            text
-        });
+        // Ready once started: it listens only after linking to the nodes behind it.
+        let endpoints = ferry_net::metrics::Endpoints::always_ready(Arc::new(move || {
+            ferry_net::metrics::exposition(scraped.stats(), Some((scraped.process, &scraped.latency)))
+        }));
         runtime.spawn(ferry_net::metrics::serve(
             listener,
-            render,
+            endpoints,
             tls.clone(),
             shutdown_rx.clone(),
         ));

@@ -15,6 +15,7 @@
 //!   (FCALL placed by the policy).
 
 pub mod compute;
+mod compute_set;
 pub mod config;
 pub mod forward;
 pub mod gateway;

@@ -11,8 +11,9 @@ use std::time::Instant;
 use ferry_net::connections::Connections;
 use ferry_net::door::{Door, Outbox};
 use ferry_net::histogram::LatencyHistograms;
+use ferry_net::metrics::{Sample, Scope};
 use ferry_net::preauth::token_matches;
-use ferry_proto::{Header, HelloInfo, Request, Response, ResponseBody, StatEntry};
+use ferry_proto::{Header, HelloInfo, Request, Response, ResponseBody};
 
 use crate::config::FrontConfig;
 
@@ -35,9 +36,9 @@ pub trait Service: Send + Sync + 'static {
         0
     }
 
-    /// Appends the process's counters (`stats` answers and metrics), `PROCESS.NAME` or
-    /// `SCOPE.ID.NAME` (see `ferry_net::metrics`).
-    fn stats(&self, out: &mut Vec<StatEntry>);
+    /// Appends the process's samples (`stats` answers and metrics; see
+    /// `ferry_net::metrics::sample`).
+    fn stats(&self, out: &mut Vec<Sample>);
 }
 
 /// What every connection of one process shares.
@@ -53,22 +54,14 @@ pub(crate) struct Shared<S> {
 
 impl<S: Service> Shared<S> {
     /// Every counter: the connections', the service's, and the preauth bound's.
-    pub(crate) fn stats(&self) -> Vec<StatEntry> {
-        let process = self.process.trim_start_matches("ferry_");
-        let mut out: Vec<StatEntry> = self
-            .connections
-            .counters
-            .named()
-            .into_iter()
-            .map(|(name, value)| StatEntry {
-                name: format!("{process}.{name}"),
-                value,
-            })
-            .collect();
-        out.push(StatEntry {
-            name: format!("{process}.connections_waiting_hello"),
-            value: self.connections.preauth.waiting() as u64,
-        });
+    pub(crate) fn stats(&self) -> Vec<Sample> {
+        let process = Scope::Process(self.process.trim_start_matches("ferry_"));
+        let mut out = self.connections.counters.samples(&process).to_vec();
+        out.push(Sample::gauge(
+            process,
+            "connections_waiting_hello",
+            self.connections.preauth.waiting() as u64,
+        ));
         self.service.stats(&mut out);
         out
     }
@@ -107,7 +100,7 @@ impl<S: Service> Door for Shared<S> {
     fn dispatch(self: &Arc<Self>, tenant: &u32, header: Header, request: Request, outbox: &Arc<Outbox>) {
         let tenant = *tenant;
         if let Request::Stats = request {
-            let mut answer = Response::ok(ResponseBody::Stats(self.stats()));
+            let mut answer = Response::ok(ResponseBody::Stats(ferry_net::metrics::sample::stats(&self.stats())));
             answer.admission_rate_ops = self.service.admission_rate_ops(tenant);
             outbox.respond(header.opcode, tenant, header.request_id, &answer);
             return;

@@ -62,28 +62,25 @@ impl<S: Service> RespFront<S> {
 
     /// The service's figures per Lua function (`function.fcall.<name>.<figure>`).
     fn function_stats(&self) -> Vec<FunctionStat> {
-        let mut entries = Vec::new();
-        self.0.service.stats(&mut entries);
+        let mut samples = Vec::new();
+        self.0.service.stats(&mut samples);
         let mut stats: Vec<FunctionStat> = Vec::new();
-        for entry in entries {
-            let Some(rest) = entry.name.strip_prefix("function.") else {
-                continue;
-            };
-            let Some((name, figure)) = rest.rsplit_once('.') else {
+        for sample in samples {
+            let ferry_net::metrics::Scope::Function(name) = &sample.scope else {
                 continue;
             };
             if !name.starts_with(ferry_lua::fcall::FAMILY) {
                 continue;
             }
-            let value = i64::try_from(entry.value).unwrap_or(i64::MAX);
-            let figure: &'static str = match figure {
+            let value = i64::try_from(sample.value).unwrap_or(i64::MAX);
+            let figure: &'static str = match sample.name {
                 "calls_remote" => "calls_on_storage_node",
                 "calls_local" => "calls_on_compute",
                 "app_cpu_ns_mean" => "c_i_ns",
                 "storage_cpu_ns_mean" => "s_i_ns",
                 _ => continue,
             };
-            match stats.iter_mut().find(|s| s.name == name) {
+            match stats.iter_mut().find(|s| &s.name == name) {
                 Some(stat) => stat.figures.push((figure, value)),
                 None => stats.push(FunctionStat {
                     name: name.to_string(),

@@ -256,11 +256,11 @@ async fn gateway_and_compute_node_serve_metrics() {
     let text = scrape(cluster.gateway.metrics_addr().unwrap()).await;
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
     for needle in [
-        "ferry_gateway_request_latency_us_bucket{op=\"invoke\",status=\"ok\",le=\"+Inf\"}",
-        "ferry_gateway_requests{op=\"put\",status=\"ok\"}",
+        "ferry_gateway_request_latency_us_bucket{le=\"+Inf\",op=\"invoke\",status=\"ok\"}",
+        "ferry_gateway_requests_total{op=\"put\",status=\"ok\"}",
         "ferry_tenant_rate_ops{tenant=\"1\"}",
         "ferry_tenant_rpc_fraction_ppm{tenant=\"1\"} 0",
-        "ferry_function_calls_local{function=\"traverse\"} 20",
+        "ferry_function_calls_local_total{function=\"traverse\"} 20",
         "ferry_function_app_cpu_ns_mean{function=\"traverse\"}",
         "ferry_gateway_connections_authenticated 1",
     ] {
@@ -269,7 +269,7 @@ async fn gateway_and_compute_node_serve_metrics() {
     let text = scrape(cluster.compute.metrics_addr().unwrap()).await;
     for needle in [
         "# TYPE ferry_compute_active_workers gauge",
-        "ferry_compute_invocations 20",
+        "ferry_compute_invocations_total 20",
         "ferry_compute_request_latency_us_count{op=\"invoke\",status=\"ok\"} 20",
     ] {
         assert!(text.contains(needle), "missing {needle} in\n{text}");

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::metrics::{Sample, Scope};
 use crate::preauth::PreAuth;
 
 /// Connection counters of one process, over all its listeners.
@@ -29,17 +30,25 @@ pub struct ConnectionCounters {
 }
 
 impl ConnectionCounters {
-    /// Every counter with its metric name (`connections_open`, …), for stats and metrics.
-    pub fn named(&self) -> [(&'static str, u64); 7] {
+    /// Every counter as a sample of `scope` (`connections_open`, …), for stats and metrics.
+    pub fn samples(&self, scope: &Scope) -> [Sample; 7] {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         [
-            ("connections_open", get(&self.open)),
-            ("connections_total", get(&self.total)),
-            ("connections_authenticated", get(&self.authenticated)),
-            ("connections_refused", get(&self.refused)),
-            ("connections_unauthenticated_closed", get(&self.unauthenticated_closed)),
-            ("framing_errors", get(&self.framing_errors)),
-            ("tls_handshake_failures", get(&self.tls_handshake_failures)),
+            Sample::gauge(scope.clone(), "connections_open", get(&self.open)),
+            Sample::counter(scope.clone(), "connections_accepted", get(&self.total)),
+            Sample::gauge(scope.clone(), "connections_authenticated", get(&self.authenticated)),
+            Sample::counter(scope.clone(), "connections_refused", get(&self.refused)),
+            Sample::counter(
+                scope.clone(),
+                "connections_unauthenticated_closed",
+                get(&self.unauthenticated_closed),
+            ),
+            Sample::counter(scope.clone(), "framing_errors", get(&self.framing_errors)),
+            Sample::counter(
+                scope.clone(),
+                "tls_handshake_failures",
+                get(&self.tls_handshake_failures),
+            ),
         ]
     }
 }

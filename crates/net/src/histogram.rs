@@ -1,10 +1,9 @@
-//! Request counts and latency histograms by operation and status, in the Prometheus
-//! histogram form (`_bucket{le=…}`, `_sum`, `_count`).
+//! Request counts and latency histograms by operation and status (encoded for Prometheus
+//! by `metrics::families`).
 //!
 //! Fixed buckets (a few per decade from 50 µs to 1 s) keep recording one atomic add per
 //! bucket search, with no allocation and no lock on the request path.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferry_proto::{Opcode, Status};
@@ -69,38 +68,48 @@ impl LatencyHistograms {
         series.sum_us.fetch_add(latency_us, Ordering::Relaxed);
     }
 
-    /// The histograms as the family `{prefix}_request_latency_us` (series with no request
-    /// are left out) and the counts as `{prefix}_requests`.
-    pub fn render(&self, prefix: &str, out: &mut String) {
-        let family = format!("{prefix}_request_latency_us");
-        let _ = writeln!(out, "# TYPE {family} histogram");
-        let mut counts = String::new();
+    /// The series that saw a request, as they are now (for the metrics endpoint).
+    pub fn snapshot(&self) -> Vec<HistogramSeries> {
+        let mut out = Vec::new();
         for (op_index, opcode) in OPCODES.iter().enumerate() {
             for (status_index, status) in STATUSES.iter().enumerate() {
                 let series = &self.series[op_index * STATUSES.len() + status_index];
-                let total: u64 = series.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum();
-                if total == 0 {
+                let counts: Vec<u64> = series.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+                let count: u64 = counts.iter().sum();
+                if count == 0 {
                     continue;
                 }
-                let labels = format!("op=\"{}\",status=\"{}\"", opcode.name(), status.name());
-                let mut cumulative = 0;
-                for (bound, bucket) in BUCKET_BOUNDS_US.iter().zip(&series.buckets) {
-                    cumulative += bucket.load(Ordering::Relaxed);
-                    let _ = writeln!(out, "{family}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
-                }
-                let _ = writeln!(out, "{family}_bucket{{{labels},le=\"+Inf\"}} {total}");
-                let _ = writeln!(
-                    out,
-                    "{family}_sum{{{labels}}} {}",
-                    series.sum_us.load(Ordering::Relaxed)
-                );
-                let _ = writeln!(out, "{family}_count{{{labels}}} {total}");
-                let _ = writeln!(counts, "{prefix}_requests{{{labels}}} {total}");
+                let bounds = BUCKET_BOUNDS_US
+                    .iter()
+                    .map(|&bound| bound as f64)
+                    .chain([f64::INFINITY]);
+                out.push(HistogramSeries {
+                    op: opcode.name(),
+                    status: status.name(),
+                    sum_us: series.sum_us.load(Ordering::Relaxed),
+                    count,
+                    buckets: bounds.zip(counts).collect(),
+                });
             }
         }
-        let _ = writeln!(out, "# TYPE {prefix}_requests counter");
-        out.push_str(&counts);
+        out
     }
+}
+
+/// One (operation, status) series at a moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistogramSeries {
+    /// The operation's name.
+    pub op: &'static str,
+    /// The status's name.
+    pub status: &'static str,
+    /// Sum of the latencies, µs.
+    pub sum_us: u64,
+    /// Requests.
+    pub count: u64,
+    /// Each bucket's upper bound (µs; the last is infinite) and its own count (not
+    /// cumulative).
+    pub buckets: Vec<(f64, u64)>,
 }
 
 #[cfg(test)]
@@ -108,47 +117,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buckets_are_cumulative_and_empty_series_are_left_out() {
+    fn a_snapshot_holds_each_bucket_and_leaves_empty_series_out() {
         let histograms = LatencyHistograms::default();
         histograms.observe(Opcode::Get, Status::Ok, 40);
         histograms.observe(Opcode::Get, Status::Ok, 700);
         histograms.observe(Opcode::Get, Status::Ok, 5_000_000);
         histograms.observe(Opcode::Invoke, Status::Overloaded, 120);
-        let mut text = String::new();
-        histograms.render("ferry_gateway", &mut text);
-        let get = "op=\"get\",status=\"ok\"";
-        assert!(
-            text.contains(&format!(
-                "ferry_gateway_request_latency_us_bucket{{{get},le=\"50\"}} 1\n"
-            )),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!(
-                "ferry_gateway_request_latency_us_bucket{{{get},le=\"500\"}} 1\n"
-            )),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!(
-                "ferry_gateway_request_latency_us_bucket{{{get},le=\"1000\"}} 2\n"
-            )),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!(
-                "ferry_gateway_request_latency_us_bucket{{{get},le=\"+Inf\"}} 3\n"
-            )),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!("ferry_gateway_request_latency_us_sum{{{get}}} 5000740\n")),
-            "{text}"
-        );
-        assert!(
-            text.contains("ferry_gateway_requests{op=\"invoke\",status=\"overloaded\"} 1\n"),
-            "{text}"
-        );
-        assert!(!text.contains("op=\"put\""), "{text}");
+        let snapshot = histograms.snapshot();
+        assert_eq!(snapshot.len(), 2, "{snapshot:?}");
+        let get = snapshot.iter().find(|s| s.op == "get").expect("get");
+        assert_eq!((get.status, get.count, get.sum_us), ("ok", 3, 5_000_740));
+        assert_eq!(get.buckets.len(), BUCKET_BOUNDS_US.len() + 1);
+        assert_eq!(get.buckets[0], (50.0, 1));
+        assert_eq!(get.buckets[4], (1_000.0, 1));
+        assert_eq!(get.buckets.last(), Some(&(f64::INFINITY, 1)));
+        assert_eq!(get.buckets.iter().map(|b| b.1).sum::<u64>(), 3);
+        let invoke = snapshot.iter().find(|s| s.op == "invoke").expect("invoke");
+        assert_eq!((invoke.status, invoke.count), ("overloaded", 1));
     }
 }

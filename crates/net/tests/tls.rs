@@ -309,8 +309,8 @@ async fn the_ferry_protocol_door_and_the_metrics_endpoint_speak_tls() {
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let metrics_addr = listener.local_addr().unwrap();
-    let render: ferry_net::metrics::Render = Arc::new(|| "ferry_test_up 1\n".to_string());
-    tokio::spawn(ferry_net::metrics::serve(listener, render, Some(acceptor), stop_rx));
+    let endpoints = ferry_net::metrics::Endpoints::always_ready(Arc::new(|| "ferry_test_up 1\n".to_string()));
+    tokio::spawn(ferry_net::metrics::serve(listener, endpoints, Some(acceptor), stop_rx));
     let mut scrape = dial(metrics_addr, &pki.ca, Some(&pki.client)).await.unwrap();
     scrape
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")

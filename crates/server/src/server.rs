@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use ferry_func::Registry;
+use ferry_net::metrics::{Sample, Scope};
 use ferry_proto::StatEntry;
 
 use crate::config::{ConfigError, ServerConfig};
@@ -152,11 +153,16 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
             .and_then(|role| Some((role.node_id.clone(), role.membership.clone()?, Arc::clone(&role.frozen))));
         if let (Some((node_id, membership, frozen)), Some(durable)) = (membership, &node.durable) {
             // Slots being handed to another node are refused at the log too, so a commit
-            // routed before the freeze cannot land after it.
+            // routed before the freeze cannot land after it; and so is every write once
+            // the lease has lapsed, so a commit admitted under the lease cannot land after
+            // it either (and after it, the group may have promoted a replica).
             let filter_frozen = Arc::clone(&frozen);
-            durable
-                .wal
-                .set_key_filter(Arc::new(move |key: &[u8]| filter_frozen.refusal(key)));
+            let lease = Arc::clone(&membership.lease);
+            durable.wal.set_key_filter(Arc::new(move |key: &[u8]| {
+                filter_frozen
+                    .refusal(key)
+                    .or_else(|| lease.lapsed().then(|| crate::routing::NO_LEASE.to_string()))
+            }));
             let mut tenants: Vec<_> = node.tenants.iter().map(|(id, t)| (*id, Arc::clone(t))).collect();
             tenants.sort_by_key(|(id, _)| *id);
             let mover = Arc::new(crate::moves::Mover {
@@ -196,11 +202,9 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
             let _guard = runtime.enter();
             TcpListener::from_std(listener).map_err(ServerError::Start)?
         };
-        let scraped = Arc::clone(&node);
-        let render: ferry_net::metrics::Render = Arc::new(move || crate::metrics::exposition(&scraped));
         runtime.spawn(ferry_net::metrics::serve(
             listener,
-            render,
+            crate::metrics::endpoints(&node),
             tls.clone(),
             shutdown_rx.clone(),
         ));
@@ -264,80 +268,107 @@ pub(crate) fn stats_for(node: &Node, tenant: &TenantState) -> Vec<StatEntry> {
     tenant_stats(tenant, &mut out);
     node_stats(node, &mut out);
     tenant.counters.report(tenant.id, &mut out);
-    out
+    ferry_net::metrics::sample::stats(&out)
 }
 
 /// One tenant's store counters (`tenant.ID.…`; the request counters come from
 /// `TenantCounters::report`).
-pub(crate) fn tenant_stats(tenant: &TenantState, out: &mut Vec<StatEntry>) {
-    let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
-    let id = tenant.id;
+pub(crate) fn tenant_stats(tenant: &TenantState, out: &mut Vec<Sample>) {
+    let scope = || Scope::Tenant(tenant.id);
     let store = tenant.store.stats();
-    push(format!("tenant.{id}.home_core"), tenant.home as u64);
-    push(format!("tenant.{id}.tables"), store.tables);
-    push(format!("tenant.{id}.objects"), store.objects);
-    push(format!("tenant.{id}.used_bytes"), store.used_bytes);
-    push(format!("tenant.{id}.quota_bytes"), store.quota_bytes);
-    push(format!("tenant.{id}.commits"), store.commits);
-    push(format!("tenant.{id}.conflicts"), store.conflicts);
+    out.extend([
+        Sample::gauge(scope(), "home_core", tenant.home as u64),
+        Sample::gauge(scope(), "tables", store.tables),
+        Sample::gauge(scope(), "objects", store.objects),
+        Sample::gauge(scope(), "used_bytes", store.used_bytes),
+        Sample::gauge(scope(), "quota_bytes", store.quota_bytes),
+        Sample::counter(scope(), "commits", store.commits),
+        Sample::counter(scope(), "conflicts", store.conflicts),
+    ]);
 }
 
 /// The node's and its workers' counters (`node.…`, `worker.INDEX.…`).
-pub(crate) fn node_stats(node: &Node, out: &mut Vec<StatEntry>) {
-    let mut push = |name: String, value: u64| out.push(StatEntry { name, value });
-    push("node.workers".into(), node.pool.workers() as u64);
-    push("node.uptime_ns".into(), node.now_ns());
-    let counters = &node.counters;
-    for (name, value) in node.connections.counters.named() {
-        push(format!("node.{name}"), value);
-    }
-    push(
-        "node.connections_waiting_hello".into(),
+pub(crate) fn node_stats(node: &Node, out: &mut Vec<Sample>) {
+    const NODE: Scope = Scope::Process("node");
+    out.push(Sample::gauge(NODE, "workers", node.pool.workers() as u64));
+    out.push(Sample::counter(NODE, "uptime_ns", node.now_ns()));
+    out.extend(node.connections.counters.samples(&NODE));
+    out.push(Sample::gauge(
+        NODE,
+        "connections_waiting_hello",
         node.connections.preauth.waiting() as u64,
-    );
-    push(
-        "node.worker_replacements".into(),
-        counters.worker_replacements.load(Ordering::Relaxed),
-    );
+    ));
+    out.push(Sample::counter(
+        NODE,
+        "worker_replacements",
+        node.counters.worker_replacements.load(Ordering::Relaxed),
+    ));
+    out.push(Sample::gauge(
+        NODE,
+        "is_primary",
+        u64::from(crate::metrics::is_primary(node)),
+    ));
+    if let Some(role) = &node.cluster {
+        let map = role.map();
+        out.push(Sample::gauge(NODE, "epoch", map.epoch()));
+        let slots = map.node(&role.node_id).map_or(0, |entry| {
+            entry
+                .slots
+                .iter()
+                .map(|&(first, last)| u64::from(last - first) + 1)
+                .sum()
+        });
+        out.push(Sample::gauge(NODE, "slots", slots));
+    }
     if let Some(durable) = &node.durable {
-        push("node.log_appended_lsn".into(), durable.wal.appended_lsn());
+        out.push(Sample::gauge(NODE, "log_appended_lsn", durable.wal.appended_lsn()));
     }
     if let Some(replication) = node.replication.get() {
         if let Some(source) = &replication.source {
-            push(
-                "node.replicas_connected".into(),
+            out.push(Sample::gauge(
+                NODE,
+                "replicas_connected",
                 source.replicas.load(Ordering::Relaxed) as u64,
-            );
-            push(
-                "node.replica_acked_lsn".into(),
+            ));
+            out.push(Sample::gauge(
+                NODE,
+                "replica_acked_lsn",
                 source.replica_acked_lsn.load(Ordering::Relaxed),
-            );
+            ));
         }
         if let Some(follower) = &replication.follower {
-            push(
-                "node.primary_connected".into(),
+            out.push(Sample::gauge(
+                NODE,
+                "primary_connected",
                 u64::from(follower.connected.load(Ordering::Relaxed)),
-            );
-            push(
-                "node.primary_end_lsn".into(),
+            ));
+            out.push(Sample::gauge(
+                NODE,
+                "primary_end_lsn",
                 follower.primary_end_lsn.load(Ordering::Relaxed),
-            );
+            ));
         }
     }
     for (index, slot) in node.pool.slots.iter().enumerate() {
-        push(format!("worker.{index}.queue_len"), node.pool.queue_len(index) as u64);
-        push(
-            format!("worker.{index}.tasks_own"),
-            slot.counters.tasks_own.load(Ordering::Relaxed),
-        );
-        push(
-            format!("worker.{index}.tasks_stolen"),
-            slot.counters.tasks_stolen.load(Ordering::Relaxed),
-        );
-        push(
-            format!("worker.{index}.busy_ns"),
-            slot.counters.busy_ns.load(Ordering::Relaxed),
-        );
+        let counters = &slot.counters;
+        out.extend([
+            Sample::gauge(Scope::Worker(index), "queue_len", node.pool.queue_len(index) as u64),
+            Sample::counter(
+                Scope::Worker(index),
+                "tasks_own",
+                counters.tasks_own.load(Ordering::Relaxed),
+            ),
+            Sample::counter(
+                Scope::Worker(index),
+                "tasks_stolen",
+                counters.tasks_stolen.load(Ordering::Relaxed),
+            ),
+            Sample::counter(
+                Scope::Worker(index),
+                "busy_ns",
+                counters.busy_ns.load(Ordering::Relaxed),
+            ),
+        ]);
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ferry_proto::StatEntry;
+use ferry_net::metrics::{Sample, Scope};
 
 /// Counters of one tenant. Relaxed atomics: they are statistics, not synchronisation.
 #[derive(Debug, Default)]
@@ -39,8 +39,8 @@ impl TenantCounters {
     }
 
     /// Appends this tenant's counters, named `tenant.<id>.<counter>`.
-    pub fn report(&self, tenant: u32, out: &mut Vec<StatEntry>) {
-        let fields: [(&str, &AtomicU64); 11] = [
+    pub fn report(&self, tenant: u32, out: &mut Vec<Sample>) {
+        let fields: [(&'static str, &AtomicU64); 11] = [
             ("requests", &self.requests),
             ("cpu_ns", &self.cpu_ns),
             ("bytes_returned", &self.bytes_returned),
@@ -54,10 +54,11 @@ impl TenantCounters {
             ("handoffs", &self.handoffs),
         ];
         for (name, counter) in fields {
-            out.push(StatEntry {
-                name: format!("tenant.{tenant}.{name}"),
-                value: counter.load(Ordering::Relaxed),
-            });
+            out.push(Sample::counter(
+                Scope::Tenant(tenant),
+                name,
+                counter.load(Ordering::Relaxed),
+            ));
         }
     }
 }

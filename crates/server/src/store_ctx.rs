@@ -139,10 +139,15 @@ impl StoreCtx {
         let Some(why) = keys.iter().find_map(|key| crate::routing::not_owned(role, key)) else {
             // Its own keys, unless a move is handing them over (a node keeps the slots it
             // moved away frozen too, so that check comes second).
-            return match keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
-                Some(why) => Err(CtxError::Unavailable(why)),
-                None => Ok(()),
-            };
+            if let Some(why) = keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
+                return Err(CtxError::Unavailable(why));
+            }
+            // An invocation without a routing key passes routing without a lease check,
+            // and one that has may outlive the lease: each access is checked too.
+            if role.lease_lapsed() {
+                return Err(CtxError::Unavailable(crate::routing::NO_LEASE.to_string()));
+            }
+            return Ok(());
         };
         if self.handoff {
             self.state.lock().handed_off = true;

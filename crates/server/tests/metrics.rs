@@ -1,5 +1,6 @@
-//! `GET /metrics` on a node started with a metrics address: the counters in Prometheus text
-//! for every tenant, and clear answers (never a panic or a hang) to anything else.
+//! The metrics listener of a node started with a metrics address: `GET /metrics` holds the
+//! samples of every tenant as typed families (OpenMetrics text), `/healthz` and `/readyz`
+//! answer the probes, and anything else gets a clear answer (never a panic or a hang).
 
 use crate::common;
 
@@ -34,7 +35,12 @@ async fn a_scrape_shows_every_tenants_counters_and_bad_requests_get_errors() {
 
     let scrape = http(metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
     assert!(scrape.starts_with("HTTP/1.1 200 OK\r\n"), "{scrape}");
-    assert!(scrape.contains("Content-Type: text/plain; version=0.0.4"), "{scrape}");
+    assert!(
+        scrape
+            .to_lowercase()
+            .contains("content-type: application/openmetrics-text"),
+        "{scrape}"
+    );
     let body = scrape.split("\r\n\r\n").nth(1).unwrap();
     let value = |series: &str| -> u64 {
         body.lines()
@@ -43,18 +49,19 @@ async fn a_scrape_shows_every_tenants_counters_and_bad_requests_get_errors() {
     };
     assert_eq!(value("ferry_tenant_objects{tenant=\"1\"}"), 10);
     assert_eq!(value("ferry_tenant_objects{tenant=\"2\"}"), 1);
-    assert!(value("ferry_tenant_cpu_ns{tenant=\"1\"}") > 0);
+    assert!(value("ferry_tenant_cpu_ns_total{tenant=\"1\"}") > 0);
     assert_eq!(value("ferry_node_workers"), 2);
     assert_eq!(value("ferry_node_connections_open"), 2);
+    assert_eq!(value("ferry_node_is_primary"), 1, "a node alone is a primary");
     let _ = value("ferry_worker_queue_len{worker=\"1\"}");
     assert!(body.contains("# TYPE ferry_tenant_objects gauge"), "{body}");
     assert!(body.contains("# TYPE ferry_tenant_cpu_ns counter"), "{body}");
     // Each family's TYPE line appears once.
     assert_eq!(body.matches("# TYPE ferry_node_workers ").count(), 1);
     // Latency histograms by operation and status: the eleven puts, each in some bucket.
-    assert_eq!(value("ferry_node_requests{op=\"put\",status=\"ok\"}"), 11);
+    assert_eq!(value("ferry_node_requests_total{op=\"put\",status=\"ok\"}"), 11);
     assert_eq!(
-        value("ferry_node_request_latency_us_bucket{op=\"put\",status=\"ok\",le=\"+Inf\"}"),
+        value("ferry_node_request_latency_us_bucket{le=\"+Inf\",op=\"put\",status=\"ok\"}"),
         11
     );
     assert!(
@@ -62,6 +69,10 @@ async fn a_scrape_shows_every_tenants_counters_and_bad_requests_get_errors() {
         "{body}"
     );
 
+    for probe in ["/healthz", "/readyz"] {
+        let answer = http(metrics, format!("GET {probe} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{probe}: {answer}");
+    }
     assert!(http(metrics, b"GET / HTTP/1.1\r\n\r\n")
         .await
         .starts_with("HTTP/1.1 404"));
@@ -71,7 +82,9 @@ async fn a_scrape_shows_every_tenants_counters_and_bad_requests_get_errors() {
     assert!(http(metrics, b"\x00\x01garbage\r\n\r\n")
         .await
         .starts_with("HTTP/1.1 400"));
-    assert!(http(metrics, b"\r\n\r\n").await.starts_with("HTTP/1.1 400"));
+    // Empty lines before a request are skipped (RFC 9112); with nothing after them the
+    // connection is closed at the request's time limit, unanswered.
+    assert_eq!(http(metrics, b"\r\n\r\n").await, "");
     let huge = vec![b'a'; 20_000];
     assert!(http(metrics, &huge).await.starts_with("HTTP/1.1 431"));
     // The data port is unaffected.

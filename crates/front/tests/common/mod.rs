@@ -97,6 +97,7 @@ pub fn cluster_with(
         front: gateway_front,
         cluster: ferry_client::cluster::fixed_routes(map.clone()),
         compute_nodes: vec![compute.local_addr().to_string()],
+        slo_p99: std::time::Duration::from_millis(5),
         policy,
         registry: ferry_lua::registry(),
     })

@@ -1,0 +1,163 @@
+//! A storage node's link to the config group, through proxies that can cut it: one
+//! loopback proxy per member, all cut and healed together. While cut, every connection
+//! through them is closed and new ones are closed on accept, so the node can neither
+//! renew its lease nor learn a configuration, while its clients still reach it: the
+//! partition the lease fence exists for.
+//!
+//! The proxies listen before `cluster up` starts (it is told their addresses) and learn
+//! the members' addresses once it has bound them; until then they close every connection
+//! too, and the node retries.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// One node's proxied link to every member of the config group.
+pub struct GroupLink {
+    addrs: Vec<SocketAddr>,
+    upstreams: Arc<Mutex<Vec<SocketAddr>>>,
+    cut: watch::Sender<bool>,
+    accepts: Vec<JoinHandle<()>>,
+}
+
+impl GroupLink {
+    /// `members` proxies on loopback, not yet forwarding anywhere.
+    pub async fn start(members: usize) -> std::io::Result<GroupLink> {
+        let upstreams: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
+        let (cut, _) = watch::channel(false);
+        let mut addrs = Vec::new();
+        let mut accepts = Vec::new();
+        for index in 0..members {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            addrs.push(listener.local_addr()?);
+            let (upstreams, cut) = (Arc::clone(&upstreams), cut.subscribe());
+            accepts.push(tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let upstream = upstreams.lock().get(index).copied();
+                    match upstream {
+                        Some(upstream) if !*cut.borrow() => {
+                            tokio::spawn(forward(client, upstream, cut.clone()));
+                        }
+                        _ => drop(client),
+                    }
+                }
+            }));
+        }
+        Ok(GroupLink {
+            addrs,
+            upstreams,
+            cut,
+            accepts,
+        })
+    }
+
+    /// Where the node dials the group (one address per member, in member order).
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The members' real addresses, in the same order.
+    pub fn set_upstreams(&self, members: Vec<SocketAddr>) {
+        *self.upstreams.lock() = members;
+    }
+
+    /// Cuts the link: open connections close, new ones are closed on accept.
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Heals it.
+    pub fn heal(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+impl Drop for GroupLink {
+    fn drop(&mut self) {
+        self.cut.send_replace(true);
+        for accept in &self.accepts {
+            accept.abort();
+        }
+    }
+}
+
+/// Forwards one connection both ways until either side closes or the link is cut.
+async fn forward(mut client: TcpStream, upstream: SocketAddr, mut cut: watch::Receiver<bool>) {
+    let Ok(mut server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+        _ = cut.wait_for(|cut| *cut) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An echo server: what it reads, it writes back.
+    async fn echo() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 || stream.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// Whether a connection through `addr` echoes a byte.
+    async fn echoes(addr: SocketAddr) -> bool {
+        let Ok(mut stream) = TcpStream::connect(addr).await else {
+            return false;
+        };
+        if stream.write_all(b"x").await.is_err() {
+            return false;
+        }
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut byte)).await,
+            Ok(Ok(1))
+        )
+    }
+
+    #[tokio::test]
+    async fn a_link_forwards_only_once_it_knows_where_and_while_it_is_not_cut() {
+        let (first, second) = (echo().await, echo().await);
+        let link = GroupLink::start(2).await.unwrap();
+        let proxies = link.addrs().to_vec();
+        assert!(!echoes(proxies[0]).await, "no upstream yet: closed");
+        link.set_upstreams(vec![first, second]);
+        assert!(echoes(proxies[0]).await && echoes(proxies[1]).await);
+
+        // A connection open across the cut is closed by it.
+        let mut open = TcpStream::connect(proxies[1]).await.unwrap();
+        open.write_all(b"y").await.unwrap();
+        let mut byte = [0u8; 1];
+        assert_eq!(open.read(&mut byte).await.unwrap(), 1);
+        link.cut();
+        let after_cut = tokio::time::timeout(std::time::Duration::from_secs(5), open.read(&mut byte)).await;
+        assert!(matches!(after_cut, Ok(Ok(0)) | Ok(Err(_))), "{after_cut:?}");
+        assert!(!echoes(proxies[0]).await && !echoes(proxies[1]).await);
+
+        link.heal();
+        assert!(echoes(proxies[0]).await && echoes(proxies[1]).await);
+    }
+}
