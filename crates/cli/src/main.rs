@@ -76,7 +76,7 @@ enum Command {
     /// Run the gateway: rate limiter and placement in front of a cluster.
     Gateway(gateway_cmd::GatewayArgs),
     /// A cluster: a whole one on this machine (`up`), and the configuration its config
-    /// group holds (`status`, `assign-slots`).
+    /// group holds (`status`, `add-node`, `assign-slots`, `reshard`).
     Cluster(cluster_cmd::ClusterArgs),
     /// Run one member of the config group: the Raft group that holds the cluster's
     /// configuration (slots, primaries, epoch). Run three with the same --members.
