@@ -29,8 +29,8 @@ use crate::partition::GroupLink;
 use crate::program::{self, Program, Step};
 use crate::record::{Record, Seen};
 use crate::{
-    client_runtime, invoke, judge, random_program, registry, ChaosConfig, ChaosError, ChaosReport, Route, Shared,
-    REQUEST_TIMEOUT, TENANT, TOKEN,
+    client_runtime, invoke, judge, random_program, random_route, registry, ChaosConfig, ChaosError, ChaosReport, Route,
+    Shared, REQUEST_TIMEOUT, TENANT, TOKEN,
 };
 
 /// Builds the `ferry cluster up` command for a data dir and the JSON file it writes.
@@ -429,11 +429,7 @@ async fn drive(
                     },
                 };
                 seq += 1;
-                let route = match rng.gen_range(0..3) {
-                    0 => Route::Remote,
-                    1 => Route::Local,
-                    _ => Route::Pushable,
-                };
+                let route = random_route(&mut rng);
                 let program = random_program(&mut rng, (client + 1) << 32 | seq, route, &chaos, &shared);
                 let record = invoke(client, &connected, &program, route, &shared).await?;
                 if !matches!(record.seen, Seen::Committed { .. }) {

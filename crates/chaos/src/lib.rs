@@ -435,15 +435,20 @@ async fn client_loop(
             },
         };
         seq += 1;
-        let route = match rng.gen_range(0..3) {
-            0 => Route::Remote,
-            1 => Route::Local,
-            _ => Route::Pushable,
-        };
+        let route = random_route(&mut rng);
         let program = random_program(&mut rng, (client_id + 1) << 32 | seq, route, &chaos, &shared);
         records.push(invoke(client_id, &connected, &program, route, &shared).await?);
     }
     Ok(records)
+}
+
+/// Where an invocation goes: remote, local or pushable, equally often.
+fn random_route(rng: &mut impl Rng) -> Route {
+    match rng.gen_range(0..3) {
+        0 => Route::Remote,
+        1 => Route::Local,
+        _ => Route::Pushable,
+    }
 }
 
 fn random_program(rng: &mut ChaCha8Rng, tag: u64, route: Route, chaos: &ChaosConfig, shared: &Shared) -> Program {

@@ -39,28 +39,23 @@ struct Samples(Vec<Sample>);
 
 impl Collector for Samples {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        // Family → (its kind, its series: label and value), in name order.
+        // Family → (its kind, its help: the name `stats` reports it by, its series: label
+        // and value), in name order.
         type Series = Vec<(Option<(&'static str, String)>, u64)>;
-        let mut families: BTreeMap<String, (Kind, Series)> = BTreeMap::new();
-        // Family → its help: the name `stats` reports it by.
-        let mut helps: BTreeMap<String, String> = BTreeMap::new();
+        let mut families: BTreeMap<String, (Kind, String, Series)> = BTreeMap::new();
         for sample in &self.0 {
             let (family, label) = sample.family();
-            if !helps.contains_key(&family) {
-                helps.insert(family.clone(), format!("stats: {}", sample.stat_pattern()));
-            }
             families
                 .entry(family)
-                .or_insert_with(|| (sample.kind, Vec::new()))
-                .1
+                .or_insert_with(|| (sample.kind, format!("stats: {}", sample.stat_pattern()), Vec::new()))
+                .2
                 .push((label, sample.value));
         }
-        for (family, (kind, series)) in &families {
+        for (family, (kind, help, series)) in &families {
             let metric_type = match kind {
                 Kind::Counter => MetricType::Counter,
                 Kind::Gauge => MetricType::Gauge,
             };
-            let help = helps.get(family).map_or("", String::as_str);
             let mut metric = encoder.encode_descriptor(family, help, None, metric_type)?;
             for (label, value) in series {
                 match label {
