@@ -44,6 +44,7 @@ fn main() {
             steady_start: Duration::from_millis(200),
             interval: Duration::from_millis(100),
             quantile: 0.99,
+            slo: Duration::from_millis(5),
             progress: false,
         };
         let drive = drive(&adaptive, &spec).await.unwrap();

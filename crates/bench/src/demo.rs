@@ -17,6 +17,8 @@ use crate::BenchError;
 const DEMO_TENANT: u32 = 1;
 /// Its token (the node is bound to loopback only).
 const DEMO_TOKEN: &str = "ferry";
+/// The policy the demo judges against the static ones: ferry's default.
+pub const DEFAULT_POLICY: &str = "balance";
 /// The CPU the embedded node is pinned to (when the machine has two).
 const NODE_CPU: usize = 0;
 /// The CPU the app side is pinned to (when the machine has two).
@@ -138,6 +140,17 @@ fn write_report(
     pinned: bool,
 ) -> Result<PathBuf, BenchError> {
     let labels: Vec<&str> = config.parts.iter().map(|part| part.workload.label.as_str()).collect();
+    let verdicts: Vec<(String, String)> = config
+        .parts
+        .iter()
+        .zip(runs)
+        .filter_map(|(part, runs)| {
+            Some((
+                format!("verdict on {}", part.workload.label),
+                verdict(runs, DEFAULT_POLICY)?,
+            ))
+        })
+        .collect();
     let runs: Vec<&PlacementReport> = runs.iter().flatten().collect();
     let mut facts = vec![
         ("workloads".to_string(), labels.join(", ")),
@@ -154,6 +167,7 @@ fn write_report(
             },
         ),
     ];
+    facts.extend(verdicts);
     for run in &runs {
         facts.push((
             format!("{} on {}", run.policy, run.workload),
@@ -175,4 +189,54 @@ fn write_report(
     }
     let page = html_page("ferry demo: ship compute or ship data?", &facts, &figures);
     write_into(dir, "report.html", &page)
+}
+
+/// Whether a run's steady p99 met the objective (a goodput over it does not count).
+pub fn within_slo(run: &PlacementReport) -> bool {
+    run.p99_us.is_some_and(|p| p <= run.slo_p99_us)
+}
+
+/// How near a policy's X must be to a static policy's to have placed like it.
+const SAME_PLACEMENT_X: f64 = 0.05;
+
+/// One sentence on the default policy (`default`) against the better static policy of a
+/// part, from what the runs measured: ahead, or why not.
+pub fn verdict(runs: &[PlacementReport], default: &str) -> Option<String> {
+    let run = runs.iter().find(|run| run.policy == default)?;
+    let best = runs
+        .iter()
+        .filter(|r| (r.policy == "kv" || r.policy == "rpc") && within_slo(r))
+        .max_by(|a, b| a.throughput_ops.total_cmp(&b.throughput_ops));
+    let Some(best) = best else {
+        return Some(if within_slo(run) {
+            format!("{default} met the SLO and neither kv nor rpc did.")
+        } else {
+            format!("{default} missed the SLO, and so did kv and rpc: no policy kept it here.")
+        });
+    };
+    let ratio = run.throughput_ops / best.throughput_ops.max(1.0);
+    Some(if !within_slo(run) {
+        format!(
+            "{default} missed the SLO (p99 {:.0} µs), so its goodput does not count; {} met it.",
+            run.p99_us.unwrap_or(f64::NAN),
+            best.policy
+        )
+    } else if ratio >= 1.0 {
+        format!(
+            "{default} met the SLO at {ratio:.2}× {}, the better static policy.",
+            best.policy
+        )
+    } else if (run.rpc_fraction_mean - best.rpc_fraction_mean).abs() <= SAME_PLACEMENT_X {
+        format!(
+            "{default} placed as {} does (X {:.2}) and met the SLO at {ratio:.2}× its goodput: \
+             its rate loop held R under what {} reached in this run.",
+            best.policy, run.rpc_fraction_mean, best.policy
+        )
+    } else {
+        format!(
+            "{default} met the SLO at {ratio:.2}× {}: the X its CPU balance chose ({:.2}) served \
+             less here than {}'s X of {:.0}.",
+            best.policy, run.rpc_fraction_mean, best.policy, best.rpc_fraction_mean
+        )
+    })
 }

@@ -55,6 +55,7 @@ pub fn error_kind(err: &ClientError) -> String {
         ClientError::CommitOutcomeUnknown(_) => "commit_outcome_unknown".into(),
         ClientError::Protocol(_) => "protocol".into(),
         ClientError::Throttled { .. } => "throttled".into(),
+        ClientError::Refused { .. } => "refused".into(),
         ClientError::Encode(_) | ClientError::Invalid(_) => "invalid".into(),
     }
 }
@@ -130,8 +131,24 @@ where
     total.finish(started.elapsed(), 0)
 }
 
+/// A yield that came back within this long found nothing else to run: the pacer spun
+/// through it idle (a yield with nothing ready, and the runtime's periodic poll of its
+/// I/O driver, take well under it; a task that ran in between almost always takes more).
+const SPIN_IDLE_MAX: Duration = Duration::from_micros(5);
+
+/// Time the pacer spent spinning with nothing else to run, over the process's life, ns.
+static SPIN_IDLE_NS: AtomicU64 = AtomicU64::new(0);
+
+/// CPU time the pacer has spun idle so far: busy on the CPU clock, idle in fact (the
+/// app side's busy CPU is its threads' time less this, as the keep-warm threads' spin is
+/// left out).
+pub fn spin_idle_time() -> Duration {
+    Duration::from_nanos(SPIN_IDLE_NS.load(Ordering::Relaxed))
+}
+
 /// Returns at `at`: sleeps on the (millisecond) timer while far from it, then yields to the
-/// runtime (which keeps serving responses and local executions) until it has passed.
+/// runtime (which keeps serving responses and local executions) until it has passed,
+/// counting the yields that found nothing to run as idle ([`spin_idle_time`]).
 pub async fn wait_until(at: Instant) {
     loop {
         let now = Instant::now();
@@ -142,6 +159,10 @@ pub async fn wait_until(at: Instant) {
             tokio::time::sleep(at - now - PACER_SLEEP_ABOVE).await;
         } else {
             tokio::task::yield_now().await;
+            let spun = now.elapsed();
+            if spun < SPIN_IDLE_MAX {
+                SPIN_IDLE_NS.fetch_add(spun.as_nanos() as u64, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -173,6 +173,7 @@ async fn probe(
         steady_start: config.warmup,
         interval: config.probe,
         quantile: config.quantile,
+        slo: config.slo,
         progress: false,
     };
     let drive = drive(&adaptive, &spec).await?;

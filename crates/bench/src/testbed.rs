@@ -207,6 +207,16 @@ impl Testbed {
         }
     }
 
+    /// Each side's busy CPU as the policy is told it ([`ferry_client::BusyMeter`]): the
+    /// node's threads' on-CPU time (but for keep-warm threads) and the app side's, less
+    /// what the load generator's pacer spun idle.
+    pub fn busy_meter(&self) -> std::sync::Arc<dyn ferry_client::BusyMeter> {
+        std::sync::Arc::new(TestbedMeter {
+            child: self.child.as_ref().map(|c| c.pid()),
+            embedded: self.config.node == NodeSite::Embedded,
+        })
+    }
+
     /// CPUs the node is pinned to: a child's or an embedded node's (empty when not pinned,
     /// and for an external node, whose pinning is not the testbed's to know).
     pub fn server_cpus(&self) -> Vec<usize> {
@@ -214,5 +224,27 @@ impl Testbed {
             NodeSite::Child | NodeSite::Embedded => self.config.server_cpus.clone(),
             NodeSite::External(_) => Vec::new(),
         }
+    }
+}
+
+/// What [`Testbed::busy_meter`] reads.
+struct TestbedMeter {
+    /// The child node's pid, if the node is a child.
+    child: Option<u32>,
+    /// The node runs in this process.
+    embedded: bool,
+}
+
+impl ferry_client::BusyMeter for TestbedMeter {
+    fn busy(&self) -> (Option<Duration>, Option<Duration>) {
+        let pid = std::process::id();
+        let app = threads_on_cpu_time(pid, |name| thread_side(name) == ThreadSide::App)
+            .map(|t| t.saturating_sub(crate::loadgen::spin_idle_time()));
+        let node = match (self.child, self.embedded) {
+            (Some(child), _) => threads_on_cpu_time(child, |name| thread_side(name) != ThreadSide::KeepWarm),
+            (None, true) => threads_on_cpu_time(pid, |name| thread_side(name) == ThreadSide::Node),
+            (None, false) => None,
+        };
+        (app, node)
     }
 }

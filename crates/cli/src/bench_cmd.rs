@@ -79,11 +79,12 @@ pub struct BenchArgs {
     /// ycsbt:accounts=N,transfer=F,compute=C
     #[arg(long, default_value = "medium")]
     workload: String,
-    /// Policy: balance[:search=on,slicing=share|equal,budget=F,without=...] (ferry's
-    /// default: placement from measured costs), pyxis[:alpha0=F,slicing=...,m=M] (Pyxis'
-    /// Algorithm 1 over the turning point), kv, rpc, fixed:X,
-    /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] (the paper's dual loop), kayak-xr[:...],
-    /// kayak-plus[:...] (one X per function), asfp.
+    /// Policy: balance[:slicing=share|equal,without=PART+...] (ferry's default: X from
+    /// each side's measured CPU), pyxis[:alpha0=F,slicing=...,m=M] (Pyxis' Algorithm 1),
+    /// kv, rpc, fixed:X, kayak[:x0=F,r-hz=F,x-hz=F] (the paper's dual loop),
+    /// kayak-xr[:...], kayak-plus[:...] (one X per function), asfp. `without=` parts:
+    /// window, capacity-filter, proportional-cut, margin; for balance also capture,
+    /// feed-forward.
     #[arg(long, default_value = "balance")]
     policy: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ferry_bench::demo::{DemoConfig, DemoPart};
+use ferry_bench::demo::{verdict, within_slo, DemoConfig, DemoPart, DEFAULT_POLICY};
 use ferry_bench::placement::{PlacementReport, DEFAULT_GRAPH_NODES};
 use ferry_experiment::policy_spec::PolicySpec;
 use ferry_experiment::spec::{parse_policy, parse_workload};
@@ -34,7 +34,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "social")]
     mixed_workload: String,
     /// Policies of the mixed part, comma-separated.
-    #[arg(long, default_value = "kv,rpc,kayak,pyxis")]
+    #[arg(long, default_value = "kv,rpc,balance,kayak,pyxis")]
     mixed_policies: String,
     /// Skip the mixed part.
     #[arg(long)]
@@ -130,18 +130,10 @@ fn print_table(runs: &[PlacementReport], label: &str, pinned: bool, config: &Dem
             _ => ", not pinned".to_string(),
         }
     );
-    let slo_us = config.slo.as_secs_f64() * 1e6;
-    // Goodput only counts where the run's steady p99 met the objective.
-    let met = |run: &PlacementReport| run.p99_us.is_some_and(|p| p <= slo_us);
     println!(
         "{:<10} {:>14} {:>10} {:>10} {:>8} {:>12} {:>10} {:>8}",
-        "policy", "goodput/s", "p50 µs", "p99 µs", "X", "converge ms", "node CPUs", "SLO"
+        "policy", "throughput/s", "p50 µs", "p99 µs", "X", "converge ms", "node CPUs", "SLO"
     );
-    let best_static = runs
-        .iter()
-        .filter(|run| run.policy == "kv" || run.policy == "rpc")
-        .map(|run| run.throughput_ops)
-        .fold(0.0f64, f64::max);
     for run in runs {
         let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         println!(
@@ -153,26 +145,15 @@ fn print_table(runs: &[PlacementReport], label: &str, pinned: bool, config: &Dem
             run.rpc_fraction_mean,
             opt(run.converge_ms, 0),
             opt(run.storage_cpus_used, 2),
-            if met(run) { "met" } else { "MISSED" }
+            if within_slo(run) { "met" } else { "MISSED" }
         );
     }
-    if best_static > 0.0 {
-        for run in runs.iter().filter(|run| run.policy != "kv" && run.policy != "rpc") {
-            println!(
-                "{} reaches {:.2}× the better of kv and rpc{}",
-                run.policy,
-                run.throughput_ops / best_static,
-                if met(run) {
-                    ""
-                } else {
-                    " — but its p99 missed the SLO, so that goodput does not count"
-                }
-            );
-        }
+    if let Some(sentence) = verdict(runs, DEFAULT_POLICY) {
+        println!("{sentence}");
     }
     let goodput = |name: &str| {
         runs.iter()
-            .find(|run| run.policy == name && met(run))
+            .find(|run| run.policy == name && within_slo(run))
             .map(|run| run.throughput_ops)
     };
     if let (Some(pyxis), Some(kayak)) = (goodput("pyxis"), goodput("kayak")) {

@@ -21,9 +21,11 @@ use crate::CmdResult;
 pub struct SimArgs {
     #[command(flatten)]
     scenario: ScenarioArgs,
-    /// Policy: balance[:search=on,slicing=share|equal,budget=F,without=...] (the default:
-    /// placement from measured costs) | pyxis[:alpha0=F,slicing=...,m=M] | kv | rpc | fixed:X |
-    /// kayak[:x0=F,r-hz=F,x-hz=F,budget=F] | kayak-xr[:...] | kayak-plus[:...].
+    /// Policy: balance[:slicing=share|equal,without=PART+...] (the default: X from each
+    /// side's measured CPU) | pyxis[:alpha0=F,slicing=...,m=M] | kv | rpc | fixed:X |
+    /// kayak[:x0=F,r-hz=F,x-hz=F] | kayak-xr[:...] | kayak-plus[:...]. `without=` parts:
+    /// window, capacity-filter, proportional-cut, margin; for balance also capture,
+    /// feed-forward.
     #[arg(long, default_value = "balance", allow_hyphen_values = true)]
     policy: String,
     /// Simulated time (e.g. 5s).

@@ -43,7 +43,7 @@ pub struct SimSuiteArgs {
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Diagnostic: run each scenario with X fixed at its bound's X and the R loop setting
-    /// the rate (`fixed:X*`, with the `budget` and `without` of --policy), which shows the
+    /// the rate (`fixed:X*`, with the `without` of --policy), which shows the
     /// part of the gap the rate loop alone leaves.
     #[arg(long)]
     at_bound_x: bool,

@@ -1,6 +1,9 @@
 //! Placement in the client runtime: a control-plane [`Policy`] decides where each
-//! invocation runs, a token bucket admits requests at the policy's rate, and the policy's
-//! loops tick on their own timer.
+//! invocation runs, a token bucket admits requests at the policy's rate, a window keeps
+//! at most the policy's W of them in flight (the rest wait, and are refused when their
+//! wait would break the SLO: [`crate::gate`]), the policy's loops tick on their own timer,
+//! and, where a [`BusyMeter`] says how busy each side's CPU is, the policy learns it every
+//! [`BUSY_PERIOD`].
 //!
 //! The policy is the very state machine the simulator drives; this module only supplies
 //! time (nanoseconds since the runtime started), completions and ticks. Latency is measured
@@ -15,11 +18,25 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
-use ferry_control::{Completion, Costs, FnId, Nanos, Placement, Policy, PolicyState, TokenBucket};
+use ferry_control::{Busy, Completion, Costs, FnId, Nanos, Placement, Policy, PolicyState, TokenBucket};
 
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::gate::Gate;
 use crate::Invocation;
+
+/// Each side's busy CPU time so far, as a deployment measures it (the storage node: all of
+/// its threads; the app side: its whole process, less whatever only spins while idle):
+/// cumulative, read every [`BUSY_PERIOD`].
+pub trait BusyMeter: Send + Sync + 'static {
+    /// (app side, storage side) busy CPU time so far; None for a side not measured.
+    fn busy(&self) -> (Option<Duration>, Option<Duration>);
+}
+
+/// How often the busy CPU is read and reported: the per-thread clocks read here count in
+/// nanoseconds, so a fifth of a second gives each span thousands of requests and several
+/// R-loop decisions, and an X step (once a second) several spans.
+pub const BUSY_PERIOD: Duration = Duration::from_millis(200);
 
 /// Future of one invocation on a backend.
 pub type BackendFuture<'a> =
@@ -93,6 +110,10 @@ struct Shared<B> {
     functions: Mutex<HashMap<String, FnId>>,
     /// Added to each completion's costs, by placement.
     overhead: Overhead,
+    /// The window on requests in flight.
+    gate: Gate,
+    /// Each side's busy CPU, if the deployment measures it.
+    meter: Mutex<Option<Arc<dyn BusyMeter>>>,
 }
 
 impl<B> Shared<B> {
@@ -128,6 +149,7 @@ impl<B: Backend> Adaptive<B> {
         let pushback = policy.allows_pushback();
         let limiter = TokenBucket::new(Nanos::ZERO, policy.rate_ops(), ADMISSION_BURST)
             .map_err(|err| ClientError::Invalid(format!("rate limiter: {err}")))?;
+        let gate = Gate::new(policy.admission());
         let shared = Arc::new(Shared {
             backend,
             policy: Mutex::new(policy),
@@ -136,9 +158,27 @@ impl<B: Backend> Adaptive<B> {
             pushback,
             functions: Mutex::new(HashMap::new()),
             overhead,
+            gate,
+            meter: Mutex::new(None),
         });
         let ticker = tokio::spawn(tick_loop(Arc::clone(&shared)));
         Ok(Adaptive { shared, ticker })
+    }
+
+    /// Reports each side's busy CPU, as `meter` reads it, to the policy every
+    /// [`BUSY_PERIOD`] from now on.
+    pub fn set_busy_meter(&self, meter: Arc<dyn BusyMeter>) {
+        *self.shared.meter.lock() = Some(meter);
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.gate.in_flight()
+    }
+
+    /// The window in force now: requests in flight at most.
+    pub fn inflight_max(&self) -> usize {
+        self.shared.policy.lock().admission().inflight_max
     }
 
     /// The wrapped backend.
@@ -217,7 +257,9 @@ impl<B: Backend> Adaptive<B> {
 
     /// Like [`Adaptive::invoke_admitted`], with the caller naming the class the policy
     /// tracks the request under (e.g. one per workload function, even when several run the
-    /// same storage function with different arguments).
+    /// same storage function with different arguments). The request waits for a slot in
+    /// the policy's window first, and is refused ([`ClientError::Refused`]) if its wait
+    /// would break the SLO.
     pub async fn invoke_admitted_as(
         &self,
         intended: Instant,
@@ -225,6 +267,16 @@ impl<B: Backend> Adaptive<B> {
         function: &str,
         args: Bytes,
     ) -> Result<Invocation, ClientError> {
+        let _slot = match self.shared.gate.acquire(intended).await {
+            Ok(slot) => slot,
+            Err(refused) => {
+                let now = self.now();
+                self.shared.policy.lock().on_refused(now, fn_id);
+                return Err(ClientError::Refused {
+                    waited_us: refused.waited.as_micros() as u64,
+                });
+            }
+        };
         let now = self.now();
         let placement = self.shared.policy.lock().place(now, fn_id);
         let args_len = args.len() as u64;
@@ -266,21 +318,65 @@ impl<B: Backend> Adaptive<B> {
     }
 }
 
+/// What the busy meter read at the start of the span under way.
+struct BusyMark {
+    at: Instant,
+    app: Option<Duration>,
+    storage: Option<Duration>,
+}
+
 async fn tick_loop<B>(shared: Arc<Shared<B>>) {
+    let mut mark: Option<BusyMark> = None;
     loop {
         let next = shared.policy.lock().next_tick();
-        if next == Nanos::MAX {
-            tokio::time::sleep(IDLE_TICK).await;
-            continue;
+        let wake = if next == Nanos::MAX {
+            Instant::now() + IDLE_TICK
+        } else {
+            shared.epoch + Duration::from_nanos(next.as_nanos())
+        };
+        // Without a meter there is nothing to report: the ticks alone wake the loop.
+        let metered = shared.meter.lock().is_some();
+        let busy_due = match (&mark, metered) {
+            (_, false) => None,
+            (Some(mark), true) => Some(mark.at + BUSY_PERIOD),
+            (None, true) => Some(Instant::now()),
+        };
+        let until = busy_due.map_or(wake, |due| wake.min(due));
+        tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+        if busy_due.is_some_and(|due| Instant::now() >= due) {
+            mark = report_busy(&shared, mark);
         }
-        let at = shared.epoch + Duration::from_nanos(next.as_nanos());
-        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
         let now = shared.now();
-        let rate = {
+        let (rate, admission) = {
             let mut policy = shared.policy.lock();
-            policy.tick(now);
-            policy.rate_ops()
+            if now >= next {
+                policy.tick(now);
+            }
+            (policy.rate_ops(), policy.admission())
         };
         shared.limiter.lock().set_rate(now, rate);
+        shared.gate.set(admission);
     }
+}
+
+/// Reads the busy meter, reports the span since `mark` to the policy, and returns the new
+/// mark (None without a meter).
+fn report_busy<B>(shared: &Shared<B>, mark: Option<BusyMark>) -> Option<BusyMark> {
+    let meter = shared.meter.lock().clone()?;
+    let (app, storage) = meter.busy();
+    let at = Instant::now();
+    if let Some(mark) = mark {
+        let spent = |now: Option<Duration>, then: Option<Duration>| match (now, then) {
+            (Some(now), Some(then)) => Some(now.saturating_sub(then).as_nanos() as u64),
+            _ => None,
+        };
+        let busy = Busy {
+            span_ns: (at - mark.at).as_nanos() as u64,
+            app_ns: spent(app, mark.app),
+            storage_ns: spent(storage, mark.storage),
+        };
+        let now = shared.now();
+        shared.policy.lock().on_busy(now, &busy);
+    }
+    Some(BusyMark { at, app, storage })
 }

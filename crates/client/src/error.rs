@@ -49,6 +49,13 @@ pub enum ClientError {
         /// The rate in force, requests per second.
         rate_ops: u64,
     },
+    /// The request waited for a slot in the policy's window on requests in flight, and its
+    /// wait alone would have broken the SLO: refused before it was sent.
+    #[error("refused: waited {waited_us} µs for a slot in the window of requests in flight; more would break the SLO")]
+    Refused {
+        /// How long it had waited since its due time, µs.
+        waited_us: u64,
+    },
     /// The request was refused by the client itself before sending (e.g. a limit).
     #[error("invalid request: {0}")]
     Invalid(String),

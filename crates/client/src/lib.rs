@@ -13,6 +13,8 @@
 //! - [`gateway`]: a client of a gateway — the admission rate R the gateway reports on
 //!   every answer, and [`FollowGateway`], the policy that admits at it (one rate loop per
 //!   tenant, the gateway's), with [`ViaGateway`] asking for each run's costs.
+//! - `gate`: the window on requests in flight and the refusal of a request whose wait
+//!   would break the SLO.
 //! - `conn`: one connection: request ids, the outbox its writer task flushes, the reader
 //!   task that routes answers to waiters in any order.
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
@@ -27,6 +29,7 @@ pub mod cluster;
 pub mod config_group;
 mod conn;
 pub mod error;
+pub mod gate;
 pub mod gateway;
 mod local;
 mod route;
@@ -36,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-pub use adaptive::{Adaptive, Backend, BackendFuture, Overhead};
+pub use adaptive::{Adaptive, Backend, BackendFuture, BusyMeter, Overhead};
 pub use client::{Client, ClientConfig, Versioned};
 pub use cluster::ClusterClient;
 pub use conn::MAX_PENDING_PER_CONNECTION;

@@ -8,12 +8,14 @@
 //! Layout:
 //! - [`time`]: `Nanos`, the caller-supplied time.
 //! - [`quantile`]: DDSketch-based latency sketch and sliding time window of sketches.
+//! - [`extremum`]: windowed max and min filters (BBR's `minmax`).
 //! - [`limiter`]: the token-bucket rate limiter and the send schedule driven by R.
 //! - [`arbiter`]: Bernoulli(X) choice of local or remote per request.
-//! - [`rate`]: the R loop, shared by every policy: a core (Pseudocode 1 on a proxy
-//!   quantile) and named guards.
-//! - [`placement`]: placement from measured costs: cost profiles, Pyxis' load model, its
-//!   Algorithm 1, and the `balance` policy built from them.
+//! - [`rate`]: the R loop and the window on requests in flight, shared by every policy:
+//!   a capacity remembered as a rate, a margin, a proportional cut, a gain cycle.
+//! - [`placement`]: placement from measured costs and CPU: cost profiles, capture ratios,
+//!   Pyxis' load model, X stepping toward balanced utilisation (`balance`), and Pyxis'
+//!   Algorithm 1 (`pyxis`).
 //! - [`policy`]: the [`Policy`] trait every policy implements, and the static policies.
 //! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`, the baseline.
 //! - [`elastic`]: Pyxis' elastic-compute loop, sizing the app side to the demand.
@@ -24,6 +26,7 @@
 pub mod arbiter;
 pub mod elastic;
 pub mod error;
+pub mod extremum;
 pub mod fairness;
 pub mod kayak;
 pub mod limiter;
@@ -41,7 +44,8 @@ pub use fairness::jain_index;
 pub use kayak::{Kayak, KayakConfig, LoopOrder};
 pub use limiter::{Due, Schedule, TokenBucket};
 pub use placement::balance::{Balance, BalanceConfig};
-pub use policy::{Completion, Costs, FixedFraction, FixedRate, FnId, Placement, Policy, PolicyState};
+pub use placement::pyxis::{Pyxis, PyxisConfig};
+pub use policy::{Busy, Completion, Costs, FixedFraction, FixedRate, FnId, Placement, Policy, PolicyState};
 pub use quantile::{LatencySketch, QuantileWindow};
-pub use rate::{RateLoop, RateLoopConfig};
+pub use rate::{Admission, RateLoop, RateLoopConfig};
 pub use time::Nanos;

@@ -8,9 +8,7 @@
 
 use crate::arbiter::Arbiter;
 use crate::error::{check_range, ConfigError};
-use crate::placement::costs::CostProfile;
-use crate::placement::load_model::{Capacity, LoadModel};
-use crate::rate::{RateInput, RateLoop, RateLoopConfig};
+use crate::rate::{Admission, RateLoop, RateLoopConfig};
 use crate::time::Nanos;
 
 /// Identifies a storage function (the index the driver assigns to each function it runs).
@@ -75,6 +73,20 @@ impl Completion {
     }
 }
 
+/// Each side's busy CPU over one span, as the driver measured it (the node: all of its
+/// threads, I/O included; the app side: its whole process), with the completions of that
+/// span: the utilisation law (busy = throughput × demand) says what a request costs each
+/// side, including what the per-request costs leave out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Busy {
+    /// The span measured, ns.
+    pub span_ns: u64,
+    /// CPU the app side was busy over it, ns (None: not measured).
+    pub app_ns: Option<u64>,
+    /// CPU the storage side was busy over it, ns (None: not measured).
+    pub storage_ns: Option<u64>,
+}
+
 /// A read-only view of a policy's control state, for timelines and reports.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PolicyState {
@@ -113,6 +125,21 @@ pub trait Policy: Send {
     /// The rate the limiter should admit requests at, in requests per second.
     fn rate_ops(&self) -> f64;
 
+    /// What the driver admits by: the rate, the window on requests in flight, and the
+    /// longest a request may wait for a slot before it is refused. Policies without a
+    /// window admit by the rate alone.
+    fn admission(&self) -> Admission {
+        Admission::rate_only(self.rate_ops())
+    }
+
+    /// Learns that the driver refused a request at `now` (its wait for a slot in the
+    /// window would have broken the SLO): a rate loop counts it as over the SLO.
+    fn on_refused(&mut self, _now: Nanos, _fn_id: FnId) {}
+
+    /// Learns each side's measured busy CPU over the last span (see [`Busy`]): policies
+    /// that weigh the sides' loads scale the per-request costs they measure to it.
+    fn on_busy(&mut self, _now: Nanos, _busy: &Busy) {}
+
     /// The current control state, for timelines.
     fn state(&self) -> PolicyState;
 
@@ -141,11 +168,6 @@ pub struct FixedFraction {
     arbiter: Arbiter,
     /// The rate loop that meets the SLO at this X.
     rate: RateLoop,
-    /// What requests cost each side, learned from completions.
-    costs: CostProfile,
-    /// The cores of each side, if known: with the costs they give the capacity R stays
-    /// under.
-    capacity: Option<Capacity>,
 }
 
 impl FixedFraction {
@@ -154,7 +176,6 @@ impl FixedFraction {
         name: impl Into<String>,
         x: f64,
         rate: RateLoopConfig,
-        capacity: Option<Capacity>,
         now: Nanos,
         seed: u64,
     ) -> Result<Self, ConfigError> {
@@ -163,16 +184,14 @@ impl FixedFraction {
             pushback: false,
             arbiter: Arbiter::new(x, seed)?,
             rate: RateLoop::new(rate, now)?,
-            costs: CostProfile::default(),
-            capacity,
         })
     }
 }
 
 impl FixedFraction {
     /// ASFP: all remote, with pushback, the R loop setting the rate.
-    pub fn asfp(rate: RateLoopConfig, capacity: Option<Capacity>, now: Nanos, seed: u64) -> Result<Self, ConfigError> {
-        let mut policy = FixedFraction::new("asfp", 1.0, rate, capacity, now, seed)?;
+    pub fn asfp(rate: RateLoopConfig, now: Nanos, seed: u64) -> Result<Self, ConfigError> {
+        let mut policy = FixedFraction::new("asfp", 1.0, rate, now, seed)?;
         policy.pushback = true;
         Ok(policy)
     }
@@ -190,20 +209,13 @@ impl Policy for FixedFraction {
     }
     fn on_completion(&mut self, now: Nanos, completion: &Completion) {
         self.rate.on_completion(now, completion.latency_ns);
-        self.costs.learn(completion);
+    }
+    fn on_refused(&mut self, now: Nanos, _fn_id: FnId) {
+        self.rate.on_refused(now);
     }
     fn tick(&mut self, now: Nanos) {
         if now >= self.rate.next_tick() {
-            let capacity_ops = self
-                .capacity
-                .and_then(|capacity| LoadModel::new(&self.costs, capacity).capacity_ops(self.arbiter.x()));
-            self.rate.tick(
-                now,
-                RateInput {
-                    capacity_ops,
-                    budget_paused: false,
-                },
-            );
+            self.rate.tick(now);
         }
     }
     fn next_tick(&self) -> Nanos {
@@ -211,6 +223,9 @@ impl Policy for FixedFraction {
     }
     fn rate_ops(&self) -> f64 {
         self.rate.rate_ops()
+    }
+    fn admission(&self) -> Admission {
+        self.rate.admission()
     }
     fn state(&self) -> PolicyState {
         PolicyState {

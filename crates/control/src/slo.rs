@@ -3,12 +3,12 @@
 //!
 //! The policy keeps one SLO, the reference; every completion's latency is scaled by the
 //! reference over its own function's SLO before the policy sees it, so "slower than the SLO"
-//! means slower than the function's own, and the R loop's tail budget counts exactly the
-//! completions that broke theirs. What it does not do: the budget pools them over the
-//! functions, so a function with a small share of the requests may miss its own p99 while
+//! means slower than the function's own, and the R loop judges exactly the completions that
+//! broke theirs. What it does not do: the window pools them over the functions, so a function with a small share of the requests may miss its own p99 while
 //! the pooled share holds (the report shows each function's p99 against its SLO).
 
-use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
+use crate::policy::{Busy, Completion, FnId, Placement, Policy, PolicyState};
+use crate::rate::Admission;
 use crate::time::Nanos;
 
 /// A policy whose completions are judged against each function's own SLO.
@@ -62,6 +62,15 @@ impl Policy for PerFunctionSlo {
     }
     fn rate_ops(&self) -> f64 {
         self.inner.rate_ops()
+    }
+    fn admission(&self) -> Admission {
+        self.inner.admission()
+    }
+    fn on_refused(&mut self, now: Nanos, fn_id: FnId) {
+        self.inner.on_refused(now, fn_id)
+    }
+    fn on_busy(&mut self, now: Nanos, busy: &Busy) {
+        self.inner.on_busy(now, busy)
     }
     fn state(&self) -> PolicyState {
         self.inner.state()

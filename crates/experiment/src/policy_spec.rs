@@ -4,10 +4,10 @@
 //! Grammar: `NAME[:PARAMS]`, PARAMS a comma-separated list of `key=value`:
 //! - `kv`, `rpc`, `fixed:X[,...]`: a fixed RPC fraction X (0 and 1 for kv and rpc) with the
 //!   R loop setting the rate;
-//! - `balance[:search=on|off,slicing=share|equal,...]`: placement from measured costs (the
-//!   load model's prediction; with `search=on` refined by Pyxis' Algorithm 1), the default;
-//!   on a mix of functions X is Pyxis' turning point, cut into the functions' slices by
-//!   their shares of the requests (`share`, the default) or equally (`equal`);
+//! - `balance[:slicing=share|equal,...]`: X from each side's measured CPU (the load
+//!   model's balance on capture-scaled costs, then steps toward balanced utilisation), the
+//!   default; on a mix of functions X is Pyxis' turning point, cut into the functions'
+//!   slices by their shares of the requests (`share`, the default) or equally (`equal`);
 //! - `pyxis[:alpha0=F,slicing=share|equal,m=M,...]`: Pyxis as published: profile at 50 %, then
 //!   Algorithm 1 over the whole of [0, 1] from α0 (default 0.5), no prediction (default
 //!   slicing `equal`, the paper's equation (14));
@@ -16,17 +16,15 @@
 //!   `kayak-plus[:...]`: Kayak+, Algorithm II with one X per function, climbed in turn;
 //! - `asfp`: everything remote, the node pushes invocations back (real system only).
 //!
-//! Every policy with an R loop also takes `budget=F` (the share of the quantile's
-//! allowance of slow completions the R loop aims for, in (0, 1]; default 0.8) and
-//! `without=PART[+PART...]`, the parts to switch off for an ablation: the R loop's guards
-//! (`tail-budget`, `backlog`, `bracket`) and, for `balance`, its own (`staffing`, `feed-forward`).
+//! Every policy with an R loop also takes `without=PART[+PART...]`, the parts to switch
+//! off for an ablation: the R loop's (`window`, `capacity-filter`, `proportional-cut`,
+//! `margin`) and, for `balance`, its own (`capture`, `feed-forward`).
 
 use ferry_control::placement::balance::{Balance, BalanceConfig, Parts as BalanceParts, PART_NAMES as BALANCE_PARTS};
 use ferry_control::placement::load_model::Capacity;
 use ferry_control::placement::mix::Slicing;
-use ferry_control::rate::guards::GUARD_NAMES;
-use ferry_control::rate::RateLoopConfig;
-use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy};
+use ferry_control::rate::{RateLoopConfig, PART_NAMES as RATE_PARTS};
+use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, Pyxis, PyxisConfig};
 
 use crate::spec::{parse_f64_in, parse_params, parse_u64_max, SpecError};
 
@@ -39,17 +37,13 @@ pub const POLICIES: &str = "kv, rpc, fixed:X, balance, pyxis, kayak, kayak-xr, k
 /// What every policy with an R loop may be told about it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RateParams {
-    /// The R loop's tail budget (see `RateLoopConfig::tail_budget`).
-    pub budget: Option<f64>,
-    /// Parts to switch off, by name (the R loop's guards and the policy's own parts).
+    /// Parts to switch off, by name (the R loop's and the policy's own).
     pub without: Vec<String>,
 }
 
 /// What a `balance` spec may carry.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BalanceParams {
-    /// Refine the model's prediction with Algorithm 1 (`search=on`).
-    pub search: bool,
     /// How a mix's turning point is cut (`slicing=`; default `share`).
     pub slicing: Option<Slicing>,
     /// The R loop's parameters (and the policy's parts to switch off).
@@ -68,9 +62,6 @@ pub struct PyxisParams {
     /// The R loop's parameters (and the policy's parts to switch off).
     pub rate: RateParams,
 }
-
-/// Pyxis' default start: the middle of [0, 1], where it profiles.
-pub const PYXIS_ALPHA0_DEFAULT: f64 = 0.5;
 
 fn parse_slicing(v: &str) -> Result<Slicing, SpecError> {
     match v {
@@ -127,10 +118,10 @@ pub fn default_policy() -> PolicySpec {
 /// The names `without=` accepts for a policy with these own parts.
 fn check_parts(names: &[String], own: &'static str) -> Result<(), SpecError> {
     for name in names {
-        let known = GUARD_NAMES.split(", ").chain(own.split(", ").filter(|s| !s.is_empty()));
+        let known = RATE_PARTS.split(", ").chain(own.split(", ").filter(|s| !s.is_empty()));
         if !known.clone().any(|k| k == name) {
             return Err(SpecError::Invalid(format!(
-                "unknown part '{name}' in without= (allowed: {GUARD_NAMES}{}{own})",
+                "unknown part '{name}' in without= (allowed: {RATE_PARTS}{}{own})",
                 if own.is_empty() { "" } else { ", " }
             )));
         }
@@ -141,14 +132,13 @@ fn check_parts(names: &[String], own: &'static str) -> Result<(), SpecError> {
 /// `key=value` pairs of a spec.
 type Pairs<'a> = Vec<(&'a str, &'a str)>;
 
-/// Parses the `budget` and `without` keys shared by every policy with an R loop, from the
-/// key-value pairs `kv` (those two are removed; the rest are returned).
+/// Parses the `without` key shared by every policy with an R loop, from the key-value
+/// pairs `kv` (it is removed; the rest are returned).
 fn take_rate_params<'a>(kv: Pairs<'a>, own: &'static str) -> Result<(RateParams, Pairs<'a>), SpecError> {
     let mut p = RateParams::default();
     let mut rest = Vec::new();
     for (k, v) in kv {
         match k {
-            "budget" => p.budget = Some(parse_f64_in("budget", v, 1e-3, 1.0, "[0.001, 1]")?),
             "without" => {
                 p.without = v
                     .split('+')
@@ -164,7 +154,7 @@ fn take_rate_params<'a>(kv: Pairs<'a>, own: &'static str) -> Result<(RateParams,
 }
 
 fn parse_kayak_params(params: &str) -> Result<KayakParams, SpecError> {
-    let kv = parse_params("kayak", params, "x0, r-hz, x-hz, budget, without")?;
+    let kv = parse_params("kayak", params, "x0, r-hz, x-hz, without")?;
     let (rate, rest) = take_rate_params(kv, "")?;
     let mut p = KayakParams {
         rate,
@@ -192,7 +182,7 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
         None => (s, ""),
     };
     let rate_only = |what: &'static str, params: &str, own: &'static str| -> Result<RateParams, SpecError> {
-        let kv = parse_params(what, params, "budget, without")?;
+        let kv = parse_params(what, params, "without")?;
         Ok(take_rate_params(kv, own)?.0)
     };
     match name {
@@ -212,25 +202,20 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
             Ok(PolicySpec::Fixed(x, rate_only("fixed", rest, "")?))
         }
         "balance" => {
-            let kv = parse_params("balance", params, "search, slicing, budget, without")?;
+            let kv = parse_params("balance", params, "slicing, without")?;
             let (rate, rest) = take_rate_params(kv, BALANCE_PARTS)?;
             let mut p = BalanceParams {
                 rate,
                 ..BalanceParams::default()
             };
-            for (k, v) in rest {
-                match (k, v) {
-                    ("search", "on") => p.search = true,
-                    ("search", "off") => p.search = false,
-                    ("search", _) => return Err(SpecError::Invalid(format!("search '{v}' is not one of on, off"))),
-                    _ => p.slicing = Some(parse_slicing(v)?),
-                }
+            for (_, v) in rest {
+                p.slicing = Some(parse_slicing(v)?);
             }
             Ok(PolicySpec::Balance(p))
         }
         "pyxis" => {
-            let kv = parse_params("pyxis", params, "alpha0, slicing, m, budget, without")?;
-            let (rate, rest) = take_rate_params(kv, BALANCE_PARTS)?;
+            let kv = parse_params("pyxis", params, "alpha0, slicing, m, without")?;
+            let (rate, rest) = take_rate_params(kv, "")?;
             let mut p = PyxisParams {
                 rate,
                 ..PyxisParams::default()
@@ -256,12 +241,9 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
 impl RateParams {
     /// `cfg` with these parameters applied.
     fn apply(&self, cfg: &mut RateLoopConfig) -> Result<(), ConfigError> {
-        if let Some(b) = self.budget {
-            cfg.tail_budget = b;
-        }
         for name in &self.without {
-            if GUARD_NAMES.split(", ").any(|g| g == name) {
-                cfg.guards.disable(name)?;
+            if RATE_PARTS.split(", ").any(|g| g == name) {
+                cfg.parts.disable(name)?;
             }
         }
         Ok(())
@@ -322,12 +304,12 @@ impl PolicySpec {
         rate.quantile = quantile;
         self.rate_params().apply(&mut rate)?;
         let now = Nanos::ZERO;
-        let fixed = |name: String, x: f64| FixedFraction::new(name, x, rate.clone(), capacity, now, seed);
+        let fixed = |name: String, x: f64| FixedFraction::new(name, x, rate.clone(), now, seed);
         Ok(match self {
             PolicySpec::Kv(_) => Box::new(fixed("kv".into(), 0.0)?),
             PolicySpec::Rpc(_) => Box::new(fixed("rpc".into(), 1.0)?),
             PolicySpec::Fixed(x, _) => Box::new(fixed(format!("fixed:{x}"), *x)?),
-            PolicySpec::Asfp => Box::new(FixedFraction::asfp(rate, capacity, now, seed)?),
+            PolicySpec::Asfp => Box::new(FixedFraction::asfp(rate, now, seed)?),
             PolicySpec::Balance(p) => {
                 let capacity = capacity.ok_or(ConfigError::Missing {
                     what: "the cores of each side (balance places by each side's load)",
@@ -335,7 +317,6 @@ impl PolicySpec {
                 let mut cfg = BalanceConfig::new(slo.0 as f64, capacity, seed);
                 cfg.rate = rate;
                 cfg.parts = BalanceParts::without(&p.rate.without)?;
-                cfg.parts.search = p.search;
                 cfg.slicing = p.slicing.unwrap_or_default();
                 Box::new(Balance::new(cfg, now)?)
             }
@@ -343,21 +324,18 @@ impl PolicySpec {
                 let capacity = capacity.ok_or(ConfigError::Missing {
                     what: "the cores of each side (pyxis feeds R forward by each side's load)",
                 })?;
-                let alpha0 = p.alpha0.unwrap_or(PYXIS_ALPHA0_DEFAULT);
-                let slicing = p.slicing.unwrap_or(Slicing::Equal);
-                let mut cfg = BalanceConfig::pyxis(slo.0 as f64, capacity, alpha0, slicing, seed);
+                let mut cfg = PyxisConfig::new(slo.0 as f64, capacity, seed);
+                cfg.rate = rate;
+                if let Some(alpha0) = p.alpha0 {
+                    cfg.alpha0 = alpha0;
+                }
                 if let Some(m) = p.segments {
                     cfg.segments = m;
                 }
-                cfg.rate = rate;
-                // Pyxis as published: Algorithm 1 without a model's prediction to start
-                // from, so without the latency model either.
-                cfg.parts = BalanceParts {
-                    search: true,
-                    latency: false,
-                    ..BalanceParts::without(&p.rate.without)?
-                };
-                Box::new(Balance::new(cfg, now)?)
+                if let Some(slicing) = p.slicing {
+                    cfg.slicing = slicing;
+                }
+                Box::new(Pyxis::new(cfg, now)?)
             }
             PolicySpec::Kayak(p) | PolicySpec::KayakXr(p) | PolicySpec::KayakPlus(p) => {
                 let mut cfg = match self {
@@ -374,7 +352,7 @@ impl PolicySpec {
                 if let Some(hz) = p.x_hz {
                     cfg.x_period = Nanos::from_hz(hz);
                 }
-                Box::new(Kayak::new(cfg, capacity, now)?)
+                Box::new(Kayak::new(cfg, now)?)
             }
         })
     }
@@ -393,24 +371,21 @@ mod tests {
             PolicySpec::Fixed(0.4, RateParams::default())
         );
         assert_eq!(
-            parse_policy("fixed:0.4,without=bracket").unwrap(),
+            parse_policy("fixed:0.4,without=margin").unwrap(),
             PolicySpec::Fixed(
                 0.4,
                 RateParams {
-                    budget: None,
-                    without: vec!["bracket".into()]
+                    without: vec!["margin".into()]
                 }
             )
         );
         assert_eq!(parse_policy("balance").unwrap(), default_policy());
         assert_eq!(
-            parse_policy("balance:without=staffing+tail-budget,budget=0.5,search=on").unwrap(),
+            parse_policy("balance:without=capture+window").unwrap(),
             PolicySpec::Balance(BalanceParams {
-                search: true,
                 slicing: None,
                 rate: RateParams {
-                    budget: Some(0.5),
-                    without: vec!["staffing".into(), "tail-budget".into()]
+                    without: vec!["capture".into(), "window".into()]
                 }
             })
         );
@@ -430,17 +405,14 @@ mod tests {
                 ..
             })
         ));
-        let p = parse_policy("kayak:x0=0.25,x-hz=10,budget=0.5").unwrap();
+        let p = parse_policy("kayak:x0=0.25,x-hz=10").unwrap();
         assert_eq!(
             p,
             PolicySpec::Kayak(KayakParams {
                 x0: Some(0.25),
                 r_hz: None,
                 x_hz: Some(10.0),
-                rate: RateParams {
-                    budget: Some(0.5),
-                    without: vec![]
-                },
+                rate: RateParams::default(),
             })
         );
         assert!(matches!(parse_policy("kayak-xr").unwrap(), PolicySpec::KayakXr(_)));
@@ -456,10 +428,9 @@ mod tests {
             ("asfp:1", "takes no parameters"),
             ("kv:1", "not of the form key=value"),
             ("kayak:speed=3", "unknown parameter"),
-            ("kayak:budget=0", "out of range"),
-            ("kayak:budget=1.5", "out of range"),
-            ("kayak:without=staffing", "unknown part 'staffing'"),
-            ("balance:search=maybe", "not one of on, off"),
+            ("kayak:budget=0.5", "unknown parameter"),
+            ("kayak:without=capture", "unknown part 'capture'"),
+            ("balance:search=on", "unknown parameter"),
             ("balance:slicing=even", "slicing 'even' is not one of share, equal"),
             ("pyxis:alpha0=1.5", "out of range"),
             ("pyxis:search=on", "unknown parameter 'search'"),

@@ -9,7 +9,10 @@ use ferry_proto::{Response, ResponseBody, Status};
 /// `unavailable`; the nodes' own refusals pass through unchanged.
 pub fn error_response(err: ClientError) -> Response {
     let message = err.to_string();
-    if !matches!(err, ClientError::Server { .. } | ClientError::Throttled { .. }) {
+    if !matches!(
+        err,
+        ClientError::Server { .. } | ClientError::Throttled { .. } | ClientError::Refused { .. }
+    ) {
         // A node behind this process failed (not a refusal it chose): worth a line.
         tracing::warn!("forwarded request failed: {message}");
     }
@@ -20,7 +23,7 @@ pub fn error_response(err: ClientError) -> Response {
         | ClientError::Disconnected(_)
         | ClientError::Timeout(_)
         | ClientError::Protocol(_) => Status::Unavailable,
-        ClientError::Throttled { .. } => Status::Overloaded,
+        ClientError::Throttled { .. } | ClientError::Refused { .. } => Status::Overloaded,
         ClientError::Encode(_) => Status::TooLarge,
         ClientError::Invalid(_) => Status::BadRequest,
     };

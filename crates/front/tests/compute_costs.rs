@@ -86,8 +86,8 @@ async fn a_ship_data_run_through_the_gateway_reports_both_sides_costs() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let recorded = Arc::clone(&seen);
     let policy: PolicyFactory = Arc::new(move || {
-        let kv = FixedFraction::new("kv", 0.0, RateLoopConfig::new(5e6), None, Nanos::ZERO, 1)
-            .map_err(|err| err.to_string())?;
+        let kv =
+            FixedFraction::new("kv", 0.0, RateLoopConfig::new(5e6), Nanos::ZERO, 1).map_err(|err| err.to_string())?;
         Ok(Box::new(Recording {
             inner: kv,
             seen: Arc::clone(&recorded),

@@ -56,7 +56,7 @@ fn rpc_loop(init: f64, max: f64) -> Result<Box<dyn Policy>, String> {
     let mut rate = RateLoopConfig::new(SLO_NS);
     rate.rate_init_ops = init;
     rate.rate_max_ops = max;
-    let policy = FixedFraction::new("rpc", 1.0, rate, None, Nanos::ZERO, 1).map_err(|err| err.to_string())?;
+    let policy = FixedFraction::new("rpc", 1.0, rate, Nanos::ZERO, 1).map_err(|err| err.to_string())?;
     Ok(Box::new(policy))
 }
 

@@ -320,6 +320,7 @@ impl Scenario {
             windows,
             abort: None,
             arrivals_from: Nanos::ZERO,
+            slo: Some(self.slo.latency),
         };
         let name = policies[0].name();
         let out = engine::run_groups(

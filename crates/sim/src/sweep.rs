@@ -193,6 +193,7 @@ pub fn measure(cfg: &SweepConfig, x: f64, rate_ops: f64) -> Result<Measurement, 
         windows: vec![(start, end)],
         abort: Some(abort),
         arrivals_from: start.saturating_sub(cfg.warmup),
+        slo: Some(cfg.slo.latency),
     };
     let out = engine::run(&ecfg, &mut policy);
     let w = &out.windows[0];

@@ -16,7 +16,8 @@
 pub mod derive;
 pub mod pace;
 mod provenance;
-pub mod stalls;
+mod stall_gaps;
+mod stalls;
 mod table;
 
 use std::future::Future;

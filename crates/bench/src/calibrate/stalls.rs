@@ -1,6 +1,6 @@
 //! The machine's stall process, seen as the rate loop sees it: a steady stream of small
 //! gets, paced exactly as `ferry bench` paces (latency from each request's due time, so a
-//! stall of the app side counts too), every completion fed to the rate loop's own
+//! stall of the app side counts too), every completion fed to a
 //! [`StallEstimator`]: a gap between completions many mean gaps long, ended by a request
 //! that was in flight all through it, is a stall.
 
@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::stall_gaps::{StallEstimator, GAP_COMPLETIONS};
 use ferry_client::ClientError;
-use ferry_control::rate::guards::stall_headroom::{StallEstimator, GAP_COMPLETIONS};
 use ferry_control::Nanos;
 
 use crate::latency::Recorder;

@@ -52,14 +52,21 @@ pub struct Drive {
 }
 
 impl Drive {
-    /// Latency of successful requests completed in the steady window.
+    /// Latency of the requests of the steady window: those served, and those refused
+    /// counted at twice the SLO.
     pub fn steady_latency(&self) -> LatencySummary {
         self.recording.steady.summary()
     }
 
     /// Successful requests completed in the steady window.
     pub fn steady_completed(&self) -> u64 {
-        self.recording.steady.count()
+        self.recording.steady.count() - self.recording.steady_refused
+    }
+
+    /// Requests refused in the steady window (their wait for a slot would have broken the
+    /// SLO).
+    pub fn steady_refused(&self) -> u64 {
+        self.recording.steady_refused
     }
 
     /// Failed requests over the drive.
@@ -84,6 +91,9 @@ pub struct DriveSpec<'a> {
     pub interval: Duration,
     /// Quantile the timeline reports.
     pub quantile: f64,
+    /// The latency objective: a request refused for want of a slot in the policy's window
+    /// counts as twice it (over it, as it should) in every quantile reported.
+    pub slo: Duration,
     /// Draw the progress line.
     pub progress: bool,
 }
@@ -92,7 +102,7 @@ pub struct DriveSpec<'a> {
 /// `spec.duration`, then waits for the stragglers.
 pub async fn drive<B: Backend>(adaptive: &Arc<Adaptive<B>>, spec: &DriveSpec<'_>) -> Result<Drive, BenchError> {
     let requests = Requests::new(spec.workload)?;
-    let recording = Arc::new(Mutex::new(Recording::new(spec.interval, spec.steady_start)));
+    let recording = Arc::new(Mutex::new(Recording::new(spec.interval, spec.steady_start, spec.slo)));
     let start = Instant::now();
     let sampler = tokio::spawn(sample_states(
         Arc::clone(adaptive),
@@ -166,7 +176,10 @@ pub async fn drive<B: Backend>(adaptive: &Arc<Adaptive<B>>, spec: &DriveSpec<'_>
     let wall = start.elapsed();
     // The spawned requests are finished (or abandoned after the drain timeout); take what
     // they recorded.
-    let recording = std::mem::replace(&mut *recording.lock(), Recording::new(spec.interval, spec.steady_start));
+    let recording = std::mem::replace(
+        &mut *recording.lock(),
+        Recording::new(spec.interval, spec.steady_start, spec.slo),
+    );
     Ok(Drive {
         final_state,
         recording,

@@ -35,8 +35,12 @@ pub(super) struct Recording {
     pub(super) steady_start: Duration,
     /// Per-interval completions, indexed by completion time.
     pub(super) bins: Vec<Bin>,
-    /// Latencies of the steady window.
+    /// Latencies of the steady window (refusals at [`Recording::refused_latency`]).
     pub(super) steady: Recorder,
+    /// Requests of the steady window refused for want of a slot.
+    pub(super) steady_refused: u64,
+    /// What a refused request counts as in the quantiles: twice the SLO, over it.
+    refused_latency: Duration,
     /// Requests that succeeded over the whole run.
     pub(super) completed: u64,
     /// Of those, the ones that ran remotely.
@@ -48,13 +52,15 @@ pub(super) struct Recording {
 }
 
 impl Recording {
-    /// An empty recording of `interval` bins.
-    pub(super) fn new(interval: Duration, steady_start: Duration) -> Recording {
+    /// An empty recording of `interval` bins, under an SLO of `slo`.
+    pub(super) fn new(interval: Duration, steady_start: Duration, slo: Duration) -> Recording {
         Recording {
             interval_ns: (interval.as_nanos() as u64).max(1),
             steady_start,
             bins: Vec::new(),
             steady: Recorder::new(),
+            steady_refused: 0,
+            refused_latency: 2 * slo,
             completed: 0,
             remote: 0,
             errors: BTreeMap::new(),
@@ -89,7 +95,18 @@ impl Recording {
                 bin.sketch.record(latency_ns);
                 bin.latency_sum_ns += latency_ns;
             }
-            Err(err) => *self.errors.entry(error_kind(err)).or_default() += 1,
+            Err(err) => {
+                *self.errors.entry(error_kind(err)).or_default() += 1;
+                if matches!(err, ClientError::Refused { .. }) {
+                    // Refusing is never a way to look fast: the request missed the SLO.
+                    if done_at >= self.steady_start {
+                        self.steady.record(self.refused_latency);
+                        self.steady_refused += 1;
+                    }
+                    let latency_ns = self.refused_latency.as_nanos() as f64;
+                    self.bin(done_at).sketch.record(latency_ns);
+                }
+            }
         }
     }
 }

@@ -163,7 +163,7 @@ pub fn summarize(spec: &DriveSpec<'_>, drive: &Drive) -> Summary {
     let steady_start_ms = spec.steady_start.as_secs_f64() * 1e3;
     let steady_rows: Vec<&TimelineRow> = timeline.iter().filter(|row| row.t_ms > steady_start_ms).collect();
     let steady_seconds = spec.duration.saturating_sub(spec.steady_start).as_secs_f64().max(1e-9);
-    let throughput_ops = recording.steady.count() as f64 / steady_seconds;
+    let throughput_ops = drive.steady_completed() as f64 / steady_seconds;
     let rpc_fraction_mean = if steady_rows.is_empty() {
         final_state.rpc_fraction
     } else {

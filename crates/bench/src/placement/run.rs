@@ -157,6 +157,7 @@ async fn run_backend<B: Backend>(
         steady_start,
         interval: config.timeline_interval,
         quantile: config.quantile,
+        slo: config.slo,
         progress: config.progress,
     };
     let overhead = if calibrate {
@@ -165,6 +166,7 @@ async fn run_backend<B: Backend>(
         Overhead::default()
     };
     let adaptive = Arc::new(Adaptive::with_overhead(backend, policy, overhead)?);
+    adaptive.set_busy_meter(testbed.busy_meter());
     let server_cpu_before = storage_cpu_time();
     let app_cpu_before = testbed.app_cpu_time();
     let drive = drive(&adaptive, &spec).await?;

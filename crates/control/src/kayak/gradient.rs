@@ -1,7 +1,7 @@
 //! Kayak's X loop (Pseudocode 2): gradient ascent of the rate the R loop reaches, R(X).
 //!
-//! Each X period the loop averages what the R loop reported (each decision's Newton root:
-//! where R is heading at this X), takes the secant slope to the previous period's average,
+//! Each X period the loop averages what the R loop reported (each decision's heading:
+//! the rate R is heading for at this X), takes the secant slope to the previous period's average,
 //! and steps `ΔX = η · (dR/dX) / R` (the paper's step on the relative gradient, so that η
 //! does not depend on the rate's scale), clamped to [0, 1] as Pseudocode 2 clamps.
 //! Two named parts make it run on measured rates at all:

@@ -23,10 +23,8 @@ pub mod latency_x;
 
 use crate::arbiter::Arbiter;
 use crate::error::{check_range, ConfigError};
-use crate::placement::costs::CostProfile;
-use crate::placement::load_model::{Capacity, LoadModel};
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
-use crate::rate::{RateInput, RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
+use crate::rate::{Admission, RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
 use crate::time::Nanos;
 
 use self::coordinate::{CoordinateAscent, STEPS_PER_FUNCTION_DEFAULT};
@@ -149,15 +147,12 @@ pub struct Kayak {
     x_loop: XLoop,
     x_period: Nanos,
     next_x_tick: Nanos,
-    /// Costs, for the R loop's capacity bound (ferry's R loop, shared by every policy).
-    costs: CostProfile,
-    capacity: Option<Capacity>,
     name: &'static str,
 }
 
 impl Kayak {
-    /// A policy starting at `now` on a deployment with `capacity` (if known).
-    pub fn new(cfg: KayakConfig, capacity: Option<Capacity>, now: Nanos) -> Result<Self, ConfigError> {
+    /// A policy starting at `now`.
+    pub fn new(cfg: KayakConfig, now: Nanos) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let (x_loop, name) = match (cfg.order, cfg.steps_per_function) {
             (LoopOrder::RateThenFraction, Some(steps)) => (
@@ -176,8 +171,6 @@ impl Kayak {
             x_loop,
             x_period: cfg.x_period,
             next_x_tick: now.saturating_add(cfg.x_period),
-            costs: CostProfile::default(),
-            capacity,
             name,
         })
     }
@@ -195,7 +188,6 @@ impl Policy for Kayak {
     }
     fn on_completion(&mut self, now: Nanos, completion: &Completion) {
         self.rate.on_completion(now, completion.latency_ns);
-        self.costs.learn(completion);
         match &mut self.x_loop {
             XLoop::Latency(l) => l.observe(completion.latency_ns),
             XLoop::PerFunction(c) => c.completed(completion.fn_id.0),
@@ -204,19 +196,10 @@ impl Policy for Kayak {
     }
     fn tick(&mut self, now: Nanos) {
         if now >= self.rate.next_tick() {
-            let capacity_ops = self
-                .capacity
-                .and_then(|capacity| LoadModel::new(&self.costs, capacity).capacity_ops(self.arbiter.x()));
-            let report = self.rate.tick(
-                now,
-                RateInput {
-                    capacity_ops,
-                    budget_paused: false,
-                },
-            );
+            let report = self.rate.tick(now);
             match (&mut self.x_loop, report.decision) {
-                (XLoop::Rate(g), Some(d)) => g.observe(d.root_ops),
-                (XLoop::PerFunction(c), Some(d)) => c.observe(d.root_ops),
+                (XLoop::Rate(g), Some(d)) => g.observe(d.heading_ops),
+                (XLoop::PerFunction(c), Some(d)) => c.observe(d.heading_ops),
                 _ => {}
             }
         }
@@ -256,6 +239,12 @@ impl Policy for Kayak {
     fn rate_ops(&self) -> f64 {
         self.rate.rate_ops()
     }
+    fn admission(&self) -> Admission {
+        self.rate.admission()
+    }
+    fn on_refused(&mut self, now: Nanos, _fn_id: FnId) {
+        self.rate.on_refused(now);
+    }
     fn state(&self) -> PolicyState {
         PolicyState {
             rate_ops: self.rate.rate_ops(),
@@ -284,7 +273,7 @@ mod tests {
     #[test]
     fn kayak_plus_places_each_function_by_its_own_x() {
         let cfg = KayakConfig::per_function(RateLoopConfig::new(200_000.0), 1);
-        let mut p = Kayak::new(cfg.clone(), None, Nanos::ZERO).unwrap();
+        let mut p = Kayak::new(cfg.clone(), Nanos::ZERO).unwrap();
         assert_eq!(p.name(), "kayak-plus");
         // Before any step every function sits at the start X (1: all remote).
         assert_eq!(p.place(Nanos::ZERO, FnId(3)), Placement::Remote);

@@ -23,8 +23,7 @@
 //! (they are equally good uses of either side, Theorem IV.1's tie).
 
 use crate::placement::costs::{CostProfile, MeanCost, MeanCosts};
-use crate::placement::tail::{ClassTail, Predicted, TailShape};
-use crate::policy::{Completion, FnId, Placement};
+use crate::policy::{Completion, FnId};
 
 /// Most functions the profile tells apart: a bound on the memory of every policy. Ids at
 /// or beyond it share the last slot (their costs average together).
@@ -60,32 +59,20 @@ impl Slicing {
     }
 }
 
-/// Per-function costs, latency tails and shares (see the module docs).
+/// Per-function costs and shares (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct MixProfile {
     costs: Vec<CostProfile>,
-    /// Each function's latency, local and remote (see [`super::tail`]).
-    tails: Vec<[ClassTail; 2]>,
     counts: Vec<f64>,
     total: f64,
     slicing: Slicing,
     /// App CPU a byte moved counts as in the order (0: the network never binds).
     app_ns_per_byte: f64,
-    /// Completions of each placement a function's tails need before it is ready (0: its
-    /// costs alone make it ready, for a policy that does not read latencies).
-    tail_samples_min: u64,
 }
 
 /// Where a function without its samples runs: half each way, so that it gathers the costs
-/// and latencies of both placements while it is left out of the decision.
+/// of both placements while it is left out of the decision.
 pub const UNREADY_X: f64 = 0.5;
-
-fn tail_index(placement: Placement) -> usize {
-    match placement {
-        Placement::Local => 0,
-        Placement::Remote => 1,
-    }
-}
 
 /// The slot a function's statistics live in.
 fn slot(fn_id: FnId) -> usize {
@@ -104,18 +91,11 @@ impl MixProfile {
         }
     }
 
-    /// Requires `samples` completions of each placement's latency before a function is
-    /// ready (see [`Self::ready`]).
-    pub fn set_tail_samples_min(&mut self, samples: u64) {
-        self.tail_samples_min = samples;
-    }
-
     /// The slot of `fn_id`, made if it is new.
     fn slot_mut(&mut self, fn_id: FnId) -> usize {
         let i = slot(fn_id);
         if self.costs.len() <= i {
             self.costs.resize(i + 1, CostProfile::default());
-            self.tails.resize_with(i + 1, Default::default);
             self.counts.resize(i + 1, 0.0);
         }
         i
@@ -135,28 +115,19 @@ impl MixProfile {
         }
     }
 
-    /// Learns one completion's costs and, where `seen` says what the latency model
-    /// predicted at the load it completed under ([`Predicted::NONE`] without a model), its
-    /// latency; `None` leaves the latency out (it measured a backlog).
-    pub fn learn(&mut self, c: &Completion, seen: Option<Predicted>) {
+    /// Learns one completion's costs.
+    pub fn learn(&mut self, c: &Completion) {
         let i = self.slot_mut(c.fn_id);
         self.costs[i].learn(c);
-        if let (false, Some(seen)) = (c.pushed_back, seen) {
-            self.tails[i][tail_index(c.placement)].learn(c.latency_ns as f64, seen);
-        }
     }
 
-    /// Whether slot `i` has its samples: both placements' costs, and their latencies where
-    /// the policy reads them. A function that is not ready is left out of the decision
-    /// and placed at [`UNREADY_X`]: one that was called a few times and never again must
-    /// not hold the others at the profiling split.
+    /// Whether slot `i` has its samples: both placements' costs. A function that is not
+    /// ready is left out of the decision and placed at [`UNREADY_X`]: one that was called
+    /// a few times and never again must not hold the others at the profiling split.
     pub fn ready(&self, i: usize) -> bool {
-        let Some(costs) = self.costs.get(i) else {
-            return false;
-        };
-        costs.local.known()
-            && costs.remote.known()
-            && self.tails[i].iter().all(|t| t.samples() >= self.tail_samples_min)
+        self.costs
+            .get(i)
+            .is_some_and(|costs| costs.local.known() && costs.remote.known())
     }
 
     /// Slot `i`'s cost profile, if it was seen.
@@ -164,23 +135,9 @@ impl MixProfile {
         self.costs.get(i)
     }
 
-    /// The latency shape of slot `i` placed `placement`, if it has its samples.
-    pub fn tail(&self, i: usize, placement: Placement) -> Option<TailShape> {
-        let t = &self.tails.get(i)?[tail_index(placement)];
-        if t.samples() < self.tail_samples_min.max(1) {
-            return None;
-        }
-        t.shape()
-    }
-
     /// Sets the weight of a byte in the order (the deployment's capacities changed).
     pub fn set_app_ns_per_byte(&mut self, app_ns_per_byte: f64) {
         self.app_ns_per_byte = app_ns_per_byte;
-    }
-
-    /// Forgets everything learned (a new workload).
-    pub fn reset(&mut self) {
-        *self = MixProfile::new(self.slicing, self.app_ns_per_byte);
     }
 
     /// Function slots seen so far.
@@ -345,15 +302,13 @@ impl MeanCosts for MixProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Placement;
 
     fn learn(m: &mut MixProfile, f: u32, n: usize, local: (u64, u64), remote: (u64, u64)) {
         for _ in 0..n {
             for (placement, (app, storage)) in [(Placement::Local, local), (Placement::Remote, remote)] {
                 m.arrive(FnId(f));
-                m.learn(
-                    &Completion::of(FnId(f), placement, 10_000, app, storage),
-                    Some(Predicted::NONE),
-                );
+                m.learn(&Completion::of(FnId(f), placement, 10_000, app, storage));
             }
         }
     }
@@ -441,7 +396,5 @@ mod tests {
         assert!(m.shares()[1] > 0.9, "{:?}", m.shares());
         learn(&mut m, 999, 10, (2_000, 0), (1_000, 1_000));
         assert_eq!(m.functions(), FUNCTIONS_MAX);
-        m.reset();
-        assert_eq!(m.functions(), 0);
     }
 }

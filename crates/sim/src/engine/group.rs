@@ -7,6 +7,7 @@
 //! weight in the mix times the share of f's storage nodes that lie in g. With one group
 //! (the default) this is the whole workload on the whole cluster.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 
 use ferry_control::{Elastic, Nanos, Policy, PolicyState, TokenBucket};
@@ -42,6 +43,13 @@ pub(super) struct Group<'p> {
     next_app: u32,
     /// When the policy's next tick is scheduled (u64::MAX: none).
     pub(super) tick_scheduled: u64,
+    /// The group's requests in flight (sent, not yet done).
+    pub(super) in_flight: usize,
+    /// Requests waiting for a slot in the policy's window: (due time, function).
+    pub(super) waiting: VecDeque<(u64, u32)>,
+    /// App and storage CPU the group's requests took since the last busy report.
+    pub(super) busy_app_ns: u64,
+    pub(super) busy_storage_ns: u64,
 }
 
 impl<'p> Group<'p> {
@@ -104,6 +112,10 @@ impl<'p> Group<'p> {
             storage,
             app,
             tick_scheduled: u64::MAX,
+            in_flight: 0,
+            waiting: VecDeque::new(),
+            busy_app_ns: 0,
+            busy_storage_ns: 0,
         }
     }
 

@@ -45,6 +45,7 @@ impl Engine<'_, '_> {
         };
         let (start, finish) = self.apps[r.app_node as usize].0.serve(t, service);
         self.groups[r.group as usize].app_busy_ns += service;
+        self.groups[r.group as usize].busy_app_ns += service;
         if let Some(w) = self.window_at(t) {
             w.app.record(service, start - t);
         }
@@ -101,6 +102,7 @@ impl Engine<'_, '_> {
             Placement::Local => (c.storage_msg_ns + u64::from(writes) * c.storage_get_ns, c.header_bytes),
         };
         let (start, finish) = self.storages[r.storage_node as usize].0.serve(t, service);
+        self.groups[r.group as usize].busy_storage_ns += service;
         if let Some(w) = self.window_at(t) {
             w.storage.record(service, start - t);
         }

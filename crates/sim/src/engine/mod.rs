@@ -27,7 +27,8 @@ mod stats;
 use std::collections::BinaryHeap;
 
 use ferry_control::elastic::ELASTIC_PERIOD;
-use ferry_control::{Completion, Costs, FnId, LatencySketch, Nanos, Placement, Policy};
+use ferry_control::rate::inflight::refuse_on_arrival;
+use ferry_control::{Busy, Completion, Costs, FnId, LatencySketch, Nanos, Placement, Policy};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -41,6 +42,9 @@ pub use stats::{CoreJobs, EngineOutput, IntervalSample, WindowStats};
 /// rate limiter drops overflow). 10⁶ requests is seconds of backlog at any rate the
 /// controllers leave running, so it only stops a pathological overload from eating memory.
 pub const IN_FLIGHT_MAX: usize = 1_000_000;
+
+/// How often each group's policy is told its sides' busy CPU: the real drivers' period.
+pub const BUSY_PERIOD: Nanos = Nanos::from_ms(200);
 
 /// Random stream ids: one independent ChaCha stream per purpose, so changing how one is
 /// used (e.g. the policy's X) never shifts the draws of another (common random numbers).
@@ -102,6 +106,9 @@ pub struct EngineConfig<'a> {
     /// No request is released before this time (the nodes' stall processes run from 0
     /// regardless, so a run released late sees the very stalls a run from 0 sees then).
     pub arrivals_from: Nanos,
+    /// The SLO the windows are judged by: a refused request counts as twice it (None:
+    /// refusals count at the wait they were allowed, twice over).
+    pub slo: Option<Nanos>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,6 +125,8 @@ enum Kind {
     Sample,
     /// A placement group's elastic-compute decision.
     Scale,
+    /// Every group's policy learns its sides' busy CPU.
+    Busy,
 }
 
 /// A heap entry; `key` is `(time << 64) | seq`, so ties keep insertion order.
@@ -190,6 +199,7 @@ struct Engine<'a, 'p> {
     samples: Vec<IntervalSample>,
     completed: u64,
     dropped: u64,
+    refused: u64,
     violations: u64,
     aborted: bool,
     events: u64,
@@ -276,6 +286,7 @@ pub fn run_groups(cfg: &EngineConfig<'_>, policies: Vec<&mut dyn Policy>) -> Eng
         samples: Vec::new(),
         completed: 0,
         dropped: 0,
+        refused: 0,
         violations: 0,
         aborted: false,
         events: 0,
@@ -288,6 +299,7 @@ pub fn run_groups(cfg: &EngineConfig<'_>, policies: Vec<&mut dyn Policy>) -> Eng
         windows: e.windows,
         completed: e.completed,
         dropped: e.dropped,
+        refused: e.refused,
         aborted: e.aborted,
         end: if e.aborted { end } else { cfg.duration },
         final_state,
@@ -334,6 +346,7 @@ impl Engine<'_, '_> {
         if let Some(iv) = self.cfg.timeline_interval {
             self.push(iv.0.max(1), Kind::Sample, 0);
         }
+        self.push(BUSY_PERIOD.0, Kind::Busy, 0);
         let end = self.cfg.duration.0;
         while let Some(ev) = self.heap.pop() {
             let t = ev.time();
@@ -370,6 +383,10 @@ impl Engine<'_, '_> {
                 Kind::Scale => {
                     self.scale(t, ev.req);
                     self.push(t + ELASTIC_PERIOD.0, Kind::Scale, ev.req);
+                }
+                Kind::Busy => {
+                    self.report_busy(t);
+                    self.push(t + BUSY_PERIOD.0, Kind::Busy, 0);
                 }
                 Kind::Sample => {
                     self.sample(t);
@@ -412,10 +429,31 @@ impl Engine<'_, '_> {
             // No function of this phase has data in the group.
             return;
         };
+        self.interval.admitted += 1;
+        if let Some(w) = self.window_at(t) {
+            w.admitted += 1;
+        }
+        // The policy's window: beyond it a request waits, first come first served, or is
+        // refused when its wait would break the SLO (as the client runtime does).
+        let group = &mut self.groups[g as usize];
+        let admission = group.policy.admission();
+        if group.in_flight < admission.inflight_max && group.waiting.is_empty() {
+            self.dispatch(t, t, g, fn_idx);
+        } else if refuse_on_arrival(group.waiting.len(), admission.drain_ops, admission.wait_max) {
+            self.refuse(t, g, fn_idx, admission.wait_max);
+        } else {
+            group.waiting.push_back((t, fn_idx));
+        }
+    }
+
+    /// Sends group `g`'s request for function `fn_idx`, due at `due`, at `t`.
+    fn dispatch(&mut self, t: u64, due: u64, g: u32, fn_idx: u32) {
+        let group = &mut self.groups[g as usize];
+        group.in_flight += 1;
         let placement = group.policy.place(Nanos(t), FnId(fn_idx));
         let (app_node, storage_node) = group.draw_nodes(self.cfg.cluster, fn_idx as usize, &mut self.rng_shards);
         let req = Req {
-            admit: t,
+            admit: due,
             fn_idx,
             group: g,
             app_node,
@@ -438,14 +476,65 @@ impl Engine<'_, '_> {
             }
         };
         self.in_flight += 1;
-        self.interval.admitted += 1;
         if placement == Placement::Remote {
             self.interval.admitted_remote += 1;
         }
-        if let Some(w) = self.window_at(t) {
-            w.admitted += 1;
-        }
         self.app_job(t, id);
+    }
+
+    /// Group `g` refuses a request for function `fn_idx` at `t`: it counts, in every
+    /// window it falls in, as twice the SLO.
+    fn refuse(&mut self, t: u64, g: u32, fn_idx: u32, wait_max: Nanos) {
+        self.refused += 1;
+        self.groups[g as usize].policy.on_refused(Nanos(t), FnId(fn_idx));
+        let latency_ns = match self.cfg.slo {
+            Some(slo) => 2 * slo.0,
+            None => 2 * wait_max.0.min(u64::MAX / 4),
+        } as f64;
+        if self.cfg.timeline_interval.is_some() {
+            self.interval
+                .latency
+                .get_or_insert_with(LatencySketch::new)
+                .record(latency_ns);
+        }
+        if let Some(w) = self.window_at(t) {
+            w.latency.record(latency_ns);
+            w.fn_latency[fn_idx as usize].record(latency_ns);
+        }
+    }
+
+    /// A slot of group `g`'s window freed at `t`: the oldest waiters take the free slots
+    /// (or are refused, if their wait has already outlasted what the SLO left them).
+    fn release(&mut self, t: u64, g: u32) {
+        let group = &mut self.groups[g as usize];
+        group.in_flight -= 1;
+        loop {
+            let group = &mut self.groups[g as usize];
+            let admission = group.policy.admission();
+            if group.in_flight >= admission.inflight_max {
+                break;
+            }
+            let Some((due, fn_idx)) = group.waiting.pop_front() else {
+                break;
+            };
+            if t - due > admission.wait_max.0 {
+                self.refuse(t, g, fn_idx, admission.wait_max);
+            } else {
+                self.dispatch(t, due, g, fn_idx);
+            }
+        }
+    }
+
+    /// Tells every group's policy its sides' busy CPU over the last [`BUSY_PERIOD`].
+    fn report_busy(&mut self, t: u64) {
+        for group in &mut self.groups {
+            let busy = Busy {
+                span_ns: BUSY_PERIOD.0,
+                app_ns: Some(std::mem::take(&mut group.busy_app_ns)),
+                storage_ns: Some(std::mem::take(&mut group.busy_storage_ns)),
+            };
+            group.policy.on_busy(Nanos(t), &busy);
+        }
     }
 
     fn done(&mut self, t: u64, id: u32) {
@@ -453,6 +542,7 @@ impl Engine<'_, '_> {
         self.free.push(id);
         self.in_flight -= 1;
         self.completed += 1;
+        self.release(t, r.group);
         let latency_ns = t - r.admit;
         let completion = Completion {
             fn_id: FnId(r.fn_idx),

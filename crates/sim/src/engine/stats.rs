@@ -111,6 +111,9 @@ pub struct EngineOutput {
     pub completed: u64,
     /// Arrivals dropped because `IN_FLIGHT_MAX` requests were in flight.
     pub dropped: u64,
+    /// Requests the policy's window refused (their wait for a slot would have broken the
+    /// SLO); each counts in the windows' latencies as twice the SLO.
+    pub refused: u64,
     /// Whether the abort condition fired.
     pub aborted: bool,
     /// Simulated time reached.
