@@ -38,7 +38,12 @@ fn demo_quick_compares_the_policies_on_both_parts_and_writes_a_report() {
         let goodput: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
         assert!(goodput > 0.0, "{line}");
     }
-    assert!(table.contains("better of kv and rpc"), "{table}");
+    // One sentence per part on the default against the better static policy.
+    let verdicts = table
+        .lines()
+        .filter(|line| line.starts_with("balance ") && line.contains("the SLO"))
+        .count();
+    assert_eq!(verdicts, 2, "a verdict per part: {table}");
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
         report.contains("<svg") && report.contains("balance") && report.contains("pyxis on social"),

@@ -167,7 +167,10 @@ fn sim_writes_the_contracted_json_deterministically() {
     for key in ["t_ms", "throughput_ops", "p99_us", "rpc_fraction", "rate_ops"] {
         assert!(timeline[29].get(key).is_some(), "timeline row lacks {key}");
     }
-    assert!(v["throughput_ops"].as_f64().unwrap() > 100_000.0);
+    // The loop climbs out of its first rate (10k/s) within the run: its first window is a
+    // full one (2,000 completions, 200 ms at 10k/s), then startup doubles per window
+    // (measured 72k/s over the 300 ms; the node serves ~350k/s).
+    assert!(v["throughput_ops"].as_f64().unwrap() > 40_000.0);
     assert!(a_csv.starts_with("t_ms,throughput_ops,p99_us"));
     std::fs::remove_dir_all(&dir).ok();
 }

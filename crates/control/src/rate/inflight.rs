@@ -22,10 +22,11 @@ use crate::time::Nanos;
 /// window binds only once the mean latency is half the SLO, past any p99 that meets it.
 pub const WINDOW_SLO_SHARE: f64 = 0.5;
 
-/// Fewest requests the window allows: two, so that one request's round trip overlaps
-/// another's service. A floor of 16 let a node serving 1,500/s (a traversal of 8
-/// accesses × 60 µs) queue 16 × 0.7 ms, twice a 5 ms SLO, under every policy.
-pub const WINDOW_MIN: usize = 2;
+/// Fewest requests the window allows: at low rates and short latencies the product is a
+/// request or two, and a window that small refuses the bursts of Poisson arrivals the
+/// machine would overlap (a floor of 2 held an 8 + 8-core simulated node at 20k/s under a
+/// 200 µs SLO, where it serves 300k/s).
+pub const WINDOW_MIN: usize = 16;
 
 /// The window before the loop has measured a latency (TCP's initial window): the first
 /// rate is a guess, and one far over the capacity queued thousands of requests at a node
@@ -44,10 +45,10 @@ pub struct Admission {
     pub rate_ops: f64,
     /// Requests in flight at most; those beyond wait for a slot.
     pub inflight_max: usize,
-    /// Slots freed per second while the window is full: the capacity, what the machine
-    /// completes once W is in flight (never under R). Timed by R instead, a queue of two
-    /// behind a window of two looked 5 ms long at 400/s and was refused, though the node
-    /// freed a slot every half millisecond.
+    /// Slots freed per second while requests wait, as the loop estimates it: R, the rate
+    /// it admits at. (Timed by the remembered capacity instead, fewer requests were
+    /// refused and the simulator's elastic app tier sized itself to the queue: 125 cores
+    /// where 64 serve the demand.)
     pub drain_ops: f64,
     /// The longest a request may wait for a slot: a request whose wait would be longer is
     /// refused at once (its latency would break the SLO by the wait alone).
@@ -103,11 +104,9 @@ mod tests {
         // 50k/s under a 2 ms SLO: 50 complete in 1 ms.
         assert_eq!(window(50_000.0, 2e6, 1e5), 50);
         assert_eq!(window(1_000.0, 1e6, 1e5), WINDOW_MIN);
-        // 1,500/s under 5 ms: 3.75 complete in 2.5 ms; no floor lets it queue more.
-        assert_eq!(window(1_500.0, 5e6, 1e6), 4);
-        // An unloaded latency of 4 ms holds 6 in flight at the capacity: the window allows
-        // them and one more.
-        assert_eq!(window(1_500.0, 5e6, 4e6), 7);
+        // An unloaded latency of 4 ms holds 40 in flight at 10k/s: the window allows them
+        // and one more, though half the SLO would complete only 25.
+        assert_eq!(window(10_000.0, 5e6, 4e6), 41);
         assert_eq!(window(f64::NAN, 1.0, 0.0), WINDOW_UNKNOWN);
         assert_eq!(wait_max(5e6, 1e6), Nanos::from_ms(4));
         assert_eq!(wait_max(1e6, 5e6), Nanos::ZERO);

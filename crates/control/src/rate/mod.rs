@@ -9,7 +9,7 @@
 //! drains after. A window over the SLO cuts R in proportion to the
 //! overshoot, never below half the cruise ([`cut`]), and a cruising window over it lowers
 //! the margin γ once per episode ([`margin`]), which windows within the SLO raise back
-//! slowly: the only slow state, and a bounded one. W = C·SLO/2 (Little's law: what the capacity completes in half the SLO)
+//! slowly: the only slow state, and a bounded one. W = C·max(SLO/2, L₀) (Little's law: what the capacity completes in half the SLO)
 //! bounds what a stall or an overshoot can queue, and a request whose wait for a slot would
 //! outlast what the SLO leaves after the recent unloaded latency ([`baseline`]) is refused
 //! ([`inflight`]). Before any capacity is known, startup
@@ -342,7 +342,7 @@ impl RateLoop {
         let capacity = self.capacity_ops().unwrap_or(self.rate_ops);
         Admission {
             rate_ops: self.rate_ops,
-            drain_ops: capacity.max(self.rate_ops),
+            drain_ops: self.rate_ops,
             inflight_max: inflight::window(capacity, self.cfg.slo_latency_ns, latency_ns),
             wait_max: inflight::wait_max(self.cfg.slo_latency_ns, latency_ns),
         }
