@@ -104,7 +104,7 @@ impl Gate {
                 || ahead >= WAITING_MAX
                 || refuse_on_arrival(
                     ahead,
-                    admission.drain_ops,
+                    admission.rate_ops,
                     ferry_control::Nanos(budget.as_nanos() as u64),
                 )
             {
@@ -131,7 +131,6 @@ mod tests {
     fn admission(inflight_max: usize, wait_max_ms: u64) -> Admission {
         Admission {
             rate_ops: 1_000.0,
-            drain_ops: 1_000.0,
             inflight_max,
             wait_max: Nanos::from_ms(wait_max_ms),
         }

@@ -45,11 +45,6 @@ pub struct Admission {
     pub rate_ops: f64,
     /// Requests in flight at most; those beyond wait for a slot.
     pub inflight_max: usize,
-    /// Slots freed per second while requests wait, as the loop estimates it: R, the rate
-    /// it admits at. (Timed by the remembered capacity instead, fewer requests were
-    /// refused and the simulator's elastic app tier sized itself to the queue: 125 cores
-    /// where 64 serve the demand.)
-    pub drain_ops: f64,
     /// The longest a request may wait for a slot: a request whose wait would be longer is
     /// refused at once (its latency would break the SLO by the wait alone).
     pub wait_max: Nanos,
@@ -61,7 +56,6 @@ impl Admission {
         Admission {
             rate_ops,
             inflight_max: WINDOW_UNKNOWN,
-            drain_ops: rate_ops,
             wait_max: Nanos::MAX,
         }
     }
@@ -86,7 +80,10 @@ pub fn wait_max(slo_ns: f64, latency_ns: f64) -> Nanos {
 }
 
 /// Whether a request that finds `queued` requests waiting ahead of it, with slots freed
-/// at `drain_ops` per second, would wait longer than `wait_max`: refused at once.
+/// at `drain_ops` per second, would wait longer than `wait_max`: refused at once. Drivers
+/// pass R, the rate the loop admits at (timed by the remembered capacity instead, fewer
+/// requests were refused and the simulator's elastic app tier sized itself to the queue:
+/// 125 cores where 64 serve the demand).
 pub fn refuse_on_arrival(queued: usize, drain_ops: f64, wait_max: Nanos) -> bool {
     if drain_ops <= 0.0 || !drain_ops.is_finite() {
         return false;

@@ -342,7 +342,6 @@ impl RateLoop {
         let capacity = self.capacity_ops().unwrap_or(self.rate_ops);
         Admission {
             rate_ops: self.rate_ops,
-            drain_ops: self.rate_ops,
             inflight_max: inflight::window(capacity, self.cfg.slo_latency_ns, latency_ns),
             wait_max: inflight::wait_max(self.cfg.slo_latency_ns, latency_ns),
         }

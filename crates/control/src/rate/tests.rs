@@ -137,7 +137,7 @@ fn run(cfg: RateLoopConfig, machine: &Machine, duration_ns: u64, seed: u64) -> R
                     in_server += 1;
                     let finish = serve(t, &mut rng, &mut server_free_at);
                     push(&mut heap, finish, Event::Done(t));
-                } else if inflight::refuse_on_arrival(waiting.len(), admission.drain_ops, admission.wait_max) {
+                } else if inflight::refuse_on_arrival(waiting.len(), admission.rate_ops, admission.wait_max) {
                     rl.on_refused(Nanos(t));
                     out.refused.push(t);
                 } else {

@@ -439,7 +439,7 @@ impl Engine<'_, '_> {
         let admission = group.policy.admission();
         if group.in_flight < admission.inflight_max && group.waiting.is_empty() {
             self.dispatch(t, t, g, fn_idx);
-        } else if refuse_on_arrival(group.waiting.len(), admission.drain_ops, admission.wait_max) {
+        } else if refuse_on_arrival(group.waiting.len(), admission.rate_ops, admission.wait_max) {
             self.refuse(t, g, fn_idx, admission.wait_max);
         } else {
             group.waiting.push_back((t, fn_idx));
