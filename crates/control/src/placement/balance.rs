@@ -10,13 +10,11 @@
 //! 2. **Predict.** X jumps to the load model's balance on the capture-scaled costs, within
 //!    [`x_step::bounds`], and R is fed forward by the capacities' ratio.
 //! 3. **Step.** Every [`X_PERIOD`] a placement that cannot meet the SLO at any load
-//!    ([`super::class_tail`]: many dependent round trips, large objects) is left a tenth
-//!    of the allowance ([`x_step::hopeless_bounds`]), R kept and cut only to what the CPUs
-//!    carry there; otherwise X steps toward balancing the sides' measured utilisation
+//!    ([`super::class_tail`]: many dependent round trips, large objects) is left the
+//!    minority share; otherwise X steps toward balancing the sides' measured utilisation
 //!    ([`super::x_step`]) where the CPUs and the model agree on the way, and stays where
-//!    they do not, each move feeding R forward by the model's ratio of capacities. The R
-//!    loop is never reset: its remembered capacity moves with R and its windows correct
-//!    the rest. A steady workload is never profiled again; a function the
+//!    they do not. Each move feeds R forward by the model's ratio of capacities. The R loop is never reset: its remembered capacity moves with the predicted ratio and its
+//!    windows correct the rest. A steady workload is never profiled again; a function the
 //!    split has not placed (a new one, or one that got its samples) is placed at the same
 //!    X, and everything learned stays.
 
@@ -24,7 +22,7 @@ use crate::error::{check_range, ConfigError};
 use crate::placement::class_tail::ClassTails;
 use crate::placement::load_model::Capacity;
 use crate::placement::mix::Slicing;
-use crate::placement::placing::{Placing, FEED_FORWARD_MAX};
+use crate::placement::placing::Placing;
 use crate::placement::x_step::{self, Utilisation, X_PERIOD};
 use crate::policy::{Busy, Completion, FnId, Placement, Policy, PolicyState};
 use crate::rate::{Admission, RateLoop, RateLoopConfig};
@@ -118,15 +116,6 @@ impl BalanceConfig {
     }
 }
 
-/// What bounds the capacity at the X a move goes to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Binding {
-    /// The busier side's CPU: the load model's capacities scale R.
-    Cpu,
-    /// A placement's tail: it is left a tenth of the allowance.
-    Slo,
-}
-
 /// Where the policy is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Stage {
@@ -200,7 +189,7 @@ impl Balance {
             searches: 0,
             started: now,
             metered: false,
-            tails: ClassTails::new(crate::rate::LATENCY_TARGET * cfg.rate.slo_latency_ns, cfg.rate.quantile),
+            tails: ClassTails::new(cfg.rate.slo_latency_ns, cfg.rate.quantile),
             missed: false,
             cfg,
         })
@@ -221,35 +210,16 @@ impl Balance {
 
     /// The bound X is held at while one placement cannot meet the SLO at any load.
     fn hopeless_x(&self) -> Option<f64> {
-        let (lo, hi) = x_step::hopeless_bounds(self.cfg.rate.quantile);
+        let (lo, hi) = x_step::bounds(self.cfg.rate.quantile);
         match self.tails.hopeless()? {
             Placement::Local => Some(hi),
             Placement::Remote => Some(lo),
         }
     }
 
-    /// Where the next move goes: the hopeless placement's bound (the SLO binds), or `cpu`,
-    /// an X the CPUs chose.
-    fn target(&self, cpu: Option<f64>) -> Option<(f64, Binding)> {
-        match self.hopeless_x() {
-            Some(bound) => Some((bound, Binding::Slo)),
-            None => cpu.map(|x| (x, Binding::Cpu)),
-        }
-    }
-
-    /// Holds the split `x` names and moves the R loop with it: by the model's ratio of
-    /// capacities where the CPUs bind; where a hopeless placement's tail bound R, that
-    /// ratio says nothing of the capacity at `x` but its ceiling, so R is kept and cut only
-    /// to what the CPUs can carry there (the loop's probes find the rest).
-    fn move_to(&mut self, now: Nanos, x: f64, binding: Binding) {
-        let ratio = self.placing.move_to(x);
-        let factor = match binding {
-            Binding::Cpu => ratio,
-            Binding::Slo => match self.placing.capacity_ops() {
-                Some(c) if c.is_finite() && c > 0.0 => (c / self.rate.rate_ops()).clamp(1.0 / FEED_FORWARD_MAX, 1.0),
-                _ => 1.0,
-            },
-        };
+    /// Holds the split `x` names and moves the R loop with it.
+    fn move_to(&mut self, now: Nanos, x: f64) {
+        let factor = self.placing.move_to(x);
         if self.cfg.parts.feed_forward {
             self.rate.rescale(now, factor);
         } else if let Ok(fresh) = RateLoop::new(self.cfg.rate.clone(), now) {
@@ -275,11 +245,10 @@ impl Balance {
                 if let Some(p) = hopeless {
                     self.tails.hold(p);
                 }
-                self.tails
-                    .end_period(std::mem::take(&mut self.missed), self.rate.target_ns());
-                let (x, binding) = self.target(self.predicted_x()).unwrap_or((PROFILE_X, Binding::Cpu));
+                self.tails.end_period(std::mem::take(&mut self.missed));
+                let x = self.hopeless_x().or_else(|| self.predicted_x()).unwrap_or(PROFILE_X);
                 self.searches += 1;
-                self.move_to(now, x, binding);
+                self.move_to(now, x);
                 self.busy = BusySum::default();
                 self.stage = Stage::Placing {
                     next_step: now.saturating_add(X_PERIOD),
@@ -288,12 +257,10 @@ impl Balance {
             Stage::Placing { next_step } => {
                 if self.placing.mix_changed() {
                     // The costs of each function stand; the mix they weigh moved: the model
-                    // places it again, no profile, and no placement is hopeless until the
-                    // new mix says so.
-                    self.tails.forget();
+                    // places it again, no profile.
                     let x = self.placing.x();
-                    let (next, binding) = self.target(self.predicted_x()).unwrap_or((x, Binding::Cpu));
-                    self.move_to(now, next, binding);
+                    let next = self.hopeless_x().or_else(|| self.predicted_x()).unwrap_or(x);
+                    self.move_to(now, next);
                 }
                 if now < next_step {
                     return;
@@ -301,13 +268,15 @@ impl Balance {
                 let x = self.placing.x();
                 let utilisation = self.busy.utilisation(self.placing.capacity());
                 let bounds = x_step::bounds(self.cfg.rate.quantile);
-                self.tails
-                    .end_period(std::mem::take(&mut self.missed), self.rate.target_ns());
-                let stepped = utilisation.and_then(|u| x_step::step(x, self.predicted_x(), u, bounds));
-                if let Some((next, binding)) = self.target(stepped) {
-                    if (next - x).abs() > 1e-12 {
-                        self.move_to(now, next, binding);
-                    }
+                self.tails.end_period(std::mem::take(&mut self.missed));
+                let next = match self.hopeless_x() {
+                    Some(bound) => bound,
+                    None => utilisation
+                        .and_then(|u| x_step::step(x, self.predicted_x(), u, bounds))
+                        .unwrap_or(x),
+                };
+                if (next - x).abs() > 1e-12 {
+                    self.move_to(now, next);
                 }
                 self.busy = BusySum::default();
                 self.stage = Stage::Placing {

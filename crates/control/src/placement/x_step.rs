@@ -10,7 +10,7 @@
 //! be bound by: a step the CPUs asked for there crossed a peak narrower than the step and
 //! halved R). Inside the
 //! dead band X stays (Kubernetes' autoscaler leaves a 10 % tolerance band for the same
-//! reason); a climb along the measured goodput there (Kayak's X loop) is not built. X stays
+//! reason), and the climb on measured capacity ([`super::x_climb`]) takes over. X stays
 //! inside [`bounds`] so that both placements keep running and both costs stay measured (a
 //! placement not in use would keep an old workload's costs), and no further: the minority
 //! placement carries at most half the SLO quantile's allowance of calls, so its latency
@@ -40,24 +40,9 @@ pub const STEP_MIN: f64 = 0.02;
 /// slow.
 pub const MINORITY_SHARE: f64 = 0.5;
 
-/// The share of the allowance a placement that cannot meet the SLO at any load
-/// ([`super::class_tail`]) is left: a tenth. Every one of its calls may be slow, so each
-/// is taken from the allowance: at [`MINORITY_SHARE`] the mix's p99 would be the other
-/// placement's p99.5; at a tenth it is its p99.1, and the costs are still measured.
-pub const HOPELESS_SHARE: f64 = 0.1;
-
 /// The range X stays in under an SLO on the `quantile`: (1 − q) / 2 from either end.
 pub fn bounds(quantile: f64) -> (f64, f64) {
-    edges(quantile, MINORITY_SHARE)
-}
-
-/// The range X stays in while a placement is hopeless: (1 − q) / 10 from either end.
-pub fn hopeless_bounds(quantile: f64) -> (f64, f64) {
-    edges(quantile, HOPELESS_SHARE)
-}
-
-fn edges(quantile: f64, share: f64) -> (f64, f64) {
-    let edge = (1.0 - quantile).clamp(0.0, 1.0) * share;
+    let edge = (1.0 - quantile).clamp(0.0, 1.0) * MINORITY_SHARE;
     (edge, 1.0 - edge)
 }
 
@@ -72,7 +57,7 @@ pub struct Utilisation {
 
 /// The X after one period at `x` whose utilisations were `u`, `target` being the
 /// model's balanced X (if it has one), X staying within `(lo, hi)`; None inside the dead
-/// band, where the CPUs do not say which way, and where the model
+/// band, where the CPUs do not say which way (see [`super::x_climb`]), and where the model
 /// says the other way.
 pub fn step(x: f64, target: Option<f64>, u: Utilisation, (lo, hi): (f64, f64)) -> Option<f64> {
     let gap = u.storage - u.app;
@@ -101,8 +86,6 @@ mod tests {
     fn moves_toward_the_idler_side_by_the_models_step_within_bounds() {
         let b = bounds(0.99);
         assert!((b.0 - 0.005).abs() < 1e-12 && (b.1 - 0.995).abs() < 1e-12, "{b:?}");
-        let h = hopeless_bounds(0.99);
-        assert!((h.0 - 0.001).abs() < 1e-12 && (h.1 - 0.999).abs() < 1e-12, "{h:?}");
         let step = |x, t, u| step(x, t, u, b).unwrap();
         // Storage busier: X falls by the model's distance, at most STEP_MAX.
         assert!((step(0.5, Some(0.45), u(0.6, 0.9)) - 0.45).abs() < 1e-12);
