@@ -21,7 +21,7 @@ const QUICK_GRAPH_NODES: u64 = 10_000;
 const QUICK_SOCIAL: &str = "social:vertices=500";
 
 /// Flags of `ferry demo`. With none it runs kv, rpc and balance on medium traverse, then
-/// the mixed part: kv, rpc, kayak and pyxis on the social application.
+/// the mixed part: kv, rpc, balance, kayak and pyxis on the social application.
 #[derive(clap::Args)]
 pub struct DemoArgs {
     /// Workload (as for `ferry bench`).

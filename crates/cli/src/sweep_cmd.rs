@@ -27,8 +27,9 @@ pub struct SweepArgs {
     /// Measure only these X values instead of the steps (e.g. `0.5` or `0,0.5,1`).
     #[arg(long, conflicts_with = "step", allow_hyphen_values = true)]
     x: Option<String>,
-    /// Measured length of each probe.
-    #[arg(long, default_value = "1s")]
+    /// Measured length of each probe. Default 1.5 s: the judged window (the last quarter)
+    /// of the 6 s runs the real A/B judges the policies by.
+    #[arg(long, default_value = "1.5s")]
     probe: String,
     /// Unmeasured start of each probe.
     #[arg(long, default_value = "300ms")]
@@ -106,12 +107,21 @@ pub fn run(args: SweepArgs) -> CmdResult {
 
 fn print_table(report: &SweepReport) {
     println!("sweep: {} at p99 ≤ {:.0} µs", report.workload, report.slo_p99_us);
-    println!("{:>6} {:>14} {:>14} {:>10}", "X", "rate/s", "goodput/s", "p99 µs");
+    println!(
+        "{:>6} {:>14} {:>14} {:>19} {:>10} {:>10}",
+        "X", "rate/s", "goodput/s", "goodput min–max", "p99 µs", "p99 max"
+    );
+    let us = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.0}"));
     for row in &report.rows {
-        let p99 = row.p99_us.map_or("-".to_string(), |p| format!("{p:.0}"));
+        let spread = format!("{:.0}–{:.0}", row.throughput_ops_min, row.throughput_ops_max);
         println!(
-            "{:>6.2} {:>14.0} {:>14.0} {:>10}",
-            row.rpc_fraction, row.rate_ops, row.throughput_ops, p99
+            "{:>6.2} {:>14.0} {:>14.0} {:>19} {:>10} {:>10}",
+            row.rpc_fraction,
+            row.rate_ops,
+            row.throughput_ops,
+            spread,
+            us(row.p99_us),
+            us(row.p99_us_max)
         );
     }
     println!(

@@ -10,7 +10,7 @@
 //! be bound by: a step the CPUs asked for there crossed a peak narrower than the step and
 //! halved R). Inside the
 //! dead band X stays (Kubernetes' autoscaler leaves a 10 % tolerance band for the same
-//! reason), and the climb on measured capacity ([`super::x_climb`]) takes over. X stays
+//! reason); a climb along the measured goodput there (Kayak's X loop) is not built. X stays
 //! inside [`bounds`] so that both placements keep running and both costs stay measured (a
 //! placement not in use would keep an old workload's costs), and no further: the minority
 //! placement carries at most half the SLO quantile's allowance of calls, so its latency
@@ -57,7 +57,7 @@ pub struct Utilisation {
 
 /// The X after one period at `x` whose utilisations were `u`, `target` being the
 /// model's balanced X (if it has one), X staying within `(lo, hi)`; None inside the dead
-/// band, where the CPUs do not say which way (see [`super::x_climb`]), and where the model
+/// band, where the CPUs do not say which way, and where the model
 /// says the other way.
 pub fn step(x: f64, target: Option<f64>, u: Utilisation, (lo, hi): (f64, f64)) -> Option<f64> {
     let gap = u.storage - u.app;
