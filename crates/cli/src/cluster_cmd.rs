@@ -31,7 +31,9 @@ enum ClusterCommand {
     /// their addresses and runs until SIGINT or SIGTERM. Loads nothing. Each storage node
     /// keeps its log in DIR/node-<id>, each config member its Raft log in DIR/config-<id>;
     /// one that exits is restarted there on the same addresses (at most 5 times a minute);
-    /// the exit of any other process stops the cluster.
+    /// one that cannot be (its data dir gone, its restarts spent) is reported down in the
+    /// output and the JSON, and the rest goes on; the exit of the gateway or a compute node
+    /// stops the cluster.
     Up(Box<UpArgs>),
     /// Show the configuration the config group holds (epoch, shards, slots) and each
     /// member's view of the group (leader, term).
@@ -102,7 +104,8 @@ struct UpArgs {
     /// `storage_nodes` / `compute_nodes` / `config_members`: arrays of `{addr, pid,
     /// metrics}`; storage nodes also `resp`, their RESP address, `data_dir`, `role`
     /// (primary or replica) and `slots` (the ranges they serve), config members `id` and
-    /// `data_dir`). Rewritten whole when a child is restarted (its new `pid` and `metrics`)
+    /// `data_dir`; a storage node or member that could not be restarted also `down`, why).
+    /// Rewritten whole when a child is restarted (its new `pid` and `metrics`) or goes down,
     /// and when the configuration changes (a new `epoch`).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -147,6 +150,10 @@ struct ProcessInfo {
     /// The slot ranges it serves, as `N-M` (storage nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
     slots: Option<Vec<String>>,
+    /// Why it is down: it exited and could not be started again (storage nodes, config
+    /// members).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    down: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -173,6 +180,7 @@ fn info(child: &ChildServer) -> ProcessInfo {
         id: None,
         role: None,
         slots: None,
+        down: None,
     }
 }
 
@@ -190,6 +198,7 @@ fn durable_info(
             let mut process = ProcessInfo {
                 data_dir: Some(child.data_dir().to_path_buf()),
                 id: Some(child.id().to_string()),
+                down: child.down().map(str::to_string),
                 ..info(child.child())
             };
             if kind == Kind::StorageNode {
@@ -552,7 +561,8 @@ fn up(args: UpArgs) -> CmdResult {
     }
     tracing::info!(
         "try: ferry kv --server {} put t k v; a storage node that exits is restarted (at most \
-         {MAX_RESTARTS_PER_MINUTE} times a minute); SIGINT or SIGTERM stops the cluster",
+         {MAX_RESTARTS_PER_MINUTE} times a minute, else it is reported down and the rest goes \
+         on); SIGINT or SIGTERM stops the cluster",
         cluster.gateway
     );
     let mut others: Vec<(String, ChildServer)> = Vec::new();

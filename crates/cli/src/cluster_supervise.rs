@@ -1,8 +1,11 @@
 //! Watching the children of `ferry cluster up`: a storage node or config member that exits
 //! is started again on its data dir and on the same listening sockets (the configuration
-//! names their addresses, so they must come back on them); the exit of any other child, a
-//! child restarting too often, or SIGINT/SIGTERM ends the watch. When the configuration
-//! changes (a new epoch), the watch reports it too.
+//! names their addresses, so they must come back on them). One that cannot be started again
+//! (its data dir is gone, it crashes on every start, its restarts are spent) is reported
+//! down, and the watch goes on: the rest of the cluster (the dead primary's replica, the
+//! other shards, the config group) is still serving, and stopping it would throw that away.
+//! The exit of a child without a data dir (the gateway, a compute node) or SIGINT/SIGTERM
+//! ends the watch. When the configuration changes (a new epoch), the watch reports it too.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -20,8 +23,8 @@ use tokio::sync::watch;
 
 use crate::CmdResult;
 
-/// Most restarts of one storage node within [`RESTART_WINDOW`]; it exiting once more stops
-/// the cluster, so a node that crashes on every start does not spin.
+/// Most restarts of one storage node within [`RESTART_WINDOW`]; it exiting once more leaves
+/// it down, so a node that crashes on every start does not spin.
 pub const MAX_RESTARTS_PER_MINUTE: usize = 5;
 
 /// The window [`MAX_RESTARTS_PER_MINUTE`] counts restarts in.
@@ -124,6 +127,8 @@ pub struct DurableChild {
     listeners: Vec<TcpListener>,
     child: ChildServer,
     restarts: RestartBudget,
+    /// Why it is down, once it could not be started again (it is not tried again).
+    down: Option<String>,
 }
 
 impl DurableChild {
@@ -199,6 +204,7 @@ impl DurableChild {
             listeners,
             child,
             restarts: RestartBudget::default(),
+            down: None,
         })
     }
 
@@ -217,9 +223,14 @@ impl DurableChild {
         &self.data_dir
     }
 
-    /// The running process.
+    /// The running process (the last one, if it is down).
     pub fn child(&self) -> &ChildServer {
         &self.child
+    }
+
+    /// Why it is down, if it could not be started again.
+    pub fn down(&self) -> Option<&str> {
+        self.down.as_deref()
     }
 
     /// Starts it again after it exited with `status`; why not, if it may not or cannot.
@@ -263,10 +274,11 @@ fn spawn(
     }
 }
 
-/// Watches the children until SIGINT or SIGTERM (`None`) or until the cluster cannot go on
-/// (why). A durable child that exits is restarted, a line printed, and `changed` called
-/// with every durable child (to rewrite the JSON), as it is when `configs` reaches a new
-/// epoch; the exit of any of `others` (named by their first element) ends the watch. A
+/// Watches the children until SIGINT or SIGTERM (`None`) or until one of `others` (named by
+/// their first element) exits (why). A durable child that exits is restarted, a line
+/// printed, and `changed` called with every durable child (to rewrite the JSON), as it is
+/// when `configs` reaches a new epoch; one that cannot be restarted is left down, with a
+/// line and a call of `changed` as well, and the watch goes on. A
 /// restart blocks the watch while the child starts (a storage node's first line within
 /// [`ferry_os::child::RECOVERY_START_TIMEOUT`], as it recovers first); a signal meanwhile
 /// is handled after it.
@@ -292,13 +304,20 @@ pub fn supervise(
             }
             for index in 0..durable.len() {
                 let node = &mut durable[index];
+                if node.down.is_some() {
+                    continue;
+                }
                 let Some(status) = node.child.exited() else {
                     continue;
                 };
-                if let Err(why) = node.restart(status) {
-                    return Ok(Some(why));
-                }
                 let mut stdout = std::io::stdout();
+                if let Err(why) = node.restart(status) {
+                    writeln!(stdout, "{why}; it stays down, the rest of the cluster goes on")?;
+                    stdout.flush()?;
+                    node.down = Some(why);
+                    changed(durable)?;
+                    continue;
+                }
                 let detail = match node.kind {
                     Kind::StorageNode => format!(
                         ", metrics {}, {}",

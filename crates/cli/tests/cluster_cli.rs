@@ -340,6 +340,64 @@ fn a_storage_node_killed_with_sigkill_comes_back_on_its_data_dir_and_addresses()
 }
 
 #[test]
+fn a_storage_node_whose_disk_is_gone_is_reported_down_and_the_rest_goes_on() {
+    let dir = std::env::temp_dir().join(format!("ferry-cluster-down-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
+    let before = up.json();
+    let gateway = before["gateway"].as_str().unwrap().to_string();
+    let kv = |server: &str, args: &[&str]| ferry().args(["kv", "--server", server]).args(args).output().unwrap();
+    // foo lives on s2 (see the first test).
+    let put = kv(&gateway, &["put", "t", "foo", "bar"]);
+    assert!(put.status.success(), "{}", text(&put));
+
+    // s1's process and its disk are gone: it cannot be restarted.
+    let victim = before["storage_nodes"][0]["pid"].as_u64().unwrap();
+    std::fs::remove_dir_all(dir.join("node-s1")).unwrap();
+    // SAFETY: kill(2) on a pid the cluster's JSON names.
+    assert_eq!(unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) }, 0);
+    let mut after = before.clone();
+    eventually(Duration::from_secs(60), || {
+        if let Ok(Some(status)) = up.process.try_wait() {
+            panic!("cluster up exited ({status}): one node down stopped the cluster");
+        }
+        after = up.json();
+        match after["storage_nodes"][0]["down"].as_str() {
+            Some(_) => Ok(()),
+            None => Err(format!("s1 not reported down: {}", after["storage_nodes"][0])),
+        }
+    });
+    let why = after["storage_nodes"][0]["down"].as_str().unwrap();
+    assert!(why.contains("s1") && why.contains("could not be restarted"), "{why}");
+    assert!(
+        after["storage_nodes"][1].get("down").is_none(),
+        "{}",
+        after["storage_nodes"][1]
+    );
+    let line = std::iter::from_fn(|| up.lines.recv_timeout(Duration::from_secs(10)).ok())
+        .find(|line| line.starts_with("storage node s1 exited"))
+        .expect("no line about s1");
+    assert!(line.contains("stays down"), "{line}");
+
+    // The rest goes on: the healthy shard serves through the gateway, every other process
+    // lives, and only SIGTERM stops the cluster, cleanly.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(up.process.try_wait().unwrap().is_none(), "cluster up exited");
+    let get = kv(&gateway, &["get", "t", "foo"]);
+    assert!(text(&get).starts_with("bar"), "{}", text(&get));
+    for process in [
+        &after["gateway_pid"],
+        &after["compute_nodes"][0]["pid"],
+        &after["storage_nodes"][1]["pid"],
+    ] {
+        assert!(alive(process.as_u64().unwrap()), "{process} stopped");
+    }
+    let status = up.stop();
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn gateway_and_compute_refuse_bad_flags_clearly() {
     let missing_map = ferry()
         .args([
