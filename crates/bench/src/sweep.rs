@@ -21,6 +21,7 @@ use ferry_control::FixedRate;
 use ferry_datasets::load_for_workload;
 use ferry_experiment::model::Workload;
 
+use crate::latency::median;
 use crate::placement::{drive, DriveSpec};
 use crate::testbed::{Testbed, TestbedConfig};
 use crate::BenchError;
@@ -81,7 +82,7 @@ pub struct SweepConfig {
 pub struct SweepRow {
     /// The fixed RPC fraction.
     pub rpc_fraction: f64,
-    /// Highest admitted rate that met the SLO (0 if none did).
+    /// Highest admitted rate that met the SLO and its confirmations (0 if none did).
     pub rate_ops: f64,
     /// Median goodput of the probes at that rate (one over the SLO counts 0).
     pub throughput_ops: f64,
@@ -107,14 +108,13 @@ impl SweepRow {
         let mut p99s: Vec<f64> = results.iter().filter_map(|p| p.p99_us).collect();
         goodputs.sort_by(f64::total_cmp);
         p99s.sort_by(f64::total_cmp);
-        let median = |v: &[f64]| (!v.is_empty()).then(|| v[v.len() / 2]);
         SweepRow {
             rpc_fraction: x,
             rate_ops,
-            throughput_ops: median(&goodputs).unwrap_or(0.0),
+            throughput_ops: median(&mut goodputs),
             throughput_ops_min: goodputs.first().copied().unwrap_or(0.0),
             throughput_ops_max: goodputs.last().copied().unwrap_or(0.0),
-            p99_us: median(&p99s),
+            p99_us: (!p99s.is_empty()).then(|| median(&mut p99s)),
             p99_us_max: p99s.last().copied(),
             probes,
         }

@@ -252,6 +252,11 @@ impl Resp {
     }
 }
 
+/// `ferry kv --server SERVER ARGS…`, run to its end.
+fn kv(server: &str, args: &[&str]) -> Output {
+    ferry().args(["kv", "--server", server]).args(args).output().unwrap()
+}
+
 /// Retries `attempt` (which says why it failed) until it succeeds or `timeout` passes.
 pub(crate) fn eventually(timeout: Duration, mut attempt: impl FnMut() -> Result<(), String>) {
     let deadline = Instant::now() + timeout;
@@ -280,7 +285,6 @@ fn a_storage_node_killed_with_sigkill_comes_back_on_its_data_dir_and_addresses()
         assert!(data_dir.is_dir());
     }
     let gateway = before["gateway"].as_str().unwrap().to_string();
-    let kv = |server: &str, args: &[&str]| ferry().args(["kv", "--server", server]).args(args).output().unwrap();
     // hello lives on s1, foo on s2 (see the test above); acknowledged under --fsync always.
     let put = kv(&gateway, &["put", "t", "hello", "world"]);
     assert!(put.status.success(), "{}", text(&put));
@@ -346,7 +350,6 @@ fn a_storage_node_whose_disk_is_gone_is_reported_down_and_the_rest_goes_on() {
     let mut up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
     let before = up.json();
     let gateway = before["gateway"].as_str().unwrap().to_string();
-    let kv = |server: &str, args: &[&str]| ferry().args(["kv", "--server", server]).args(args).output().unwrap();
     // foo lives on s2 (see the first test).
     let put = kv(&gateway, &["put", "t", "foo", "bar"]);
     assert!(put.status.success(), "{}", text(&put));
