@@ -7,7 +7,15 @@ gateway's RESP port succeeds again (each attempt on a new connection, given up a
 shard runs throughout; the other shard's write latencies while a failover is under way
 are compared with its latencies before the first one.
 
-    scripts/bench_failover.py [KILLS] [--ack primary|replica]   (default 20, primary)
+    scripts/bench_failover.py [KILLS] [--ack primary|replica] [--lose-disk] [--preload-mb MB]
+                              (default 20 kills, --ack primary, no preload)
+
+--lose-disk kills the primary with SIGKILL after deleting its data dir (a lost disk)
+instead of stopping it: `cluster up` starts it on an empty dir, the config group promotes
+its replica, and it comes back as a replica that copies the new primary. Besides the
+resume times it prints how long until the node is a caught-up replica again (its
+/readyz answers 200). --preload-mb writes that many MB (1 KB values, pipelined through
+the gateway) before the first kill, so the copy has something to copy.
 
 With --ack replica, a promoted primary acknowledges writes only once a replica has them:
 with one replica per shard, once the old primary has restarted and copied it. So the old
@@ -27,6 +35,8 @@ import time
 
 KILLS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 20
 ACK = sys.argv[sys.argv.index("--ack") + 1] if "--ack" in sys.argv else "primary"
+LOSE_DISK = "--lose-disk" in sys.argv
+PRELOAD_MB = int(sys.argv[sys.argv.index("--preload-mb") + 1]) if "--preload-mb" in sys.argv else 0
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -76,6 +86,32 @@ def set_once(addr: str, key: bytes, timeout: float) -> bool:
         return False
 
 
+def preload(addr: str, megabytes: int):
+    """Writes MEGABYTES of 1 KB values through the gateway, 100 commands per pipeline."""
+    value = b"x" * 1000
+    with connect(addr, 60) as sock:
+        for batch in range(megabytes * 10):
+            sock.sendall(b"".join(command(b"SET", b"pre%d" % (batch * 100 + i), value) for i in range(100)))
+            replies = b""
+            while replies.count(b"\r\n") < 100:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise OSError("the gateway closed the connection")
+                replies += chunk
+            if replies.count(b"+OK") != 100:
+                raise OSError(f"a preload write was refused: {replies[:200]!r}")
+
+
+def ready(metrics: str) -> bool:
+    try:
+        host, port = metrics.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=1) as sock:
+            sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+            return b" 200 " in sock.recv(256)
+    except OSError:
+        return False
+
+
 def percentile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
@@ -120,45 +156,57 @@ def main():
         [os.path.join(ROOT, "target/release/ferry"), "cluster", "up", "--storage-nodes", "2",
          "--replicas", "1", "--ack", ACK, "--compute-nodes", "0", "--dir", os.path.join(work, "d"),
          "--json", path],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "stderr"), "w"))
+        stdout=open(os.path.join(work, "stdout"), "w"), stderr=open(os.path.join(work, "stderr"), "w"))
     try:
         while not os.path.exists(path):
             if up.poll() is not None:
                 sys.exit("cluster up exited; see " + os.path.join(work, "stderr"))
             time.sleep(0.1)
         gateway = cluster_json(path)["gateway_resp"]
+        if PRELOAD_MB:
+            started = time.monotonic()
+            preload(gateway, PRELOAD_MB)
+            print(f"preloaded {PRELOAD_MB} MB in {time.monotonic() - started:.1f} s", file=sys.stderr)
         keys = {1: key_of_shard(1), 2: key_of_shard(2)}
         writers = {shard: Writer(gateway, keys[shard]) for shard in (1, 2)}
         for writer in writers.values():
             writer.start()
         time.sleep(3)
         baseline_end = time.monotonic()
-        resumes, windows = [], []
+        resumes, windows, caught_up = [], [], []
         for kill in range(KILLS):
             shard = 1 + kill % 2
             old = primary_of(cluster_json(path), shard)
-            os.kill(old["pid"], signal.SIGSTOP)
+            if LOSE_DISK:
+                shutil.rmtree(old["data_dir"])
+                os.kill(old["pid"], signal.SIGKILL)
+            else:
+                os.kill(old["pid"], signal.SIGSTOP)
             stopped = time.monotonic()
             continued = False
             while not set_once(gateway, keys[shard], 0.3):
                 if time.monotonic() - stopped > 60:
                     sys.exit(f"kill {kill + 1}: writes to shard {shard} never resumed")
                 # Under --ack replica the new primary needs a replica: the old one, back.
-                if ACK == "replica" and not continued and primary_of(cluster_json(path), shard)["id"] != old["id"]:
+                if (ACK == "replica" and not LOSE_DISK and not continued
+                        and primary_of(cluster_json(path), shard)["id"] != old["id"]):
                     os.kill(old["pid"], signal.SIGCONT)
                     continued = True
             resumed = time.monotonic()
             resumes.append(resumed - stopped)
             windows.append((3 - shard, stopped, resumed))
-            if not continued:
+            if not continued and not LOSE_DISK:
                 os.kill(old["pid"], signal.SIGCONT)
             deadline = time.monotonic() + 60
             while True:
                 node = next(n for n in cluster_json(path)["storage_nodes"] if n["id"] == old["id"])
-                if node["role"] == "replica" and node["pid"] != old["pid"]:
+                if node["role"] == "replica" and node["pid"] != old["pid"] and ready(node["metrics"]):
+                    caught_up.append(time.monotonic() - stopped)
                     break
-                if time.monotonic() > deadline or up.poll() is not None:
-                    sys.exit(f"kill {kill + 1}: {old['id']} did not come back as a replica")
+                if node.get("down") or time.monotonic() > deadline or up.poll() is not None:
+                    with open(os.path.join(work, "stderr")) as err:
+                        tail = "".join(err.readlines()[-15:])
+                    sys.exit(f"kill {kill + 1}: {old['id']} did not come back as a replica: {node}\n{tail}")
                 time.sleep(0.1)
             print(f"kill {kill + 1}: shard {shard} ({old['id']}) resumed after {resumes[-1]:.3f} s",
                   file=sys.stderr)
@@ -168,9 +216,12 @@ def main():
         baseline = [lat for w in writers.values() for (t, lat) in w.samples if t < baseline_end]
         during = [lat for (shard, start, end) in windows
                   for (t, lat) in writers[shard].samples if start <= t <= end]
-        print(f"failovers: {KILLS} (--ack {ACK}); writes resumed after: median "
+        print(f"failovers: {KILLS} (--ack {ACK}{', disk lost' if LOSE_DISK else ''}"
+              f"{f', {PRELOAD_MB} MB preloaded' if PRELOAD_MB else ''}); writes resumed after: median "
               f"{percentile(resumes, 0.5):.3f} s, p99 {percentile(resumes, 0.99):.3f} s, "
               f"max {max(resumes):.3f} s")
+        print(f"back as a caught-up replica (/readyz 200) after: median {percentile(caught_up, 0.5):.3f} s, "
+              f"max {max(caught_up):.3f} s" + (" (disk lost: copied whole)" if LOSE_DISK else ""))
         print(f"the other shard's SET latency: p99 {percentile(baseline, 0.99) * 1000:.2f} ms before "
               f"({len(baseline)} writes), p99 {percentile(during, 0.99) * 1000:.2f} ms during failovers "
               f"({len(during)} writes)")

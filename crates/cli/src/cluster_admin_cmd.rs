@@ -101,18 +101,15 @@ pub fn status(args: StatusArgs) -> CmdResult {
             println!("{}", serde_json::to_string_pretty(&config)?);
             return Ok(());
         }
+        // What the leader heard from each storage node: which are down, and why.
+        let mut health = None;
         for member in client.members() {
             match client.status(member).await {
-                Ok(status) => println!(
-                    "member {} at {member}: leader {}, term {}, applied {}, epoch {}",
-                    status.id,
-                    status.leader.map_or("none".to_string(), |id| id.to_string()),
-                    status.term,
-                    status
-                        .last_applied
-                        .map_or("none".to_string(), |index| index.to_string()),
-                    status.epoch
-                ),
+                Ok(status) if status.leader == Some(status.id) && health.is_none() => {
+                    health = Some(status.nodes.clone());
+                    print_member(member, &status);
+                }
+                Ok(status) => print_member(member, &status),
                 Err(err) => println!("member at {member}: {err}"),
             }
         }
@@ -142,9 +139,45 @@ pub fn status(args: StatusArgs) -> CmdResult {
                     .fenced_at
                     .map_or(String::new(), |epoch| format!(", fenced at epoch {epoch}"))
             );
+            for node in shard.members() {
+                println!("  node {node}: {}", node_health(health.as_ref(), node));
+            }
         }
         Ok(())
     })
+}
+
+fn print_member(member: &str, status: &ferry_config::wire::GroupStatus) {
+    println!(
+        "member {} at {member}: leader {}, term {}, applied {}, epoch {}",
+        status.id,
+        status.leader.map_or("none".to_string(), |id| id.to_string()),
+        status.term,
+        status
+            .last_applied
+            .map_or("none".to_string(), |index| index.to_string()),
+        status.epoch
+    );
+}
+
+/// One storage node as the leader last heard it: `up (...)`, `down: why`, or unknown.
+fn node_health(
+    health: Option<&std::collections::BTreeMap<String, ferry_config::lease::NodeHealth>>,
+    node: &str,
+) -> String {
+    let Some(health) = health else {
+        return "unknown (no member leads)".into();
+    };
+    match health.get(node) {
+        None => "down: not heard from since the leader was elected".into(),
+        Some(seen) => match seen.down() {
+            Some(why) => format!("down: {why}"),
+            None => format!(
+                "up (heard {} ms ago, epoch {}, log end {})",
+                seen.heard_ms_ago, seen.epoch, seen.log_end
+            ),
+        },
+    }
 }
 
 /// Adds a storage node to the configuration; done at once if it is in it already (so a

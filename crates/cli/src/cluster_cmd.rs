@@ -30,13 +30,16 @@ enum ClusterCommand {
     /// Start a config group, storage nodes, compute nodes and a gateway on loopback; prints
     /// their addresses and runs until SIGINT or SIGTERM. Loads nothing. Each storage node
     /// keeps its log in DIR/node-<id>, each config member its Raft log in DIR/config-<id>;
-    /// one that exits is restarted there on the same addresses (at most 5 times a minute);
-    /// one that cannot be (its data dir gone, its restarts spent) is reported down in the
-    /// output and the JSON, and the rest goes on; the exit of the gateway or a compute node
-    /// stops the cluster.
+    /// one that exits is restarted there on the same addresses (at most 5 times a minute;
+    /// a failed start is tried again after 1 s). A storage node whose data dir is gone is
+    /// started on an empty one and rejoins as a replica of its shard's primary; one that
+    /// cannot be restarted (its restarts spent, a config member's data dir gone) is
+    /// reported down in the output and the JSON, and the rest goes on; the exit of the
+    /// gateway or a compute node stops the cluster.
     Up(Box<UpArgs>),
-    /// Show the configuration the config group holds (epoch, shards, slots) and each
-    /// member's view of the group (leader, term).
+    /// Show the configuration the config group holds (epoch, shards, slots), each member's
+    /// view of the group (leader, term), and each storage node as the leader last heard it
+    /// (up, or down and why).
     Status(crate::cluster_admin_cmd::StatusArgs),
     /// Add a storage node to the configuration: as a replica of a primary's shard
     /// (--replica-of), or as the primary of a new shard with no slots. Done at once if it

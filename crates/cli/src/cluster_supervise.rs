@@ -1,11 +1,16 @@
 //! Watching the children of `ferry cluster up`: a storage node or config member that exits
 //! is started again on its data dir and on the same listening sockets (the configuration
-//! names their addresses, so they must come back on them). One that cannot be started again
-//! (its data dir is gone, it crashes on every start, its restarts are spent) is reported
-//! down, and the watch goes on: the rest of the cluster (the dead primary's replica, the
-//! other shards, the config group) is still serving, and stopping it would throw that away.
-//! The exit of a child without a data dir (the gateway, a compute node) or SIGINT/SIGTERM
-//! ends the watch. When the configuration changes (a new epoch), the watch reports it too.
+//! names their addresses, so they must come back on them). A storage node whose data dir
+//! is gone is started on an empty one, as on a replaced disk: the config group does not let
+//! it serve a shard its replica holds more of, and it comes back as a replica that copies
+//! the shard's primary. A child that fails to start is tried again every
+//! [`RESTART_RETRY`]; one whose restarts are spent (it crashes on every start, its data dir
+//! is unusable) is reported down, and the watch goes on: the rest of the cluster (the dead
+//! primary's replica, the other shards, the config group) is still serving, and stopping it
+//! would throw that away. A config member's data dir is never made up: its Raft log holds
+//! its votes, and starting it empty could elect two leaders in one term. The exit of a
+//! child without a data dir (the gateway, a compute node) or SIGINT/SIGTERM ends the watch.
+//! When the configuration changes (a new epoch), the watch reports it too.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -13,7 +18,7 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +33,12 @@ use crate::CmdResult;
 pub const MAX_RESTARTS_PER_MINUTE: usize = 5;
 
 /// The window [`MAX_RESTARTS_PER_MINUTE`] counts restarts in.
-const RESTART_WINDOW: Duration = Duration::from_secs(60);
+const RESTART_WINDOW: Duration = Duration::from_secs(RESTART_WINDOW_SECS);
+const RESTART_WINDOW_SECS: u64 = 60;
+
+/// How long after a failed start a child is tried again (each try counts against
+/// [`MAX_RESTARTS_PER_MINUTE`]).
+pub const RESTART_RETRY: Duration = Duration::from_secs(1);
 
 /// How often the children are checked for having exited.
 const CHILD_POLL: Duration = Duration::from_millis(200);
@@ -127,8 +137,18 @@ pub struct DurableChild {
     listeners: Vec<TcpListener>,
     child: ChildServer,
     restarts: RestartBudget,
-    /// Why it is down, once it could not be started again (it is not tried again).
+    /// A start that failed: when to try again, and why it is not running.
+    retry: Option<(Instant, String)>,
+    /// Why it is down, once its restarts are spent (it is not tried again).
     down: Option<String>,
+}
+
+/// Why a restart did not leave the child running.
+enum NotRestarted {
+    /// The start failed; it is tried again after [`RESTART_RETRY`] while the budget lasts.
+    Failed(String),
+    /// The budget is spent: it stays down.
+    Down(String),
 }
 
 impl DurableChild {
@@ -204,6 +224,7 @@ impl DurableChild {
             listeners,
             child,
             restarts: RestartBudget::default(),
+            retry: None,
             down: None,
         })
     }
@@ -233,26 +254,45 @@ impl DurableChild {
         self.down.as_deref()
     }
 
-    /// Starts it again after it exited with `status`; why not, if it may not or cannot.
-    fn restart(&mut self, status: ExitStatus) -> Result<(), String> {
-        if !self.restarts.take(Instant::now()) {
-            return Err(format!(
-                "{} {} exited ({status}) after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; \
-                 not restarted again",
+    /// Starts it again, for `reason` (it exited, or its last start failed): a note on how
+    /// (a storage node on an empty data dir), or why not.
+    fn restart(&mut self, now: Instant, reason: &str) -> Result<Option<String>, NotRestarted> {
+        if !self.restarts.take(now) {
+            return Err(NotRestarted::Down(format!(
+                "{} {} {reason} after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; not restarted again",
                 self.kind.name(),
                 self.id,
-                RESTART_WINDOW.as_secs()
+                RESTART_WINDOW_SECS
+            )));
+        }
+        let failed = |why: String| {
+            NotRestarted::Failed(format!(
+                "{} {} {reason}; it could not be restarted: {why}",
+                self.kind.name(),
+                self.id
+            ))
+        };
+        let mut note = None;
+        if self.kind == Kind::ConfigMember && !self.data_dir.exists() {
+            return Err(NotRestarted::Down(format!(
+                "config member {} {reason} and its data dir {} is gone: started empty it could vote twice in \
+                 one term; not restarted",
+                self.id,
+                self.data_dir.display()
+            )));
+        }
+        if self.kind == Kind::StorageNode && !self.data_dir.exists() {
+            std::fs::create_dir_all(&self.data_dir)
+                .map_err(|err| failed(format!("cannot create {}: {err}", self.data_dir.display())))?;
+            note = Some(format!(
+                "its data dir was gone: started on an empty {} (a node behind its shard's replica copies the shard's primary)",
+                self.data_dir.display()
             ));
         }
         // The old process is reaped: replacing (dropping) it signals nothing.
-        self.child = spawn(self.kind, &self.exe, &self.args, &self.listeners, &self.id).map_err(|err| {
-            format!(
-                "{} {} exited ({status}) and could not be restarted: {err}",
-                self.kind.name(),
-                self.id
-            )
-        })?;
-        Ok(())
+        self.child = spawn(self.kind, &self.exe, &self.args, &self.listeners, &self.id)
+            .map_err(|err| failed(err.to_string()))?;
+        Ok(note)
     }
 }
 
@@ -277,9 +317,9 @@ fn spawn(
 /// Watches the children until SIGINT or SIGTERM (`None`) or until one of `others` (named by
 /// their first element) exits (why). A durable child that exits is restarted, a line
 /// printed, and `changed` called with every durable child (to rewrite the JSON), as it is
-/// when `configs` reaches a new epoch; one that cannot be restarted is left down, with a
-/// line and a call of `changed` as well, and the watch goes on. A
-/// restart blocks the watch while the child starts (a storage node's first line within
+/// when `configs` reaches a new epoch; one that fails to start is tried again after
+/// [`RESTART_RETRY`] (a line each time), and one whose restarts are spent is left down,
+/// with a line and a call of `changed` as well, and the watch goes on. A restart blocks the watch while the child starts (a storage node's first line within
 /// [`ferry_os::child::RECOVERY_START_TIMEOUT`], as it recovers first); a signal meanwhile
 /// is handled after it.
 pub fn supervise(
@@ -307,17 +347,31 @@ pub fn supervise(
                 if node.down.is_some() {
                     continue;
                 }
-                let Some(status) = node.child.exited() else {
-                    continue;
+                let now = Instant::now();
+                let reason = match (&node.retry, node.child.exited()) {
+                    (Some((at, _)), _) if now < *at => continue,
+                    (Some((_, why)), _) => why.clone(),
+                    (None, Some(status)) => format!("exited ({status})"),
+                    (None, None) => continue,
                 };
                 let mut stdout = std::io::stdout();
-                if let Err(why) = node.restart(status) {
-                    writeln!(stdout, "{why}; it stays down, the rest of the cluster goes on")?;
-                    stdout.flush()?;
-                    node.down = Some(why);
-                    changed(durable)?;
-                    continue;
-                }
+                let note = match node.restart(now, &reason) {
+                    Ok(note) => note,
+                    Err(NotRestarted::Failed(why)) => {
+                        writeln!(stdout, "{why}; trying again in {}s", RESTART_RETRY.as_secs())?;
+                        stdout.flush()?;
+                        node.retry = Some((now + RESTART_RETRY, "did not start".to_string()));
+                        continue;
+                    }
+                    Err(NotRestarted::Down(why)) => {
+                        writeln!(stdout, "{why}; it stays down, the rest of the cluster goes on")?;
+                        stdout.flush()?;
+                        node.down = Some(why);
+                        changed(durable)?;
+                        continue;
+                    }
+                };
+                node.retry = None;
                 let detail = match node.kind {
                     Kind::StorageNode => format!(
                         ", metrics {}, {}",
@@ -328,11 +382,12 @@ pub fn supervise(
                 };
                 writeln!(
                     stdout,
-                    "{} {} exited ({status}); restarted on {} (pid {}{detail})",
+                    "{} {} {reason}; restarted on {} (pid {}{detail}){}",
                     node.kind.name(),
                     node.id,
                     node.data_dir.display(),
                     node.child.pid(),
+                    note.map_or(String::new(), |note| format!("; {note}")),
                 )?;
                 stdout.flush()?;
                 changed(durable)?;

@@ -3,7 +3,10 @@
 //! stopped (SIGSTOP: alive but silent, as a partition leaves it) is fenced and its replica
 //! promoted by the config group; the old primary, continued, serves nothing without its
 //! lease, finds itself demoted, restarts and copies the new primary as its replica; writes
-//! through the gateway resume on the new primary and no acknowledged write is lost.
+//! through the gateway resume on the new primary and no acknowledged write is lost. A
+//! primary killed with its data dir deleted (a lost disk) comes back empty, is not let
+//! serve over its replica's longer log, and rejoins as a replica that copies it: every
+//! acknowledged key is served again and the other shard never stops.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -50,6 +53,36 @@ fn shard1_keys(count: usize) -> Vec<String> {
         .filter(|key| ferry_cluster::key_slot(key.as_bytes()) <= 8191)
         .take(count)
         .collect()
+}
+
+/// Keys of shard 2 (slots 8192-16383 of two nodes).
+fn shard2_keys(count: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("key{i}"))
+        .filter(|key| ferry_cluster::key_slot(key.as_bytes()) > 8191)
+        .take(count)
+        .collect()
+}
+
+/// The status line of an HTTP GET of `path`.
+fn http_status(addr: &str, path: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())?;
+    read_line(&mut stream)
+}
+
+fn wait_until_leased(group: &str) {
+    eventually(Duration::from_secs(60), || {
+        let status = crate::cluster_cli::ferry()
+            .args(["cluster", "status", "--json", "--config-group", group])
+            .output()
+            .unwrap();
+        let config: serde_json::Value = serde_json::from_slice(&status.stdout).map_err(|err| err.to_string())?;
+        (config["shards"]["1"]["leased"] == true)
+            .then_some(())
+            .ok_or(format!("{config}"))
+    });
 }
 
 fn node<'a>(cluster: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
@@ -115,17 +148,7 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
 
     // The leader fences only a primary that has acted on having replicas (it serves
     // under a lease from then on): wait for that, as an operator would see it.
-    let group = cluster["config_group"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(60), || {
-        let status = crate::cluster_cli::ferry()
-            .args(["cluster", "status", "--json", "--config-group", &group])
-            .output()
-            .unwrap();
-        let config: serde_json::Value = serde_json::from_slice(&status.stdout).map_err(|err| err.to_string())?;
-        (config["shards"]["1"]["leased"] == true)
-            .then_some(())
-            .ok_or(format!("{config}"))
-    });
+    wait_until_leased(cluster["config_group"].as_str().unwrap());
     signal(old_primary, libc::SIGSTOP);
     let stopped = Instant::now();
     eventually(Duration::from_secs(60), || {
@@ -182,6 +205,109 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     assert_eq!(ask(&mut writes, &format!("SET {} later", keys[2])).unwrap(), "+OK");
     assert_eq!(ask(&mut writes, &format!("GET {}", keys[2])).unwrap(), "later");
     // Four data dirs of preallocated log segments: not left behind.
+    drop(up);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_primary_whose_disk_is_gone_comes_back_as_a_replica_and_nothing_acknowledged_is_lost() {
+    let dir = std::env::temp_dir().join(format!("ferry-lost-disk-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let up = ClusterUp::start(
+        &dir,
+        &[
+            "--storage-nodes",
+            "2",
+            "--replicas",
+            "1",
+            "--ack",
+            "replica",
+            "--compute-nodes",
+            "0",
+        ],
+    );
+    let cluster = up.json();
+    let gateway = cluster["gateway_resp"].as_str().unwrap().to_string();
+    let victim = node(&cluster, "s1")["pid"].as_u64().unwrap();
+    let other = node(&cluster, "s2")["pid"].as_u64().unwrap();
+    let (keys, others) = (shard1_keys(50), shard2_keys(5));
+    let mut writes = connect(&gateway, Duration::from_secs(20)).unwrap();
+    for key in keys.iter().chain(&others) {
+        assert_eq!(ask(&mut writes, &format!("SET {key} acked")).unwrap(), "+OK");
+    }
+    drop(writes);
+    wait_until_leased(cluster["config_group"].as_str().unwrap());
+    // The other shard is read directly, all through the event: it must never stop.
+    let mut shard2 = connect(node(&cluster, "s2")["resp"].as_str().unwrap(), Duration::from_secs(5)).unwrap();
+    let mut read_shard2 = || {
+        for key in &others {
+            assert_eq!(
+                ask(&mut shard2, &format!("GET {key}")).unwrap(),
+                "acked",
+                "shard 2 stopped"
+            );
+        }
+    };
+
+    // The disk and the process are gone.
+    std::fs::remove_dir_all(dir.join("node-s1")).unwrap();
+    signal(victim, libc::SIGKILL);
+    let killed = Instant::now();
+    eventually(Duration::from_secs(90), || {
+        read_shard2();
+        let attempt = connect(&gateway, Duration::from_secs(2)).and_then(|mut stream| {
+            keys.iter()
+                .map(|key| ask(&mut stream, &format!("GET {key}")))
+                .collect::<std::io::Result<Vec<String>>>()
+        });
+        match attempt {
+            Ok(values) if values.iter().all(|value| value == "acked") => Ok(()),
+            Ok(values) => Err(format!("not all served: {values:?}")),
+            Err(err) => Err(err.to_string()),
+        }
+    });
+    eprintln!(
+        "every acknowledged key served again {:?} after the kill",
+        killed.elapsed()
+    );
+    let cluster = up.json();
+    assert_eq!(node(&cluster, "s1r1")["role"], "primary", "{cluster}");
+
+    // s1 copied the new primary and follows it, caught up (ready).
+    eventually(Duration::from_secs(90), || {
+        read_shard2();
+        let cluster = up.json();
+        let s1 = node(&cluster, "s1");
+        if s1.get("down").is_some() || s1["role"] != "replica" {
+            return Err(format!("s1: {s1}"));
+        }
+        let ready =
+            http_status(s1["metrics"].as_str().unwrap_or_default(), "/readyz").map_err(|err| err.to_string())?;
+        ready
+            .contains(" 200 ")
+            .then_some(())
+            .ok_or(format!("s1 /readyz: {ready}"))
+    });
+    eprintln!("s1 a caught-up replica {:?} after the kill", killed.elapsed());
+    let mut replica = connect(
+        node(&up.json(), "s1")["resp"].as_str().unwrap(),
+        Duration::from_secs(20),
+    )
+    .unwrap();
+    assert_eq!(ask(&mut replica, "READONLY").unwrap(), "+OK");
+    for key in &keys {
+        assert_eq!(
+            ask(&mut replica, &format!("GET {key}")).unwrap(),
+            "acked",
+            "{key} on s1"
+        );
+    }
+    let line = std::iter::from_fn(|| up.lines.try_recv().ok())
+        .find(|line| line.contains("its data dir was gone"))
+        .expect("no line about the empty data dir");
+    assert!(line.starts_with("storage node s1 exited"), "{line}");
+    assert!(crate::cluster_cli::alive(other), "s2 was stopped");
+    assert_eq!(node(&up.json(), "s2")["pid"].as_u64(), Some(other), "s2 was restarted");
     drop(up);
     let _ = std::fs::remove_dir_all(&dir);
 }

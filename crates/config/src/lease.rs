@@ -5,10 +5,16 @@
 //! lease plus the margin (so any lease it holds has lapsed), collects how far each member's
 //! log goes once it has stopped copying, and promotes the member with the longest log.
 //!
+//! A primary whose log ends before a live replica's has lost records the replica holds
+//! (its disk was replaced, or an OS crash took an unsynced tail): it is not granted a
+//! lease, and once every lease it held has lapsed it is fenced like a silent one, so the
+//! longest log takes over instead of the replicas copying the loss. A replica's log never
+//! passes its primary's otherwise: it copies it.
+//!
 //! Time is milliseconds of the caller's monotonic clock, passed in: no clock is read here.
 //! Clocks need not agree between machines, only run at rates within the margin.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -29,11 +35,19 @@ pub const DRIFT_PERCENT: u64 = 10;
 /// hold has lapsed by then).
 pub const EXPIRY_MS: u64 = LEASE_MS + LEASE_MS * DRIFT_PERCENT / 100;
 
+/// How long a new leader waits to hear every replica of a shard before it grants the
+/// shard's primary a lease without knowing how far their logs go (a replica heard of
+/// nothing by then is taken for gone). The predecessor's grant covers the wait.
+pub const REPLICAS_HEARD_WITHIN_MS: u64 = 2 * HEARTBEAT_MS;
+
 /// How long a node may serve on a grant, counted from when it sent the heartbeat.
 pub const SERVE_MS: u64 = LEASE_MS - LEASE_MS * DRIFT_PERCENT / 100;
 
 // A node stops serving before the lease ends, and the leader waits past its end.
 const _: () = assert!(SERVE_MS < LEASE_MS && LEASE_MS < EXPIRY_MS && HEARTBEAT_MS < SERVE_MS);
+// A new leader's wait for the replicas ends while a predecessor's grant still runs, and
+// well before it may fence.
+const _: () = assert!(REPLICAS_HEARD_WITHIN_MS + HEARTBEAT_MS < SERVE_MS);
 
 /// What a storage node reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,11 +70,39 @@ pub struct Grant {
     pub serve_ms: Option<u64>,
 }
 
+/// What the leader last heard from a storage node (for `ferry cluster status`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeHealth {
+    /// How long ago its last heartbeat came.
+    pub heard_ms_ago: u64,
+    /// The epoch it had applied then.
+    pub epoch: Epoch,
+    /// Where its log ended then.
+    pub log_end: u64,
+    /// As a primary, it was refused a lease: a replica's log is longer than its own.
+    pub behind: bool,
+}
+
+impl NodeHealth {
+    /// Why the leader takes it for down, if it does.
+    pub fn down(&self) -> Option<String> {
+        if self.heard_ms_ago > EXPIRY_MS {
+            return Some(format!("not heard from for {:.1} s", self.heard_ms_ago as f64 / 1000.0));
+        }
+        self.behind
+            .then(|| "refused a lease: its log ends before its replica's (it lost records)".to_string())
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Seen {
     at_ms: u64,
     epoch: Epoch,
     log_end: u64,
+    /// When it was last granted a lease (by this leader).
+    granted_at_ms: Option<u64>,
+    /// Its last heartbeat, as a primary, was refused because a replica's log is longer.
+    behind: bool,
 }
 
 /// The leader's view of the nodes' heartbeats, and the failover decisions it leads to.
@@ -84,21 +126,68 @@ impl Lessor {
     /// Records a heartbeat and answers it. The caller grants only while it is sure it is
     /// still the leader (a deposed leader's grants would overlap its successor's).
     pub fn on_heartbeat(&mut self, now_ms: u64, heartbeat: &Heartbeat, config: &ClusterConfig) -> Grant {
+        let shard = config
+            .shard_led_by(&heartbeat.node)
+            .map(|(_, shard)| shard)
+            .filter(|shard| shard.fenced_at.is_none() && heartbeat.epoch >= shard.primary_epoch);
+        let behind = shard.is_some_and(|shard| self.behind_a_replica(now_ms, heartbeat.log_end, shard));
+        let serves = shard.is_some_and(|shard| !behind && self.replicas_heard(now_ms, shard));
+        let granted_before = self.seen.get(&heartbeat.node).and_then(|seen| seen.granted_at_ms);
         self.seen.insert(
             heartbeat.node.clone(),
             Seen {
                 at_ms: now_ms,
                 epoch: heartbeat.epoch,
                 log_end: heartbeat.log_end,
+                granted_at_ms: if serves { Some(now_ms) } else { granted_before },
+                behind,
             },
         );
-        let serves = config
-            .shard_led_by(&heartbeat.node)
-            .is_some_and(|(_, shard)| shard.fenced_at.is_none() && heartbeat.epoch >= shard.primary_epoch);
         Grant {
             epoch: config.epoch,
             serve_ms: serves.then_some(SERVE_MS),
         }
+    }
+
+    /// What this leader last heard from each storage node.
+    pub fn health(&self, now_ms: u64) -> BTreeMap<String, NodeHealth> {
+        self.seen
+            .iter()
+            .map(|(node, seen)| {
+                let health = NodeHealth {
+                    heard_ms_ago: now_ms.saturating_sub(seen.at_ms),
+                    epoch: seen.epoch,
+                    log_end: seen.log_end,
+                    behind: seen.behind,
+                };
+                (node.clone(), health)
+            })
+            .collect()
+    }
+
+    /// Whether a live replica of `shard` reported a longer log than `log_end`, its
+    /// primary's: the primary lost records the replica holds.
+    fn behind_a_replica(&self, now_ms: u64, log_end: u64, shard: &Shard) -> bool {
+        shard.replicas.iter().any(|replica| {
+            self.alive(now_ms, replica) && self.seen.get(replica).is_some_and(|seen| seen.log_end > log_end)
+        })
+    }
+
+    /// Whether this leader knows how far the logs of `shard`'s replicas go, or has waited
+    /// [`REPLICAS_HEARD_WITHIN_MS`] for them since it was elected.
+    fn replicas_heard(&self, now_ms: u64, shard: &Shard) -> bool {
+        now_ms.saturating_sub(self.leader_since_ms) > REPLICAS_HEARD_WITHIN_MS
+            || shard.replicas.iter().all(|replica| self.seen.contains_key(replica))
+    }
+
+    /// Whether the primary `node` is gone: silent for a lease and the margin, or refused
+    /// for a shorter log than a replica's since before every lease it held lapsed.
+    fn primary_gone(&self, now_ms: u64, node: &str) -> bool {
+        let Some(seen) = self.seen.get(node) else {
+            return true;
+        };
+        let lapsed = |at_ms: u64| now_ms.saturating_sub(at_ms) > EXPIRY_MS;
+        lapsed(seen.at_ms) || (seen.behind && seen.granted_at_ms.is_none_or(lapsed))
     }
 
     /// The next failover step the configuration needs, if any: a fence for a shard whose
@@ -143,7 +232,7 @@ impl Lessor {
         if shard.replicas.is_empty() || now_ms.saturating_sub(self.leader_since_ms) <= EXPIRY_MS {
             return None;
         }
-        if self.alive(now_ms, &shard.primary) {
+        if !self.primary_gone(now_ms, &shard.primary) {
             return None;
         }
         // Nothing to promote to: fencing would only stop the shard.
@@ -238,6 +327,9 @@ mod tests {
     fn only_an_unfenced_primary_at_its_epoch_is_granted_a_lease() {
         let config = config();
         let mut lessor = Lessor::new(0);
+        for replica in ["r1", "r2"] {
+            beat(&mut lessor, 0, replica, config.epoch, 0, &config);
+        }
         assert_eq!(
             beat(&mut lessor, 0, "s1", config.epoch, 0, &config).serve_ms,
             Some(SERVE_MS)
@@ -304,6 +396,104 @@ mod tests {
         );
         assert_eq!(beat(&mut lessor, now, "r1", config.epoch, 250, &config).serve_ms, None);
         assert_eq!(lessor.decide(now, &config), None);
+    }
+
+    #[test]
+    fn a_new_leader_grants_once_it_knows_the_replicas_logs_or_has_waited_for_them() {
+        let config = config();
+        let mut lessor = Lessor::new(1_000);
+        assert_eq!(beat(&mut lessor, 1_000, "s1", config.epoch, 50, &config).serve_ms, None);
+        beat(&mut lessor, 1_010, "r1", config.epoch, 50, &config);
+        assert_eq!(
+            beat(&mut lessor, 1_020, "s1", config.epoch, 50, &config).serve_ms,
+            None,
+            "r2 not heard yet"
+        );
+        beat(&mut lessor, 1_030, "r2", config.epoch, 40, &config);
+        assert_eq!(
+            beat(&mut lessor, 1_040, "s1", config.epoch, 50, &config).serve_ms,
+            Some(SERVE_MS)
+        );
+        // A replica that never reports does not hold the primary up for long.
+        let mut lessor = Lessor::new(1_000);
+        beat(&mut lessor, 1_000, "r1", config.epoch, 50, &config);
+        let waited = 1_000 + REPLICAS_HEARD_WITHIN_MS + 1;
+        assert_eq!(
+            beat(&mut lessor, waited, "s1", config.epoch, 50, &config).serve_ms,
+            Some(SERVE_MS)
+        );
+    }
+
+    #[test]
+    fn a_primary_that_lost_its_log_is_refused_then_fenced_and_the_replica_promoted() {
+        let mut config = leased_config();
+        let epoch = config.epoch;
+        let mut lessor = Lessor::new(0);
+        let mut now = 3 * LEASE_MS;
+        // Steady: replicas copy behind the primary, which is granted every time.
+        for node in ["r1", "r2"] {
+            beat(&mut lessor, now, node, epoch, 900, &config);
+        }
+        assert_eq!(
+            beat(&mut lessor, now, "s1", epoch, 1_000, &config).serve_ms,
+            Some(SERVE_MS)
+        );
+        let last_grant = now;
+        // s1 comes back on an empty disk: it goes on reporting, from 0.
+        let fence = loop {
+            now += HEARTBEAT_MS;
+            for node in ["r1", "r2"] {
+                beat(
+                    &mut lessor,
+                    now,
+                    node,
+                    epoch,
+                    if node == "r1" { 900 } else { 700 },
+                    &config,
+                );
+            }
+            assert_eq!(beat(&mut lessor, now, "s1", epoch, 0, &config).serve_ms, None);
+            if let Some(decision) = lessor.decide(now, &config) {
+                break decision;
+            }
+            assert!(now < last_grant + 10 * EXPIRY_MS, "never fenced");
+        };
+        assert!(
+            now - last_grant > EXPIRY_MS,
+            "fenced while its last lease could still run"
+        );
+        assert!(matches!(fence, Command::Fence { shard: 1, .. }));
+        assert!(matches!(config.apply(&fence), Outcome::Applied { .. }));
+        for (node, end) in [("s1", 0), ("r1", 900), ("r2", 700)] {
+            beat(&mut lessor, now, node, config.epoch, end, &config);
+        }
+        assert_eq!(
+            lessor.decide(now, &config),
+            Some(Command::Promote {
+                shard: 1,
+                primary_epoch: 1,
+                new_primary: "r1".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_primary_ahead_of_its_replicas_is_never_refused() {
+        let config = leased_config();
+        let mut lessor = Lessor::new(0);
+        let mut now = 3 * LEASE_MS;
+        for step in 0..20u64 {
+            beat(&mut lessor, now, "r1", config.epoch, step * 100, &config);
+            beat(&mut lessor, now, "r2", config.epoch, step * 90, &config);
+            // Equal to the furthest replica (it has copied everything) is not behind.
+            let end = if step % 2 == 0 { step * 100 } else { step * 100 + 50 };
+            assert_eq!(
+                beat(&mut lessor, now, "s1", config.epoch, end, &config).serve_ms,
+                Some(SERVE_MS)
+            );
+            assert_eq!(lessor.decide(now, &config), None);
+            now += HEARTBEAT_MS;
+        }
     }
 
     #[test]

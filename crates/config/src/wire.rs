@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::command::{Command, Outcome};
-use crate::lease::{Grant, Heartbeat};
+use crate::lease::{Grant, Heartbeat, NodeHealth};
 use crate::state::{ClusterConfig, Epoch};
 
 /// Largest frame body accepted (a configuration of the largest cluster is well below).
@@ -111,6 +111,9 @@ pub struct GroupStatus {
     pub members: BTreeMap<u64, String>,
     /// The epoch of the configuration it has applied.
     pub epoch: Epoch,
+    /// The leader's: what it last heard from each storage node (empty from a follower).
+    #[serde(default)]
+    pub nodes: BTreeMap<String, NodeHealth>,
 }
 
 /// A whole frame: header and JSON body.

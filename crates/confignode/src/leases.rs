@@ -4,10 +4,11 @@
 //! [`Lessor`] reaches. A member that becomes leader starts a fresh lessor, which waits a
 //! whole lease before taking anyone for dead.
 
+use std::collections::BTreeMap;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
-use ferry_config::lease::{Heartbeat, Lessor};
+use ferry_config::lease::{Heartbeat, Lessor, NodeHealth};
 use ferry_config::wire::ClientReply;
 use openraft::error::{CheckIsLeaderError, RaftError};
 use parking_lot::Mutex;
@@ -44,6 +45,17 @@ impl Leases {
         }
         let (_, lessor) = current.as_mut().expect("set above");
         f(lessor, now)
+    }
+
+    /// What the lessor of the term being led has heard from each storage node (none: this
+    /// member does not lead).
+    pub(crate) fn health(&self) -> BTreeMap<String, NodeHealth> {
+        let now = self.now_ms();
+        self.current
+            .lock()
+            .as_ref()
+            .map(|(_, lessor)| lessor.health(now))
+            .unwrap_or_default()
     }
 
     fn forget(&self) {

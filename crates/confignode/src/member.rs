@@ -188,6 +188,10 @@ impl Member {
             last_applied: metrics.last_applied.map(|log_id| log_id.index),
             members,
             epoch: self.configs.borrow().epoch,
+            nodes: match metrics.current_leader == Some(self.id) {
+                true => self.leases.health(),
+                false => Default::default(),
+            },
         }
     }
 

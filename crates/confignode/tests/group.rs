@@ -176,7 +176,12 @@ fn heartbeats(
             let beat = Heartbeat {
                 node: node.into(),
                 epoch,
-                log_end: if node == "r2" { 20 } else { 10 },
+                // A primary's log is never behind its replicas' (they copy it).
+                log_end: match node {
+                    "s1" => 30,
+                    "r2" => 20,
+                    _ => 10,
+                },
             };
             let _ = client.heartbeat(beat, Duration::from_millis(HEARTBEAT_MS)).await;
             tokio::select! {
@@ -231,11 +236,14 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
         log_end: 0,
     };
     let wait = Duration::from_secs(10);
+    // (The replicas report first: a leader grants a primary once it knows how far its
+    // replicas' logs go, or has waited for them.)
+    assert_eq!(client.heartbeat(beat("r1"), wait).await.unwrap().serve_ms, None);
+    assert_eq!(client.heartbeat(beat("r2"), wait).await.unwrap().serve_ms, None);
     assert_eq!(
         client.heartbeat(beat("s1"), wait).await.unwrap().serve_ms,
         Some(SERVE_MS)
     );
-    assert_eq!(client.heartbeat(beat("r1"), wait).await.unwrap().serve_ms, None);
 
     let s1 = heartbeats(client.clone(), "s1", client.follow());
     let _others: Vec<_> = ["s2", "r1", "r2"]

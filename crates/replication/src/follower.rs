@@ -2,9 +2,13 @@
 //! each byte for byte at its offset and install it (both through [`Apply`]), wait until
 //! this node's log holds them as its mode promises, and pull again from the new end,
 //! which acknowledges them. A broken link is dialled again; a primary whose log no longer
-//! reaches this one's end (trimmed), or is shorter (this log holds records the primary
-//! never had), ends following with [`FollowerExit::Resync`]: the node must start over
-//! from the primary's snapshots ([`crate::bootstrap`]).
+//! reaches this one's end (trimmed) ends following with [`FollowerExit::Resync`]: the node
+//! must start over from the primary's snapshots ([`crate::bootstrap`]). A primary whose log
+//! is shorter than this one's (this log holds records the primary does not) is answered as
+//! [`OnAhead`] says: a replica on its own starts over, but one whose shard's config group
+//! can promote it keeps its log and waits, because then it is the primary that lost them
+//! (its disk was replaced) and this log may be the only one that holds acknowledged
+//! writes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,6 +30,20 @@ pub const FIRST_REDIAL_WAIT: Duration = Duration::from_millis(50);
 
 /// Longest wait between dials.
 pub const MAX_REDIAL_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a replica whose log is past its primary's waits before it asks again.
+pub const AHEAD_RETRY: Duration = Duration::from_millis(200);
+
+/// What a replica does when its primary's log ends before its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnAhead {
+    /// Start over from the primary's snapshots: no one else will ever want this log.
+    Resync,
+    /// Keep the log and ask again every [`AHEAD_RETRY`]: in a config group the primary
+    /// that lost its records is not granted a lease while a replica's log is longer, and
+    /// the longest log is promoted in its place.
+    Hold,
+}
 
 /// Logs and installs one record copied from the primary.
 pub trait Apply: Send + Sync + 'static {
@@ -61,6 +79,7 @@ pub async fn follow(
     wal: Arc<Wal>,
     apply: Arc<dyn Apply>,
     status: Arc<FollowerStatus>,
+    on_ahead: OnAhead,
     mut stop: watch::Receiver<bool>,
 ) -> FollowerExit {
     let mut redial_wait = FIRST_REDIAL_WAIT;
@@ -77,7 +96,7 @@ pub async fn follow(
                 redial_wait = FIRST_REDIAL_WAIT;
                 status.connected.store(true, Ordering::Relaxed);
                 let ended = tokio::select! {
-                    ended = pull_loop(&upstream, link, &wal, apply.as_ref(), &status) => ended,
+                    ended = pull_loop(&upstream, link, &wal, apply.as_ref(), &status, on_ahead) => ended,
                     _ = stop.wait_for(|stop| *stop) => Ok(FollowerExit::Stopped),
                 };
                 status.connected.store(false, Ordering::Relaxed);
@@ -112,7 +131,9 @@ async fn pull_loop(
     wal: &Wal,
     apply: &dyn Apply,
     status: &FollowerStatus,
+    on_ahead: OnAhead,
 ) -> Result<FollowerExit, ReplicationError> {
+    let mut said_ahead = false;
     loop {
         // Everything appended is installed; once it is logged as promised, the pull from
         // its end acknowledges it.
@@ -154,9 +175,17 @@ async fn pull_loop(
                 )))
             }
             Message::Ahead { end } => {
-                return Ok(FollowerExit::Resync(format!(
-                "this replica's log ends at {from}, past the primary's ({end}): it holds records the primary does not"
-            )))
+                let why = format!(
+                    "this replica's log ends at {from}, past the primary's ({end}): it holds records the primary does not"
+                );
+                if on_ahead == OnAhead::Resync {
+                    return Ok(FollowerExit::Resync(why));
+                }
+                if !said_ahead {
+                    tracing::warn!("{why}; keeping them until the config group promotes the longest log");
+                    said_ahead = true;
+                }
+                tokio::time::sleep(AHEAD_RETRY).await;
             }
             other => return Err(upstream.unexpected(&other, "records")),
         }

@@ -28,7 +28,7 @@ pub mod source;
 pub mod wire;
 
 pub use bootstrap::{copy_from_primary, needs_copy, request_copy, BootstrapReport, RESYNC_MARKER};
-pub use follower::{follow, Apply, FollowerExit, FollowerStatus};
+pub use follower::{follow, Apply, FollowerExit, FollowerStatus, OnAhead};
 pub use link::{ReplicationError, Upstream};
 pub use slots::{import, ImportReport, SlotSink, SlotSource};
 pub use source::{serve, Source};

@@ -226,7 +226,13 @@ async fn pull(source: &Source, from: u64, wait_ms: u32, ack: bool) -> Message {
             from,
             bytes: Bytes::from(bytes),
         },
-        Ok(Err(TailError::Trimmed { oldest, .. })) => Message::Trimmed { oldest },
+        // Trimmed only if this node removed the records itself (a checkpoint): a segment
+        // gone from under it (its disk deleted while it runs) is no reason for a replica
+        // to throw its copy away, so the replica is refused and asks again.
+        Ok(Err(TailError::Trimmed { oldest, from })) if from < source.wal.oldest_lsn() => Message::Trimmed { oldest },
+        Ok(Err(TailError::Trimmed { from, .. })) => Message::Refused {
+            why: format!("the log segment holding offset {from} is gone, but this node did not remove it"),
+        },
         Ok(Err(TailError::Ahead { end, .. })) => Message::Ahead { end },
         Ok(Err(err)) => Message::Refused { why: err.to_string() },
         Err(join) => Message::Refused {

@@ -2,7 +2,9 @@
 //! linked over loopback: records arrive in order at the same offsets and install the same
 //! state; `--ack replica` holds replies until the replica has the records; a replica that
 //! fell behind a trimmed log is told to resync, and a copy of the primary's snapshots and
-//! log recovers to the primary's state; a wrong token is refused; TLS works.
+//! log recovers to the primary's state; a replica whose log is past its primary's (the
+//! primary lost its disk) starts over on its own but keeps its log where a config group
+//! can promote it; a wrong token is refused; TLS works.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +14,9 @@ use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use ferry_replication::{copy_from_primary, follow, needs_copy, Apply, FollowerExit, FollowerStatus, Source, Upstream};
+use ferry_replication::{
+    copy_from_primary, follow, needs_copy, Apply, FollowerExit, FollowerStatus, OnAhead, Source, Upstream,
+};
 use ferry_store::TenantStore;
 use ferry_wal::record::{decode, next_frame};
 use ferry_wal::{replay, DataDir, FsyncMode, Tenants, Wal, WalConfig, WalError};
@@ -107,6 +111,14 @@ fn upstream(addr: &str) -> Upstream {
 }
 
 fn start_following(upstream: Upstream, node: &Node) -> (watch::Sender<bool>, tokio::task::JoinHandle<FollowerExit>) {
+    start_following_with(upstream, node, OnAhead::Resync)
+}
+
+fn start_following_with(
+    upstream: Upstream,
+    node: &Node,
+    on_ahead: OnAhead,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<FollowerExit>) {
     let (stop, stopped) = watch::channel(false);
     let apply: Arc<dyn Apply> = Arc::new(Installer(Arc::clone(&node.wal), Arc::clone(&node.store)));
     let task = tokio::spawn(follow(
@@ -114,6 +126,7 @@ fn start_following(upstream: Upstream, node: &Node) -> (watch::Sender<bool>, tok
         Arc::clone(&node.wal),
         apply,
         Arc::new(FollowerStatus::default()),
+        on_ahead,
         stopped,
     ));
     (stop, task)
@@ -243,6 +256,47 @@ async fn a_replica_behind_a_trimmed_log_resyncs_from_a_copy() {
     put(&p.store, "later", "too");
     caught_up(&p, &fresh).await;
     assert_eq!(fresh.store.table_snapshot("t"), p.store.table_snapshot("t"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_past_an_emptied_primary_keeps_its_log_when_told_to_hold() {
+    // The replica copied a primary that then lost its disk and came back empty.
+    let first = primary(&temp_dir("ahead-old-primary"));
+    let (old_addr, old_serving, _source) = serve(&first, None).await;
+    let r = replica(&temp_dir("ahead-replica"));
+    let (stop, task) = start_following(upstream(&old_addr), &r);
+    for i in 0..20 {
+        put(&first.store, &format!("k{i}"), "acked");
+    }
+    caught_up(&first, &r).await;
+    stop.send(true).unwrap();
+    assert_eq!(task.await.unwrap(), FollowerExit::Stopped);
+    old_serving.send(true).unwrap();
+    let emptied = primary(&temp_dir("ahead-emptied-primary"));
+    let (addr, _serving, _source) = serve(&emptied, None).await;
+    let end = r.wal.appended_lsn();
+    assert!(end > 0);
+
+    // Held: it keeps asking, keeps every record, and stops only when told to.
+    let (stop, task) = start_following_with(upstream(&addr), &r, OnAhead::Hold);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert!(!task.is_finished(), "a held replica gave up its log");
+    assert_eq!(r.wal.appended_lsn(), end);
+    assert!(!r.wal.data_dir().path().join(ferry_replication::RESYNC_MARKER).exists());
+    stop.send(true).unwrap();
+    assert_eq!(task.await.unwrap(), FollowerExit::Stopped);
+    assert_eq!(r.store.get("t", b"k7").unwrap().unwrap().1.as_ref(), b"acked");
+
+    // On its own it starts over from the (empty) primary.
+    let (_stop, task) = start_following(upstream(&addr), &r);
+    let exit = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(exit, FollowerExit::Resync(ref why) if why.contains("past the primary's")),
+        "{exit:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use ferry_replication::{Apply, BootstrapReport, FollowerExit, FollowerStatus, Source, Upstream};
+use ferry_replication::{Apply, BootstrapReport, FollowerExit, FollowerStatus, OnAhead, Source, Upstream};
 use ferry_wal::record::{decode, next_frame};
 use ferry_wal::{DataDir, Wal, WalError};
 
@@ -241,7 +241,13 @@ pub(crate) fn start(
                 let _ = on_shutdown.send(true);
             }
         });
-        let follow = ferry_replication::follow(upstream, Arc::clone(wal), apply, status, stopped);
+        // In a config group a longer log than the primary's is kept: the primary lost
+        // records, and the group promotes the longest log instead of it.
+        let on_ahead = match replication.primary_epoch {
+            0 => OnAhead::Resync,
+            _ => OnAhead::Hold,
+        };
+        let follow = ferry_replication::follow(upstream, Arc::clone(wal), apply, status, on_ahead, stopped);
         let task = runtime.spawn(async move {
             let why = match follow.await {
                 FollowerExit::Stopped => return,

@@ -288,6 +288,13 @@ impl Wal {
         self.shared.pending.lock().appended_lsn
     }
 
+    /// Where the log this node keeps starts: the oldest segment it found at open or kept
+    /// at its last checkpoint. A segment before it was removed by this node; one after it
+    /// that is missing was taken from under it (a failing or deleted disk).
+    pub fn oldest_lsn(&self) -> u64 {
+        self.shared.pending.lock().oldest_lsn
+    }
+
     /// Bytes of log on disk (from the oldest segment kept to the end).
     pub fn log_bytes(&self) -> u64 {
         let pending = self.shared.pending.lock();
