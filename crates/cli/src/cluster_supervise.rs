@@ -33,8 +33,7 @@ use crate::CmdResult;
 pub const MAX_RESTARTS_PER_MINUTE: usize = 5;
 
 /// The window [`MAX_RESTARTS_PER_MINUTE`] counts restarts in.
-const RESTART_WINDOW: Duration = Duration::from_secs(RESTART_WINDOW_SECS);
-const RESTART_WINDOW_SECS: u64 = 60;
+const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
 /// How long after a failed start a child is tried again (each try counts against
 /// [`MAX_RESTARTS_PER_MINUTE`]).
@@ -262,7 +261,16 @@ impl DurableChild {
                 "{} {} {reason} after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; not restarted again",
                 self.kind.name(),
                 self.id,
-                RESTART_WINDOW_SECS
+                RESTART_WINDOW.as_secs()
+            )));
+        }
+        let missing = !self.data_dir.exists();
+        if self.kind == Kind::ConfigMember && missing {
+            return Err(NotRestarted::Down(format!(
+                "config member {} {reason} and its data dir {} is gone: started empty it could vote twice in \
+                 one term; not restarted",
+                self.id,
+                self.data_dir.display()
             )));
         }
         let failed = |why: String| {
@@ -272,23 +280,20 @@ impl DurableChild {
                 self.id
             ))
         };
-        let mut note = None;
-        if self.kind == Kind::ConfigMember && !self.data_dir.exists() {
-            return Err(NotRestarted::Down(format!(
-                "config member {} {reason} and its data dir {} is gone: started empty it could vote twice in \
-                 one term; not restarted",
-                self.id,
-                self.data_dir.display()
-            )));
-        }
-        if self.kind == Kind::StorageNode && !self.data_dir.exists() {
-            std::fs::create_dir_all(&self.data_dir)
-                .map_err(|err| failed(format!("cannot create {}: {err}", self.data_dir.display())))?;
-            note = Some(format!(
-                "its data dir was gone: started on an empty {} (a node behind its shard's replica copies the shard's primary)",
-                self.data_dir.display()
-            ));
-        }
+        // A storage node's lost disk is replaced by an empty one (a config member's is not:
+        // it returned above).
+        let note = match missing {
+            true => {
+                std::fs::create_dir_all(&self.data_dir)
+                    .map_err(|err| failed(format!("cannot create {}: {err}", self.data_dir.display())))?;
+                Some(format!(
+                    "its data dir was gone: started on an empty {} (a node behind its shard's replica copies \
+                     the shard's primary)",
+                    self.data_dir.display()
+                ))
+            }
+            false => None,
+        };
         // The old process is reaped: replacing (dropping) it signals nothing.
         self.child = spawn(self.kind, &self.exe, &self.args, &self.listeners, &self.id)
             .map_err(|err| failed(err.to_string()))?;
@@ -319,7 +324,8 @@ fn spawn(
 /// printed, and `changed` called with every durable child (to rewrite the JSON), as it is
 /// when `configs` reaches a new epoch; one that fails to start is tried again after
 /// [`RESTART_RETRY`] (a line each time), and one whose restarts are spent is left down,
-/// with a line and a call of `changed` as well, and the watch goes on. A restart blocks the watch while the child starts (a storage node's first line within
+/// with a line and a call of `changed` as well, and the watch goes on. A restart blocks
+/// the watch while the child starts (a storage node's first line within
 /// [`ferry_os::child::RECOVERY_START_TIMEOUT`], as it recovers first); a signal meanwhile
 /// is handled after it.
 pub fn supervise(

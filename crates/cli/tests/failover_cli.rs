@@ -72,6 +72,25 @@ fn http_status(addr: &str, path: &str) -> std::io::Result<String> {
     read_line(&mut stream)
 }
 
+/// Two shards with a replica each, `--ack replica`, no compute node.
+fn replicated_cluster(dir: &std::path::Path) -> ClusterUp {
+    ClusterUp::start(
+        dir,
+        &[
+            "--storage-nodes",
+            "2",
+            "--replicas",
+            "1",
+            "--ack",
+            "replica",
+            "--compute-nodes",
+            "0",
+        ],
+    )
+}
+
+/// Until the config group leases shard 1 (its primary has acted on having replicas: from
+/// then on the leader may fence it).
 fn wait_until_leased(group: &str) {
     eventually(Duration::from_secs(60), || {
         let status = crate::cluster_cli::ferry()
@@ -103,19 +122,7 @@ fn signal(pid: u64, signal: libc::c_int) {
 fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     let dir = std::env::temp_dir().join(format!("ferry-failover-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let up = ClusterUp::start(
-        &dir,
-        &[
-            "--storage-nodes",
-            "2",
-            "--replicas",
-            "1",
-            "--ack",
-            "replica",
-            "--compute-nodes",
-            "0",
-        ],
-    );
+    let up = replicated_cluster(&dir);
     let cluster = up.json();
     assert_eq!(node(&cluster, "s1")["role"], "primary", "{cluster}");
     assert_eq!(node(&cluster, "s1r1")["role"], "replica", "{cluster}");
@@ -213,19 +220,7 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
 fn a_primary_whose_disk_is_gone_comes_back_as_a_replica_and_nothing_acknowledged_is_lost() {
     let dir = std::env::temp_dir().join(format!("ferry-lost-disk-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let up = ClusterUp::start(
-        &dir,
-        &[
-            "--storage-nodes",
-            "2",
-            "--replicas",
-            "1",
-            "--ack",
-            "replica",
-            "--compute-nodes",
-            "0",
-        ],
-    );
+    let up = replicated_cluster(&dir);
     let cluster = up.json();
     let gateway = cluster["gateway_resp"].as_str().unwrap().to_string();
     let victim = node(&cluster, "s1")["pid"].as_u64().unwrap();
