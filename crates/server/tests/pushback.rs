@@ -135,9 +135,11 @@ async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
             expected[to as usize] += 1;
         }
     }
+    let stats = setup.stats().await.unwrap();
+    let node_pushbacks = stats.iter().find(|s| s.name == "tenant.1.pushbacks").map(|s| s.value);
     assert!(
         pushed_back_total > 0,
-        "some transfers must have taken the pushback path"
+        "some transfers must have taken the pushback path (node: {node_pushbacks:?}, applied {applied_total})"
     );
     assert!(
         applied_total > 100,
