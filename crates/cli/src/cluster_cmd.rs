@@ -1,10 +1,9 @@
 //! `ferry cluster up`: a whole cluster on this machine's loopback — storage nodes (each
 //! with its own data dir), compute nodes and a gateway as child processes, pinned, until
-//! SIGINT or SIGTERM. Watching them and restarting storage nodes is `cluster_supervise`.
+//! SIGINT or SIGTERM. Watching them and restarting them is `cluster_supervise`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::Serialize;
 
@@ -12,7 +11,7 @@ use ferry_cluster::ClusterMap;
 use ferry_config::ClusterConfig;
 use ferry_os::ChildServer;
 
-use crate::cluster_supervise::{supervise, DurableChild, Kind, NodeListeners, MAX_RESTARTS_PER_MINUTE};
+use crate::cluster_supervise::{supervise, Kind, NodeListeners, Supervised, MAX_RESTARTS_PER_MINUTE};
 use crate::CmdResult;
 
 /// Most processes of one kind `cluster up` starts.
@@ -29,13 +28,13 @@ pub struct ClusterArgs {
 enum ClusterCommand {
     /// Start a config group, storage nodes, compute nodes and a gateway on loopback; prints
     /// their addresses and runs until SIGINT or SIGTERM. Loads nothing. Each storage node
-    /// keeps its log in DIR/node-<id>, each config member its Raft log in DIR/config-<id>;
-    /// one that exits is restarted there on the same addresses (at most 5 times a minute;
-    /// a failed start is tried again after 1 s). A storage node whose data dir is gone is
-    /// started on an empty one and rejoins as a replica of its shard's primary; one that
-    /// cannot be restarted (its restarts spent, a config member's data dir gone) is
-    /// reported down in the output and the JSON, and the rest goes on; the exit of the
-    /// gateway or a compute node stops the cluster.
+    /// keeps its log in DIR/node-<id>, each config member its Raft log in DIR/config-<id>.
+    /// Any process that exits is restarted on the same addresses (and data dir), at most 5
+    /// times a minute; a failed start is tried again after 1 s. A storage node whose data
+    /// dir is gone is started on an empty one and rejoins as a replica of its shard's
+    /// primary; one that cannot be restarted (its restarts spent, a config member's data
+    /// dir gone) is reported down in the output and the JSON, and the rest goes on. Only
+    /// SIGINT or SIGTERM stops the cluster.
     Up(Box<UpArgs>),
     /// Show the configuration the config group holds (epoch, shards, slots), each member's
     /// view of the group (leader, term), and each storage node as the leader last heard it
@@ -102,12 +101,14 @@ struct UpArgs {
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
     /// Write the addresses as JSON here once everything listens (`gateway`,
-    /// `gateway_pid`, `gateway_metrics`, `gateway_resp`, `cluster_map`, `epoch`,
+    /// `gateway_pid`, `gateway_metrics`, `gateway_resp`, `gateway_down` (why, if it could
+    /// not be restarted), `cluster_map`, `epoch`,
     /// `config_group` (the members' addresses, comma-separated; empty without one), and
     /// `storage_nodes` / `compute_nodes` / `config_members`: arrays of `{addr, pid,
     /// metrics}`; storage nodes also `resp`, their RESP address, `data_dir`, `role`
     /// (primary or replica) and `slots` (the ranges they serve), config members `id` and
-    /// `data_dir`; a storage node or member that could not be restarted also `down`, why).
+    /// `data_dir`, compute nodes `id` (their number); one that could not be restarted also
+    /// `down`, why).
     /// Rewritten whole when a child is restarted (its new `pid` and `metrics`) or goes down,
     /// and when the configuration changes (a new `epoch`).
     #[arg(long)]
@@ -144,7 +145,7 @@ struct ProcessInfo {
     /// Where it keeps its log (storage nodes, config members).
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
-    /// Its id (storage nodes, config members).
+    /// Its id (storage nodes, config members; a compute node's number).
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<String>,
     /// `primary` or `replica` (storage nodes).
@@ -153,8 +154,7 @@ struct ProcessInfo {
     /// The slot ranges it serves, as `N-M` (storage nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
     slots: Option<Vec<String>>,
-    /// Why it is down: it exited and could not be started again (storage nodes, config
-    /// members).
+    /// Why it is down: it exited and could not be started again.
     #[serde(skip_serializing_if = "Option::is_none")]
     down: Option<String>,
 }
@@ -165,12 +165,34 @@ struct ClusterInfo {
     gateway_pid: u32,
     gateway_metrics: String,
     gateway_resp: String,
+    /// Why the gateway is down, if its restarts are spent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_down: Option<String>,
     storage_nodes: Vec<ProcessInfo>,
     compute_nodes: Vec<ProcessInfo>,
     config_members: Vec<ProcessInfo>,
     config_group: String,
     epoch: u64,
     cluster_map: PathBuf,
+}
+
+impl ClusterInfo {
+    /// Fills in every child's addresses, pid and state, as `map` (or the newest
+    /// configuration) routes.
+    fn update(&mut self, children: &[Supervised], map: &ClusterMap, config: Option<&ClusterConfig>) {
+        if let Some(gateway) = children.iter().find(|child| child.kind() == Kind::Gateway) {
+            let process = info(gateway.child());
+            self.gateway = process.addr;
+            self.gateway_pid = process.pid;
+            self.gateway_metrics = process.metrics;
+            self.gateway_resp = process.resp.unwrap_or_default();
+            self.gateway_down = gateway.down().map(str::to_string);
+        }
+        self.compute_nodes = supervised_info(children, Kind::ComputeNode, map, config);
+        self.storage_nodes = supervised_info(children, Kind::StorageNode, map, config);
+        self.config_members = supervised_info(children, Kind::ConfigMember, map, None);
+        self.epoch = config.map_or(0, |config| config.epoch);
+    }
 }
 
 fn info(child: &ChildServer) -> ProcessInfo {
@@ -187,9 +209,9 @@ fn info(child: &ChildServer) -> ProcessInfo {
     }
 }
 
-/// The JSON of the durable children of `kind`, as `map` (the newest) routes.
-fn durable_info(
-    children: &[DurableChild],
+/// The JSON of the children of `kind`, as `map` (or the newest configuration) routes.
+fn supervised_info(
+    children: &[Supervised],
     kind: Kind,
     map: &ClusterMap,
     config: Option<&ClusterConfig>,
@@ -199,8 +221,8 @@ fn durable_info(
         .filter(|child| child.kind() == kind)
         .map(|child| {
             let mut process = ProcessInfo {
-                data_dir: Some(child.data_dir().to_path_buf()),
-                id: Some(child.id().to_string()),
+                data_dir: child.data_dir().map(Path::to_path_buf),
+                id: Some(child.id().to_string()).filter(|id| !id.is_empty()),
                 down: child.down().map(str::to_string),
                 ..info(child.child())
             };
@@ -251,12 +273,6 @@ fn cpu_flag(cpus: &[usize], index: usize) -> Vec<String> {
         0 => Vec::new(),
         n => vec!["--cpu-set".into(), cpus[index % n].to_string()],
     }
-}
-
-fn ferry(exe: &Path, subcommand: &str, common: &[String]) -> Command {
-    let mut command = Command::new(exe);
-    command.arg(subcommand).args(common);
-    command
 }
 
 pub fn run(args: ClusterArgs) -> CmdResult {
@@ -355,7 +371,7 @@ fn up(args: UpArgs) -> CmdResult {
         .enumerate()
         .map(|(index, addr)| format!("{}={addr}", index + 1))
         .collect();
-    let mut durable = Vec::new();
+    let mut children = Vec::new();
     for (index, listener) in member_listeners.into_iter().enumerate() {
         let id = index as u64 + 1;
         let mut member_args = vec![
@@ -372,7 +388,7 @@ fn up(args: UpArgs) -> CmdResult {
             member_args.extend(["--tls-ca".to_string(), ca.display().to_string()]);
         }
         let data_dir = dir.join(format!("config-{id}"));
-        durable.push(DurableChild::config_member(&exe, id, listener, data_dir, member_args)?);
+        children.push(Supervised::config_member(&exe, id, listener, data_dir, member_args)?);
     }
     let routing: Vec<String> = match group.is_empty() {
         true => vec!["--cluster-map".into(), map_path.display().to_string()],
@@ -420,7 +436,7 @@ fn up(args: UpArgs) -> CmdResult {
 
     for (index, (node, listeners)) in map.nodes().iter().zip(listeners).enumerate() {
         let (server_args, data_dir) = storage_node(index, &node.id)?;
-        durable.push(DurableChild::storage_node(
+        children.push(Supervised::storage_node(
             &exe,
             &node.id,
             listeners,
@@ -428,44 +444,40 @@ fn up(args: UpArgs) -> CmdResult {
             server_args,
         )?);
     }
-    let mut compute = Vec::new();
+    // The compute nodes and the gateway hold nothing, but clients (and the gateway, for
+    // a compute node) know their addresses: their sockets are bound here too, so that a
+    // restart serves the same ones.
+    let front_args = |subcommand: &str| {
+        let mut flags = vec![subcommand.to_string()];
+        flags.extend(common.iter().cloned());
+        flags.extend(links.iter().cloned());
+        flags
+    };
+    let mut compute_addrs = Vec::new();
     for index in 0..args.compute_nodes {
-        let mut command = ferry(&exe, "compute", &common);
-        command
-            .args(["--listen", "127.0.0.1:0"])
-            .args(&links)
-            .args(["--max-workers", &args.max_workers.to_string()])
-            .args(cpu_flag(&other_cpus, index));
-        compute.push(ChildServer::start(
-            command,
-            &format!("compute node {}", index + 1),
-            true,
-        )?);
+        let listener = bind()?;
+        compute_addrs.push(listener.local_addr()?.to_string());
+        let mut flags = front_args("compute");
+        flags.extend(["--max-workers".to_string(), args.max_workers.to_string()]);
+        flags.extend(cpu_flag(&other_cpus, index));
+        children.push(Supervised::compute_node(&exe, index + 1, listener, flags)?);
     }
-    let mut command = ferry(&exe, "gateway", &common);
-    command
-        .args(&links)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--resp",
-            "127.0.0.1:0",
-            "--policy",
-            &args.policy,
-        ])
-        .args([
-            "--cores",
-            &format!(
-                "{},{}",
-                args.storage_nodes * args.cores,
-                (args.compute_nodes as u32 * args.max_workers).max(1)
-            ),
-        ])
-        .args(cpu_flag(&other_cpus, args.compute_nodes));
-    for node in &compute {
-        command.args(["--compute", node.addr()]);
+    let mut flags = front_args("gateway");
+    flags.extend([
+        "--policy".to_string(),
+        args.policy.clone(),
+        "--cores".into(),
+        format!(
+            "{},{}",
+            args.storage_nodes * args.cores,
+            (args.compute_nodes as u32 * args.max_workers).max(1)
+        ),
+    ]);
+    flags.extend(cpu_flag(&other_cpus, args.compute_nodes));
+    for addr in &compute_addrs {
+        flags.extend(["--compute".to_string(), addr.clone()]);
     }
-    let gateway = ChildServer::start_resp(command, "gateway")?;
+    children.push(Supervised::gateway(&exe, bind()?, bind()?, flags)?);
     // The configuration as it changes, for the JSON (the nodes have seen the first one).
     let following = match group.is_empty() {
         true => None,
@@ -493,7 +505,7 @@ fn up(args: UpArgs) -> CmdResult {
                 };
                 crate::cluster_admin_cmd::add_node(following, &id, entry, Some(&node.id), ADD_REPLICA_WAIT)?;
                 let (server_args, data_dir) = storage_node(index, &id)?;
-                durable.push(DurableChild::storage_node(&exe, &id, listeners, data_dir, server_args)?);
+                children.push(Supervised::storage_node(&exe, &id, listeners, data_dir, server_args)?);
                 index += 1;
             }
         }
@@ -501,17 +513,19 @@ fn up(args: UpArgs) -> CmdResult {
     let config = following.as_ref().map(|following| following.configs().borrow().clone());
 
     let mut cluster = ClusterInfo {
-        gateway: gateway.addr().to_string(),
-        gateway_pid: gateway.pid(),
-        gateway_metrics: gateway.metrics_addr().unwrap_or_default().to_string(),
-        gateway_resp: gateway.resp_addr().unwrap_or_default().to_string(),
-        storage_nodes: durable_info(&durable, Kind::StorageNode, &map, config.as_deref()),
-        compute_nodes: compute.iter().map(info).collect(),
-        config_members: durable_info(&durable, Kind::ConfigMember, &map, None),
+        gateway: String::new(),
+        gateway_pid: 0,
+        gateway_metrics: String::new(),
+        gateway_resp: String::new(),
+        gateway_down: None,
+        storage_nodes: Vec::new(),
+        compute_nodes: Vec::new(),
+        config_members: Vec::new(),
         config_group: group.join(","),
-        epoch: config.as_ref().map_or(0, |config| config.epoch),
+        epoch: 0,
         cluster_map: map_path.clone(),
     };
+    cluster.update(&children, &map, config.as_deref());
     let mut stdout = std::io::stdout();
     writeln!(
         stdout,
@@ -563,33 +577,30 @@ fn up(args: UpArgs) -> CmdResult {
         write_json(path, &cluster)?;
     }
     tracing::info!(
-        "try: ferry kv --server {} put t k v; a storage node that exits is restarted (at most \
+        "try: ferry kv --server {} put t k v; a process that exits is restarted (at most \
          {MAX_RESTARTS_PER_MINUTE} times a minute, else it is reported down and the rest goes \
          on); SIGINT or SIGTERM stops the cluster",
         cluster.gateway
     );
-    let mut others: Vec<(String, ChildServer)> = Vec::new();
-    others.push(("gateway".into(), gateway));
-    others.extend(compute.into_iter().map(|c| ("compute node".to_string(), c)));
     let configs = following.as_ref().map(|following| following.configs());
-    let ended = supervise(&mut others, &mut durable, configs.clone(), |durable| {
+    let ended = supervise(&mut children, configs.clone(), |children| {
         let config = configs.as_ref().map(|configs| configs.borrow().clone());
-        cluster.storage_nodes = durable_info(durable, Kind::StorageNode, &map, config.as_deref());
-        cluster.config_members = durable_info(durable, Kind::ConfigMember, &map, None);
-        cluster.epoch = config.as_ref().map_or(0, |config| config.epoch);
+        cluster.update(children, &map, config.as_deref());
         match &args.json {
             Some(path) => write_json(path, &cluster),
             None => Ok(()),
         }
     });
-    // Dropping the children stops them: the gateway first, the storage nodes and the
-    // config group last.
-    drop(others);
-    drop(durable);
-    match ended? {
-        Some(what) => Err(format!("{what}; the cluster was stopped").into()),
-        None => Ok(()),
-    }
+    // Dropping the children stops them, in this order: the gateway first, the storage
+    // nodes and the config group last.
+    children.sort_by_key(|child| match child.kind() {
+        Kind::Gateway => 0,
+        Kind::ComputeNode => 1,
+        Kind::StorageNode => 2,
+        Kind::ConfigMember => 3,
+    });
+    drop(children);
+    ended
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! Watching the children of `ferry cluster up`: a storage node or config member that exits
-//! is started again on its data dir and on the same listening sockets (the configuration
-//! names their addresses, so they must come back on them). A storage node whose data dir
+//! Watching the children of `ferry cluster up`: a child that exits is started again on the
+//! same listening sockets (the configuration, the clients and the gateway know their
+//! addresses, so they must come back on them), a storage node or config member on its data
+//! dir. A storage node whose data dir
 //! is gone is started on an empty one, as on a replaced disk: the config group does not let
 //! it serve a shard its replica holds more of, and it comes back as a replica that copies
 //! the shard's primary. A child that fails to start is tried again every
@@ -8,9 +9,9 @@
 //! is unusable) is reported down, and the watch goes on: the rest of the cluster (the dead
 //! primary's replica, the other shards, the config group) is still serving, and stopping it
 //! would throw that away. A config member's data dir is never made up: its Raft log holds
-//! its votes, and starting it empty could elect two leaders in one term. The exit of a
-//! child without a data dir (the gateway, a compute node) or SIGINT/SIGTERM ends the watch.
-//! When the configuration changes (a new epoch), the watch reports it too.
+//! its votes, and starting it empty could elect two leaders in one term. The gateway and
+//! the compute nodes hold nothing, and are restarted the same way. Only SIGINT/SIGTERM
+//! ends the watch. When the configuration changes (a new epoch), the watch reports it too.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -28,7 +29,7 @@ use tokio::sync::watch;
 
 use crate::CmdResult;
 
-/// Most restarts of one storage node within [`RESTART_WINDOW`]; it exiting once more leaves
+/// Most restarts of one child within [`RESTART_WINDOW`]; it exiting once more leaves
 /// it down, so a node that crashes on every start does not spin.
 pub const MAX_RESTARTS_PER_MINUTE: usize = 5;
 
@@ -101,13 +102,17 @@ impl NodeListeners {
     }
 }
 
-/// What a restartable child is.
+/// What a supervised child is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// `ferry server`: prints its RESP and metrics addresses, recovers before its first line.
     StorageNode,
     /// `ferry config`: prints its address only.
     ConfigMember,
+    /// `ferry gateway`: prints its RESP and metrics addresses; holds no data.
+    Gateway,
+    /// `ferry compute`: prints its metrics address; holds no data.
+    ComputeNode,
 }
 
 impl Kind {
@@ -115,24 +120,27 @@ impl Kind {
         match self {
             Kind::StorageNode => "storage node",
             Kind::ConfigMember => "config member",
+            Kind::Gateway => "gateway",
+            Kind::ComputeNode => "compute node",
         }
     }
 }
 
-/// A child with a data dir (a storage node or a config member), with what it takes to
-/// start it again.
-pub struct DurableChild {
+/// A child of `cluster up`, with what it takes to start it again.
+pub struct Supervised {
     kind: Kind,
     id: String,
-    data_dir: PathBuf,
+    /// Where a storage node or config member keeps its log (the gateway and the compute
+    /// nodes have none).
+    data_dir: Option<PathBuf>,
     exe: PathBuf,
-    /// Its whole `ferry server` command line (the descriptors of `listeners` included:
-    /// they keep their numbers, so a restart runs the very same command).
+    /// Its whole command line (the descriptors of `listeners` included: they keep their
+    /// numbers, so a restart runs the very same command).
     args: Vec<OsString>,
-    /// Its listeners (a storage node's ferry-protocol and RESP ones, a member's one), held
-    /// here as well as by the child: while it is down its ports stay bound (a client's
-    /// connection waits in the backlog instead of being refused, and no other process can
-    /// take the port), and its restart serves the same sockets.
+    /// Its listeners (a storage node's ferry-protocol, RESP and replication ones, a
+    /// member's one, ...), held here as well as by the child: while it is down its ports
+    /// stay bound (a client's connection waits in the backlog instead of being refused,
+    /// and no other process can take the port), and its restart serves the same sockets.
     listeners: Vec<TcpListener>,
     child: ChildServer,
     restarts: RestartBudget,
@@ -150,7 +158,7 @@ enum NotRestarted {
     Down(String),
 }
 
-impl DurableChild {
+impl Supervised {
     /// Starts storage node `id` serving `listeners` (ferry protocol, RESP, and
     /// replication if given) with its log in `data_dir`; `args` are its other `ferry
     /// server` flags.
@@ -160,7 +168,7 @@ impl DurableChild {
         listeners: NodeListeners,
         data_dir: PathBuf,
         args: Vec<String>,
-    ) -> Result<DurableChild, ChildError> {
+    ) -> Result<Supervised, ChildError> {
         let mut flags = vec![
             ("--node-id", OsString::from(id)),
             ("--listen-fd", listeners.ferry.as_raw_fd().to_string().into()),
@@ -172,7 +180,7 @@ impl DurableChild {
             flags.push(("--replication-fd", replication.as_raw_fd().to_string().into()));
             held.push(replication);
         }
-        Self::start(Kind::StorageNode, exe, id, held, data_dir, args, flags)
+        Self::start(Kind::StorageNode, exe, id, held, Some(data_dir), args, flags)
     }
 
     /// Starts config member `id` serving `listener` with its Raft log in `data_dir`;
@@ -183,7 +191,7 @@ impl DurableChild {
         listener: TcpListener,
         data_dir: PathBuf,
         args: Vec<String>,
-    ) -> Result<DurableChild, ChildError> {
+    ) -> Result<Supervised, ChildError> {
         let flags = vec![
             ("--id", OsString::from(id.to_string())),
             ("--listen-fd", listener.as_raw_fd().to_string().into()),
@@ -194,7 +202,42 @@ impl DurableChild {
             exe,
             &id.to_string(),
             vec![listener],
-            data_dir,
+            Some(data_dir),
+            args,
+            flags,
+        )
+    }
+
+    /// Starts the gateway serving `ferry` (the ferry protocol) and `resp`; `args` are its
+    /// other `ferry gateway` flags.
+    pub fn gateway(
+        exe: &Path,
+        ferry: TcpListener,
+        resp: TcpListener,
+        args: Vec<String>,
+    ) -> Result<Supervised, ChildError> {
+        let flags = vec![
+            ("--listen-fd", OsString::from(ferry.as_raw_fd().to_string())),
+            ("--resp-fd", resp.as_raw_fd().to_string().into()),
+        ];
+        Self::start(Kind::Gateway, exe, "", vec![ferry, resp], None, args, flags)
+    }
+
+    /// Starts compute node `id` serving `listener`; `args` are its other `ferry compute`
+    /// flags.
+    pub fn compute_node(
+        exe: &Path,
+        id: usize,
+        listener: TcpListener,
+        args: Vec<String>,
+    ) -> Result<Supervised, ChildError> {
+        let flags = vec![("--listen-fd", OsString::from(listener.as_raw_fd().to_string()))];
+        Self::start(
+            Kind::ComputeNode,
+            exe,
+            &id.to_string(),
+            vec![listener],
+            None,
             args,
             flags,
         )
@@ -205,16 +248,16 @@ impl DurableChild {
         exe: &Path,
         id: &str,
         listeners: Vec<TcpListener>,
-        data_dir: PathBuf,
+        data_dir: Option<PathBuf>,
         args: Vec<String>,
         flags: Vec<(&str, OsString)>,
-    ) -> Result<DurableChild, ChildError> {
+    ) -> Result<Supervised, ChildError> {
         let mut args: Vec<OsString> = args.into_iter().map(OsString::from).collect();
         for (flag, value) in flags {
             args.extend([flag.into(), value]);
         }
         let child = spawn(kind, exe, &args, &listeners, id)?;
-        Ok(DurableChild {
+        Ok(Supervised {
             kind,
             id: id.to_string(),
             data_dir,
@@ -233,14 +276,23 @@ impl DurableChild {
         self.kind
     }
 
-    /// Its id (in the cluster map, or in the config group).
+    /// Its id (in the cluster map, in the config group, or a compute node's number; the
+    /// gateway's is empty).
     pub fn id(&self) -> &str {
         &self.id
     }
 
-    /// Where it keeps its log.
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
+    /// What it is called in the output: its kind and id.
+    fn label(&self) -> String {
+        match self.id.is_empty() {
+            true => self.kind.name().to_string(),
+            false => format!("{} {}", self.kind.name(), self.id),
+        }
+    }
+
+    /// Where it keeps its log (a storage node or config member).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
     }
 
     /// The running process (the last one, if it is down).
@@ -258,41 +310,35 @@ impl DurableChild {
     fn restart(&mut self, now: Instant, reason: &str) -> Result<Option<String>, NotRestarted> {
         if !self.restarts.take(now) {
             return Err(NotRestarted::Down(format!(
-                "{} {} {reason} after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; not restarted again",
-                self.kind.name(),
-                self.id,
+                "{} {reason} after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; not restarted again",
+                self.label(),
                 RESTART_WINDOW.as_secs()
             )));
         }
-        let missing = !self.data_dir.exists();
-        if self.kind == Kind::ConfigMember && missing {
+        let missing = self.data_dir.as_ref().filter(|dir| !dir.exists());
+        if let (Kind::ConfigMember, Some(dir)) = (self.kind, missing) {
             return Err(NotRestarted::Down(format!(
                 "config member {} {reason} and its data dir {} is gone: started empty it could vote twice in \
                  one term; not restarted",
                 self.id,
-                self.data_dir.display()
+                dir.display()
             )));
         }
-        let failed = |why: String| {
-            NotRestarted::Failed(format!(
-                "{} {} {reason}; it could not be restarted: {why}",
-                self.kind.name(),
-                self.id
-            ))
-        };
+        let label = self.label();
+        let failed = |why: String| NotRestarted::Failed(format!("{label} {reason}; it could not be restarted: {why}"));
         // A storage node's lost disk is replaced by an empty one (a config member's is not:
         // it returned above).
         let note = match missing {
-            true => {
-                std::fs::create_dir_all(&self.data_dir)
-                    .map_err(|err| failed(format!("cannot create {}: {err}", self.data_dir.display())))?;
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|err| failed(format!("cannot create {}: {err}", dir.display())))?;
                 Some(format!(
                     "its data dir was gone: started on an empty {} (a node behind its shard's replica copies \
                      the shard's primary)",
-                    self.data_dir.display()
+                    dir.display()
                 ))
             }
-            false => None,
+            None => None,
         };
         // The old process is reaped: replacing (dropping) it signals nothing.
         self.child = spawn(self.kind, &self.exe, &self.args, &self.listeners, &self.id)
@@ -312,44 +358,41 @@ fn spawn(
     command.args(args);
     let passed: Vec<&TcpListener> = listeners.iter().collect();
     ferry_os::inherit::pass_listeners(&mut command, &passed);
-    let what = format!("{} {id}", kind.name());
+    let what = match id.is_empty() {
+        true => kind.name().to_string(),
+        false => format!("{} {id}", kind.name()),
+    };
     match kind {
         Kind::StorageNode => ChildServer::start_resp_recovering(command, &what),
-        Kind::ConfigMember => ChildServer::start(command, &what, true),
+        Kind::Gateway => ChildServer::start_resp(command, &what),
+        Kind::ConfigMember | Kind::ComputeNode => ChildServer::start(command, &what, true),
     }
 }
 
-/// Watches the children until SIGINT or SIGTERM (`None`) or until one of `others` (named by
-/// their first element) exits (why). A durable child that exits is restarted, a line
-/// printed, and `changed` called with every durable child (to rewrite the JSON), as it is
-/// when `configs` reaches a new epoch; one that fails to start is tried again after
+/// Watches the children until SIGINT or SIGTERM. A child that exits is restarted, a line
+/// printed, and `changed` called with every child (to rewrite the JSON), as it is when
+/// `configs` reaches a new epoch; one that fails to start is tried again after
 /// [`RESTART_RETRY`] (a line each time), and one whose restarts are spent is left down,
 /// with a line and a call of `changed` as well, and the watch goes on. A restart blocks
 /// the watch while the child starts (a storage node's first line within
 /// [`ferry_os::child::RECOVERY_START_TIMEOUT`], as it recovers first); a signal meanwhile
 /// is handled after it.
 pub fn supervise(
-    others: &mut [(String, ChildServer)],
-    durable: &mut [DurableChild],
+    children: &mut [Supervised],
     mut configs: Option<watch::Receiver<Arc<ClusterConfig>>>,
-    mut changed: impl FnMut(&[DurableChild]) -> CmdResult,
-) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>> {
+    mut changed: impl FnMut(&[Supervised]) -> CmdResult,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         let terminated = ferry_net::signal::terminated();
         tokio::pin!(terminated);
         loop {
             tokio::select! {
-                result = &mut terminated => return result.map(|()| None).map_err(Into::into),
+                result = &mut terminated => return result.map_err(Into::into),
                 _ = tokio::time::sleep(CHILD_POLL) => {}
             }
-            for (what, child) in others.iter_mut() {
-                if let Some(status) = child.exited() {
-                    return Ok(Some(format!("the {what} on {} exited ({status})", child.addr())));
-                }
-            }
-            for index in 0..durable.len() {
-                let node = &mut durable[index];
+            for index in 0..children.len() {
+                let node = &mut children[index];
                 if node.down.is_some() {
                     continue;
                 }
@@ -373,7 +416,7 @@ pub fn supervise(
                         writeln!(stdout, "{why}; it stays down, the rest of the cluster goes on")?;
                         stdout.flush()?;
                         node.down = Some(why);
-                        changed(durable)?;
+                        changed(children)?;
                         continue;
                     }
                 };
@@ -384,19 +427,24 @@ pub fn supervise(
                         node.child.metrics_addr().unwrap_or("-"),
                         node.child.recovered().unwrap_or("recovered nothing")
                     ),
+                    Kind::Gateway | Kind::ComputeNode => {
+                        format!(", metrics {}", node.child.metrics_addr().unwrap_or("-"))
+                    }
                     Kind::ConfigMember => String::new(),
+                };
+                let data = match &node.data_dir {
+                    Some(dir) => format!(" on {}", dir.display()),
+                    None => String::new(),
                 };
                 writeln!(
                     stdout,
-                    "{} {} {reason}; restarted on {} (pid {}{detail}){}",
-                    node.kind.name(),
-                    node.id,
-                    node.data_dir.display(),
+                    "{} {reason}; restarted{data} (pid {}{detail}){}",
+                    node.label(),
                     node.child.pid(),
                     note.map_or(String::new(), |note| format!("; {note}")),
                 )?;
                 stdout.flush()?;
-                changed(durable)?;
+                changed(children)?;
             }
             if configs
                 .as_mut()
@@ -405,7 +453,7 @@ pub fn supervise(
                 if let Some(configs) = configs.as_mut() {
                     configs.borrow_and_update();
                 }
-                changed(durable)?;
+                changed(children)?;
             }
         }
     })

@@ -33,6 +33,11 @@ pub struct FrontArgs {
     /// printed as `metrics on HOST:PORT` after the `listening on` line).
     #[arg(long)]
     metrics: Option<String>,
+    /// Serve the ferry protocol on this inherited listening socket (a file descriptor)
+    /// instead of binding --listen: how `ferry cluster up` hands the process the socket
+    /// it keeps across restarts.
+    #[arg(long, value_name = "FD")]
+    listen_fd: Option<i32>,
     /// Threads of its runtime.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -92,6 +97,13 @@ impl FrontArgs {
             });
         }
         let mut config = FrontConfig::new(crate::server_cmd::resolve(listen)?, tenants);
+        if let Some(fd) = self.listen_fd {
+            let listener = inherited(fd, "--listen-fd")?;
+            config.listen = listener
+                .local_addr()
+                .map_err(|err| format!("--listen-fd {fd}: {err}"))?;
+            config.adopted.ferry = Some(listener);
+        }
         if let Some(metrics) = &self.metrics {
             let addr = crate::server_cmd::resolve(metrics).map_err(|err| err.replace("--listen", "--metrics"))?;
             config.metrics_listen = Some(addr);
@@ -113,6 +125,13 @@ impl FrontArgs {
         });
         Ok(config)
     }
+}
+
+/// The listening socket inherited as descriptor `fd` (given as `flag`).
+pub fn inherited(fd: i32, flag: &str) -> Result<Arc<std::net::TcpListener>, String> {
+    ferry_os::inherit::inherited_listener(fd)
+        .map(Arc::new)
+        .map_err(|err| format!("{flag} {fd}: {err}"))
 }
 
 /// Prints the addresses (the first stdout line is a contract: tools read the port from

@@ -40,6 +40,9 @@ pub struct GatewayArgs {
     /// policy like any invocation.
     #[arg(long, value_name = "ADDR")]
     resp: Option<String>,
+    /// Serve RESP on this inherited listening socket instead of binding --resp.
+    #[arg(long, value_name = "FD", conflicts_with = "resp")]
+    resp_fd: Option<i32>,
     #[command(flatten)]
     front: FrontArgs,
 }
@@ -85,6 +88,11 @@ pub fn run(args: GatewayArgs) -> CmdResult {
     let (routes, _following) = args.front.cluster_routes()?;
     if let Some(resp) = &args.resp {
         front.resp_listen = Some(crate::server_cmd::resolve(resp).map_err(|err| err.replace("--listen", "--resp"))?);
+    }
+    if let Some(fd) = args.resp_fd {
+        let listener = crate::front_args::inherited(fd, "--resp-fd")?;
+        front.resp_listen = Some(listener.local_addr().map_err(|err| format!("--resp-fd {fd}: {err}"))?);
+        front.adopted.resp = Some(listener);
     }
     let config = GatewayConfig {
         front,

@@ -423,6 +423,95 @@ fn a_storage_node_that_cannot_start_is_tried_within_its_budget_then_reported_dow
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The number after `family` in a scrape (0 if it is not there).
+fn counter(scrape: &str, family: &str) -> u64 {
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(family)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_gateway_and_a_compute_node_killed_with_sigkill_come_back_on_their_addresses() {
+    let dir = std::env::temp_dir().join(format!("ferry-cluster-front-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Placed with kv, every invocation runs on the compute node.
+    let mut up = ClusterUp::start(
+        &dir,
+        &["--storage-nodes", "1", "--compute-nodes", "1", "--policy", "kv"],
+    );
+    let before = up.json();
+    let gateway = before["gateway"].as_str().unwrap().to_string();
+    let load = ferry()
+        .args(["load", "--server", &gateway, "traverse", "--keys", "200"])
+        .output()
+        .unwrap();
+    assert!(load.status.success(), "{}", text(&load));
+
+    let pids = |cluster: &serde_json::Value| {
+        (
+            cluster["gateway_pid"].as_u64().unwrap(),
+            cluster["compute_nodes"][0]["pid"].as_u64().unwrap(),
+        )
+    };
+    let (gateway_pid, compute_pid) = pids(&before);
+    for victim in [gateway_pid, compute_pid] {
+        // SAFETY: kill(2) on a pid the cluster's JSON names.
+        assert_eq!(unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) }, 0);
+    }
+    let mut after = before.clone();
+    eventually(Duration::from_secs(60), || {
+        if let Ok(Some(status)) = up.process.try_wait() {
+            panic!("cluster up exited ({status}) instead of restarting the gateway and the compute node");
+        }
+        after = up.json();
+        let (gateway, compute) = pids(&after);
+        match gateway != gateway_pid && compute != compute_pid {
+            true => Ok(()),
+            false => Err(format!("old pids in the JSON: {after}")),
+        }
+    });
+    let (gateway_now, compute_now) = pids(&after);
+    assert!(alive(gateway_now) && alive(compute_now));
+    for field in ["gateway", "gateway_resp"] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    assert_eq!(after["compute_nodes"][0]["addr"], before["compute_nodes"][0]["addr"]);
+    assert_eq!(
+        after["storage_nodes"][0]["pid"], before["storage_nodes"][0]["pid"],
+        "the storage node must keep its process"
+    );
+    let lines: Vec<String> = std::iter::from_fn(|| up.lines.recv_timeout(Duration::from_secs(10)).ok())
+        .filter(|line| line.contains(" exited "))
+        .take(2)
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("gateway exited") && line.contains("restarted (pid"))
+            && lines.iter().any(|line| line.starts_with("compute node 1 exited")),
+        "{lines:?}"
+    );
+
+    // The same gateway address serves again, and ships the data to the restarted compute
+    // node (the gateway dials it on its old address).
+    eventually(Duration::from_secs(30), || {
+        let invoke = kv(&gateway, &["invoke", "traverse", "start=5,depth=8"]);
+        match text(&invoke).contains("reached node") {
+            true => Ok(()),
+            false => Err(text(&invoke)),
+        }
+    });
+    let metrics = scrape(after["compute_nodes"][0]["metrics"].as_str().unwrap());
+    assert!(
+        counter(&metrics, "ferry_compute_invocations_total") > 0,
+        "the restarted compute node ran nothing: {metrics}"
+    );
+    let status = up.stop();
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn gateway_and_compute_refuse_bad_flags_clearly() {
     let missing_map = ferry()

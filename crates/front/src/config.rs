@@ -1,6 +1,7 @@
 //! What a gateway or compute node listens on and whom it lets in.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_net::preauth::{DEFAULT_HELLO_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_UNAUTHENTICATED};
@@ -21,6 +22,17 @@ pub struct FrontTenant {
     pub id: u32,
     /// Secret of the tenant.
     pub token: String,
+}
+
+/// Listeners handed to the process already bound (a supervisor's, held across restarts so
+/// that a restarted gateway or compute node serves the very same sockets): each is served
+/// instead of binding its address.
+#[derive(Clone, Debug, Default)]
+pub struct AdoptedListeners {
+    /// The ferry protocol's (instead of [`FrontConfig::listen`]).
+    pub ferry: Option<Arc<TcpListener>>,
+    /// RESP's (instead of [`FrontConfig::resp_listen`]).
+    pub resp: Option<Arc<TcpListener>>,
 }
 
 /// The listening side of a gateway or compute node, and how it reaches the nodes behind it.
@@ -47,6 +59,8 @@ pub struct FrontConfig {
     /// TLS on the links to the nodes behind it (storage nodes; a gateway's compute nodes
     /// too); `None` dials plain TCP.
     pub link_tls: Option<ferry_net::tls::ClientTls>,
+    /// Listeners already bound, served instead of binding `listen` / `resp_listen`.
+    pub adopted: AdoptedListeners,
 }
 
 impl FrontConfig {
@@ -63,6 +77,7 @@ impl FrontConfig {
             threads: 1,
             tls: None,
             link_tls: None,
+            adopted: AdoptedListeners::default(),
         }
     }
 

@@ -49,10 +49,24 @@ where
         listener.set_nonblocking(true).map_err(FrontError::Start)?;
         TcpListener::from_std(listener).map_err(FrontError::Start)
     };
-    let listener = bind(config.listen)?;
+    // An adopted listener is served through a duplicate of its descriptor: the config
+    // (and whoever handed it over) keeps its own.
+    let adopt = |listener: &std::net::TcpListener| {
+        let _guard = runtime.enter();
+        let listener = listener.try_clone().map_err(FrontError::Start)?;
+        listener.set_nonblocking(true).map_err(FrontError::Start)?;
+        TcpListener::from_std(listener).map_err(FrontError::Start)
+    };
+    let listener = match &config.adopted.ferry {
+        Some(listener) => adopt(listener)?,
+        None => bind(config.listen)?,
+    };
     let local_addr = listener.local_addr().map_err(FrontError::Start)?;
     let metrics = config.metrics_listen.map(bind).transpose()?;
-    let resp = config.resp_listen.map(bind).transpose()?;
+    let resp = match (&config.adopted.resp, config.resp_listen) {
+        (Some(listener), _) => Some(adopt(listener)?),
+        (None, addr) => addr.map(bind).transpose()?,
+    };
     let resp_addr = match &resp {
         Some(listener) => Some(listener.local_addr().map_err(FrontError::Start)?),
         None => None,

@@ -29,7 +29,7 @@ use std::net::SocketAddr;
 use thiserror::Error;
 
 pub use compute::{start_compute, ComputeConfig};
-pub use config::{FrontConfig, FrontTenant};
+pub use config::{AdoptedListeners, FrontConfig, FrontTenant};
 pub use ferry_net::door::MAX_INFLIGHT_PER_CONNECTION;
 pub use gateway::{start_gateway, GatewayConfig, PolicyFactory};
 pub use handle::FrontHandle;
