@@ -173,8 +173,11 @@ fn node_health(
         Some(seen) => match seen.down() {
             Some(why) => format!("down: {why}"),
             None => format!(
-                "up (heard {} ms ago, epoch {}, log end {})",
-                seen.heard_ms_ago, seen.epoch, seen.log_end
+                "up{} (heard {} ms ago, epoch {}, log end {})",
+                if seen.ready { ", ready" } else { ", not ready" },
+                seen.heard_ms_ago,
+                seen.epoch,
+                seen.log_end
             ),
         },
     }

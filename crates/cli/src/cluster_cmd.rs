@@ -56,6 +56,19 @@ enum ClusterCommand {
     /// and the next epoch routes it to the destination (-MOVED from the source). Waits
     /// until the move is done or given up; one move at a time.
     Reshard(crate::cluster_admin_cmd::ReshardArgs),
+    /// Restart the storage nodes one at a time, with no acknowledged write lost (a rolling
+    /// restart, or an upgrade once the new binary is in place): each replica is asked to
+    /// stop, and whoever runs it (`cluster up`, Kubernetes, systemd) starts it again; the
+    /// command waits until it is back and ready. Then each primary hands its shard over to
+    /// its most caught-up ready replica (writes are refused until the replica is promoted)
+    /// and restarts as a replica. A shard without a replica is unavailable while its node
+    /// restarts.
+    Restart(crate::cluster_restart_cmd::RestartArgs),
+    /// Hand a primary's shard over to its most caught-up ready replica and wait until the
+    /// replica is promoted (writes are refused meanwhile; nothing acknowledged is lost);
+    /// nothing to do for a replica. The old primary, demoted, stops, and copies the new one
+    /// when started again. What a storage pod runs before it stops (its preStop hook).
+    HandOver(crate::cluster_restart_cmd::HandOverArgs),
 }
 
 #[derive(clap::Args)]
@@ -282,6 +295,8 @@ pub fn run(args: ClusterArgs) -> CmdResult {
         ClusterCommand::AddNode(args) => crate::cluster_admin_cmd::add_node_cmd(args),
         ClusterCommand::AssignSlots(args) => crate::cluster_admin_cmd::assign_slots(args),
         ClusterCommand::Reshard(args) => crate::cluster_admin_cmd::reshard(args),
+        ClusterCommand::Restart(args) => crate::cluster_restart_cmd::restart(args),
+        ClusterCommand::HandOver(args) => crate::cluster_restart_cmd::hand_over_cmd(args),
     }
 }
 

@@ -3,7 +3,9 @@
 //! Layout: `main.rs` parses the command line and maps errors to exit codes; each
 //! subcommand lives in its own module and is thin glue over the library crates:
 //! `server_cmd` (storage node), `compute_cmd` and `gateway_cmd` (the tier in front of it,
-//! sharing `front_args`), `cluster_cmd` (`cluster up`; its children watched by `cluster_supervise`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
+//! sharing `front_args`), `cluster_cmd` (`cluster up`; its children watched by `cluster_supervise`;
+//! `cluster status` and the configuration changes in `cluster_admin_cmd`, `cluster restart`
+//! and `hand-over` in `cluster_restart_cmd`), `kv_cmd` (redis-cli-like poking), `load_cmd` (data sets),
 //! `bench_kv_cmd` (raw node speed), `sim_cmd` (simulator; its scenario flags in `scenario_args`),
 //! `sim_suite_cmd` (the randomized scenario suite), `plan_cmd` (the cheapest cluster for a
 //! demand), `calibrate_cmd` (this machine's costs as a profile); `connect` holds the flags shared
@@ -24,6 +26,7 @@ mod calibrate_cmd;
 mod check_cmd;
 mod cluster_admin_cmd;
 mod cluster_cmd;
+mod cluster_restart_cmd;
 mod cluster_supervise;
 mod compute_cmd;
 mod config_cmd;

@@ -214,7 +214,7 @@ fn take_place(
                 config.epoch
             ))
         }
-        Place::Primary { primary_epoch } => *primary_epoch,
+        Place::Primary { primary_epoch, .. } => *primary_epoch,
         Place::Replica {
             primary_epoch,
             primary_addr,

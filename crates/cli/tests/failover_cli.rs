@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::cluster_cli::{eventually, ClusterUp};
 
 /// A RESP connection (tenant 1, token ferry) that gives up on a reply after `timeout`.
-fn connect(addr: &str, timeout: Duration) -> std::io::Result<TcpStream> {
+pub(crate) fn connect(addr: &str, timeout: Duration) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.write_all(b"AUTH ferry\r\n")?;
@@ -37,7 +37,7 @@ fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
 }
 
 /// One command and its first reply line (a bulk string's value for GET).
-fn ask(stream: &mut TcpStream, command: &str) -> std::io::Result<String> {
+pub(crate) fn ask(stream: &mut TcpStream, command: &str) -> std::io::Result<String> {
     stream.write_all(format!("{command}\r\n").as_bytes())?;
     let head = read_line(stream)?;
     if head.starts_with('$') && head != "$-1" {
@@ -47,7 +47,7 @@ fn ask(stream: &mut TcpStream, command: &str) -> std::io::Result<String> {
 }
 
 /// Keys of shard 1 (slots 0-8191 of two nodes).
-fn shard1_keys(count: usize) -> Vec<String> {
+pub(crate) fn shard1_keys(count: usize) -> Vec<String> {
     (0..)
         .map(|i| format!("key{i}"))
         .filter(|key| ferry_cluster::key_slot(key.as_bytes()) <= 8191)
@@ -56,7 +56,7 @@ fn shard1_keys(count: usize) -> Vec<String> {
 }
 
 /// Keys of shard 2 (slots 8192-16383 of two nodes).
-fn shard2_keys(count: usize) -> Vec<String> {
+pub(crate) fn shard2_keys(count: usize) -> Vec<String> {
     (0..)
         .map(|i| format!("key{i}"))
         .filter(|key| ferry_cluster::key_slot(key.as_bytes()) > 8191)
@@ -73,7 +73,7 @@ fn http_status(addr: &str, path: &str) -> std::io::Result<String> {
 }
 
 /// Two shards with a replica each, `--ack replica`, no compute node.
-fn replicated_cluster(dir: &std::path::Path) -> ClusterUp {
+pub(crate) fn replicated_cluster(dir: &std::path::Path) -> ClusterUp {
     ClusterUp::start(
         dir,
         &[
@@ -91,7 +91,7 @@ fn replicated_cluster(dir: &std::path::Path) -> ClusterUp {
 
 /// Until the config group leases shard 1 (its primary has acted on having replicas: from
 /// then on the leader may fence it).
-fn wait_until_leased(group: &str) {
+pub(crate) fn wait_until_leased(group: &str) {
     eventually(Duration::from_secs(60), || {
         let status = crate::cluster_cli::ferry()
             .args(["cluster", "status", "--json", "--config-group", group])
@@ -104,7 +104,7 @@ fn wait_until_leased(group: &str) {
     });
 }
 
-fn node<'a>(cluster: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+pub(crate) fn node<'a>(cluster: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
     cluster["storage_nodes"]
         .as_array()
         .unwrap()

@@ -13,6 +13,7 @@ mod placement_cli;
 mod plan_cli;
 mod replication_cli;
 mod reshard_cli;
+mod rolling_restart_cli;
 mod server_cli;
 mod sim_cli;
 mod sim_suite_cli;

@@ -183,6 +183,22 @@ impl ConfigClient {
         }
     }
 
+    /// Has the leader ask the process `incarnation` of storage node `node` to stop, so
+    /// whoever runs it starts it again.
+    pub async fn request_restart(&self, node: &str, incarnation: u64) -> Result<(), ConfigError> {
+        let request = ClientRequest::Restart {
+            node: node.to_string(),
+            incarnation,
+        };
+        match self.ask_leader(request, PROPOSE_DEADLINE).await? {
+            (_, ClientReply::Accepted) => Ok(()),
+            (member, other) => Err(ConfigError::Failed {
+                member,
+                why: format!("answered a restart request with {other:?}"),
+            }),
+        }
+    }
+
     /// Sends `request` to the leader, following the members' hints, until one answers
     /// other than `NotLeader` or `Failed`, or `deadline` passes.
     async fn ask_leader(

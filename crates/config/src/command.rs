@@ -47,6 +47,18 @@ pub enum Command {
         /// The primary's appointment epoch, as the decision saw it.
         primary_epoch: Epoch,
     },
+    /// A planned change of primary (a rolling restart's): the primary stops serving as
+    /// soon as it sees this, `to` (one of its replicas) goes on copying, the other
+    /// replicas stop as under a fence, and once `to` holds everything the primary holds it
+    /// is promoted (the lessor decides; [`crate::hand_over`]).
+    HandOver {
+        /// The shard.
+        shard: ShardId,
+        /// The primary's appointment epoch, as the decision saw it.
+        primary_epoch: Epoch,
+        /// The replica that takes over.
+        to: String,
+    },
     /// A fenced shard gets a new primary (the member with the longest log); the old one
     /// becomes a replica, and rejoins by dropping what its log holds past the new
     /// primary's start.
@@ -187,6 +199,11 @@ impl ClusterConfig {
                 self.add_replica(id, node, primary)
             }
             Command::Fence { shard, primary_epoch } => self.fence(*shard, *primary_epoch),
+            Command::HandOver {
+                shard,
+                primary_epoch,
+                to,
+            } => self.hand_over(*shard, *primary_epoch, to),
             Command::Promote {
                 shard,
                 primary_epoch,
@@ -301,6 +318,7 @@ impl ClusterConfig {
         }
         entry.primary_epoch = epoch;
         entry.fenced_at = None;
+        entry.hand_over_to = None;
         Ok(epoch)
     }
 
@@ -363,6 +381,7 @@ impl ClusterConfig {
                     slots,
                     primary_epoch: epoch,
                     fenced_at: None,
+                    hand_over_to: None,
                     leased: false,
                 },
             );
@@ -391,6 +410,7 @@ impl ClusterConfig {
                 slots: Vec::new(),
                 primary_epoch: epoch,
                 fenced_at: None,
+                hand_over_to: None,
                 leased: false,
             },
         );

@@ -40,6 +40,10 @@ pub const EXPIRY_MS: u64 = LEASE_MS + LEASE_MS * DRIFT_PERCENT / 100;
 /// nothing by then is taken for gone). The predecessor's grant covers the wait.
 pub const REPLICAS_HEARD_WITHIN_MS: u64 = 2 * HEARTBEAT_MS;
 
+/// Most restart requests a leader holds at once (one per node is all a rolling restart
+/// asks).
+pub const MAX_RESTART_REQUESTS: usize = 1024;
+
 /// How long a node may serve on a grant, counted from when it sent the heartbeat.
 pub const SERVE_MS: u64 = LEASE_MS - LEASE_MS * DRIFT_PERCENT / 100;
 
@@ -50,7 +54,7 @@ const _: () = assert!(SERVE_MS < LEASE_MS && LEASE_MS < EXPIRY_MS && HEARTBEAT_M
 const _: () = assert!(REPLICAS_HEARD_WITHIN_MS + HEARTBEAT_MS < SERVE_MS);
 
 /// What a storage node reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
     /// Its id.
     pub node: String,
@@ -58,6 +62,13 @@ pub struct Heartbeat {
     pub epoch: Epoch,
     /// Where its log ends (for a replica: how far it has copied and logged).
     pub log_end: u64,
+    /// A number its process drew at start: a restart shows as a new one.
+    #[serde(default)]
+    pub incarnation: u64,
+    /// Whether it is ready for traffic, as its `/readyz` says (a primary holding its lease,
+    /// a replica linked to its primary and caught up).
+    #[serde(default)]
+    pub ready: bool,
 }
 
 /// The leader's answer to a heartbeat.
@@ -68,6 +79,10 @@ pub struct Grant {
     /// For a primary that may serve: how long, from when it sent the heartbeat. `None`
     /// for a replica, a fenced primary, or a node the configuration does not know.
     pub serve_ms: Option<u64>,
+    /// The process that sent the heartbeat is asked to stop, so whoever runs it starts
+    /// it again (a rolling restart: [`Lessor::request_restart`]).
+    #[serde(default)]
+    pub restart: bool,
 }
 
 /// What the leader last heard from a storage node (for `ferry cluster status`).
@@ -81,6 +96,12 @@ pub struct NodeHealth {
     pub log_end: u64,
     /// As a primary, it was refused a lease: a replica's log is longer than its own.
     pub behind: bool,
+    /// The incarnation of the process that sent it (a restart draws a new one).
+    #[serde(default)]
+    pub incarnation: u64,
+    /// Whether it said it was ready for traffic.
+    #[serde(default)]
+    pub ready: bool,
 }
 
 impl NodeHealth {
@@ -103,6 +124,8 @@ struct Seen {
     granted_at_ms: Option<u64>,
     /// Its last heartbeat, as a primary, was refused because a replica's log is longer.
     behind: bool,
+    incarnation: u64,
+    ready: bool,
 }
 
 /// The leader's view of the nodes' heartbeats, and the failover decisions it leads to.
@@ -112,6 +135,10 @@ pub struct Lessor {
     /// lease after that, so nothing is taken for dead before.
     leader_since_ms: u64,
     seen: HashMap<String, Seen>,
+    /// Processes asked to stop: node id and incarnation, until its next heartbeat.
+    restarts: HashMap<String, u64>,
+    /// When this leader first saw each hand-over (shard and its fence epoch).
+    hand_overs_seen: HashMap<(ShardId, Epoch), u64>,
 }
 
 impl Lessor {
@@ -120,16 +147,38 @@ impl Lessor {
         Lessor {
             leader_since_ms: now_ms,
             seen: HashMap::new(),
+            restarts: HashMap::new(),
+            hand_overs_seen: HashMap::new(),
+        }
+    }
+
+    /// Asks the process `incarnation` of `node` to stop (its answer to the next heartbeat
+    /// says so); whoever runs it starts it again, with a new incarnation. Kept by this
+    /// leader only: a request lost with a change of leader is asked again.
+    pub fn request_restart(&mut self, node: &str, incarnation: u64) {
+        if self.restarts.len() < MAX_RESTART_REQUESTS {
+            self.restarts.insert(node.to_string(), incarnation);
         }
     }
 
     /// Records a heartbeat and answers it. The caller grants only while it is sure it is
     /// still the leader (a deposed leader's grants would overlap its successor's).
     pub fn on_heartbeat(&mut self, now_ms: u64, heartbeat: &Heartbeat, config: &ClusterConfig) -> Grant {
+        // A node that has applied a newer configuration than this leader has may have
+        // been fenced in it: nothing is granted until the leader catches up.
         let shard = config
             .shard_led_by(&heartbeat.node)
             .map(|(_, shard)| shard)
-            .filter(|shard| shard.fenced_at.is_none() && heartbeat.epoch >= shard.primary_epoch);
+            .filter(|shard| {
+                shard.fenced_at.is_none() && heartbeat.epoch >= shard.primary_epoch && heartbeat.epoch <= config.epoch
+            });
+        let restart = self
+            .restarts
+            .get(&heartbeat.node)
+            .is_some_and(|&incarnation| incarnation == heartbeat.incarnation);
+        if restart {
+            self.restarts.remove(&heartbeat.node);
+        }
         let behind = shard.is_some_and(|shard| self.behind_a_replica(now_ms, heartbeat.log_end, shard));
         let serves = shard.is_some_and(|shard| !behind && self.replicas_heard(now_ms, shard));
         let granted_before = self.seen.get(&heartbeat.node).and_then(|seen| seen.granted_at_ms);
@@ -141,11 +190,15 @@ impl Lessor {
                 log_end: heartbeat.log_end,
                 granted_at_ms: if serves { Some(now_ms) } else { granted_before },
                 behind,
+                incarnation: heartbeat.incarnation,
+                ready: heartbeat.ready,
             },
         );
         Grant {
             epoch: config.epoch,
-            serve_ms: serves.then_some(SERVE_MS),
+            // A process asked to stop serves no more.
+            serve_ms: (serves && !restart).then_some(SERVE_MS),
+            restart,
         }
     }
 
@@ -159,6 +212,8 @@ impl Lessor {
                     epoch: seen.epoch,
                     log_end: seen.log_end,
                     behind: seen.behind,
+                    incarnation: seen.incarnation,
+                    ready: seen.ready,
                 };
                 (node.clone(), health)
             })
@@ -193,12 +248,18 @@ impl Lessor {
     /// The next failover step the configuration needs, if any: a fence for a shard whose
     /// primary is gone, or a promotion for a fenced shard once every live member has
     /// reported its log after the fence.
-    pub fn decide(&self, now_ms: u64, config: &ClusterConfig) -> Option<Command> {
+    pub fn decide(&mut self, now_ms: u64, config: &ClusterConfig) -> Option<Command> {
+        self.hand_overs_seen
+            .retain(|(id, fenced_at), _| config.shards.get(id).is_some_and(|s| s.fenced_at == Some(*fenced_at)));
         for (id, shard) in &config.shards {
-            let decision = match shard.fenced_at {
-                None if !shard.leased => self.leased_if_acted(config, *id, shard),
-                None => self.fence_if_gone(now_ms, *id, shard),
-                Some(fenced_at) => self.promote_if_collected(now_ms, *id, shard, fenced_at),
+            let decision = match (shard.fenced_at, &shard.hand_over_to) {
+                (None, _) if !shard.leased => self.leased_if_acted(config, *id, shard),
+                (None, _) => self.fence_if_gone(now_ms, *id, shard),
+                (Some(fenced_at), Some(to)) => {
+                    let since = *self.hand_overs_seen.entry((*id, fenced_at)).or_insert(now_ms);
+                    self.promote_handed_over(now_ms, *id, shard, fenced_at, to, since)
+                }
+                (Some(fenced_at), None) => self.promote_if_collected(now_ms, *id, shard, fenced_at),
             };
             if decision.is_some() {
                 return decision;
@@ -207,7 +268,16 @@ impl Lessor {
         None
     }
 
-    fn alive(&self, now_ms: u64, node: &str) -> bool {
+    /// How far `node`'s log went in its last report, if that came once it had applied
+    /// `epoch`.
+    pub(crate) fn reported_since(&self, node: &str, epoch: Epoch) -> Option<u64> {
+        self.seen
+            .get(node)
+            .filter(|seen| seen.epoch >= epoch)
+            .map(|seen| seen.log_end)
+    }
+
+    pub(crate) fn alive(&self, now_ms: u64, node: &str) -> bool {
         self.seen
             .get(node)
             .is_some_and(|seen| now_ms.saturating_sub(seen.at_ms) <= EXPIRY_MS)
@@ -245,7 +315,13 @@ impl Lessor {
         })
     }
 
-    fn promote_if_collected(&self, now_ms: u64, id: ShardId, shard: &Shard, fenced_at: Epoch) -> Option<Command> {
+    pub(crate) fn promote_if_collected(
+        &self,
+        now_ms: u64,
+        id: ShardId,
+        shard: &Shard,
+        fenced_at: Epoch,
+    ) -> Option<Command> {
         let mut best: Option<(&String, u64)> = None;
         for member in shard.members() {
             if !self.alive(now_ms, member) {
@@ -318,6 +394,7 @@ mod tests {
                 node: node.into(),
                 epoch,
                 log_end,
+                ..Heartbeat::default()
             },
             config,
         )
@@ -530,10 +607,9 @@ mod tests {
     #[test]
     fn a_new_leader_waits_a_lease_before_taking_anyone_for_dead() {
         let config = leased_config();
-        let lessor = Lessor::new(5_000);
+        let mut lessor = Lessor::new(5_000);
         // It has heard nobody, but a predecessor's grant may still run.
         assert_eq!(lessor.decide(5_000 + EXPIRY_MS, &config), None);
-        let mut lessor = lessor;
         beat(&mut lessor, 5_000 + EXPIRY_MS, "r1", config.epoch, 0, &config);
         assert!(matches!(
             lessor.decide(5_000 + EXPIRY_MS + 1, &config),
@@ -549,5 +625,42 @@ mod tests {
         beat(&mut lessor, now, "s2", config.epoch, 0, &config);
         // s1 and both its replicas are silent: fencing would only stop the shard.
         assert_eq!(lessor.decide(now, &config), None);
+    }
+
+    #[test]
+    fn a_restart_is_asked_of_the_named_process_only_and_once() {
+        let config = leased_config();
+        let mut lessor = Lessor::new(0);
+        let with = |incarnation: u64| Heartbeat {
+            node: "s1".into(),
+            epoch: config.epoch,
+            log_end: 0,
+            incarnation,
+            ready: true,
+        };
+        for replica in ["r1", "r2"] {
+            beat(&mut lessor, 0, replica, config.epoch, 0, &config);
+        }
+        lessor.request_restart("s1", 7);
+        // Another process of s1 (already restarted) is not asked.
+        let grant = lessor.on_heartbeat(0, &with(8), &config);
+        assert!(!grant.restart && grant.serve_ms.is_some());
+        let grant = lessor.on_heartbeat(0, &with(7), &config);
+        assert!(grant.restart && grant.serve_ms.is_none(), "{grant:?}");
+        assert!(!lessor.on_heartbeat(0, &with(7), &config).restart, "asked once");
+        let health = lessor.health(0);
+        assert_eq!((health["s1"].incarnation, health["s1"].ready), (7, true));
+    }
+
+    #[test]
+    fn a_primary_ahead_of_the_leaders_configuration_is_not_granted() {
+        let config = leased_config();
+        let mut lessor = Lessor::new(0);
+        for replica in ["r1", "r2"] {
+            beat(&mut lessor, 0, replica, config.epoch, 0, &config);
+        }
+        // It may have applied a fence this leader has not applied yet.
+        assert_eq!(beat(&mut lessor, 0, "s1", config.epoch + 1, 0, &config).serve_ms, None);
+        assert!(beat(&mut lessor, 0, "s1", config.epoch, 0, &config).serve_ms.is_some());
     }
 }

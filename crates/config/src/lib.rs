@@ -8,6 +8,8 @@
 //!   safe;
 //! - [`lease`]: the [`Lessor`](lease::Lessor): leases for primaries from the leader, and
 //!   the fence-then-promote decisions when one falls silent;
+//! - [`hand_over`]: a planned change of primary (a rolling restart's), promoted once the
+//!   replica holds all the stopped primary holds;
 //! - [`wire`]: what nodes, gateways, clients and admin commands say to a config member.
 //!
 //! The config group (`ferry-confignode`) keeps a [`ClusterConfig`] in a Raft state machine
@@ -15,6 +17,7 @@
 //! deterministic, so every member computes the same configuration from the same log.
 
 pub mod command;
+pub mod hand_over;
 pub mod lease;
 pub mod moves;
 pub mod state;

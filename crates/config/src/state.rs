@@ -41,6 +41,11 @@ pub struct Shard {
     /// member of the shard reports how far its log goes.
     #[serde(default)]
     pub fenced_at: Option<Epoch>,
+    /// Set with `fenced_at` when the change of primary is a planned hand-over to this
+    /// replica ([`crate::Command::HandOver`]): it goes on copying until it holds all the
+    /// stopped primary holds, and is promoted then.
+    #[serde(default)]
+    pub hand_over_to: Option<String>,
     /// Set once the primary has reported acting on a configuration in which the shard has
     /// replicas: it then serves only under a lease, so fencing it cannot leave two
     /// primaries serving. The leader fences only a leased shard.

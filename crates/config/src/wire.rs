@@ -74,6 +74,15 @@ pub enum ClientRequest {
     Status,
     /// A storage node's report; only the leader answers, with a [`ClientReply::Grant`].
     Heartbeat(Heartbeat),
+    /// Ask the process `incarnation` of storage node `node` to stop at its next
+    /// heartbeat, so whoever runs it starts it again (a rolling restart). Only the leader
+    /// takes it, with [`ClientReply::Accepted`].
+    Restart {
+        /// The node's id.
+        node: String,
+        /// The incarnation it reported (another process of it is not asked).
+        incarnation: u64,
+    },
 }
 
 /// A config member's answer.
@@ -92,6 +101,8 @@ pub enum ClientReply {
     Status(GroupStatus),
     /// The answer to a heartbeat.
     Grant(Grant),
+    /// The request was taken.
+    Accepted,
     /// The request could not be served (the group is shutting down, the disk failed…).
     Failed(String),
 }

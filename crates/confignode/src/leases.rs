@@ -63,24 +63,45 @@ impl Leases {
     }
 }
 
-/// Answers a storage node's heartbeat: a grant if this member leads, else where to go.
-pub(crate) async fn heartbeat(member: &Member, heartbeat: Heartbeat) -> ClientReply {
+/// The term this member leads in, or the answer for a caller that should go elsewhere.
+async fn leading(member: &Member) -> Result<u64, ClientReply> {
     let raft = member.raft();
     match raft.ensure_linearizable().await {
-        Ok(_) => {}
-        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => {
-            return ClientReply::NotLeader {
-                leader: forward.leader_node.map(|node| node.addr),
-            }
-        }
-        Err(err) => return ClientReply::Failed(err.to_string()),
+        Ok(_) => Ok(raft.metrics().borrow().current_term),
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => Err(ClientReply::NotLeader {
+            leader: forward.leader_node.map(|node| node.addr),
+        }),
+        Err(err) => Err(ClientReply::Failed(err.to_string())),
     }
-    let term = raft.metrics().borrow().current_term;
+}
+
+/// Answers a storage node's heartbeat: a grant if this member leads, else where to go.
+pub(crate) async fn heartbeat(member: &Member, heartbeat: Heartbeat) -> ClientReply {
+    let term = match leading(member).await {
+        Ok(term) => term,
+        Err(reply) => return reply,
+    };
     let config = member.configs().borrow().clone();
     let grant = member
         .leases()
         .with(term, |lessor, now| lessor.on_heartbeat(now, &heartbeat, &config));
     ClientReply::Grant(grant)
+}
+
+/// Takes a request that a storage node's process stop (`ferry cluster restart`).
+pub(crate) async fn restart(member: &Member, node: &str, incarnation: u64) -> ClientReply {
+    let term = match leading(member).await {
+        Ok(term) => term,
+        Err(reply) => return reply,
+    };
+    member
+        .leases()
+        .with(term, |lessor, _| lessor.request_restart(node, incarnation));
+    tracing::info!(
+        "config member {}: storage node {node} (incarnation {incarnation}) asked to restart",
+        member.id()
+    );
+    ClientReply::Accepted
 }
 
 /// While the member lives: on the leader, proposes what the lessor decides.

@@ -121,5 +121,6 @@ async fn client_call(member: &Member, request: ClientRequest) -> ClientReply {
         ClientRequest::Propose(command) => member.propose(command).await,
         ClientRequest::Status => ClientReply::Status(member.status()),
         ClientRequest::Heartbeat(heartbeat) => crate::leases::heartbeat(member, heartbeat).await,
+        ClientRequest::Restart { node, incarnation } => crate::leases::restart(member, &node, incarnation).await,
     }
 }

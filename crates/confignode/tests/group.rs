@@ -182,6 +182,7 @@ fn heartbeats(
                     "r2" => 20,
                     _ => 10,
                 },
+                ..Heartbeat::default()
             };
             let _ = client.heartbeat(beat, Duration::from_millis(HEARTBEAT_MS)).await;
             tokio::select! {
@@ -234,6 +235,7 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
         node: node.into(),
         epoch: 3,
         log_end: 0,
+        ..Heartbeat::default()
     };
     let wait = Duration::from_secs(10);
     // (The replicas report first: a leader grants a primary once it knows how far its

@@ -4,11 +4,16 @@
 //! granted, and acts on the roles each new configuration gives it:
 //!
 //! - a replica whose shard is fenced stops copying (its log end is then final, and its
-//!   next report tells the leader so);
+//!   next report tells the leader so), unless the fence is a hand-over to it: then it
+//!   copies on, to take over all its primary holds;
+//! - a primary whose shard is fenced (handed over, or fenced while it was cut off) stops
+//!   serving at once instead of when its lease runs out;
 //! - a replica promoted to primary stops copying and starts taking writes, in place;
 //! - a primary demoted to replica, or a replica whose primary changed, stops the node: it
 //!   may hold records the new primary never had, so on its next start it copies the new
-//!   primary whole (crash-only: one path for every way of falling out of line).
+//!   primary whole (crash-only: one path for every way of falling out of line);
+//! - a node whose heartbeat is answered with a restart request (`ferry cluster restart`)
+//!   stops the same way, so whoever runs it starts it again.
 //!
 //! What the node followed last is kept in its data dir ([`ROLE_FILE`]: the appointment
 //! epoch of the primary it served as or copied from), so a restart knows whether its log
@@ -90,6 +95,8 @@ pub enum Place {
     Primary {
         /// The appointment epoch.
         primary_epoch: Epoch,
+        /// The shard is fenced (a new primary is being chosen): serve nothing.
+        fenced: bool,
     },
     /// A replica of its shard's primary.
     Replica {
@@ -110,11 +117,13 @@ pub fn place_of(config: &ClusterConfig, node: &str) -> Place {
         None => Place::Absent,
         Some((_, shard)) if shard.primary == node => Place::Primary {
             primary_epoch: shard.primary_epoch,
+            fenced: shard.fenced_at.is_some(),
         },
         Some((_, shard)) => Place::Replica {
             primary_epoch: shard.primary_epoch,
             primary_addr: config.nodes.get(&shard.primary).and_then(|n| n.replication.clone()),
-            fenced: shard.fenced_at.is_some(),
+            // The replica a hand-over names copies on.
+            fenced: shard.fenced_at.is_some() && shard.hand_over_to.as_deref() != Some(node),
         },
     }
 }
@@ -162,6 +171,19 @@ pub(crate) struct Member {
     pub(crate) fatal: Arc<watch::Sender<Option<String>>>,
     /// Moves slots in and out of this node as the configurations ask.
     pub(crate) mover: Option<Arc<crate::moves::Mover>>,
+    /// The node, for the readiness each heartbeat reports (weak: the task must not keep
+    /// a stopped node alive).
+    pub(crate) node: std::sync::Weak<crate::node::Node>,
+    /// Drawn at start: a restart shows the leader a new one.
+    pub(crate) incarnation: u64,
+}
+
+/// What a heartbeat's answer asks.
+enum Asked {
+    /// Nothing beyond the lease.
+    Nothing,
+    /// Stop, to be started again.
+    Restart,
 }
 
 impl Member {
@@ -189,7 +211,15 @@ impl Member {
                 }
             }
             tokio::select! {
-                _ = ticker.tick() => self.heartbeat(acted).await,
+                _ = ticker.tick() => {
+                    if let Asked::Restart = self.heartbeat(acted).await {
+                        self.lease.revoke();
+                        let why = "asked by the config group to restart (ferry cluster restart): stopping";
+                        tracing::warn!("{why}");
+                        let _ = self.fatal.send(Some(why.to_string()));
+                        return;
+                    }
+                }
                 changed = self.configs.changed() => {
                     if changed.is_err() {
                         return;
@@ -201,14 +231,21 @@ impl Member {
     }
 
     /// One report to the leader, and the lease its grant gives.
-    async fn heartbeat(&self, acted: Epoch) {
+    async fn heartbeat(&self, acted: Epoch) -> Asked {
         let sent = Instant::now();
+        let ready = self
+            .node
+            .upgrade()
+            .is_some_and(|node| matches!(crate::metrics::readiness(&node), ferry_net::metrics::Readiness::Ready));
         let heartbeat = Heartbeat {
             node: self.node_id.clone(),
             epoch: acted,
             log_end: self.wal.appended_lsn(),
+            incarnation: self.incarnation,
+            ready,
         };
         match self.client.heartbeat(heartbeat, HEARTBEAT_DEADLINE).await {
+            Ok(grant) if grant.restart => return Asked::Restart,
             Ok(grant) => {
                 if let Some(serve_ms) = grant.serve_ms {
                     self.lease.extend(sent, serve_ms);
@@ -216,6 +253,7 @@ impl Member {
             }
             Err(err) => tracing::debug!("heartbeat: {err}"),
         }
+        Asked::Nothing
     }
 
     /// Does what `config` asks of this node; an error stops the node.
@@ -231,7 +269,13 @@ impl Member {
         );
         match place_of(config, &self.node_id) {
             Place::Absent => Ok(()),
-            Place::Primary { primary_epoch } => {
+            Place::Primary { primary_epoch, fenced } => {
+                if fenced {
+                    // A new primary is being chosen: what this one would still accept
+                    // could be lost, and refusing it now shortens a hand-over to the
+                    // replica's catching up.
+                    self.lease.revoke();
+                }
                 if let Some(follower) = self.follower.take() {
                     // Promoted: nothing more comes from the old primary; take writes.
                     follower.stop().await;
@@ -311,6 +355,7 @@ mod tests {
                 slots: vec![(0, ferry_cluster::SLOTS - 1)],
                 primary_epoch: 3,
                 fenced_at: None,
+                hand_over_to: None,
                 leased: true,
             },
         );
@@ -320,7 +365,13 @@ mod tests {
     #[test]
     fn each_node_finds_its_place() {
         let config = config();
-        assert_eq!(place_of(&config, "s1"), Place::Primary { primary_epoch: 3 });
+        assert_eq!(
+            place_of(&config, "s1"),
+            Place::Primary {
+                primary_epoch: 3,
+                fenced: false
+            }
+        );
         assert_eq!(
             place_of(&config, "r1"),
             Place::Replica {

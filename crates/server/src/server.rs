@@ -189,6 +189,8 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
                 ack_replica: replication.ack == crate::replica::Ack::Replica,
                 fatal: Arc::clone(&fatal_tx),
                 mover: Some(mover),
+                node: Arc::downgrade(&node),
+                incarnation: rand::random::<u64>().max(1),
             };
             runtime.spawn(member.run(shutdown_rx.clone()));
         }
