@@ -2,31 +2,34 @@
 //! primaries, a replica each and `--ack replica`, the chaos program registered on the
 //! storage nodes, and clients that follow the config group. Every hot key carries one
 //! hashtag, so each program runs on the one node serving that slot, and a nemesis works
-//! on exactly that: it moves the slot to another primary (`BeginMove`, then the nodes'
-//! copy and hand-over), stops its primary with SIGSTOP until its replica is promoted (a
-//! failover), cuts its primary off the config group while its clients still reach it (a
-//! partition: the primary's lease lapses, so it must stop serving before its replica is
-//! promoted), or kills a storage node with SIGKILL (`cluster up` restarts it). The whole
-//! history, across moves and failovers, must be strictly serializable, and the final read
-//! must see every acknowledged write. That works because a key keeps its versions when it
-//! moves or its replica is promoted.
+//! on exactly that ([`crate::nemesis`]: slot moves, failovers, partitions from the config
+//! group, from the clients and from the replicas, both ways and one way, kills and lost
+//! disks). Every storage node is reached by the clients and by its replicas through
+//! proxies the nemesis controls ([`Link`]): the clients' routes name the proxies, and so
+//! does the configuration for each node's replication listener (`cluster up
+//! --node-replication-via`). The whole history, across every fault, must be strictly
+//! serializable, and the final read must see every acknowledged write. That works because
+//! a key keeps its versions when it moves or its replica is promoted.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::watch;
 
 use ferry_client::config_group::{follow_routes, ConfigClient};
 use ferry_client::{ClientConfig, ClusterClient};
-use ferry_cluster::ClusterMap;
-use ferry_config::{ClusterConfig, Command as ConfigCommand, Outcome};
+use ferry_cluster::{ClusterMap, NodeEntry};
+use ferry_config::ClusterConfig;
 
+use crate::link::Link;
+use crate::nemesis::{nemesis, Cluster, Fault, ALL, UNDER_ACK_PRIMARY};
 use crate::partition::GroupLink;
-use crate::program::{self, Program, Step};
+use crate::program::{Program, Step};
 use crate::record::{Record, Seen};
 use crate::{
     client_runtime, invoke, judge, random_program, random_route, registry, ChaosConfig, ChaosError, ChaosReport, Route,
@@ -37,11 +40,7 @@ use crate::{
 pub type ClusterLauncher = Arc<dyn Fn(&Path, &Path) -> Command + Send + Sync>;
 
 /// Longest wait for the cluster to start, a fault to settle, or the final read.
-const SETTLE: Duration = Duration::from_secs(60);
-
-/// How long a stopped primary stays stopped, and a cut-off one cut off: past the leader's
-/// fence (1.1 s of silence) and the promotion.
-const STOPPED_FOR: Duration = Duration::from_secs(3);
+pub(crate) const SETTLE: Duration = Duration::from_secs(60);
 
 /// The storage nodes the launcher's `cluster up` starts (three primaries, two replicas
 /// each), each of which dials the config group through a [`GroupLink`]. Two replicas:
@@ -65,12 +64,14 @@ pub struct ClusterChaos {
     /// The launcher starts the storage nodes with `--ack replica` (true) or `--ack
     /// primary`. Under `--ack primary` a primary stopped or killed may take acknowledged
     /// writes with it, as that mode allows, so the nemesis only moves slots and cuts
-    /// primaries off the group: the lease alone must then keep every acknowledged write.
+    /// links: the lease alone must then keep every acknowledged write.
     pub ack_replica: bool,
+    /// The faults the nemesis draws from (empty: every one the ack mode allows).
+    pub faults: Vec<Fault>,
 }
 
 /// `cluster up`, stopped with SIGTERM when dropped.
-struct Up {
+pub(crate) struct Up {
     child: Child,
     json: PathBuf,
 }
@@ -97,15 +98,30 @@ impl Up {
         serde_json::from_str(&text).map_err(|e| ChaosError::Start(format!("cluster.json: {e}")))
     }
 
-    /// The pid of storage node `id`, by the newest JSON.
-    fn pid_of(&self, id: &str) -> Result<u32, ChaosError> {
+    /// Storage node `id`'s entry in the newest JSON.
+    fn node(&self, id: &str) -> Result<serde_json::Value, ChaosError> {
         let json = self.json()?;
         json["storage_nodes"]
             .as_array()
             .and_then(|nodes| nodes.iter().find(|node| node["id"] == id))
-            .and_then(|node| node["pid"].as_u64())
-            .map(|pid| pid as u32)
+            .cloned()
             .ok_or_else(|| ChaosError::Start(format!("no storage node {id} in cluster.json")))
+    }
+
+    /// The pid of storage node `id`, by the newest JSON.
+    pub(crate) fn pid_of(&self, id: &str) -> Result<u32, ChaosError> {
+        self.node(id)?["pid"]
+            .as_u64()
+            .map(|pid| pid as u32)
+            .ok_or_else(|| ChaosError::Start(format!("no pid for {id} in cluster.json")))
+    }
+
+    /// Where storage node `id` keeps its data.
+    pub(crate) fn data_dir_of(&self, id: &str) -> Result<PathBuf, ChaosError> {
+        self.node(id)?["data_dir"]
+            .as_str()
+            .map(PathBuf::from)
+            .ok_or_else(|| ChaosError::Start(format!("no data dir for {id} in cluster.json")))
     }
 
     fn alive(&mut self) -> Result<(), ChaosError> {
@@ -115,20 +131,6 @@ impl Up {
             Err(e) => Err(ChaosError::Start(e.to_string())),
         }
     }
-}
-
-fn signal(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) with a pid of the cluster's JSON and a signal number.
-    unsafe { libc::kill(pid as libc::pid_t, signal) };
-}
-
-/// The faults a cluster run made.
-#[derive(Clone, Copy, Debug, Default)]
-struct Faults {
-    moves: u64,
-    failovers: u64,
-    partitions: u64,
-    kills: u64,
 }
 
 /// Runs one chaos run against a cluster of processes and checks its history.
@@ -147,6 +149,18 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
             Ok::<_, std::io::Error>(links)
         })
         .map_err(|e| start(&e))?;
+    // In front of each storage node: a proxy for its clients, one for its replicas.
+    let proxies = || {
+        runtime.block_on(async {
+            let mut proxies = Vec::new();
+            for id in STORAGE_NODES {
+                proxies.push((id, Link::start().await?));
+            }
+            Ok::<_, std::io::Error>(proxies)
+        })
+    };
+    let client_proxies = proxies().map_err(|e| start(&e))?;
+    let replication_proxies = proxies().map_err(|e| start(&e))?;
     let mut command = (cluster.launcher)(&cluster.dir, &json);
     for (id, link) in &links {
         let addrs: Vec<String> = link.addrs().iter().map(ToString::to_string).collect();
@@ -154,6 +168,20 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
             .arg("--node-config-group")
             .arg(format!("{id}={}", addrs.join(",")));
     }
+    for (id, proxy) in &replication_proxies {
+        command
+            .arg("--node-replication-via")
+            .arg(format!("{id}={}", proxy.addr()));
+    }
+    // The replication listeners `cluster up` binds, as it writes them (a replica copies
+    // its primary through the proxy before `cluster up` goes on).
+    let upstreams_learned = runtime.spawn(learn_replication_upstreams(
+        cluster.dir.join("replication-listeners"),
+        replication_proxies
+            .iter()
+            .map(|(id, proxy)| (id.to_string(), proxy.upstream_setter()))
+            .collect(),
+    ));
     let child = command
         .stdout(Stdio::null())
         .stderr(stderr)
@@ -194,9 +222,22 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
     runtime.block_on(until(&group, |config| {
         config.is_bootstrapped() && config.shards.values().all(|shard| shard.leased)
     }))?;
+    upstreams_learned.abort();
     let routes = runtime
         .block_on(async { follow_routes(group.follow(), SETTLE).await })
         .map_err(|e| start(&e))?;
+    // Every storage node, replicas too (a map names only the primaries).
+    let nodes = runtime.block_on(group.current()).map_err(|e| start(&e))?.nodes;
+    for (id, proxy) in &client_proxies {
+        let node = nodes
+            .get(*id)
+            .ok_or_else(|| ChaosError::Start(format!("no storage node {id} in the configuration")))?;
+        proxy.set_upstream(node.addr.parse().map_err(|e| start(&e))?);
+    }
+    let via: HashMap<String, String> = client_proxies
+        .iter()
+        .map(|(id, proxy)| (id.to_string(), proxy.addr().to_string()))
+        .collect();
     // Half the clients follow the group through a link of their own, cut with the
     // primary's: they keep routing to it while cut off, which is when only its lease
     // keeps it from answering them with what the promoted replica has overwritten.
@@ -208,7 +249,11 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
     let routes_behind_link = runtime
         .block_on(async { follow_routes(ConfigClient::new(behind_link).follow(), SETTLE).await })
         .map_err(|e| start(&e))?;
-    let client_routes = [routes.clone(), routes_behind_link];
+    // Every client reaches the storage nodes through their proxies.
+    let client_routes = {
+        let _guard = runtime.enter();
+        [through(routes.clone(), via.clone()), through(routes_behind_link, via)]
+    };
     let registry = registry()?;
     let mut client_config = ClientConfig::new(routes.borrow().nodes()[0].addr.clone(), TENANT, TOKEN);
     client_config.registry = registry;
@@ -218,24 +263,32 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
 
     let (records, faults) = {
         let (handle, nemesis_group, nemesis_shared) = (runtime.handle().clone(), group.clone(), Arc::clone(&shared));
-        let (interval, seed, up, links, client_link, ack_replica) = (
-            cluster.mean_fault_interval,
-            config.seed,
-            &up,
-            &links,
-            &client_link,
-            cluster.ack_replica,
-        );
+        let (interval, seed) = (cluster.mean_fault_interval, config.seed);
+        let faults: Vec<Fault> = match (cluster.faults.is_empty(), cluster.ack_replica) {
+            (false, _) => cluster.faults.clone(),
+            (true, true) => ALL.to_vec(),
+            (true, false) => UNDER_ACK_PRIMARY.to_vec(),
+        };
+        if let Some(fault) = faults
+            .iter()
+            .find(|fault| !cluster.ack_replica && fault.needs_ack_replica())
+        {
+            return Err(ChaosError::Invalid(format!(
+                "the {} fault may lose writes --ack primary acknowledged: it needs --ack replica",
+                fault.name()
+            )));
+        }
+        let cluster = Cluster {
+            up: &up,
+            links: &links,
+            client_link: &client_link,
+            client_proxies: &client_proxies,
+            replication_proxies: &replication_proxies,
+            faults: &faults,
+            stops_allowed: cluster.ack_replica,
+        };
         std::thread::scope(|scope| {
-            let faults = scope.spawn(move || {
-                let cluster = Cluster {
-                    up,
-                    links,
-                    client_link,
-                    ack_replica,
-                };
-                nemesis(&handle, &nemesis_group, &cluster, &nemesis_shared, interval, seed)
-            });
+            let faults = scope.spawn(|| nemesis(&handle, &nemesis_group, &cluster, &nemesis_shared, interval, seed));
             let records = runtime.block_on(drive(config, &client_routes, &client_config, &shared));
             (records, faults.join())
         })
@@ -244,15 +297,78 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
     let mut records = records?;
     up.alive()?;
     records.push(runtime.block_on(final_read(config, &routes, &client_config, &shared))?);
-    let mut report = judge(&records, 0, 0, faults.kills)?;
+    let mut report = judge(&records, 0, 0, faults.crashes)?;
     report.moves = faults.moves;
     report.failovers = faults.failovers;
     report.partitions = faults.partitions;
+    report.client_partitions = faults.client_partitions;
+    report.one_way_partitions = faults.one_way_partitions;
+    report.replication_partitions = faults.replication_partitions;
+    report.disks_lost = faults.disks_lost;
     Ok(report)
 }
 
+/// Sets each proxy's upstream from `path`'s `ID=HOST:PORT` lines as they appear (until
+/// aborted).
+async fn learn_replication_upstreams(path: PathBuf, proxies: Vec<(String, crate::link::UpstreamSetter)>) {
+    loop {
+        // A small file, read in a blink: no need for an async read.
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            // Only whole lines: the last one may be half written.
+            for line in text.split_inclusive('\n').filter(|line| line.ends_with('\n')) {
+                let Some((id, addr)) = line.trim().split_once('=') else {
+                    continue;
+                };
+                let (Some((_, set)), Ok(addr)) = (proxies.iter().find(|(node, _)| node == id), addr.parse()) else {
+                    continue;
+                };
+                set.set(addr);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `routes` with each node's address replaced by its proxy's in `via` (a task, on the
+/// current runtime, follows the changes).
+fn through(
+    mut routes: watch::Receiver<Arc<ClusterMap>>,
+    via: HashMap<String, String>,
+) -> watch::Receiver<Arc<ClusterMap>> {
+    let rewrite = move |map: &ClusterMap| -> Arc<ClusterMap> {
+        let nodes = map
+            .nodes()
+            .iter()
+            .map(|node| NodeEntry {
+                addr: via.get(&node.id).cloned().unwrap_or_else(|| node.addr.clone()),
+                ..node.clone()
+            })
+            .collect();
+        // The same nodes and slots with other addresses: valid if the map was.
+        Arc::new(
+            ClusterMap::new(nodes)
+                .map(|rewritten| rewritten.with_epoch(map.epoch()))
+                .unwrap_or_else(|_| map.clone()),
+        )
+    };
+    let first = rewrite(&routes.borrow_and_update());
+    let (sender, receiver) = watch::channel(first);
+    tokio::spawn(async move {
+        while routes.changed().await.is_ok() {
+            let next = rewrite(&routes.borrow_and_update());
+            if sender.send(next).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
 /// Waits until the configuration satisfies `done`.
-async fn until(group: &ConfigClient, done: impl Fn(&ClusterConfig) -> bool) -> Result<ClusterConfig, ChaosError> {
+pub(crate) async fn until(
+    group: &ConfigClient,
+    done: impl Fn(&ClusterConfig) -> bool,
+) -> Result<ClusterConfig, ChaosError> {
     let deadline = Instant::now() + SETTLE;
     let mut known = 0;
     loop {
@@ -267,129 +383,6 @@ async fn until(group: &ConfigClient, done: impl Fn(&ClusterConfig) -> bool) -> R
                 "the cluster's configuration did not settle within 60 s".into(),
             ));
         }
-    }
-}
-
-/// The slot every hot key is in.
-fn hot_slot() -> u16 {
-    ferry_cluster::key_slot(&program::key(0))
-}
-
-/// What the nemesis works on: the processes, each storage node's link to the group, and
-/// the link half the clients follow the group through.
-struct Cluster<'a> {
-    up: &'a Up,
-    links: &'a [(&'static str, GroupLink)],
-    client_link: &'a GroupLink,
-    ack_replica: bool,
-}
-
-/// Faults until the clients' deadline, each settled before the next.
-fn nemesis(
-    runtime: &tokio::runtime::Handle,
-    group: &ConfigClient,
-    cluster: &Cluster,
-    shared: &Shared,
-    mean_interval: Duration,
-    seed: u64,
-) -> Result<Faults, ChaosError> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_f417);
-    let mut faults = Faults::default();
-    loop {
-        let wait = -mean_interval.as_secs_f64() * (1.0 - rng.gen::<f64>()).ln();
-        std::thread::sleep(Duration::from_secs_f64(wait.min(4.0 * mean_interval.as_secs_f64())));
-        if Instant::now() >= shared.deadline {
-            return Ok(faults);
-        }
-        let config = runtime
-            .block_on(group.current())
-            .map_err(|e| ChaosError::Start(e.to_string()))?;
-        let slot = hot_slot();
-        let Some(serving) = config.serving_shard(slot, slot) else {
-            return Err(ChaosError::Client(format!("no shard serves slot {slot}")));
-        };
-        let primary = config.shards[&serving].primary.clone();
-        let up = cluster.up;
-        // Moves and partitions always; stops and kills only where no acknowledged write
-        // may go with them.
-        let fault = match cluster.ack_replica {
-            true => rng.gen_range(0..4),
-            false => [0, 2][rng.gen_range(0..2)],
-        };
-        match fault {
-            0 => {
-                let others: Vec<&String> = config
-                    .shards
-                    .iter()
-                    .filter(|(id, _)| **id != serving)
-                    .map(|(_, shard)| &shard.primary)
-                    .collect();
-                let to = others[rng.gen_range(0..others.len())].clone();
-                let begin = ConfigCommand::BeginMove {
-                    first: slot,
-                    last: slot,
-                    to,
-                    expected_epoch: config.epoch,
-                };
-                if let Ok(Outcome::Applied { epoch }) = runtime.block_on(group.propose(begin)) {
-                    runtime.block_on(until(group, |config| config.epoch > epoch && config.moving.is_none()))?;
-                    faults.moves += 1;
-                }
-            }
-            1 => {
-                let pid = up.pid_of(&primary)?;
-                signal(pid, libc::SIGSTOP);
-                std::thread::sleep(STOPPED_FOR);
-                signal(pid, libc::SIGCONT);
-                faults.failovers += 1;
-                // The old primary, demoted, restarts and copies its successor.
-                runtime.block_on(until(group, |config| {
-                    config.shards.values().all(|shard| shard.fenced_at.is_none())
-                }))?;
-                wait_restarted(up, &primary, pid)?;
-            }
-            2 => {
-                let Some((_, link)) = cluster.links.iter().find(|(id, _)| *id == primary) else {
-                    return Err(ChaosError::Start(format!("no link to the config group for {primary}")));
-                };
-                let pid = up.pid_of(&primary)?;
-                link.cut();
-                cluster.client_link.cut();
-                std::thread::sleep(STOPPED_FOR);
-                link.heal();
-                cluster.client_link.heal();
-                faults.partitions += 1;
-                let settled = runtime.block_on(until(group, |config| {
-                    config.shards.values().all(|shard| shard.fenced_at.is_none())
-                }))?;
-                // Demoted, the old primary restarts and copies its successor.
-                if settled.shards[&serving].primary != primary {
-                    wait_restarted(up, &primary, pid)?;
-                }
-            }
-            _ => {
-                let nodes: Vec<&String> = config.nodes.keys().collect();
-                let victim = nodes[rng.gen_range(0..nodes.len())].clone();
-                let pid = up.pid_of(&victim)?;
-                signal(pid, libc::SIGKILL);
-                faults.kills += 1;
-                wait_restarted(up, &victim, pid)?;
-            }
-        }
-    }
-}
-
-/// Waits until `cluster up` runs `node` again under another pid than `old`.
-fn wait_restarted(up: &Up, node: &str, old: u32) -> Result<(), ChaosError> {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        if up.pid_of(node).is_ok_and(|pid| pid != old) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(ChaosError::NodeDied(format!("{node} was not restarted within 60 s")));
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -462,14 +455,20 @@ async fn final_read(
     };
     let deadline = Instant::now() + SETTLE;
     loop {
-        if let Ok(cluster) = ClusterClient::follow(routes.clone(), client_config.clone()).await {
-            let record = invoke(u64::MAX, &cluster, &program, Route::Remote, shared).await?;
-            if matches!(record.seen, Seen::Committed { .. }) {
-                return Ok(record);
+        let last = match ClusterClient::follow(routes.clone(), client_config.clone()).await {
+            Ok(cluster) => {
+                let record = invoke(u64::MAX, &cluster, &program, Route::Remote, shared).await?;
+                if matches!(record.seen, Seen::Committed { .. }) {
+                    return Ok(record);
+                }
+                format!("{:?}", record.seen)
             }
-        }
+            Err(err) => err.to_string(),
+        };
         if Instant::now() > deadline {
-            return Err(ChaosError::Client("the final read did not commit within 60 s".into()));
+            return Err(ChaosError::Client(format!(
+                "the final read did not commit within 60 s (last: {last})"
+            )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

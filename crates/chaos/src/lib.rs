@@ -13,11 +13,15 @@
 //! on a data dir that [`crash`]'s nemesis kills with SIGKILL at random and restarts; the
 //! history across every restart is judged as one.
 //!
-//! Layout: [`program`] (the function), [`proxy`] (the cutting proxy), [`record`] (records
+//! Layout: [`program`] (the function), [`proxy`] (the cutting proxy), [`link`] (a proxy the
+//! nemesis opens, cuts or makes one-way), [`partition`] (a node's links to the config
+//! group), [`record`] (records
 //! to history), [`crash`] (the node process and its nemesis), [`run`] here.
 
 pub mod cluster;
 pub mod crash;
+pub mod link;
+pub mod nemesis;
 pub mod partition;
 pub mod program;
 pub mod proxy;
@@ -149,12 +153,57 @@ pub struct ChaosReport {
     /// Partitions: the hot slot's primary cut off the config group, its clients still
     /// reaching it, until its replica took over (cluster runs).
     pub partitions: u64,
+    /// The hot slot's primary cut off its clients, both ways (cluster runs).
+    pub client_partitions: u64,
+    /// The link between the hot slot's primary and its clients open one way only: the
+    /// requests arrive and no answer comes back, or the reverse (cluster runs).
+    pub one_way_partitions: u64,
+    /// The hot slot's primary cut off its replicas, both ways or one way (cluster runs).
+    pub replication_partitions: u64,
+    /// Storage nodes killed with their data dir deleted (a lost disk; cluster runs).
+    pub disks_lost: u64,
     /// Acknowledged writes the final read does not see (each would also be a violation).
     pub lost_writes: usize,
     /// Invocations the checker placed in its graph.
     pub judged: usize,
     /// Why the history is not strictly serializable, if it is not.
     pub violation: Option<String>,
+}
+
+impl ChaosReport {
+    /// The faults of a cluster run, counted, for a line of output.
+    pub fn cluster_faults(&self) -> String {
+        format!(
+            "{} slot moves, {} failovers, {} partitions from the config group, {} from the clients, {} one-way, \
+             {} from the replicas, {} storage nodes killed, {} disks lost",
+            self.moves,
+            self.failovers,
+            self.partitions,
+            self.client_partitions,
+            self.one_way_partitions,
+            self.replication_partitions,
+            self.crashes,
+            self.disks_lost
+        )
+    }
+
+    /// Adds `other`'s counts to this one's (the totals of several runs).
+    pub fn add(&mut self, other: &ChaosReport) {
+        self.invocations += other.invocations;
+        self.committed += other.committed;
+        self.failed += other.failed;
+        self.unknown += other.unknown;
+        self.judged += other.judged;
+        self.crashes += other.crashes;
+        self.moves += other.moves;
+        self.failovers += other.failovers;
+        self.partitions += other.partitions;
+        self.client_partitions += other.client_partitions;
+        self.one_way_partitions += other.one_way_partitions;
+        self.replication_partitions += other.replication_partitions;
+        self.disks_lost += other.disks_lost;
+        self.lost_writes += other.lost_writes;
+    }
 }
 
 /// A run could not be carried out (not a verdict on the history).

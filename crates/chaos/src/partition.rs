@@ -9,50 +9,24 @@
 //! too, and the node retries.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use parking_lot::Mutex;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use crate::link::{Flow, Link};
 
 /// One node's proxied link to every member of the config group.
 pub struct GroupLink {
+    links: Vec<Link>,
     addrs: Vec<SocketAddr>,
-    upstreams: Arc<Mutex<Vec<SocketAddr>>>,
-    cut: watch::Sender<bool>,
-    accepts: Vec<JoinHandle<()>>,
 }
 
 impl GroupLink {
     /// `members` proxies on loopback, not yet forwarding anywhere.
     pub async fn start(members: usize) -> std::io::Result<GroupLink> {
-        let upstreams: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
-        let (cut, _) = watch::channel(false);
-        let mut addrs = Vec::new();
-        let mut accepts = Vec::new();
-        for index in 0..members {
-            let listener = TcpListener::bind("127.0.0.1:0").await?;
-            addrs.push(listener.local_addr()?);
-            let (upstreams, cut) = (Arc::clone(&upstreams), cut.subscribe());
-            accepts.push(tokio::spawn(async move {
-                while let Ok((client, _)) = listener.accept().await {
-                    let upstream = upstreams.lock().get(index).copied();
-                    match upstream {
-                        Some(upstream) if !*cut.borrow() => {
-                            tokio::spawn(forward(client, upstream, cut.clone()));
-                        }
-                        _ => drop(client),
-                    }
-                }
-            }));
+        let mut links = Vec::new();
+        for _ in 0..members {
+            links.push(Link::start().await?);
         }
-        Ok(GroupLink {
-            addrs,
-            upstreams,
-            cut,
-            accepts,
-        })
+        let addrs = links.iter().map(Link::addr).collect();
+        Ok(GroupLink { links, addrs })
     }
 
     /// Where the node dials the group (one address per member, in member order).
@@ -62,45 +36,26 @@ impl GroupLink {
 
     /// The members' real addresses, in the same order.
     pub fn set_upstreams(&self, members: Vec<SocketAddr>) {
-        *self.upstreams.lock() = members;
+        for (link, member) in self.links.iter().zip(members) {
+            link.set_upstream(member);
+        }
     }
 
     /// Cuts the link: open connections close, new ones are closed on accept.
     pub fn cut(&self) {
-        self.cut.send_replace(true);
+        self.links.iter().for_each(|link| link.set(Flow::Cut));
     }
 
     /// Heals it.
     pub fn heal(&self) {
-        self.cut.send_replace(false);
-    }
-}
-
-impl Drop for GroupLink {
-    fn drop(&mut self) {
-        self.cut.send_replace(true);
-        for accept in &self.accepts {
-            accept.abort();
-        }
-    }
-}
-
-/// Forwards one connection both ways until either side closes or the link is cut.
-async fn forward(mut client: TcpStream, upstream: SocketAddr, mut cut: watch::Receiver<bool>) {
-    let Ok(mut server) = TcpStream::connect(upstream).await else {
-        return;
-    };
-    let _ = client.set_nodelay(true);
-    let _ = server.set_nodelay(true);
-    tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-        _ = cut.wait_for(|cut| *cut) => {}
+        self.links.iter().for_each(|link| link.set(Flow::Open));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
 
     use super::*;
 

@@ -5,7 +5,8 @@
 //! restarts.
 //! With `--cluster`, it runs against `ferry cluster up` (three primaries, a replica each,
 //! `--ack replica`) while a nemesis moves the hot keys' slot, fails its primary over, cuts
-//! it off the config group and kills storage nodes (`ferry_chaos::cluster`).
+//! it off the config group, off its clients (both ways or one way) and off its replicas,
+//! and kills storage nodes, some with their data dir deleted (`ferry_chaos::nemesis`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,12 +62,15 @@ pub struct CheckArgs {
     /// kills land in snapshots and recoveries read them).
     #[arg(long, default_value_t = 256 * 1024, requires = "crash")]
     snapshot_log_bytes: u64,
-    /// Run against a cluster of processes instead (`cluster up` with 3 primaries, a
-    /// replica each and `--ack replica`), while a nemesis moves the hot keys' slot between
-    /// primaries, stops its primary until its replica takes over, cuts that primary off
-    /// the config group (through proxies; its clients still reach it) until its replica
-    /// takes over, and kills storage nodes; the history across all of it is judged, and
-    /// every acknowledged write must be read at the end.
+    /// Run against a cluster of processes instead (`cluster up` with 3 primaries, two
+    /// replicas each and `--ack replica`), while a nemesis moves the hot keys' slot
+    /// between primaries, stops its primary until its replica takes over, cuts that
+    /// primary (through proxies) off the config group, off its clients (both ways, or one
+    /// way: requests arrive and answers do not, or the reverse) and off its replicas (then
+    /// half the time stops it, so a replica that missed the cut's writes takes over), and
+    /// kills storage nodes, some with their data dir deleted (a lost disk); the history
+    /// across all of it is judged, every acknowledged write must be read at the end, and
+    /// each fault's count is printed.
     #[arg(long, conflicts_with = "crash")]
     cluster: bool,
     /// With --cluster: mean time between faults (exponential; each settles first).
@@ -79,6 +83,12 @@ pub struct CheckArgs {
     /// acknowledged write and every read fresh.
     #[arg(long, default_value = "replica", value_parser = ["replica", "primary"], requires = "cluster")]
     ack: String,
+    /// With --cluster: draw only these faults, separated by commas: move, stop, group
+    /// (cut off the config group), clients (cut off its clients), one-way (its clients'
+    /// link one way only), replicas (cut off its replicas), kill, lose-disk. Default:
+    /// every one the --ack mode allows (stop, kill and lose-disk need --ack replica).
+    #[arg(long, value_name = "LIST", requires = "cluster")]
+    faults: Option<String>,
 }
 
 /// Flags of the hidden `ferry check-node`.
@@ -146,6 +156,27 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
     let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
     let mean_fault_interval = duration_flag("--mean-fault-interval", &args.mean_fault_interval)?;
     let ack = args.ack.clone();
+    let faults = match &args.faults {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                ferry_chaos::nemesis::Fault::parse(name.trim()).ok_or_else(|| {
+                    let known: Vec<&str> = ferry_chaos::nemesis::ALL.iter().map(|fault| fault.name()).collect();
+                    format!("--faults: unknown fault {name:?} (known: {})", known.join(", "))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    if let Some(fault) = faults
+        .iter()
+        .find(|fault| args.ack == "primary" && fault.needs_ack_replica())
+    {
+        return Err(format!(
+            "--faults {}: it may lose writes --ack primary acknowledged, as that mode allows; it needs --ack replica",
+            fault.name()
+        ));
+    }
     Ok(ferry_chaos::cluster::ClusterChaos {
         launcher: Arc::new(move |dir: &Path, json: &Path| {
             let mut command = std::process::Command::new(&exe);
@@ -161,6 +192,9 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
                     &ack,
                 ])
                 .args(["--compute-nodes", "0", "--tenant", "1:chaos", "--chaos-functions"])
+                // The nemesis restarts the hot shard's nodes far more often than five a
+                // minute (every failover restarts the old primary and the other replicas).
+                .args(["--max-restarts-per-minute", "1000"])
                 .arg("--dir")
                 .arg(dir)
                 .arg("--json")
@@ -170,6 +204,7 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
         dir,
         mean_fault_interval,
         ack_replica: args.ack == "replica",
+        faults,
     })
 }
 
@@ -223,8 +258,9 @@ pub fn run(args: CheckArgs) -> CmdResult {
                 report.crashes, report.lost_writes
             ),
             (_, true) => format!(
-                "{} slot moves, {} failovers, {} partitions, {} storage nodes killed, {} acknowledged writes lost; ",
-                report.moves, report.failovers, report.partitions, report.crashes, report.lost_writes
+                "{}, {} acknowledged writes lost; ",
+                report.cluster_faults(),
+                report.lost_writes
             ),
             _ => String::new(),
         };
@@ -255,7 +291,7 @@ pub fn run(args: CheckArgs) -> CmdResult {
         if let Some(dir) = dir {
             let _ = std::fs::remove_dir_all(dir);
         }
-        add(&mut totals, &report);
+        totals.add(&report);
     }
     let crashed = match (args.crash, args.cluster) {
         (true, _) => format!(
@@ -263,8 +299,9 @@ pub fn run(args: CheckArgs) -> CmdResult {
             totals.crashes, totals.lost_writes
         ),
         (_, true) => format!(
-            ", {} slot moves, {} failovers, {} partitions, {} storage nodes killed, {} acknowledged writes lost",
-            totals.moves, totals.failovers, totals.partitions, totals.crashes, totals.lost_writes
+            ", {}, {} acknowledged writes lost",
+            totals.cluster_faults(),
+            totals.lost_writes
         ),
         _ => String::new(),
     };
@@ -276,17 +313,4 @@ pub fn run(args: CheckArgs) -> CmdResult {
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-fn add(totals: &mut ChaosReport, r: &ChaosReport) {
-    totals.invocations += r.invocations;
-    totals.committed += r.committed;
-    totals.failed += r.failed;
-    totals.unknown += r.unknown;
-    totals.judged += r.judged;
-    totals.crashes += r.crashes;
-    totals.moves += r.moves;
-    totals.failovers += r.failovers;
-    totals.partitions += r.partitions;
-    totals.lost_writes += r.lost_writes;
 }

@@ -110,6 +110,17 @@ struct UpArgs {
     /// members' own addresses are written to DIR/config-group as soon as they are bound.
     #[arg(long, hide = true, value_name = "ID=ADDRS")]
     node_config_group: Vec<String>,
+    /// `ID=HOST:PORT`: the configuration names this address as storage node ID's
+    /// replication listener (where its replicas and slot moves pull its log) instead of
+    /// the one `cluster up` binds; repeatable. For `ferry check --cluster`, which puts a
+    /// proxy there to cut a primary off its replicas. The addresses bound are appended to
+    /// DIR/replication-listeners (`ID=HOST:PORT` lines) before each node starts.
+    #[arg(long, hide = true, value_name = "ID=ADDR")]
+    node_replication_via: Vec<String>,
+    /// Restarts allowed per process per minute before it is left down. For `ferry check
+    /// --cluster`, whose nemesis fails nodes far more often than anything real does.
+    #[arg(long, hide = true, default_value_t = MAX_RESTARTS_PER_MINUTE)]
+    max_restarts_per_minute: usize,
     /// Most active workers of each compute node.
     #[arg(long, default_value_t = 2)]
     max_workers: u32,
@@ -259,6 +270,43 @@ const MAX_REPLICAS: usize = 4;
 /// How long `cluster up` waits for a replica's addition to show in the configuration.
 const ADD_REPLICA_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The `ID=VALUE` entries of a repeatable hidden flag, by id.
+fn id_flags<'a>(entries: &'a [String], flag: &str) -> Result<std::collections::BTreeMap<&'a str, &'a str>, String> {
+    entries
+        .iter()
+        .map(|entry| {
+            entry
+                .split_once('=')
+                .ok_or_else(|| format!("{flag} {entry:?}: expected ID=HOST:PORT"))
+        })
+        .collect()
+}
+
+/// DIR/replication-listeners: the replication listeners bound for nodes whose
+/// configuration names another address (`--node-replication-via`), one `ID=HOST:PORT`
+/// line each, appended before the node starts.
+struct ReplicationListened {
+    path: PathBuf,
+}
+
+impl ReplicationListened {
+    fn new(dir: &Path) -> ReplicationListened {
+        ReplicationListened {
+            path: dir.join("replication-listeners"),
+        }
+    }
+
+    fn record(&self, id: &str, addr: &str) -> Result<(), String> {
+        use std::io::Write as _;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut file| writeln!(file, "{id}={addr}"))
+            .map_err(|err| format!("cannot write {}: {err}", self.path.display()))
+    }
+}
+
 /// Writes the JSON whole, then renames it into place: a reader never sees half a file.
 fn write_json(path: &Path, cluster: &ClusterInfo) -> CmdResult {
     let partial = path.with_extension("partial");
@@ -356,6 +404,14 @@ fn up(args: UpArgs) -> CmdResult {
         ],
         false => Vec::new(),
     };
+    let replication_via = id_flags(&args.node_replication_via, "--node-replication-via")?;
+    let listened = ReplicationListened::new(&dir);
+    for node in nodes.iter_mut() {
+        if let (Some(bound), Some(via)) = (&node.replication, replication_via.get(node.id.as_str())) {
+            listened.record(&node.id, bound)?;
+            node.replication = Some(via.to_string());
+        }
+    }
     let map = ClusterMap::new(nodes)?;
     let map_path = dir.join("cluster.toml");
     std::fs::write(&map_path, map.to_toml()).map_err(|err| format!("cannot write {}: {err}", map_path.display()))?;
@@ -372,15 +428,7 @@ fn up(args: UpArgs) -> CmdResult {
         let path = dir.join("config-group");
         std::fs::write(&path, group.join(",")).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
     }
-    let node_groups: Vec<(&str, &str)> = args
-        .node_config_group
-        .iter()
-        .map(|entry| {
-            entry
-                .split_once('=')
-                .ok_or_else(|| format!("--node-config-group {entry:?}: expected ID=HOST:PORT,..."))
-        })
-        .collect::<Result<_, _>>()?;
+    let node_groups = id_flags(&args.node_config_group, "--node-config-group")?;
     let members_flag: Vec<String> = group
         .iter()
         .enumerate()
@@ -440,7 +488,7 @@ fn up(args: UpArgs) -> CmdResult {
         if args.chaos_functions {
             server_args.push("--chaos-functions".into());
         }
-        if let Some((_, addrs)) = node_groups.iter().find(|(node, _)| *node == id) {
+        if let Some(addrs) = node_groups.get(id) {
             if let Some(at) = server_args.iter().position(|arg| arg == "--config-group") {
                 server_args[at + 1] = addrs.to_string();
             }
@@ -512,7 +560,11 @@ fn up(args: UpArgs) -> CmdResult {
             for replica in 1..=args.replicas {
                 let id = format!("{}r{replica}", node.id);
                 let listeners = NodeListeners::bind(true)?;
-                let (addr, resp, replication) = listeners.addrs()?;
+                let (addr, resp, mut replication) = listeners.addrs()?;
+                if let (Some(bound), Some(via)) = (&replication, replication_via.get(id.as_str())) {
+                    listened.record(&id, bound)?;
+                    replication = Some(via.to_string());
+                }
                 let entry = ferry_config::StorageNode {
                     addr,
                     resp: Some(resp),
@@ -597,6 +649,9 @@ fn up(args: UpArgs) -> CmdResult {
          on); SIGINT or SIGTERM stops the cluster",
         cluster.gateway
     );
+    for child in &mut children {
+        child.set_restart_budget(args.max_restarts_per_minute);
+    }
     let configs = following.as_ref().map(|following| following.configs());
     let ended = supervise(&mut children, configs.clone(), |children| {
         let config = configs.as_ref().map(|configs| configs.borrow().clone());

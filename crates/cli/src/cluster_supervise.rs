@@ -43,10 +43,19 @@ pub const RESTART_RETRY: Duration = Duration::from_secs(1);
 /// How often the children are checked for having exited.
 const CHILD_POLL: Duration = Duration::from_millis(200);
 
-/// The restarts of one node within the last [`RESTART_WINDOW`].
-#[derive(Default)]
+/// The restarts of one node within the last [`RESTART_WINDOW`], and how many are allowed.
 struct RestartBudget {
     times: VecDeque<Instant>,
+    max: usize,
+}
+
+impl Default for RestartBudget {
+    fn default() -> RestartBudget {
+        RestartBudget {
+            times: VecDeque::new(),
+            max: MAX_RESTARTS_PER_MINUTE,
+        }
+    }
 }
 
 impl RestartBudget {
@@ -59,7 +68,7 @@ impl RestartBudget {
         {
             self.times.pop_front();
         }
-        if self.times.len() >= MAX_RESTARTS_PER_MINUTE {
+        if self.times.len() >= self.max {
             return false;
         }
         self.times.push_back(now);
@@ -300,6 +309,11 @@ impl Supervised {
         &self.child
     }
 
+    /// Allows `per_minute` restarts a minute instead of [`MAX_RESTARTS_PER_MINUTE`].
+    pub fn set_restart_budget(&mut self, per_minute: usize) {
+        self.restarts.max = per_minute;
+    }
+
     /// Why it is down, if it could not be started again.
     pub fn down(&self) -> Option<&str> {
         self.down.as_deref()
@@ -310,8 +324,9 @@ impl Supervised {
     fn restart(&mut self, now: Instant, reason: &str) -> Result<Option<String>, NotRestarted> {
         if !self.restarts.take(now) {
             return Err(NotRestarted::Down(format!(
-                "{} {reason} after {MAX_RESTARTS_PER_MINUTE} restarts within {}s; not restarted again",
+                "{} {reason} after {} restarts within {}s; not restarted again",
                 self.label(),
+                self.restarts.max,
                 RESTART_WINDOW.as_secs()
             )));
         }

@@ -48,7 +48,7 @@ fn a_short_crash_run_survives_its_kills_with_nothing_acknowledged_lost() {
 }
 
 #[test]
-fn a_short_cluster_run_through_moves_and_failovers_is_strictly_serializable() {
+fn a_short_cluster_run_through_every_kind_of_fault_is_strictly_serializable() {
     let (stdout, last) = nothing_lost(&[
         "--cluster",
         "--duration",
@@ -59,11 +59,57 @@ fn a_short_cluster_run_through_moves_and_failovers_is_strictly_serializable() {
         "2s",
     ]);
     // Faults come every 2 s on average and each settles first: some happen in 15 s.
-    let faults = count(&last, " slot moves")
-        + count(&last, " failovers")
-        + count(&last, " partitions")
-        + count(&last, " storage nodes killed");
+    let faults: u64 = [
+        " slot moves",
+        " failovers",
+        " partitions from the config group",
+        " from the clients",
+        " one-way",
+        " from the replicas",
+        " storage nodes killed",
+        " disks lost",
+    ]
+    .iter()
+    .map(|kind| count(&last, kind))
+    .sum();
     assert!(faults >= 1, "{stdout}");
+}
+
+#[test]
+fn a_short_cluster_run_through_cut_links_and_lost_disks_is_strictly_serializable() {
+    let (stdout, last) = nothing_lost(&[
+        "--cluster",
+        "--duration",
+        "20s",
+        "--seed",
+        "17",
+        "--mean-fault-interval",
+        "1s",
+        "--faults",
+        "clients,one-way,replicas,lose-disk",
+    ]);
+    let faults = count(&last, " from the clients")
+        + count(&last, " one-way")
+        + count(&last, " from the replicas")
+        + count(&last, " disks lost");
+    assert!(faults >= 1, "{stdout}");
+    // Only the faults asked for.
+    assert_eq!(
+        count(&last, " slot moves")
+            + count(&last, " partitions from the config group")
+            + count(&last, " storage nodes killed"),
+        0,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn cluster_faults_are_checked() {
+    refused(&["--cluster", "--faults", "move,meteor"], "unknown fault \"meteor\"");
+    refused(
+        &["--cluster", "--ack", "primary", "--faults", "lose-disk"],
+        "--faults lose-disk: it may lose writes --ack primary acknowledged",
+    );
 }
 
 #[test]
@@ -87,7 +133,7 @@ fn under_ack_primary_a_primary_cut_off_the_config_group_stops_serving_before_it_
         0,
         "{stdout}"
     );
-    assert!(count(&last, " partitions") >= 1, "{stdout}");
+    assert!(count(&last, " partitions from the config group") >= 1, "{stdout}");
 }
 
 /// Runs `ferry check ARGS`, which must pass with nothing acknowledged lost; its output

@@ -25,6 +25,12 @@ use crate::wire::{Message, MAX_MESSAGE_BYTES};
 /// How long one pull asks the primary to wait for a record.
 pub const PULL_WAIT_MS: u32 = 500;
 
+/// How long a pull's answer may take beyond [`PULL_WAIT_MS`] (a full message on a slow
+/// link) before the link is taken for broken and dialled again. Without it, a link that
+/// silently stops carrying the answers (a one-way partition, a dropped NAT entry) would
+/// hold the replica, and under `--ack replica` every reply of its primary, forever.
+pub const PULL_ANSWER_MARGIN: Duration = Duration::from_secs(5);
+
 /// First wait before dialling a primary again; doubled up to [`MAX_REDIAL_WAIT`].
 pub const FIRST_REDIAL_WAIT: Duration = Duration::from_millis(50);
 
@@ -147,10 +153,16 @@ async fn pull_loop(
         })
         .await
         .map_err(|err| upstream.broken(err))?;
-        let answer = link
-            .receive(MAX_MESSAGE_BYTES)
-            .await
-            .map_err(|err| upstream.broken(err))?;
+        let answer_within = Duration::from_millis(u64::from(PULL_WAIT_MS)) + PULL_ANSWER_MARGIN;
+        let answer = match tokio::time::timeout(answer_within, link.receive(MAX_MESSAGE_BYTES)).await {
+            Ok(answer) => answer.map_err(|err| upstream.broken(err))?,
+            Err(_) => {
+                return Err(ReplicationError::Link {
+                    addr: upstream.addr.clone(),
+                    why: format!("no answer to a pull within {} ms", answer_within.as_millis()),
+                })
+            }
+        };
         match answer {
             Message::Records { from: at, bytes } if at == from => {
                 status

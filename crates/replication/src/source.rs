@@ -27,6 +27,12 @@ pub const MAX_REPLICA_LINKS: usize = 64;
 /// Longest a pull waits for a record before answering with none.
 pub const MAX_PULL_WAIT: Duration = Duration::from_secs(1);
 
+/// Longest a link may go without a request before it is closed: a replica pulls again
+/// within a second, so a silent link is one whose requests no longer arrive (a one-way
+/// partition); closing it frees its place among the [`MAX_REPLICA_LINKS`] for the link the
+/// replica dials instead.
+pub const IDLE_LINK_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Bytes of a snapshot file sent in one chunk.
 pub const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
 
@@ -108,7 +114,10 @@ pub async fn serve(listener: TcpListener, source: Arc<Source>, mut shutdown: wat
 /// Answers one replica's requests until it leaves or breaks the protocol.
 async fn serve_link(source: &Source, mut link: Link) -> Result<(), String> {
     loop {
-        let request = link.receive(MAX_REQUEST_BYTES).await.map_err(|err| err.to_string())?;
+        let request = tokio::time::timeout(IDLE_LINK_TIMEOUT, link.receive(MAX_REQUEST_BYTES))
+            .await
+            .map_err(|_| format!("no request within {} s", IDLE_LINK_TIMEOUT.as_secs()))?
+            .map_err(|err| err.to_string())?;
         let answer = match request {
             Message::Pull { from, wait_ms } => pull(source, from, wait_ms, true).await,
             Message::Tail { from, wait_ms } => pull(source, from, wait_ms, false).await,
