@@ -165,13 +165,13 @@ async fn pump(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
 
     /// An echo server: what it reads, it writes back.
-    async fn echo() -> SocketAddr {
+    pub(crate) async fn echo() -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {

@@ -55,28 +55,10 @@ impl GroupLink {
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::net::TcpStream;
 
     use super::*;
-
-    /// An echo server: what it reads, it writes back.
-    async fn echo() -> SocketAddr {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 64];
-                    while let Ok(n) = stream.read(&mut buf).await {
-                        if n == 0 || stream.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        addr
-    }
+    use crate::link::tests::echo;
 
     /// Whether a connection through `addr` echoes a byte.
     async fn echoes(addr: SocketAddr) -> bool {

@@ -80,39 +80,10 @@ impl Lessor {
 mod tests {
     use super::*;
     use crate::lease::{Heartbeat, EXPIRY_MS, HEARTBEAT_MS};
-    use crate::state::StorageNode;
     use crate::Outcome;
-    use ferry_cluster::ClusterMap;
 
-    /// One shard, s1, with replicas r1 and r2, leased.
-    fn config() -> ClusterConfig {
-        let mut config = ClusterConfig::default();
-        config.apply(&Command::Bootstrap {
-            nodes: ClusterMap::even(&["127.0.0.1:7701".to_string()])
-                .unwrap()
-                .nodes()
-                .to_vec(),
-        });
-        for id in ["r1", "r2"] {
-            let add = Command::AddReplica {
-                id: id.into(),
-                node: StorageNode {
-                    addr: "127.0.0.1:7799".into(),
-                    resp: None,
-                    replication: None,
-                },
-                primary: "s1".into(),
-                expected_epoch: config.epoch,
-            };
-            assert!(matches!(config.apply(&add), Outcome::Applied { .. }));
-        }
-        let leased = Command::Leased {
-            shard: 1,
-            primary_epoch: 1,
-        };
-        assert!(matches!(config.apply(&leased), Outcome::Applied { .. }));
-        config
-    }
+    /// Shards s1 (replicas r1, r2; leased) and s2.
+    use crate::lease::tests::leased_config as config;
 
     fn hand_over(to: &str) -> Command {
         Command::HandOver {

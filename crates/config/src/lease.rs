@@ -347,7 +347,7 @@ impl Lessor {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::state::StorageNode;
     use crate::Outcome;
@@ -377,7 +377,7 @@ mod tests {
     }
 
     /// [`config`] once s1 has acted on having replicas.
-    fn leased_config() -> ClusterConfig {
+    pub(crate) fn leased_config() -> ClusterConfig {
         let mut config = config();
         let leased = Command::Leased {
             shard: 1,
