@@ -130,6 +130,9 @@ pub struct ServerConfig {
     pub queue_capacity: usize,
     /// CPU-time budget of one server-side invocation.
     pub invoke_budget: Duration,
+    /// How long one poll of an invocation (or one RESP job) runs before its next access
+    /// yields to the worker; see [`crate::store_ctx::POLL_SLICE`], the default.
+    pub poll_slice: Duration,
     /// Most simultaneous authenticated connections (those waiting to authenticate are
     /// bounded separately by `max_unauthenticated`).
     pub max_connections: usize,
@@ -194,6 +197,7 @@ impl ServerConfig {
             tenants,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             invoke_budget: DEFAULT_INVOKE_BUDGET,
+            poll_slice: crate::store_ctx::POLL_SLICE,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
             max_unauthenticated: DEFAULT_MAX_UNAUTHENTICATED,
@@ -234,6 +238,12 @@ impl ServerConfig {
             return Err(ConfigError::Invalid(format!(
                 "invoke budget must be between {MIN_INVOKE_BUDGET:?} and {MAX_INVOKE_BUDGET:?}, got {:?}",
                 self.invoke_budget
+            )));
+        }
+        if self.poll_slice.is_zero() || self.poll_slice > self.invoke_budget {
+            return Err(ConfigError::Invalid(format!(
+                "poll slice must be above zero and at most the invoke budget ({:?}), got {:?}",
+                self.invoke_budget, self.poll_slice
             )));
         }
         if self.max_connections == 0 {
@@ -404,6 +414,15 @@ mod tests {
         let mut config = ServerConfig::new(addr, 2, vec![tenant(1)]);
         config.invoke_budget = Duration::from_micros(1);
         assert!(config.validate().is_err());
+        for (slice, valid) in [
+            (Duration::ZERO, false),
+            (Duration::from_micros(40), true),
+            (Duration::from_secs(60), false),
+        ] {
+            let mut config = ServerConfig::new(addr, 2, vec![tenant(1)]);
+            config.poll_slice = slice;
+            assert_eq!(config.validate().is_ok(), valid, "poll slice {slice:?}");
+        }
     }
 
     #[test]

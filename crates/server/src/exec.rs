@@ -388,7 +388,7 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
         generation,
     });
     let started = Instant::now();
-    invocation.state.lock().slice_ends = Some(started + crate::store_ctx::POLL_SLICE);
+    invocation.state.lock().slice_ends = Some(started + node.poll_slice);
     let mut cx = Context::from_waker(Waker::noop());
     let polled = catch_unwind(AssertUnwindSafe(|| invocation.attempt.as_mut().poll(&mut cx)));
     let still_ours = {

@@ -74,6 +74,8 @@ pub(crate) struct Node {
     pub(crate) counters: NodeCounters,
     /// CPU budget of one invocation.
     pub(crate) invoke_budget_ns: u64,
+    /// How long one poll runs before its next access yields.
+    pub(crate) poll_slice: std::time::Duration,
     /// Its connections over both listeners: counters, authenticated seats (at most
     /// `max_connections`), and those waiting to authenticate.
     pub(crate) connections: Arc<ferry_net::connections::Connections>,
@@ -121,6 +123,7 @@ impl Node {
             pool: Pool::new(config.cores, config.queue_capacity, config.scheduling),
             counters: NodeCounters::default(),
             invoke_budget_ns: config.invoke_budget.as_nanos() as u64,
+            poll_slice: config.poll_slice,
             connections: ferry_net::connections::Connections::new(
                 config.max_connections,
                 config.max_unauthenticated,

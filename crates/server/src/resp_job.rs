@@ -11,7 +11,7 @@
 //! first step (it outran its slice) stays with the worker, and the job hands the commands
 //! after it back to the connection, which sends them again once its reply is in: replies
 //! keep their order and nothing runs ahead of a write it should see. A job also stops once
-//! it has run for a slice ([`POLL_SLICE`]), like a poll of an invocation, and hands the rest
+//! it has run for a slice (the node's `poll_slice`, [`crate::store_ctx::POLL_SLICE`] by default), like a poll of an invocation, and hands the rest
 //! back the same way: a tenant's long pipeline queues again behind other tenants' work
 //! instead of holding the worker.
 
@@ -35,7 +35,6 @@ use crate::exec::{self, Call, Stepped};
 use crate::node::{Node, TenantState};
 use crate::routing::ClusterRole;
 use crate::stats::TenantCounters;
-use crate::store_ctx::POLL_SLICE;
 
 /// Attempts of one data command (a conditional SET, an INCR, a DEL) before it gives up
 /// under contention; each retry is on the node and costs no round trip.
@@ -105,7 +104,7 @@ pub(crate) fn run(
     let mut invocations_ns = 0;
     let data_ns = |invocations_ns: u64| (started.elapsed().as_nanos() as u64).saturating_sub(invocations_ns);
     while let Some(step) = steps.pop_front() {
-        if started.elapsed() >= POLL_SLICE {
+        if started.elapsed() >= node.poll_slice {
             // A job holds the worker no longer than a poll of an invocation: the rest goes
             // back to the connection and queues again, behind other tenants' work.
             steps.push_front(step);

@@ -14,6 +14,10 @@ use ferry_server::config::PushbackConfig;
 
 /// A node that considers itself always overloaded, with credit `credit` per access.
 fn eager_pushback_node(credit: Duration) -> ferry_server::ServerHandle {
+    start_with(eager_pushback_config(credit))
+}
+
+fn eager_pushback_config(credit: Duration) -> ferry_server::ServerConfig {
     let mut config = config(1);
     // Far above the 20 ms a test function spins in one poll, even on a loaded machine
     // where that poll is preempted (with the 50 ms test budget it flaked).
@@ -24,7 +28,7 @@ fn eager_pushback_node(credit: Duration) -> ferry_server::ServerHandle {
         keep_min: 0,
         credit_per_access: credit,
     };
-    start_with(config)
+    config
 }
 
 #[tokio::test]
@@ -73,7 +77,13 @@ const ACCOUNTS: u64 = 6;
 /// node with a tiny credit) — must each be applied exactly once if acknowledged.
 #[tokio::test]
 async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
-    let server = eager_pushback_node(Duration::from_nanos(1));
+    let mut config = eager_pushback_config(Duration::from_nanos(1));
+    // Tests spin at the fixed default rate, which a fast core runs ~3.5x quicker than
+    // nominal (1 ms of it takes ~280 µs on the testbed): a slice far below that makes the
+    // yield certain. With the default 200 µs slice and 400 µs of spin the put yielded only
+    // when a preemption stretched the poll, and the test failed on a loaded machine.
+    config.poll_slice = Duration::from_micros(40);
+    let server = start_with(config);
     let setup = client_a(&server).await;
     for (key, value) in ycsbt::dataset(ACCOUNTS, 16, 3) {
         setup.put(ycsbt::TABLE, &key, &value).await.unwrap();
@@ -94,9 +104,9 @@ async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
                         from,
                         to,
                         amount: 1,
-                        // Past the node's 200 µs poll slice, so the put after it yields and
+                        // Far past the node's poll slice, so the put after it yields and
                         // ASFP gets to decide there (it decides only at slice ends).
-                        compute_ns: 400_000,
+                        compute_ns: 1_000_000,
                     }
                     .encode();
                     let outcome = match (task + i) % 3 {
