@@ -11,8 +11,9 @@
 //! first step (it outran its slice) stays with the worker, and the job hands the commands
 //! after it back to the connection, which sends them again once its reply is in: replies
 //! keep their order and nothing runs ahead of a write it should see. A job also stops once
-//! it has run for a slice (the node's `poll_slice`, [`crate::store_ctx::POLL_SLICE`] by default), like a poll of an invocation, and hands the rest
-//! back the same way: a tenant's long pipeline queues again behind other tenants' work
+//! it has run for a slice (the node's `poll_slice`, [`crate::store_ctx::POLL_SLICE`] by
+//! default), like a poll of an invocation, and hands the rest back the same way: a
+//! tenant's long pipeline queues again behind other tenants' work
 //! instead of holding the worker.
 
 use std::collections::VecDeque;

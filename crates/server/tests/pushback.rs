@@ -106,7 +106,7 @@ async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
                         amount: 1,
                         // Far past the node's poll slice, so the put after it yields and
                         // ASFP gets to decide there (it decides only at slice ends).
-                        compute_ns: 1_000_000,
+                        compute_ns: ferry_func::builtins::MAX_COMPUTE_NS_PER_ACCESS,
                     }
                     .encode();
                     let outcome = match (task + i) % 3 {
