@@ -21,7 +21,11 @@
 //! 3q² − 2q³ (under 0.8 % for q ≤ 0.05); a policy that goes the wrong way in half its runs
 //! fails it with probability 1/2 (the old "any one of three" passed it 7 times in 8). Before
 //! the node and client crates were optimised in test builds, the light workload went the
-//! wrong way in 6 of 10 runs and the old test passed regardless.
+//! wrong way in 6 of 10 runs and the old test passed regardless. Later the heavy workload
+//! went all remote in 3 of 8 runs (2026-12-02): a startup probe past the capacity
+//! overloaded the app CPU, local completions were slow alone in the profile, and the
+//! hopeless rule held local at the minority share for good; since that rule asks the
+//! loads the loop met too (`placement::class_tail`), 0 of 16 (X 0.46–0.49).
 
 use std::process::Command;
 

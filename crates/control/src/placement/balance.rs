@@ -332,8 +332,9 @@ impl Policy for Balance {
             return;
         }
         let report = self.rate.tick(now);
-        if report.decision.is_some_and(|d| !d.met) {
-            self.missed = true;
+        if let Some(decision) = report.decision {
+            self.missed |= !decision.met;
+            self.tails.end_window(decision.met);
         }
         self.advance(now);
     }

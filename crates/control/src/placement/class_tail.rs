@@ -10,6 +10,14 @@
 //! each of the last [`PERIODS`] periods, is hopeless and carries only the minority share
 //! ([`super::x_step::bounds`]). Where both are over (a load both share) or both under,
 //! neither is: the R loop answers a load, this answers a placement.
+//!
+//! "At any load" is also asked of the loads the R loop met the SLO at: a placement slow
+//! only where the loop overloaded a side (a probe past the capacity, which the next
+//! decision cuts) is that side's load, not the placement's. So where a period's windows
+//! that met the SLO hold enough completions of both placements, the hopeless one must be
+//! the slow one there too, by the same contrast (the policy's profile is one period, and
+//! a startup probe that overloaded the app CPU once made local look hopeless there and
+//! held it at the minority share for good).
 
 use crate::policy::{Completion, Placement};
 
@@ -47,6 +55,10 @@ pub struct ClassTails {
     /// The quantile's allowance of slow completions.
     allowance: f64,
     period: [Count; 2],
+    /// Completions since the R loop's last decision.
+    window: [Count; 2],
+    /// Completions of the period's windows that met the SLO.
+    met: [Count; 2],
     /// Periods in a row each placement was hopeless in.
     streak: [u32; 2],
     /// The placement held to the minority share, until a period with enough of its
@@ -70,6 +82,8 @@ impl ClassTails {
             target_ns,
             allowance: 1.0 - quantile,
             period: [Count::default(); 2],
+            window: [Count::default(); 2],
+            met: [Count::default(); 2],
             streak: [0; 2],
             held: None,
         }
@@ -78,10 +92,26 @@ impl ClassTails {
     /// Counts one completion.
     pub fn learn(&mut self, c: &Completion) {
         if !c.pushed_back {
-            let count = &mut self.period[index(c.placement)];
-            count.all += 1;
-            count.slow += u64::from(c.latency_ns as f64 > self.target_ns);
+            let slow = u64::from(c.latency_ns as f64 > self.target_ns);
+            for count in [
+                &mut self.period[index(c.placement)],
+                &mut self.window[index(c.placement)],
+            ] {
+                count.all += 1;
+                count.slow += slow;
+            }
         }
+    }
+
+    /// Ends an R-loop window; `met` says whether the loop judged it within the SLO.
+    pub fn end_window(&mut self, met: bool) {
+        if met {
+            for (pool, window) in self.met.iter_mut().zip(self.window) {
+                pool.all += window.all;
+                pool.slow += window.slow;
+            }
+        }
+        self.window = [Count::default(); 2];
     }
 
     /// The placement the period under way says is hopeless, if it says so.
@@ -91,9 +121,12 @@ impl ClassTails {
             return None;
         }
         let says = |slow: Count, other: Count| slow.share() > self.allowance && slow.share() > CONTRAST * other.share();
-        if says(local, remote) {
+        let [met_local, met_remote] = self.met;
+        let met_told = met_local.all >= SAMPLES_MIN && met_remote.all >= SAMPLES_MIN;
+        let slow_at_met = |slow: Count, other: Count| !met_told || slow.share() > CONTRAST * other.share();
+        if says(local, remote) && slow_at_met(met_local, met_remote) {
             Some(Placement::Local)
-        } else if says(remote, local) {
+        } else if says(remote, local) && slow_at_met(met_remote, met_local) {
             Some(Placement::Remote)
         } else {
             None
@@ -127,6 +160,7 @@ impl ClassTails {
             self.held = Some(p);
         }
         self.period = [Count::default(); 2];
+        self.met = [Count::default(); 2];
     }
 
     /// The placement held to the minority share: hopeless in each of [`PERIODS`] periods
@@ -179,6 +213,38 @@ mod tests {
             t.end_period(false);
         }
         assert_eq!(t.hopeless(), None);
+    }
+
+    /// One R-loop window of 1,000 completions per placement, the given shares slow.
+    fn window(t: &mut ClassTails, local_slow: f64, remote_slow: f64, met: bool) {
+        for i in 0..1_000u64 {
+            for (placement, share) in [(Placement::Local, local_slow), (Placement::Remote, remote_slow)] {
+                let latency = if (i as f64) < share * 1_000.0 { 200_000 } else { 50_000 };
+                t.learn(&Completion::of(FnId(0), placement, latency, 1, 1));
+            }
+        }
+        t.end_window(met);
+    }
+
+    #[test]
+    fn a_placement_slow_only_in_an_overload_is_not_hopeless() {
+        // A profile: windows met at low loads with neither placement slow, then a probe
+        // past the capacity that overloaded the app side, local slow alone in it.
+        let mut t = ClassTails::new(100_000.0, 0.99);
+        window(&mut t, 0.0, 0.0, true);
+        window(&mut t, 0.0, 0.0, true);
+        window(&mut t, 0.3, 0.01, false);
+        assert_eq!(t.hopeless_now(), None);
+        // The same probe without the met windows (or with too few of their completions to
+        // tell) says what the period alone says.
+        t.end_period(true);
+        window(&mut t, 0.3, 0.01, false);
+        assert_eq!(t.hopeless_now(), Some(Placement::Local));
+        // Slow alone at the loads met too: hopeless.
+        t.end_period(true);
+        window(&mut t, 0.008, 0.0, true);
+        window(&mut t, 0.03, 0.001, false);
+        assert_eq!(t.hopeless_now(), Some(Placement::Local));
     }
 
     #[test]
