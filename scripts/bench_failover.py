@@ -201,10 +201,11 @@ def main():
             if up.poll() is not None:
                 sys.exit("cluster up exited; see " + os.path.join(work, "stderr"))
             time.sleep(0.1)
-        gateway = cluster_json(path)["gateway_resp"]
+        cluster = cluster_json(path)
+        gateway = cluster["gateway_resp"]
         if PRELOAD_MB:
             started = time.monotonic()
-            preload(cluster_json(path), PRELOAD_MB)
+            preload(cluster, PRELOAD_MB)
             print(f"preloaded {PRELOAD_MB} MB in {time.monotonic() - started:.1f} s", file=sys.stderr)
             # The replicas' copy and the snapshots the load started finish before the
             # "before" latencies are taken.

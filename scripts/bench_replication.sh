@@ -11,9 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
 base="${TMPDIR:-/tmp}/ferry-bench-replication"
+command -v redis-benchmark >/dev/null || { echo "redis-benchmark missing: scripts/redis.sh installs it" >&2; exit 1; }
 cargo build --release -q -p ferry-cli
 bin=target/release/ferry
-command -v redis-benchmark >/dev/null || { echo "redis-benchmark missing: scripts/redis.sh installs it" >&2; exit 1; }
 
 pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done; pids=(); true; }
