@@ -56,6 +56,8 @@ struct RemoteCtx<'c> {
     cost: InvokeCost,
     /// The snapshot of each node read from so far.
     snapshots: Vec<Snapshot>,
+    /// When the attempt started, in microseconds since the Unix epoch ([`Ctx::now_us`]).
+    now_us: u64,
 }
 
 fn ctx_error(err: ClientError) -> CtxError {
@@ -170,6 +172,10 @@ fn reads_on(route: Route<'_>, node: &str, reads: Vec<ReadVersion>) -> Vec<ReadVe
 impl Ctx for RemoteCtx<'_> {
     fn args(&self) -> &Bytes {
         &self.args
+    }
+
+    fn now_us(&self) -> u64 {
+        self.now_us
     }
 
     fn tenant(&self) -> u32 {
@@ -312,6 +318,9 @@ async fn run_local(
             tx: start.tx,
             cost: InvokeCost::default(),
             snapshots: start.snapshots,
+            now_us: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_micros() as u64),
         };
         let (result, app_cpu_ns) = TimedAttempt {
             inner: function(&mut ctx),

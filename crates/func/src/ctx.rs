@@ -50,6 +50,11 @@ pub trait Ctx: Send {
         false
     }
 
+    /// The time the invocation runs at, in microseconds since the Unix epoch, read once
+    /// when it starts: Redis freezes time for a script, so every expiry decision and TIME
+    /// within one invocation agree (and the function's code reads no clock of its own).
+    fn now_us(&self) -> u64;
+
     /// Reads one object; `None` if it does not exist.
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>>;
 

@@ -20,6 +20,8 @@ pub struct MemoryCtx {
     pub tenant: u32,
     /// The objects.
     pub data: HashMap<(String, Bytes), Bytes>,
+    /// What [`Ctx::now_us`] answers: this context has no clock, so the caller sets it.
+    pub now_us: u64,
 }
 
 impl MemoryCtx {
@@ -28,6 +30,7 @@ impl MemoryCtx {
         MemoryCtx {
             args: Bytes::new(),
             tenant: 0,
+            now_us: 0,
             data: data.into_iter().map(|(t, k, v)| ((t.to_string(), k), v)).collect(),
         }
     }
@@ -48,6 +51,9 @@ impl Ctx for MemoryCtx {
     }
     fn tenant(&self) -> u32 {
         self.tenant
+    }
+    fn now_us(&self) -> u64 {
+        self.now_us
     }
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
         Box::pin(async move { Ok(self.object(table, key).cloned()) })

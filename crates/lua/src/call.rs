@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use ferry_func::{Ctx, CtxError};
-use ferry_resp::command::{expiry_refused, incr_delta, incremented, SetCondition};
+use ferry_keyspace::Keys;
 use ferry_resp::table::{lookup, NO_SCRIPT, WRITE};
 use ferry_resp::{Command, Reply};
 
@@ -31,88 +31,60 @@ pub async fn execute(
         Ok(command) => command,
         Err(reply) => return Ok(reply),
     };
-    match run(ctx, table, &command).await? {
+    match run_with(ctx, table, &command, writes_allowed).await? {
         Some(reply) => Ok(reply),
         None => Ok(Reply::err("This Redis command is not allowed from script")),
     }
 }
 
+/// Most keys one multi-get of a command asks for (the protocol's bound on one request).
+const MAX_KEYS_PER_LOAD: usize = ferry_proto::MAX_MULTIGET_KEYS;
+
 /// Runs one data command over `ctx`: the one executor of Redis's data commands, for a
 /// script's `redis.call` and for a RESP client's command alike (the storage node runs the
-/// latter as a one-command transaction in the tenant's seat). `None` for a command that is
-/// not a data command.
+/// latter as a one-command transaction in the tenant's seat). It loads the keys the
+/// command table says the command names (one multi-get, so one round trip on an app node),
+/// runs it in `ferry_keyspace`, and buffers its writes; with `writes_allowed` false (a
+/// replica's read, a read-only script) an expired key it meets is read as absent but not
+/// deleted. `None` for a command that is not a data command.
 pub async fn run(ctx: &mut dyn Ctx, table: &str, command: &Command) -> Result<Option<Reply>, CtxError> {
-    let reply = match command {
-        Command::Ping(None) => Reply::Simple("PONG".into()),
-        Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.clone()),
-        Command::Get(key) => ctx.get(table, key).await?.map_or(Reply::Null, Reply::Bulk),
-        Command::Set {
-            key,
-            value,
-            condition,
-            get,
-            expiry,
-        } => {
-            if let Some(option) = expiry {
-                return Ok(Some(expiry_refused(option)));
-            }
-            let old = if condition.is_some() || *get {
-                ctx.get(table, key).await?
-            } else {
-                None
-            };
-            let allowed = SetCondition::allows(*condition, old.is_some());
-            if allowed {
-                ctx.put(table, key, value.clone()).await?;
-            }
-            match (get, allowed) {
-                (true, _) => old.map_or(Reply::Null, Reply::Bulk),
-                (false, true) => Reply::ok(),
-                (false, false) => Reply::Null,
-            }
-        }
-        Command::Del(keys) => {
-            let mut removed = 0;
-            for key in keys {
-                if ctx.get(table, key).await?.is_some() {
-                    ctx.delete(table, key).await?;
-                    removed += 1;
-                }
-            }
-            Reply::Integer(removed)
-        }
-        Command::Exists(keys) => {
-            let mut found = 0;
-            for key in keys {
-                found += i64::from(ctx.get(table, key).await?.is_some());
-            }
-            Reply::Integer(found)
-        }
-        Command::MGet(keys) => {
-            let values = ctx.multiget(table, keys).await?;
-            Reply::Array(values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect())
-        }
-        Command::MSet(pairs) => {
-            for (key, value) in pairs {
-                ctx.put(table, key, value.clone()).await?;
-            }
-            Reply::ok()
-        }
-        Command::IncrBy { key, delta, negate } => {
-            let delta = match incr_delta(delta, *negate) {
-                Ok(delta) => delta,
-                Err(reply) => return Ok(Some(reply)),
-            };
-            let current = ctx.get(table, key).await?;
-            match incremented(current.as_deref(), delta) {
-                Ok(next) => {
-                    ctx.put(table, key, Bytes::from(next.to_string())).await?;
-                    Reply::Integer(next)
-                }
-                Err(reply) => reply,
-            }
-        }
+    run_with(ctx, table, command, true).await
+}
+
+/// [`run`], saying whether the command may delete the expired keys it meets.
+pub async fn run_with(
+    ctx: &mut dyn Ctx,
+    table: &str,
+    command: &Command,
+    writes_allowed: bool,
+) -> Result<Option<Reply>, CtxError> {
+    let words = match command {
+        Command::Ping(None) => return Ok(Some(Reply::Simple("PONG".into()))),
+        Command::Ping(Some(message)) | Command::Echo(message) => return Ok(Some(Reply::Bulk(message.clone()))),
+        Command::Data(words) => words,
         _ => return Ok(None),
     };
+    let Some(spec) = lookup(&words[0]) else {
+        return Ok(Some(ferry_resp::command::unknown(words)));
+    };
+    let names = spec.keys(words);
+    let mut loaded = Vec::with_capacity(names.len());
+    for chunk in names.chunks(MAX_KEYS_PER_LOAD) {
+        let chunk: Vec<Bytes> = chunk.iter().map(|key| (*key).clone()).collect();
+        let values = ctx.multiget(table, &chunk).await?;
+        loaded.extend(chunk.into_iter().zip(values));
+    }
+    let now_us = ctx.now_us();
+    let mut keys = Keys::new(loaded, now_us / 1000, now_us ^ 0x9e37_79b9_7f4a_7c15);
+    let reply = ferry_keyspace::run(words, &mut keys);
+    if matches!(reply, Reply::Error(_)) {
+        return Ok(Some(reply));
+    }
+    for (key, value) in keys.writes(writes_allowed) {
+        match value {
+            Some(value) => ctx.put(table, &key, value).await?,
+            None => ctx.delete(table, &key).await?,
+        }
+    }
     Ok(Some(reply))
 }

@@ -336,6 +336,9 @@ fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
         fn tenant(&self) -> u32 {
             self.0.tenant()
         }
+        fn now_us(&self) -> u64 {
+            self.0.now_us()
+        }
         fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> ferry_func::CtxFuture<'a, Option<Bytes>> {
             if table == "db0" {
                 return Box::pin(async { Err(CtxError::Conflict("changed".into())) });
@@ -347,6 +350,9 @@ fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
             table: &'a str,
             keys: &'a [Bytes],
         ) -> ferry_func::CtxFuture<'a, Vec<Option<Bytes>>> {
+            if table == "db0" {
+                return Box::pin(async { Err(CtxError::Conflict("changed".into())) });
+            }
             self.0.multiget(table, keys)
         }
         fn put<'a>(&'a mut self, table: &'a str, key: &'a [u8], value: Bytes) -> ferry_func::CtxFuture<'a, ()> {

@@ -6,15 +6,6 @@ use bytes::Bytes;
 
 use crate::reply::Reply;
 
-/// SET's condition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetCondition {
-    /// NX: only if the key does not exist.
-    IfAbsent,
-    /// XX: only if it exists.
-    IfPresent,
-}
-
 /// A FUNCTION subcommand.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FunctionCommand {
@@ -67,38 +58,9 @@ pub enum Command {
     },
     /// SELECT index.
     Select(Bytes),
-    /// GET key.
-    Get(Bytes),
-    /// SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT n | KEEPTTL].
-    Set {
-        /// Key.
-        key: Bytes,
-        /// Value.
-        value: Bytes,
-        /// NX or XX.
-        condition: Option<SetCondition>,
-        /// GET: reply with the old value.
-        get: bool,
-        /// An expiry option was given (ferry objects do not expire).
-        expiry: Option<String>,
-    },
-    /// DEL key [key ...].
-    Del(Vec<Bytes>),
-    /// EXISTS key [key ...].
-    Exists(Vec<Bytes>),
-    /// MGET key [key ...].
-    MGet(Vec<Bytes>),
-    /// MSET key value [key value ...].
-    MSet(Vec<(Bytes, Bytes)>),
-    /// INCR, DECR, INCRBY, DECRBY: add `delta` (an argument still to parse for the BY forms).
-    IncrBy {
-        /// Key.
-        key: Bytes,
-        /// The amount, as given (INCR is "1", DECR "-1").
-        delta: Bytes,
-        /// DECRBY: negate the amount.
-        negate: bool,
-    },
+    /// A data command (the command table's `KEYSPACE` flag): its words, the name first,
+    /// arity checked; the keyspace executor reads its options where it runs.
+    Data(Vec<Bytes>),
     /// COMMAND [subcommand ...].
     CommandInfo(Vec<Bytes>),
     /// INFO [section].
@@ -183,6 +145,9 @@ impl Command {
         if !spec.arity_fits(n) {
             return Err(wrong_arity(name));
         }
+        if spec.is(crate::table::KEYSPACE) {
+            return Ok(Command::Data(args));
+        }
         let arity = |ok: bool| if ok { Ok(()) } else { Err(wrong_arity(name)) };
         let mut rest = args.into_iter().skip(1);
         let mut next = || rest.next().expect("arity checked");
@@ -239,72 +204,6 @@ impl Command {
                 arity(n == 2)?;
                 Command::Select(next())
             }
-            "get" => {
-                arity(n == 2)?;
-                Command::Get(next())
-            }
-            "set" => {
-                arity(n >= 3)?;
-                let key = next();
-                let value = next();
-                let (mut condition, mut get, mut expiry) = (None, false, None);
-                let mut i = 3;
-                while i < n {
-                    let option = upper(&next());
-                    i += 1;
-                    match option.as_str() {
-                        "NX" if condition.is_none() => condition = Some(SetCondition::IfAbsent),
-                        "XX" if condition.is_none() => condition = Some(SetCondition::IfPresent),
-                        "GET" => get = true,
-                        "KEEPTTL" if expiry.is_none() => expiry = Some(option),
-                        "EX" | "PX" | "EXAT" | "PXAT" if expiry.is_none() && i < n => {
-                            next();
-                            i += 1;
-                            expiry = Some(option);
-                        }
-                        _ => return Err(syntax_error()),
-                    }
-                }
-                Command::Set {
-                    key,
-                    value,
-                    condition,
-                    get,
-                    expiry,
-                }
-            }
-            "del" | "unlink" => {
-                arity(n >= 2)?;
-                Command::Del((1..n).map(|_| next()).collect())
-            }
-            "exists" => {
-                arity(n >= 2)?;
-                Command::Exists((1..n).map(|_| next()).collect())
-            }
-            "mget" => {
-                arity(n >= 2)?;
-                Command::MGet((1..n).map(|_| next()).collect())
-            }
-            "mset" => {
-                arity(n >= 3 && n % 2 == 1)?;
-                Command::MSet((0..(n - 1) / 2).map(|_| (next(), next())).collect())
-            }
-            "incr" | "decr" => {
-                arity(n == 2)?;
-                Command::IncrBy {
-                    key: next(),
-                    delta: Bytes::from_static(if name == "incr" { b"1" } else { b"-1" }),
-                    negate: false,
-                }
-            }
-            "incrby" | "decrby" => {
-                arity(n == 3)?;
-                Command::IncrBy {
-                    key: next(),
-                    delta: next(),
-                    negate: name == "decrby",
-                }
-            }
             "command" => Command::CommandInfo((1..n).map(|_| next()).collect()),
             "info" => {
                 arity(n <= 2)?;
@@ -359,96 +258,14 @@ impl Command {
 }
 
 impl Command {
-    /// A data command (GET, SET, DEL, UNLINK, EXISTS, MGET, MSET, INCR family) as the words
-    /// a client sends, so it can travel to where it runs and be parsed there; `None` for
-    /// any other command. An expiry option keeps its name (its value is not kept: it is
-    /// refused wherever the command runs).
+    /// A data command as the words a client sends, so it can travel to where it runs and
+    /// be parsed there; `None` for any other command.
     pub fn into_words(self) -> Option<Vec<Bytes>> {
-        let word = |w: &'static str| Bytes::from_static(w.as_bytes());
-        let with = |name: &'static str, keys: Vec<Bytes>| std::iter::once(word(name)).chain(keys).collect();
-        Some(match self {
-            Command::Get(key) => vec![word("GET"), key],
-            Command::Set {
-                key,
-                value,
-                condition,
-                get,
-                expiry,
-            } => {
-                let mut words = vec![word("SET"), key, value];
-                words.extend(condition.map(|c| match c {
-                    SetCondition::IfAbsent => word("NX"),
-                    SetCondition::IfPresent => word("XX"),
-                }));
-                if get {
-                    words.push(word("GET"));
-                }
-                if let Some(option) = expiry {
-                    let keeps_value = option != "KEEPTTL";
-                    words.push(Bytes::from(option));
-                    if keeps_value {
-                        words.push(word("0"));
-                    }
-                }
-                words
-            }
-            Command::Del(keys) => with("DEL", keys),
-            Command::Exists(keys) => with("EXISTS", keys),
-            Command::MGet(keys) => with("MGET", keys),
-            Command::MSet(pairs) => std::iter::once(word("MSET"))
-                .chain(pairs.into_iter().flat_map(|(k, v)| [k, v]))
-                .collect(),
-            Command::IncrBy { key, delta, negate } => {
-                vec![word(if negate { "DECRBY" } else { "INCRBY" }), key, delta]
-            }
-            _ => return None,
-        })
-    }
-}
-
-impl SetCondition {
-    /// Whether SET with `condition` writes, the key existing or not.
-    pub fn allows(condition: Option<SetCondition>, exists: bool) -> bool {
-        match condition {
-            Some(SetCondition::IfAbsent) => !exists,
-            Some(SetCondition::IfPresent) => exists,
-            None => true,
+        match self {
+            Command::Data(words) => Some(words),
+            _ => None,
         }
     }
-}
-
-/// The refusal of SET's expiry `option`: ferry objects do not expire.
-pub fn expiry_refused(option: &str) -> Reply {
-    Reply::err(format!("SET {option} is not supported: ferry objects do not expire"))
-}
-
-/// INCRBY's amount as Redis checks it (DECRBY negated).
-pub fn incr_delta(delta: &[u8], negate: bool) -> Result<i64, Reply> {
-    let delta = std::str::from_utf8(delta)
-        .ok()
-        .and_then(|d| d.parse::<i64>().ok())
-        .ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
-    if negate {
-        delta
-            .checked_neg()
-            .ok_or_else(|| Reply::err("decrement would overflow"))
-    } else {
-        Ok(delta)
-    }
-}
-
-/// The value INCRBY leaves: the stored one (absent is 0) plus `delta`, or Redis's error.
-pub fn incremented(current: Option<&[u8]>, delta: i64) -> Result<i64, Reply> {
-    let current = match current {
-        None => 0,
-        Some(value) => std::str::from_utf8(value)
-            .ok()
-            .and_then(|v| v.parse::<i64>().ok())
-            .ok_or_else(|| Reply::err("value is not an integer or out of range"))?,
-    };
-    current
-        .checked_add(delta)
-        .ok_or_else(|| Reply::err("increment or decrement would overflow"))
 }
 
 fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply> {
@@ -521,31 +338,19 @@ mod tests {
     }
 
     #[test]
-    fn commands_parse_case_insensitively_with_their_options() {
-        assert_eq!(parse(&["get", "k"]), Ok(Command::Get(Bytes::from_static(b"k"))));
+    fn commands_parse_case_insensitively_and_data_commands_keep_their_words() {
+        let words = |w: &[&str]| {
+            w.iter()
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(parse(&["get", "k"]), Ok(Command::Data(words(&["get", "k"]))));
         assert_eq!(
             parse(&["SET", "k", "v", "nx", "GET"]),
-            Ok(Command::Set {
-                key: Bytes::from_static(b"k"),
-                value: Bytes::from_static(b"v"),
-                condition: Some(SetCondition::IfAbsent),
-                get: true,
-                expiry: None,
-            })
+            Ok(Command::Data(words(&["SET", "k", "v", "nx", "GET"])))
         );
-        assert!(matches!(
-            parse(&["SET", "k", "v", "EX", "10"]),
-            Ok(Command::Set { expiry: Some(_), .. })
-        ));
-        assert_eq!(parse(&["SET", "k", "v", "NX", "XX"]), Err(syntax_error()));
-        assert_eq!(parse(&["SET", "k", "v", "EX"]), Err(syntax_error()));
         assert_eq!(parse(&["GET"]), Err(wrong_arity("GET")));
-        assert_eq!(parse(&["MSET", "a", "1", "b"]), Err(wrong_arity("MSET")));
-        assert!(matches!(parse(&["MSET", "a", "1", "b", "2"]), Ok(Command::MSet(pairs)) if pairs.len() == 2));
-        assert!(matches!(
-            parse(&["decrby", "k", "5"]),
-            Ok(Command::IncrBy { negate: true, .. })
-        ));
+        assert_eq!(parse(&["hset", "h", "f"]), Err(wrong_arity("hset")));
         assert!(matches!(
             parse(&["AUTH", "1", "secret"]),
             Ok(Command::Auth { user: Some(_), .. })
@@ -606,23 +411,12 @@ mod tests {
     fn data_commands_travel_as_words_and_parse_back_the_same() {
         for words in [
             &["GET", "k"][..],
-            &["SET", "k", "v", "NX", "GET"],
             &["SET", "k", "v", "EX", "10"],
-            &["SET", "k", "v", "KEEPTTL"],
-            &["DEL", "a", "b"],
-            &["EXISTS", "a"],
-            &["MGET", "a", "b"],
-            &["MSET", "a", "1", "b", "2"],
-            &["DECRBY", "k", "5"],
-            &["INCR", "k"],
+            &["ZADD", "z", "1", "m"],
         ] {
             let command = parse(words).unwrap();
             let travelled = Command::parse(command.clone().into_words().unwrap()).unwrap();
-            match (&command, &travelled) {
-                // The expiry's value is not kept; its name is.
-                (Command::Set { expiry: Some(a), .. }, Command::Set { expiry: Some(b), .. }) => assert_eq!(a, b),
-                _ => assert_eq!(travelled, command, "{words:?}"),
-            }
+            assert_eq!(travelled, command, "{words:?}");
         }
         assert_eq!(parse(&["PING"]).unwrap().into_words(), None);
     }

@@ -16,6 +16,9 @@ pub const READ_ONLY: u8 = 2;
 pub const ADMIN: u8 = 4;
 /// No script may run it (`redis.call` refuses it).
 pub const NO_SCRIPT: u8 = 8;
+/// A data command over the keys it names, run by the keyspace executor (ferry's own
+/// flag: COMMAND does not show it).
+pub const KEYSPACE: u8 = 16;
 
 /// Where a command's keys are among its words (the name is word 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +37,11 @@ pub enum KeySpec {
     },
     /// The word at `at` says how many keys follow it (FCALL's numkeys).
     Counted {
+        /// The count's word.
+        at: usize,
+    },
+    /// Word 1 (a destination), then the keys counted at `at` (ZUNIONSTORE's form).
+    StoreCounted {
         /// The count's word.
         at: usize,
     },
@@ -76,7 +84,18 @@ const PAIRS: KeySpec = KeySpec::Range {
     last: -1,
     step: 2,
 };
+const TWO_KEYS: KeySpec = KeySpec::Range {
+    first: 1,
+    last: 2,
+    step: 1,
+};
 const NO_KEYS: KeySpec = KeySpec::None;
+const COUNTED: KeySpec = KeySpec::Counted { at: 1 };
+const STORE_COUNTED: KeySpec = KeySpec::StoreCounted { at: 2 };
+/// A data command that writes.
+const W: u8 = WRITE | KEYSPACE;
+/// A data command that only reads.
+const R: u8 = READ_ONLY | KEYSPACE;
 
 /// Every command served.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -88,17 +107,130 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("select", 2, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("readonly", 1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("readwrite", 1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("get", 2, READ_ONLY, ONE_KEY),
-    spec("set", -3, WRITE, ONE_KEY),
-    spec("del", -2, WRITE, ALL_KEYS),
-    spec("unlink", -2, WRITE, ALL_KEYS),
-    spec("exists", -2, READ_ONLY, ALL_KEYS),
-    spec("mget", -2, READ_ONLY, ALL_KEYS),
-    spec("mset", -3, WRITE, PAIRS),
-    spec("incr", 2, WRITE, ONE_KEY),
-    spec("decr", 2, WRITE, ONE_KEY),
-    spec("incrby", 3, WRITE, ONE_KEY),
-    spec("decrby", 3, WRITE, ONE_KEY),
+    // Strings.
+    spec("get", 2, R, ONE_KEY),
+    spec("set", -3, W, ONE_KEY),
+    spec("setnx", 3, W, ONE_KEY),
+    spec("setex", 4, W, ONE_KEY),
+    spec("psetex", 4, W, ONE_KEY),
+    spec("getset", 3, W, ONE_KEY),
+    spec("getdel", 2, W, ONE_KEY),
+    spec("getex", -2, W, ONE_KEY),
+    spec("mget", -2, R, ALL_KEYS),
+    spec("mset", -3, W, PAIRS),
+    spec("msetnx", -3, W, PAIRS),
+    spec("append", 3, W, ONE_KEY),
+    spec("strlen", 2, R, ONE_KEY),
+    spec("getrange", 4, R, ONE_KEY),
+    spec("substr", 4, R, ONE_KEY),
+    spec("setrange", 4, W, ONE_KEY),
+    spec("incr", 2, W, ONE_KEY),
+    spec("decr", 2, W, ONE_KEY),
+    spec("incrby", 3, W, ONE_KEY),
+    spec("decrby", 3, W, ONE_KEY),
+    spec("incrbyfloat", 3, W, ONE_KEY),
+    // Keys of any type, and expiry.
+    spec("del", -2, W, ALL_KEYS),
+    spec("unlink", -2, W, ALL_KEYS),
+    spec("exists", -2, R, ALL_KEYS),
+    spec("touch", -2, R, ALL_KEYS),
+    spec("type", 2, R, ONE_KEY),
+    spec("rename", 3, W, TWO_KEYS),
+    spec("renamenx", 3, W, TWO_KEYS),
+    spec("copy", -3, W, TWO_KEYS),
+    spec("expire", -3, W, ONE_KEY),
+    spec("pexpire", -3, W, ONE_KEY),
+    spec("expireat", -3, W, ONE_KEY),
+    spec("pexpireat", -3, W, ONE_KEY),
+    spec("ttl", 2, R, ONE_KEY),
+    spec("pttl", 2, R, ONE_KEY),
+    spec("expiretime", 2, R, ONE_KEY),
+    spec("pexpiretime", 2, R, ONE_KEY),
+    spec("persist", 2, W, ONE_KEY),
+    // Hashes.
+    spec("hset", -4, W, ONE_KEY),
+    spec("hmset", -4, W, ONE_KEY),
+    spec("hsetnx", 4, W, ONE_KEY),
+    spec("hget", 3, R, ONE_KEY),
+    spec("hmget", -3, R, ONE_KEY),
+    spec("hdel", -3, W, ONE_KEY),
+    spec("hlen", 2, R, ONE_KEY),
+    spec("hstrlen", 3, R, ONE_KEY),
+    spec("hexists", 3, R, ONE_KEY),
+    spec("hgetall", 2, R, ONE_KEY),
+    spec("hkeys", 2, R, ONE_KEY),
+    spec("hvals", 2, R, ONE_KEY),
+    spec("hincrby", 4, W, ONE_KEY),
+    spec("hincrbyfloat", 4, W, ONE_KEY),
+    spec("hrandfield", -2, R, ONE_KEY),
+    spec("hscan", -3, R, ONE_KEY),
+    // Lists.
+    spec("lpush", -3, W, ONE_KEY),
+    spec("rpush", -3, W, ONE_KEY),
+    spec("lpushx", -3, W, ONE_KEY),
+    spec("rpushx", -3, W, ONE_KEY),
+    spec("lpop", -2, W, ONE_KEY),
+    spec("rpop", -2, W, ONE_KEY),
+    spec("llen", 2, R, ONE_KEY),
+    spec("lrange", 4, R, ONE_KEY),
+    spec("lindex", 3, R, ONE_KEY),
+    spec("lset", 4, W, ONE_KEY),
+    spec("linsert", 5, W, ONE_KEY),
+    spec("lrem", 4, W, ONE_KEY),
+    spec("ltrim", 4, W, ONE_KEY),
+    spec("lpos", -3, R, ONE_KEY),
+    spec("lmove", 5, W, TWO_KEYS),
+    spec("rpoplpush", 3, W, TWO_KEYS),
+    // Sets.
+    spec("sadd", -3, W, ONE_KEY),
+    spec("srem", -3, W, ONE_KEY),
+    spec("scard", 2, R, ONE_KEY),
+    spec("sismember", 3, R, ONE_KEY),
+    spec("smismember", -3, R, ONE_KEY),
+    spec("smembers", 2, R, ONE_KEY),
+    spec("sinter", -2, R, ALL_KEYS),
+    spec("sunion", -2, R, ALL_KEYS),
+    spec("sdiff", -2, R, ALL_KEYS),
+    spec("sinterstore", -3, W, ALL_KEYS),
+    spec("sunionstore", -3, W, ALL_KEYS),
+    spec("sdiffstore", -3, W, ALL_KEYS),
+    spec("sintercard", -3, R, COUNTED),
+    spec("spop", -2, W, ONE_KEY),
+    spec("srandmember", -2, R, ONE_KEY),
+    spec("smove", 4, W, TWO_KEYS),
+    spec("sscan", -3, R, ONE_KEY),
+    // Sorted sets.
+    spec("zadd", -4, W, ONE_KEY),
+    spec("zincrby", 4, W, ONE_KEY),
+    spec("zscore", 3, R, ONE_KEY),
+    spec("zmscore", -3, R, ONE_KEY),
+    spec("zcard", 2, R, ONE_KEY),
+    spec("zrank", -3, R, ONE_KEY),
+    spec("zrevrank", -3, R, ONE_KEY),
+    spec("zcount", 4, R, ONE_KEY),
+    spec("zlexcount", 4, R, ONE_KEY),
+    spec("zrange", -4, R, ONE_KEY),
+    spec("zrevrange", -4, R, ONE_KEY),
+    spec("zrangebyscore", -4, R, ONE_KEY),
+    spec("zrevrangebyscore", -4, R, ONE_KEY),
+    spec("zrangebylex", -4, R, ONE_KEY),
+    spec("zrevrangebylex", -4, R, ONE_KEY),
+    spec("zrangestore", -5, W, TWO_KEYS),
+    spec("zrem", -3, W, ONE_KEY),
+    spec("zremrangebyrank", 4, W, ONE_KEY),
+    spec("zremrangebyscore", 4, W, ONE_KEY),
+    spec("zremrangebylex", 4, W, ONE_KEY),
+    spec("zpopmin", -2, W, ONE_KEY),
+    spec("zpopmax", -2, W, ONE_KEY),
+    spec("zrandmember", -2, R, ONE_KEY),
+    spec("zunion", -3, R, COUNTED),
+    spec("zinter", -3, R, COUNTED),
+    spec("zdiff", -3, R, COUNTED),
+    spec("zunionstore", -4, W, STORE_COUNTED),
+    spec("zinterstore", -4, W, STORE_COUNTED),
+    spec("zdiffstore", -4, W, STORE_COUNTED),
+    spec("zintercard", -3, R, COUNTED),
+    spec("zscan", -3, R, ONE_KEY),
     spec("command", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("info", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("save", 1, ADMIN | NO_SCRIPT, NO_KEYS),
@@ -151,16 +283,11 @@ impl CommandSpec {
                     _ => Vec::new(),
                 }
             }
-            KeySpec::Counted { at } => {
-                let count = words
-                    .get(at)
-                    .and_then(|word| std::str::from_utf8(word).ok())
-                    .and_then(|text| text.parse::<usize>().ok());
-                match count {
-                    Some(count) if at + count < words.len() => words[at + 1..=at + count].iter().collect(),
-                    _ => Vec::new(),
-                }
-            }
+            KeySpec::Counted { at } => counted(words, at),
+            KeySpec::StoreCounted { at } => match words.get(1) {
+                Some(destination) => std::iter::once(destination).chain(counted(words, at)).collect(),
+                None => Vec::new(),
+            },
         }
     }
 
@@ -177,11 +304,12 @@ impl CommandSpec {
                 flags.push(Reply::Simple(name.into()));
             }
         }
-        if matches!(self.keys, KeySpec::Counted { .. }) {
+        if matches!(self.keys, KeySpec::Counted { .. } | KeySpec::StoreCounted { .. }) {
             flags.push(Reply::Simple("movablekeys".into()));
         }
         let (first, last, step) = match self.keys {
             KeySpec::None | KeySpec::Counted { .. } => (0, 0, 0),
+            KeySpec::StoreCounted { .. } => (1, 1, 1),
             KeySpec::Range { first, last, step } => (first as i64, i64::from(last), step as i64),
         };
         Reply::Array(vec![
@@ -192,6 +320,19 @@ impl CommandSpec {
             Reply::Integer(last),
             Reply::Integer(step),
         ])
+    }
+}
+
+/// The keys after a count at word `at` (none if the count is not a number or runs past
+/// the words).
+fn counted(words: &[Bytes], at: usize) -> Vec<&Bytes> {
+    let count = words
+        .get(at)
+        .and_then(|word| std::str::from_utf8(word).ok())
+        .and_then(|text| text.parse::<usize>().ok());
+    match count {
+        Some(count) if at + count < words.len() => words[at + 1..=at + count].iter().collect(),
+        _ => Vec::new(),
     }
 }
 

@@ -32,6 +32,7 @@ pub(crate) struct CommandCtx<'c> {
     read_version: u64,
     reads: Vec<Read>,
     writes: Vec<(Bytes, Option<Bytes>)>,
+    now_us: u64,
 }
 
 /// No arguments: a command is not an invocation.
@@ -52,6 +53,7 @@ impl<'c> CommandCtx<'c> {
             read_version: store.read_version(),
             reads: Vec::new(),
             writes: Vec::new(),
+            now_us: crate::store_ctx::unix_time_us(),
         }
     }
 
@@ -158,6 +160,10 @@ impl Ctx for CommandCtx<'_> {
 
     fn tenant(&self) -> u32 {
         self.tenant
+    }
+
+    fn now_us(&self) -> u64 {
+        self.now_us
     }
 
     fn immediate(&self) -> bool {

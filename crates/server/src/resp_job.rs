@@ -114,10 +114,17 @@ pub(crate) fn run(
         match step {
             Step::Answered(reply) => replies.push(reply),
             Step::Data(command) => {
-                replies.push(guarded_data_command(node.cluster.as_deref(), tenant, &table, &command));
+                replies.push(guarded_data_command(
+                    node.cluster.as_deref(),
+                    tenant,
+                    &table,
+                    &command,
+                    true,
+                ));
             }
-            // Its keys were routed to this replica's shard already; its log refuses writes.
-            Step::ReplicaRead(command) => replies.push(guarded_data_command(None, tenant, &table, &command)),
+            // Its keys were routed to this replica's shard already; its log refuses writes,
+            // so an expired key it meets is read as absent, left for the primary to delete.
+            Step::ReplicaRead(command) => replies.push(guarded_data_command(None, tenant, &table, &command, false)),
             Step::Save { background } => match crate::save::save(node, background) {
                 Ok(reply) => replies.push(reply),
                 Err(pending) => {
@@ -168,19 +175,34 @@ fn timed<T>(total_ns: &mut u64, f: impl FnOnce() -> T) -> T {
 
 /// Runs one data command, counted; a panic (a bug: the store never panics on input)
 /// costs that command, not the worker.
-fn guarded_data_command(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, command: &Command) -> Reply {
-    let reply = catch_unwind(AssertUnwindSafe(|| data_command(cluster, tenant, table, command)))
-        .unwrap_or_else(|_| Reply::err("internal error while executing the command"));
+fn guarded_data_command(
+    cluster: Option<&ClusterRole>,
+    tenant: &TenantState,
+    table: &str,
+    command: &Command,
+    writes_allowed: bool,
+) -> Reply {
+    let reply = catch_unwind(AssertUnwindSafe(|| {
+        data_command(cluster, tenant, table, command, writes_allowed)
+    }))
+    .unwrap_or_else(|_| Reply::err("internal error while executing the command"));
     TenantCounters::bump(&tenant.counters.requests);
     reply
 }
 
 /// Runs one data command as a transaction of its own; `cluster`: the ownership its keys
-/// are checked against (none: not checked).
-fn data_command(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, command: &Command) -> Reply {
+/// are checked against (none: not checked); `writes_allowed`: whether the expired keys it
+/// meets may be deleted.
+fn data_command(
+    cluster: Option<&ClusterRole>,
+    tenant: &TenantState,
+    table: &str,
+    command: &Command,
+    writes_allowed: bool,
+) -> Reply {
     for _ in 0..MAX_COMMAND_ATTEMPTS {
         let mut ctx = CommandCtx::new(&tenant.store, tenant.id, table, cluster);
-        let reply = match poll_now(ferry_lua::call::run(&mut ctx, table, command)) {
+        let reply = match poll_now(ferry_lua::call::run_with(&mut ctx, table, command, writes_allowed)) {
             None => return Reply::err("internal error: the command waited on something"),
             Some(Ok(Some(reply))) => reply,
             Some(Ok(None)) => return Reply::err("this command is not a data command"),

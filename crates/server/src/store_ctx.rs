@@ -109,6 +109,16 @@ pub(crate) struct StoreCtx {
     handoff: bool,
     /// Shared with the worker, which commits it when the function returns.
     pub(crate) state: SharedAttempt,
+    /// When the attempt started ([`Ctx::now_us`]).
+    now_us: u64,
+}
+
+/// The wall clock in microseconds since the Unix epoch: the time a command or an invocation
+/// runs at, for expiry and TIME.
+pub(crate) fn unix_time_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64)
 }
 
 impl StoreCtx {
@@ -125,6 +135,7 @@ impl StoreCtx {
             cluster,
             handoff,
             state,
+            now_us: unix_time_us(),
         }
     }
 
@@ -277,6 +288,10 @@ pub(crate) fn write_refs(writes: &[TxWrite]) -> Vec<WriteRef<'_>> {
 impl Ctx for StoreCtx {
     fn args(&self) -> &Bytes {
         &self.args
+    }
+
+    fn now_us(&self) -> u64 {
+        self.now_us
     }
 
     fn tenant(&self) -> u32 {

@@ -55,15 +55,15 @@ fn every_supported_command_works_and_the_rest_are_refused() {
     let old: Option<String> = redis::cmd("SET").arg("k").arg("v3").arg("GET").query(&mut con).unwrap();
     assert_eq!(old.as_deref(), Some("v1"));
     assert_eq!(con.get::<_, String>("k").unwrap(), "v3");
-    let expiry = error_text(
-        redis::cmd("SET")
-            .arg("k")
-            .arg("v")
-            .arg("EX")
-            .arg(10)
-            .query::<()>(&mut con),
-    );
-    assert!(expiry.contains("do not expire"), "{expiry}");
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v3")
+        .arg("EX")
+        .arg(100)
+        .query(&mut con)
+        .unwrap();
+    let ttl: i64 = con.ttl("k").unwrap();
+    assert!((99..=100).contains(&ttl), "{ttl}");
 
     let () = con.mset(&[("a", "1"), ("b", "2")]).unwrap();
     let values: Vec<Option<String>> = con.mget(&["a", "b", "c"]).unwrap();
@@ -280,4 +280,60 @@ fn a_cluster_sends_redis_clients_to_the_owner_and_describes_its_slots() {
         matches!(&shards, redis::Value::Array(items) if items.len() == 2),
         "{shards:?}"
     );
+}
+
+#[test]
+fn hashes_lists_sets_sorted_sets_and_expiry_work_over_resp() {
+    let server = node();
+    let mut con = connect(&server, TENANT_A, TOKEN_A);
+    let added: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f1")
+        .arg("1")
+        .arg("f2")
+        .arg("2")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(added, 2);
+    assert_eq!(con.hget::<_, _, String>("h", "f2").unwrap(), "2");
+    assert_eq!(con.hincr::<_, _, _, i64>("h", "f1", 10).unwrap(), 11);
+    let all: Vec<(String, String)> = con.hgetall("h").unwrap();
+    assert_eq!(all, vec![("f1".into(), "11".into()), ("f2".into(), "2".into())]);
+    assert_eq!(con.hdel::<_, _, i64>("h", &["f1", "f2"]).unwrap(), 2);
+    assert_eq!(con.exists::<_, i64>("h").unwrap(), 0, "an emptied hash is deleted");
+
+    assert_eq!(con.rpush::<_, _, i64>("l", &["a", "b", "c"]).unwrap(), 3);
+    assert_eq!(con.lpush::<_, _, i64>("l", "z").unwrap(), 4);
+    assert_eq!(con.lrange::<_, Vec<String>>("l", 0, -1).unwrap(), ["z", "a", "b", "c"]);
+    assert_eq!(con.rpop::<_, Option<String>>("l", None).unwrap().as_deref(), Some("c"));
+
+    assert_eq!(con.sadd::<_, _, i64>("s", &["x", "y", "x"]).unwrap(), 2);
+    assert!(con.sismember::<_, _, bool>("s", "y").unwrap());
+    assert_eq!(con.scard::<_, i64>("s").unwrap(), 2);
+
+    assert_eq!(
+        con.zadd_multiple::<_, _, _, i64>("z", &[(2.5, "b"), (1.0, "a")])
+            .unwrap(),
+        2
+    );
+    let ranked: Vec<(String, f64)> = con.zrange_withscores("z", 0, -1).unwrap();
+    assert_eq!(ranked, vec![("a".into(), 1.0), ("b".into(), 2.5)]);
+    assert_eq!(con.zrank::<_, _, Option<i64>>("z", "b").unwrap(), Some(1));
+
+    let wrong = error_text(con.lpush::<_, _, i64>("s", "v"));
+    assert!(wrong.starts_with("WRONGTYPE"), "{wrong}");
+    let kind: String = redis::cmd("TYPE").arg("z").query(&mut con).unwrap();
+    assert_eq!(kind, "zset");
+
+    // An expired key reads as absent, whatever its type.
+    let () = redis::cmd("PEXPIRE")
+        .arg("s")
+        .arg(1)
+        .query::<i64>(&mut con)
+        .map(|_| ())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(con.exists::<_, i64>("s").unwrap(), 0);
+    assert_eq!(con.ttl::<_, i64>("s").unwrap(), -2);
+    assert_eq!(con.ttl::<_, i64>("z").unwrap(), -1);
 }

@@ -1,0 +1,142 @@
+//! Arguments as Redis reads them, with Redis's error replies.
+
+use bytes::Bytes;
+use ferry_resp::Reply;
+
+/// The error for an argument that should be an integer.
+pub fn not_integer() -> Reply {
+    Reply::err("value is not an integer or out of range")
+}
+
+/// The error for an argument that should be a float.
+pub fn not_float() -> Reply {
+    Reply::err("value is not a valid float")
+}
+
+/// `-ERR syntax error`.
+pub fn syntax() -> Reply {
+    ferry_resp::command::syntax_error()
+}
+
+/// An integer exactly as Redis's `string2ll` takes it: an optional `-`, digits, no
+/// leading zeros, no spaces, within `i64`.
+pub fn parse_i64(arg: &[u8]) -> Option<i64> {
+    let digits = arg.strip_prefix(b"-").unwrap_or(arg);
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// An integer argument.
+pub fn int(arg: &[u8]) -> Result<i64, Reply> {
+    parse_i64(arg).ok_or_else(not_integer)
+}
+
+/// An integer argument that must not be negative, with the error Redis gives for it.
+pub fn non_negative(arg: &[u8], message: &str) -> Result<u64, Reply> {
+    match int(arg)? {
+        n if n < 0 => Err(Reply::err(message)),
+        n => Ok(n as u64),
+    }
+}
+
+/// A float as Redis's `strtold` takes it: no spaces, `inf` and `-inf` allowed, NaN not.
+pub fn parse_f64(arg: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    if text.is_empty() || text.trim() != text {
+        return None;
+    }
+    let value: f64 = match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        lower if lower.contains("inf") || lower.contains("nan") => return None,
+        _ => text.parse().ok()?,
+    };
+    (!value.is_nan()).then_some(value)
+}
+
+/// A float argument.
+pub fn float(arg: &[u8]) -> Result<f64, Reply> {
+    parse_f64(arg).ok_or_else(not_float)
+}
+
+/// A float as Redis writes it in a reply: the shortest text that reads back the same,
+/// `inf` and `-inf` for the infinities.
+pub fn format_f64(value: f64) -> Bytes {
+    if value == f64::INFINITY {
+        Bytes::from_static(b"inf")
+    } else if value == f64::NEG_INFINITY {
+        Bytes::from_static(b"-inf")
+    } else if value == 0.0 {
+        // Redis prints -0 as 0 (its %.17g of -0.0 is "-0"; the shortest form agrees).
+        Bytes::from_static(if value.is_sign_negative() { b"-0" } else { b"0" })
+    } else {
+        Bytes::from(format!("{value}"))
+    }
+}
+
+/// A float reply (RESP2's bulk string).
+pub fn float_reply(value: f64) -> Reply {
+    Reply::Bulk(format_f64(value))
+}
+
+/// Whether `arg` is the option `name` (any case).
+pub fn is(arg: &[u8], name: &str) -> bool {
+    arg.eq_ignore_ascii_case(name.as_bytes())
+}
+
+/// Bulk replies of byte strings.
+pub fn bulks<'a>(items: impl IntoIterator<Item = &'a Bytes>) -> Reply {
+    Reply::Array(items.into_iter().cloned().map(Reply::Bulk).collect())
+}
+
+/// Resolves Redis's `start`/`end` (negative: from the end) over `len` items to an
+/// inclusive range, or `None` if it selects nothing.
+pub fn index_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 { (len + start).max(0) } else { start };
+    let end = if end < 0 { len + end } else { end.min(len - 1) };
+    (start <= end && start < len && end >= 0).then_some((start as usize, end as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(parse_i64(b"42"), Some(42));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [&b""[..], b"+1", b" 1", b"01", b"1.0", b"9223372036854775808", b"-"] {
+            assert_eq!(parse_i64(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn floats_take_infinities_and_refuse_nan() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"+inf"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+        for bad in [&b"nan"[..], b"", b" 1", b"abc", b"1,5"] {
+            assert_eq!(parse_f64(bad), None, "{bad:?}");
+        }
+        assert_eq!(&format_f64(3.0)[..], b"3");
+        assert_eq!(&format_f64(0.1)[..], b"0.1");
+        assert_eq!(&format_f64(f64::NEG_INFINITY)[..], b"-inf");
+    }
+
+    #[test]
+    fn index_ranges_follow_redis() {
+        assert_eq!(index_range(0, -1, 3), Some((0, 2)));
+        assert_eq!(index_range(-100, 100, 3), Some((0, 2)));
+        assert_eq!(index_range(2, 1, 3), None);
+        assert_eq!(index_range(5, 10, 3), None);
+        assert_eq!(index_range(0, -1, 0), None);
+        assert_eq!(index_range(-1, -1, 3), Some((2, 2)));
+    }
+}

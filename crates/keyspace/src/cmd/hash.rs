@@ -1,0 +1,195 @@
+//! The hash commands.
+
+use bytes::Bytes;
+use ferry_resp::Reply;
+
+use crate::args::{bulks, float, float_reply, format_f64, int, is, parse_f64, parse_i64};
+use crate::cmd::scan::scan_reply;
+use crate::cmd::{random_picks, Outcome};
+use crate::keys::{as_type, Keys};
+
+fn wrong_arity(name: &Bytes) -> Reply {
+    ferry_resp::command::wrong_arity(&String::from_utf8_lossy(name))
+}
+
+/// HSET key field value [field value ...] (and HMSET, which replies OK).
+pub fn hset(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    if !words.len().is_multiple_of(2) {
+        return Err(wrong_arity(&words[0]));
+    }
+    let hash = keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?;
+    let mut added = 0;
+    for pair in words[2..].chunks(2) {
+        added += i64::from(hash.insert(pair[0].clone(), pair[1].clone()).is_none());
+    }
+    Ok(if is(&words[0], "hmset") {
+        Reply::ok()
+    } else {
+        Reply::Integer(added)
+    })
+}
+
+/// HSETNX key field value.
+pub fn hsetnx(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    if keys
+        .read(&words[1], as_type::hash)?
+        .is_some_and(|hash| hash.contains_key(&words[2]))
+    {
+        return Ok(Reply::Integer(0));
+    }
+    keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?
+        .insert(words[2].clone(), words[3].clone());
+    Ok(Reply::Integer(1))
+}
+
+/// HGET key field.
+pub fn hget(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    Ok(keys
+        .read(&words[1], as_type::hash)?
+        .and_then(|hash| hash.get(&words[2]))
+        .map_or(Reply::Null, |value| Reply::Bulk(value.clone())))
+}
+
+/// HMGET key field [field ...].
+pub fn hmget(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let hash = keys.read(&words[1], as_type::hash)?;
+    Ok(Reply::Array(
+        words[2..]
+            .iter()
+            .map(|field| {
+                hash.and_then(|h| h.get(field))
+                    .map_or(Reply::Null, |v| Reply::Bulk(v.clone()))
+            })
+            .collect(),
+    ))
+}
+
+/// HDEL key field [field ...].
+pub fn hdel(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let Some(hash) = keys.modify(&words[1], as_type::hash_mut)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let removed = words[2..]
+        .iter()
+        .filter(|field| hash.shift_remove(&field[..]).is_some())
+        .count();
+    Ok(Reply::Integer(removed as i64))
+}
+
+/// HLEN key.
+pub fn hlen(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(
+        keys.read(&words[1], as_type::hash)?.map_or(0, |h| h.len() as i64),
+    ))
+}
+
+/// HSTRLEN key field.
+pub fn hstrlen(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(
+        keys.read(&words[1], as_type::hash)?
+            .and_then(|h| h.get(&words[2]))
+            .map_or(0, |v| v.len() as i64),
+    ))
+}
+
+/// HEXISTS key field.
+pub fn hexists(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    Ok(Reply::Integer(i64::from(
+        keys.read(&words[1], as_type::hash)?
+            .is_some_and(|h| h.contains_key(&words[2])),
+    )))
+}
+
+/// HGETALL, HKEYS, HVALS key.
+pub fn hgetall(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let Some(hash) = keys.read(&words[1], as_type::hash)? else {
+        return Ok(if is(&words[0], "hgetall") {
+            Reply::Map(Vec::new())
+        } else {
+            Reply::Array(Vec::new())
+        });
+    };
+    Ok(if is(&words[0], "hkeys") {
+        bulks(hash.keys())
+    } else if is(&words[0], "hvals") {
+        bulks(hash.values())
+    } else {
+        Reply::Map(
+            hash.iter()
+                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+                .collect(),
+        )
+    })
+}
+
+/// HINCRBY key field increment.
+pub fn hincrby(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let delta = int(&words[3])?;
+    let current = match keys.read(&words[1], as_type::hash)?.and_then(|h| h.get(&words[2])) {
+        None => 0,
+        Some(text) => parse_i64(text).ok_or_else(|| Reply::err("hash value is not an integer"))?,
+    };
+    let next = current
+        .checked_add(delta)
+        .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
+    keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?
+        .insert(words[2].clone(), Bytes::from(next.to_string()));
+    Ok(Reply::Integer(next))
+}
+
+/// HINCRBYFLOAT key field increment.
+pub fn hincrbyfloat(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let delta = float(&words[3])?;
+    let current = match keys.read(&words[1], as_type::hash)?.and_then(|h| h.get(&words[2])) {
+        None => 0.0,
+        Some(text) => parse_f64(text).ok_or_else(|| Reply::err("hash value is not a float"))?,
+    };
+    let next = current + delta;
+    if !next.is_finite() {
+        return Err(Reply::err("increment would produce NaN or Infinity"));
+    }
+    keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?
+        .insert(words[2].clone(), format_f64(next));
+    Ok(float_reply(next))
+}
+
+/// HRANDFIELD key [count [WITHVALUES]].
+pub fn hrandfield(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    if words.len() > 4 || (words.len() == 4 && !is(&words[3], "WITHVALUES")) {
+        return Err(crate::args::syntax());
+    }
+    let count = words.get(2).map(|c| int(c)).transpose()?;
+    let with_values = words.len() == 4;
+    let Some(hash) = keys.read(&words[1], as_type::hash)?.cloned() else {
+        return Ok(if count.is_some() {
+            Reply::Array(Vec::new())
+        } else {
+            Reply::Null
+        });
+    };
+    let Some(count) = count else {
+        let at = keys.random_below(hash.len());
+        return Ok(Reply::Bulk(
+            hash.get_index(at).map(|(f, _)| f.clone()).unwrap_or_default(),
+        ));
+    };
+    let picks = random_picks(keys, hash.len(), count)?;
+    let mut out = Vec::new();
+    for at in picks {
+        let (field, value) = hash.get_index(at).expect("pick within the hash");
+        out.push(Reply::Bulk(field.clone()));
+        if with_values {
+            out.push(Reply::Bulk(value.clone()));
+        }
+    }
+    Ok(Reply::Array(out))
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT n] [NOVALUES].
+pub fn hscan(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let hash = keys.read(&words[1], as_type::hash)?;
+    let items: Vec<(Bytes, Option<Bytes>)> = hash
+        .map(|h| h.iter().map(|(f, v)| (f.clone(), Some(v.clone()))).collect())
+        .unwrap_or_default();
+    scan_reply(words, items, true)
+}
