@@ -24,7 +24,7 @@ pub struct ServerArgs {
     #[arg(long)]
     cores: Option<usize>,
     /// TOML config file (listen, cores, io_threads, queue_capacity, invoke_budget_ms,
-    /// max_connections, hello_timeout_ms, max_unauthenticated, data_dir, fsync,
+    /// max_connections, hello_timeout_ms, max_unauthenticated, default_tenant, data_dir, fsync,
     /// max_log_bytes, snapshot_log_bytes, tls_cert, tls_key, tls_client_ca,
     /// tls_require_client_cert, [[tenant]] id/token/quota_bytes/home_core).
     #[arg(long)]
@@ -92,6 +92,10 @@ pub struct ServerArgs {
     /// any free one; printed as `resp on HOST:PORT` right after the `listening on` line).
     #[arg(long)]
     resp: Option<String>,
+    /// Sign RESP connections in as this tenant before any AUTH (Redis's `default` user
+    /// with no password), for clients and test suites that send none; off by default.
+    #[arg(long, value_name = "ID")]
+    default_tenant: Option<u32>,
     /// Serve the ferry protocol on this inherited listening socket (a file descriptor)
     /// instead of binding --listen: how `ferry cluster up` hands each node the socket it
     /// bound for the cluster map.
@@ -344,6 +348,10 @@ pub fn run(args: ServerArgs) -> CmdResult {
     config.inline_data_ops = !args.no_inline_data_ops;
     if let Some(resp) = &args.resp {
         config.resp_listen = Some(resolve(resp).map_err(|err| err.replace("--listen", "--resp"))?);
+    }
+    config.resp_default_tenant = args.default_tenant.or(file.default_tenant);
+    if config.resp_default_tenant.is_some() && config.resp_listen.is_none() && args.resp_fd.is_none() {
+        return Err("--default-tenant needs --resp".into());
     }
     if let Some(metrics) = &args.metrics {
         config.metrics_listen = Some(resolve(metrics).map_err(|err| err.replace("--listen", "--metrics"))?);

@@ -80,6 +80,12 @@ pub trait RespService: Send + Sync + 'static {
     /// with its ferry-protocol door.
     fn connections(&self) -> &Arc<Connections>;
 
+    /// The tenant a connection is signed in as before it sends AUTH, if the process has
+    /// one (Redis's `default` user with no password); none by default.
+    fn default_tenant(&self) -> Option<Self::Tenant> {
+        None
+    }
+
     /// Whether commands should carry their keys ([`Queued::keys`]): a cluster node routes
     /// by them; a process that does not leaves them empty and saves their copies.
     fn routes_by_key(&self) -> bool {
@@ -183,8 +189,15 @@ async fn connection<S, IO>(
         replica_reads: false,
     };
     let connections = service.connections();
+    if let Some(tenant) = service.default_tenant() {
+        // Without a seat it stays unauthenticated, and AUTH says why.
+        if let Ok(seat) = connections.take_seat() {
+            session.seat = Some(seat);
+            session.tenant = Some(tenant);
+        }
+    }
     // Dropped once the connection signs in.
-    let mut ticket = Some(ticket);
+    let mut ticket = session.tenant.is_none().then_some(ticket);
     let mut parser = Parser::new();
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::new();

@@ -152,6 +152,10 @@ pub struct ServerConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Where to speak RESP (redis-cli, Redis clients), if anywhere.
     pub resp_listen: Option<SocketAddr>,
+    /// The tenant a RESP connection is signed in as before any AUTH (Redis's `default`
+    /// user without a password), if any: for clients and test suites that send no
+    /// password. Off unless set; AUTH still switches to another tenant.
+    pub resp_default_tenant: Option<u32>,
     /// This node's place in a sharded cluster, if it is one: it then refuses keys it does
     /// not serve (`moved`) and requests spanning nodes (`cross_slot`).
     pub cluster: Option<crate::routing::ClusterRole>,
@@ -208,6 +212,7 @@ impl ServerConfig {
             cluster: None,
             metrics_listen: None,
             resp_listen: None,
+            resp_default_tenant: None,
             durability: None,
             tls: None,
             replication: None,
@@ -300,6 +305,13 @@ impl ServerConfig {
         if let Some(replication) = &self.replication {
             replication.validate(self.durability.is_some())?;
         }
+        if let Some(id) = self.resp_default_tenant {
+            if !self.tenants.iter().any(|tenant| tenant.id == id) {
+                return Err(ConfigError::Invalid(format!(
+                    "the default tenant {id} is not one of the node's tenants"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -329,6 +341,8 @@ pub struct ConfigFile {
     pub hello_timeout_ms: Option<u64>,
     /// Most connections waiting to authenticate at once.
     pub max_unauthenticated: Option<usize>,
+    /// The tenant of RESP connections that send no AUTH.
+    pub default_tenant: Option<u32>,
     /// Pushback credit D per data access, in nanoseconds.
     pub pushback_credit_ns: Option<u64>,
     /// Pushback: suspended invocations needed before pushing back.

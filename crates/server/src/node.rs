@@ -93,6 +93,8 @@ pub(crate) struct Node {
     pub(crate) durable: Option<crate::durable::Durable>,
     /// Replication's state, once started (a node with a log and `replication` set).
     pub(crate) replication: std::sync::OnceLock<crate::replica::ReplicationState>,
+    /// The tenant a RESP connection starts signed in as, if any.
+    pub(crate) resp_default_tenant: Option<u32>,
     /// What a replica copied from its primary before it opened its data dir.
     pub(crate) copied: Option<ferry_replication::BootstrapReport>,
 }
@@ -136,6 +138,7 @@ impl Node {
             latency,
             durable: None,
             replication: std::sync::OnceLock::new(),
+            resp_default_tenant: config.resp_default_tenant,
             copied: None,
         }
     }

@@ -35,6 +35,10 @@ impl RespService for Node {
         &self.connections
     }
 
+    fn default_tenant(&self) -> Option<Arc<TenantState>> {
+        self.tenants.get(&self.resp_default_tenant?).cloned()
+    }
+
     fn routes_by_key(&self) -> bool {
         self.cluster.is_some()
     }

@@ -337,3 +337,42 @@ fn hashes_lists_sets_sorted_sets_and_expiry_work_over_resp() {
     assert_eq!(con.ttl::<_, i64>("s").unwrap(), -2);
     assert_eq!(con.ttl::<_, i64>("z").unwrap(), -1);
 }
+
+#[test]
+fn a_default_tenant_serves_connections_that_send_no_auth() {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.resp_default_tenant = Some(TENANT_A);
+    let server = start_with(config);
+    let addr = server.resp_addr().unwrap();
+    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let mut anonymous = client.get_connection_with_timeout(Duration::from_secs(10)).unwrap();
+    let () = anonymous.set("shared", "from-default").unwrap();
+    // It is tenant A's data, not another tenant's.
+    let mut a = connect(&server, TENANT_A, TOKEN_A);
+    assert_eq!(a.get::<_, String>("shared").unwrap(), "from-default");
+    let mut b = connect(&server, TENANT_B, TOKEN_B);
+    assert_eq!(b.get::<_, Option<String>>("shared").unwrap(), None);
+    // AUTH on the anonymous connection still switches tenants.
+    let () = redis::cmd("AUTH")
+        .arg(TENANT_B.to_string())
+        .arg(TOKEN_B)
+        .query(&mut anonymous)
+        .unwrap();
+    assert_eq!(anonymous.get::<_, Option<String>>("shared").unwrap(), None);
+
+    // Without one, a connection that sends no AUTH is refused as before.
+    let server = node();
+    let addr = server.resp_addr().unwrap();
+    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let mut anonymous = client.get_connection_with_timeout(Duration::from_secs(10)).unwrap();
+    assert!(error_text(anonymous.get::<_, Option<String>>("shared")).contains("NOAUTH"));
+}
+
+#[test]
+fn a_default_tenant_must_be_one_of_the_nodes_tenants() {
+    let mut config = config(1);
+    config.resp_default_tenant = Some(9_999);
+    let err = config.validate().unwrap_err().to_string();
+    assert!(err.contains("default tenant 9999"), "{err}");
+}
