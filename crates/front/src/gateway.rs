@@ -238,7 +238,12 @@ impl Service for Gateway {
                 Request::Invoke { trace: true, .. } => not_served("the gateway does not record traces yet"),
                 // What changes the catalog reaches every storage node: each keeps its own.
                 Request::Invoke { function, args, .. }
-                    if function == ferry_lua::catalog::LOAD || function == ferry_lua::catalog::DELETE =>
+                    if [
+                        ferry_lua::catalog::LOAD,
+                        ferry_lua::catalog::DELETE,
+                        ferry_lua::catalog::FLUSH,
+                    ]
+                    .contains(&function.as_str()) =>
                 {
                     match placer.backend().cluster.invoke_on_every_node(&function, args).await {
                         Ok(invocation) => invocation_response(invocation, false),

@@ -111,6 +111,10 @@ impl<S: Service> RespFront<S> {
                 "this is the gateway: it keeps no data; send SAVE or BGSAVE to each storage node's RESP address \
                  (ferry admin snapshot --resp ADDR)",
             ),
+            Err(Command::Database(_)) => Reply::err(
+                "this is the gateway: it keeps no data; send KEYS, SCAN, DBSIZE, RANDOMKEY and the flushes to \
+                 each storage node's RESP address",
+            ),
             Err(data) => {
                 let Some(args) = data.into_words().and_then(|words| command_args(table, &words)) else {
                     return Reply::err("this command is not served by the gateway");

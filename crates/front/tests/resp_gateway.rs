@@ -143,7 +143,8 @@ fn the_gateway_refuses_what_it_does_not_serve_clearly() {
     let (_cluster, mut con) = gateway("rpc");
     assert!(error_text(redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut con)).contains("gateway"));
     assert!(error_text(redis::cmd("SAVE").query::<Value>(&mut con)).contains("each storage node"));
-    assert!(error_text(redis::cmd("FLUSHALL").query::<Value>(&mut con)).contains("unknown command"));
+    assert!(error_text(redis::cmd("FLUSHALL").query::<Value>(&mut con)).contains("each storage node"));
+    assert!(error_text(redis::cmd("BGREWRITEAOF").query::<Value>(&mut con)).contains("unknown command"));
     assert!(error_text(redis::cmd("FCALL").arg("nope").arg(0).query::<Value>(&mut con)).contains("Function not found"));
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");

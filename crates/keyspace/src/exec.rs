@@ -31,6 +31,7 @@ pub fn handler(name: &str) -> Option<Handler> {
         "del" | "unlink" => generic::del,
         "exists" => generic::exists,
         "touch" => generic::touch,
+        "time" => generic::time,
         "type" => generic::type_of,
         "rename" | "renamenx" => generic::rename,
         "copy" => generic::copy,

@@ -28,7 +28,7 @@ pub type KeyWrite = (Bytes, Option<Bytes>);
 /// The keys of one command, at one time.
 pub struct Keys {
     slots: Vec<Slot>,
-    now_ms: u64,
+    now_us: u64,
     rng: u64,
 }
 
@@ -49,9 +49,9 @@ fn undeclared(key: &[u8]) -> Reply {
 }
 
 impl Keys {
-    /// The keys as loaded (duplicates kept once), at `now_ms` (milliseconds since the Unix
+    /// The keys as loaded (duplicates kept once), at `now_us` (microseconds since the Unix
     /// epoch), with `seed` for the commands that choose at random.
-    pub fn new(loaded: impl IntoIterator<Item = (Bytes, Option<Bytes>)>, now_ms: u64, seed: u64) -> Keys {
+    pub fn new(loaded: impl IntoIterator<Item = (Bytes, Option<Bytes>)>, now_us: u64, seed: u64) -> Keys {
         let mut slots: Vec<Slot> = Vec::new();
         for (key, stored) in loaded {
             if slots.iter().all(|slot| slot.key != key) {
@@ -66,14 +66,19 @@ impl Keys {
         }
         Keys {
             slots,
-            now_ms,
+            now_us,
             rng: seed | 1,
         }
     }
 
-    /// The time the command runs at, in milliseconds since the Unix epoch.
+    /// The time the command runs at, in milliseconds since the Unix epoch (expiry's unit).
     pub fn now_ms(&self) -> u64 {
-        self.now_ms
+        self.now_us / 1000
+    }
+
+    /// The time the command runs at, in microseconds since the Unix epoch (TIME's).
+    pub fn now_us(&self) -> u64 {
+        self.now_us
     }
 
     /// A pseudo-random number (xorshift64*): enough to pick members, not for secrets.
@@ -90,7 +95,7 @@ impl Keys {
     }
 
     fn slot(&mut self, key: &[u8]) -> Result<&mut Slot, Reply> {
-        let now_ms = self.now_ms;
+        let now_ms = self.now_ms();
         let slot = self
             .slots
             .iter_mut()
@@ -341,14 +346,14 @@ mod tests {
             expires_at_ms: Some(100),
         }
         .encode();
-        let load = || Keys::new([(b("k"), Some(expired.clone()))], 100, 1);
+        let load = || Keys::new([(b("k"), Some(expired.clone()))], 100_000, 1);
         let mut keys = load();
         assert!(!keys.exists(b"k").unwrap());
         assert_eq!(keys.writes(true), vec![(b("k"), None)]);
         let mut keys = load();
         assert!(!keys.exists(b"k").unwrap());
         assert!(keys.writes(false).is_empty());
-        let mut keys = Keys::new([(b("k"), Some(expired))], 99, 1);
+        let mut keys = Keys::new([(b("k"), Some(expired))], 99_999, 1);
         assert!(keys.exists(b"k").unwrap());
     }
 

@@ -176,6 +176,32 @@ impl Entry {
         header + payload
     }
 
+    /// The type name and expiry an object's bytes store, read from the header alone (what
+    /// SCAN's TYPE filter and the keyspace-wide commands need); `None` if the header is
+    /// corrupt.
+    pub fn peek(bytes: &[u8]) -> Option<(&'static str, Option<u64>)> {
+        if bytes.first() != Some(&TAG) {
+            return Some(("string", None));
+        }
+        let header = *bytes.get(1)?;
+        let name = match header & KIND_MASK {
+            0 => "string",
+            1 => "hash",
+            2 => "list",
+            3 => "set",
+            4 => "zset",
+            _ => return None,
+        };
+        if header & !(KIND_MASK | HAS_EXPIRY) != 0 {
+            return None;
+        }
+        let expires_at_ms = match header & HAS_EXPIRY {
+            0 => None,
+            _ => Some(u64::from_le_bytes(bytes.get(2..10)?.try_into().ok()?)),
+        };
+        Some((name, expires_at_ms))
+    }
+
     /// The entry an object's bytes store.
     pub fn decode(bytes: &Bytes) -> Result<Entry, Corrupt> {
         if bytes.first() != Some(&TAG) {

@@ -75,7 +75,7 @@ pub async fn run_with(
         loaded.extend(chunk.into_iter().zip(values));
     }
     let now_us = ctx.now_us();
-    let mut keys = Keys::new(loaded, now_us / 1000, now_us ^ 0x9e37_79b9_7f4a_7c15);
+    let mut keys = Keys::new(loaded, now_us, now_us ^ 0x9e37_79b9_7f4a_7c15);
     let reply = ferry_keyspace::run(words, &mut keys);
     if matches!(reply, Reply::Error(_)) {
         return Ok(Some(reply));

@@ -31,6 +31,8 @@ pub const MAX_LIBRARIES: usize = 1024;
 pub const LOAD: &str = "lua.load";
 /// `lua.delete`: arguments the library's name (u16-prefixed), result empty.
 pub const DELETE: &str = "lua.delete";
+/// `lua.flush`: no arguments, result empty: every library removed.
+pub const FLUSH: &str = "lua.flush";
 /// `lua.list`: arguments [`ListArgs`], result FUNCTION LIST's reply (RESP3-encoded).
 pub const LIST: &str = "lua.list";
 
@@ -197,6 +199,22 @@ pub fn delete(ctx: &mut dyn Ctx) -> FnFuture<'_> {
         }
         ctx.delete(TABLE, &library_key(&name)).await?;
         write_index(ctx, &index).await?;
+        Ok(Bytes::new())
+    })
+}
+
+/// FUNCTION FLUSH: removes every library and its functions.
+pub fn flush(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    Box::pin(async move {
+        reader(ctx.args()).finish()?;
+        let index = index(ctx).await?;
+        for (library, functions) in &index {
+            for function in functions {
+                ctx.delete(TABLE, &function_key(function)).await?;
+            }
+            ctx.delete(TABLE, &library_key(library)).await?;
+        }
+        write_index(ctx, &BTreeMap::new()).await?;
         Ok(Bytes::new())
     })
 }

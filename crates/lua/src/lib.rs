@@ -53,11 +53,12 @@ impl LuaError {
     }
 }
 
-/// Adds the Lua storage functions (`lua.load`, `lua.delete`, `lua.list`, `resp.command`
+/// Adds the Lua storage functions (`lua.load`, `lua.delete`, `lua.flush`, `lua.list`, `resp.command`
 /// and the `fcall.` family) to `registry`.
 pub fn install(registry: &mut Registry) -> Result<(), RegisterError> {
     registry.register(catalog::LOAD, catalog::load)?;
     registry.register(catalog::DELETE, catalog::delete)?;
+    registry.register(catalog::FLUSH, catalog::flush)?;
     registry.register(catalog::LIST, catalog::list)?;
     registry.register(resp::COMMAND, resp::command)?;
     registry.register_family(fcall::FAMILY, fcall::run, fcall::route)

@@ -116,6 +116,8 @@ for name, value in pairs(_G) do
   builtins[name] = type(value) == 'table' and freeze(value) or value
 end
 builtins.redis = freeze(redis)
+-- Redis runs Lua 5.1, whose scripts call the global `unpack` (5.4 moved it to `table`).
+builtins.unpack = table.unpack
 
 -- The library's globals: written only while loading (into `globals`), read through.
 local globals = setmetatable({}, { __index = builtins, __metatable = false })

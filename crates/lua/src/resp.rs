@@ -32,6 +32,8 @@ pub enum FunctionCall {
     List(ListArgs),
     /// FUNCTION STATS (the library list, then the caller's own statistics).
     Stats,
+    /// FUNCTION FLUSH.
+    Flush,
 }
 
 impl FunctionCall {
@@ -52,6 +54,7 @@ impl FunctionCall {
                 with_code,
             }),
             Command::Function(FunctionCommand::Stats) => FunctionCall::Stats,
+            Command::Function(FunctionCommand::Flush) => FunctionCall::Flush,
             Command::FCall {
                 function,
                 keys,
@@ -95,6 +98,7 @@ impl FunctionCall {
             }
             FunctionCall::List(list) => (catalog::LIST.to_string(), list.encode()),
             FunctionCall::Stats => (catalog::LIST.to_string(), ListArgs::default().encode()),
+            FunctionCall::Flush => (catalog::FLUSH.to_string(), Bytes::new()),
         })
     }
 
@@ -105,7 +109,7 @@ impl FunctionCall {
         match self {
             FunctionCall::FCall(_) | FunctionCall::List(_) => reply_of(result),
             FunctionCall::Load(_) => Reply::Bulk(result.clone()),
-            FunctionCall::Delete(_) => Reply::ok(),
+            FunctionCall::Delete(_) | FunctionCall::Flush => Reply::ok(),
             FunctionCall::Stats => stats(&reply_of(result), &functions()),
         }
     }

@@ -136,7 +136,15 @@ redis.register_function{function_name = 'run_ro', callback = function(_, args) r
     assert_eq!(fcall(&mut ctx, "run_ro", &[], &["GET", "n"]), Ok(Reply::Null));
     assert_eq!(fcall(&mut ctx, "run", &[], &["INCR", "n"]), Ok(Reply::Integer(1)));
     // Unknown commands and wrong arity as Redis words them.
-    refused(fcall(&mut ctx, "run", &[], &["FLUSHALL"]), "unknown command");
+    refused(fcall(&mut ctx, "run", &[], &["BGREWRITEAOF"]), "unknown command");
+    // Commands over a whole database run only where the database is, not in a script.
+    refused(fcall(&mut ctx, "run", &[], &["FLUSHALL"]), "not allowed from script");
+    refused(fcall(&mut ctx, "run", &[], &["KEYS", "*"]), "not allowed from script");
+    // TIME is the call's own time, the same for every access of one call.
+    let Ok(Reply::Array(time)) = fcall(&mut ctx, "run", &[], &["TIME"]) else {
+        panic!("TIME answers an array")
+    };
+    assert_eq!(time.len(), 2);
     refused(
         fcall(&mut ctx, "run", &[], &["GET"]),
         "wrong number of arguments for 'get'",
@@ -195,6 +203,15 @@ fn the_catalog_refuses_clashes_and_replaces_and_deletes_libraries() {
     let err = invoke(&mut ctx, catalog::DELETE, catalog::delete_args("counter")).unwrap_err();
     assert_eq!(err.to_string(), "ERR Library not found");
     assert_eq!(fcall(&mut ctx, "other_f", &[], &[]), Ok(Reply::Integer(1)));
+    invoke(&mut ctx, catalog::FLUSH, Bytes::new()).unwrap();
+    assert_eq!(
+        fcall(&mut ctx, "other_f", &[], &[]),
+        Err("ERR Function not found".to_string())
+    );
+    let Reply::Array(none) = list(&mut ctx, "", false) else {
+        panic!("an array")
+    };
+    assert!(none.is_empty());
 }
 
 #[test]

@@ -27,6 +27,8 @@ pub enum FunctionCommand {
     Delete(Bytes),
     /// FUNCTION STATS.
     Stats,
+    /// FUNCTION FLUSH [ASYNC|SYNC]: every library of the tenant (both modes do it now).
+    Flush,
 }
 
 /// A command this front end knows.
@@ -61,6 +63,9 @@ pub enum Command {
     /// A data command (the command table's `KEYSPACE` flag): its words, the name first,
     /// arity checked; the keyspace executor reads its options where it runs.
     Data(Vec<Bytes>),
+    /// A command over the whole database (the table's `DATABASE` flag): its words, arity
+    /// checked.
+    Database(Vec<Bytes>),
     /// COMMAND [subcommand ...].
     CommandInfo(Vec<Bytes>),
     /// INFO [section].
@@ -147,6 +152,9 @@ impl Command {
         }
         if spec.is(crate::table::KEYSPACE) {
             return Ok(Command::Data(args));
+        }
+        if spec.is(crate::table::DATABASE) {
+            return Ok(Command::Database(args));
         }
         let arity = |ok: bool| if ok { Ok(()) } else { Err(wrong_arity(name)) };
         let mut rest = args.into_iter().skip(1);
@@ -271,7 +279,7 @@ impl Command {
 fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply> {
     let unknown_sub = || {
         Reply::err(format!(
-            "unknown subcommand '{sub}'. Try FUNCTION LOAD, LIST, DELETE or STATS."
+            "unknown subcommand '{sub}'. Try FUNCTION LOAD, LIST, DELETE, FLUSH or STATS."
         ))
     };
     let arity = |ok: bool| {
@@ -325,6 +333,12 @@ fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply>
             arity(rest.is_empty())?;
             Ok(FunctionCommand::Stats)
         }
+        "FLUSH" => match &rest[..] {
+            [] => Ok(FunctionCommand::Flush),
+            [mode] if matches!(upper(mode).as_str(), "ASYNC" | "SYNC") => Ok(FunctionCommand::Flush),
+            [_] => Err(Reply::err("FUNCTION FLUSH only supports SYNC|ASYNC option")),
+            _ => Err(wrong_arity("function|flush")),
+        },
         _ => Err(unknown_sub()),
     }
 }
@@ -379,7 +393,12 @@ mod tests {
             }))
         ));
         assert!(parse(&["FUNCTION", "LIST", "LIBRARYNAME"]).is_err());
-        assert!(parse(&["FUNCTION", "FLUSH"]).is_err());
+        assert_eq!(
+            parse(&["FUNCTION", "FLUSH", "async"]),
+            Ok(Command::Function(FunctionCommand::Flush))
+        );
+        assert!(parse(&["FUNCTION", "FLUSH", "LATER"]).is_err());
+        assert!(parse(&["FUNCTION", "DUMP"]).is_err());
         assert_eq!(
             parse(&["FCALL_RO", "f", "1", "k", "a", "b"]),
             Ok(Command::FCall {
@@ -442,12 +461,12 @@ mod tests {
 
     #[test]
     fn unknown_commands_get_redis_wording() {
-        let Err(Reply::Error(text)) = parse(&["FLUSHALL", "ASYNC"]) else {
+        let Err(Reply::Error(text)) = parse(&["BGREWRITEAOF", "ASYNC"]) else {
             panic!("unknown must be an error")
         };
         assert_eq!(
             text,
-            "ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC'"
+            "ERR unknown command 'BGREWRITEAOF', with args beginning with: 'ASYNC'"
         );
     }
 }

@@ -19,6 +19,9 @@ pub const NO_SCRIPT: u8 = 8;
 /// A data command over the keys it names, run by the keyspace executor (ferry's own
 /// flag: COMMAND does not show it).
 pub const KEYSPACE: u8 = 16;
+/// A command over a whole database (KEYS, SCAN, FLUSHDB, …), run where the database's
+/// objects are (ferry's own flag: COMMAND does not show it).
+pub const DATABASE: u8 = 32;
 
 /// Where a command's keys are among its words (the name is word 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +138,13 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("exists", -2, R, ALL_KEYS),
     spec("touch", -2, R, ALL_KEYS),
     spec("type", 2, R, ONE_KEY),
+    spec("time", 1, R, NO_KEYS),
+    spec("keys", 2, READ_ONLY | DATABASE | NO_SCRIPT, NO_KEYS),
+    spec("scan", -2, READ_ONLY | DATABASE | NO_SCRIPT, NO_KEYS),
+    spec("dbsize", 1, READ_ONLY | DATABASE | NO_SCRIPT, NO_KEYS),
+    spec("randomkey", 1, READ_ONLY | DATABASE | NO_SCRIPT, NO_KEYS),
+    spec("flushdb", -1, WRITE | DATABASE | NO_SCRIPT, NO_KEYS),
+    spec("flushall", -1, WRITE | DATABASE | NO_SCRIPT, NO_KEYS),
     spec("rename", 3, W, TWO_KEYS),
     spec("renamenx", 3, W, TWO_KEYS),
     spec("copy", -3, W, TWO_KEYS),
@@ -381,7 +391,7 @@ mod tests {
         assert!(set.is(WRITE) && !set.is(READ_ONLY));
         assert!(lookup(b"mget").unwrap().is(READ_ONLY));
         assert!(lookup(b"fcall").unwrap().is(NO_SCRIPT));
-        assert_eq!(lookup(b"flushall"), None);
+        assert_eq!(lookup(b"bgrewriteaof"), None);
         assert_eq!(
             lookup(b"mset").unwrap().info(),
             Reply::Array(vec![

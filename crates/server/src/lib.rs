@@ -35,6 +35,7 @@
 mod command_ctx;
 pub mod config;
 mod conn;
+mod database;
 pub mod durable;
 mod exec;
 mod fair;

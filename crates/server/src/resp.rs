@@ -110,6 +110,7 @@ impl Node {
             Ok(call) => Step::Function(call),
             Err(Command::Cluster(sub)) => Step::Answered(cluster(self, &sub)),
             Err(Command::Save { background }) => Step::Save { background },
+            Err(Command::Database(words)) => Step::Database(words),
             Err(data) => Step::Data(data),
         }
     }

@@ -47,6 +47,8 @@ pub(crate) enum Step {
     Answered(Reply),
     /// A data command.
     Data(Command),
+    /// A command over the whole database (KEYS, SCAN, FLUSHDB, …).
+    Database(Vec<bytes::Bytes>),
     /// A plain read a replica serves from its copy of another node's shard (READONLY).
     ReplicaRead(Command),
     /// FUNCTION or FCALL.
@@ -125,6 +127,14 @@ pub(crate) fn run(
             // Its keys were routed to this replica's shard already; its log refuses writes,
             // so an expired key it meets is read as absent, left for the primary to delete.
             Step::ReplicaRead(command) => replies.push(guarded_data_command(None, tenant, &table, &command, false)),
+            Step::Database(words) => {
+                let run = || crate::database::run(node.cluster.as_deref(), tenant, &table, &words);
+                replies.push(
+                    catch_unwind(AssertUnwindSafe(run))
+                        .unwrap_or_else(|_| Reply::err("internal error while executing the command")),
+                );
+                TenantCounters::bump(&tenant.counters.requests);
+            }
             Step::Save { background } => match crate::save::save(node, background) {
                 Ok(reply) => replies.push(reply),
                 Err(pending) => {

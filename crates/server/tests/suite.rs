@@ -12,4 +12,5 @@ mod metrics;
 mod operations;
 mod pushback;
 mod resp;
+mod resp_database;
 mod resp_functions;

@@ -16,6 +16,7 @@ use crate::limits::{
 use crate::locks::{LockPlan, LockedShards, Object, Table};
 use crate::VERSION_ABSENT;
 
+mod listing;
 mod recover;
 mod replicate;
 mod scan;

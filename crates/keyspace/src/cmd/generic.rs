@@ -1,4 +1,5 @@
-//! Commands on keys of any type: DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY.
+//! Commands on keys of any type: DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY;
+//! and TIME, which reads the command's own time (so a script sees one time throughout).
 
 use bytes::Bytes;
 use ferry_resp::Reply;
@@ -24,6 +25,15 @@ pub fn exists(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         found += i64::from(keys.exists(key)?);
     }
     Ok(Reply::Integer(found))
+}
+
+/// TIME: seconds and microseconds since the Unix epoch, as bulk strings.
+pub fn time(keys: &mut Keys, _words: &[Bytes]) -> Outcome {
+    let now_us = keys.now_us();
+    Ok(Reply::Array(vec![
+        Reply::Bulk(Bytes::from((now_us / 1_000_000).to_string())),
+        Reply::Bulk(Bytes::from((now_us % 1_000_000).to_string())),
+    ]))
 }
 
 /// TOUCH key [key ...]: how many exist (ferry keeps no access times to update).
