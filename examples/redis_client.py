@@ -17,6 +17,15 @@ import sys
 import redis
 
 
+def _error(call):
+    """The text of the error reply `call` gets ('' if none)."""
+    try:
+        call()
+    except redis.ResponseError as err:
+        return str(err)
+    return ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -49,6 +58,18 @@ def main() -> int:
         pipe.incr("piped")
     check("pipeline", pipe.execute()[-1], 100)
     check("delete", r.delete("a", "b", "missing"), 2)
+    check("hset", r.hset("user:1", mapping={"name": "ada", "visits": "1"}), 2)
+    check("hincrby", r.hincrby("user:1", "visits", 2), 3)
+    check("hgetall", r.hgetall("user:1"), {"name": "ada", "visits": "3"})
+    check("rpush", r.rpush("queue", "a", "b", "c"), 3)
+    check("lpop", r.lpop("queue"), "a")
+    check("zadd", r.zadd("board", {"ada": 10, "bob": 7}), 2)
+    check("zrange", r.zrange("board", 0, -1), ["bob", "ada"])
+    check("zscore", float(r.zscore("board", "ada")), 10.0)
+    check("expire", r.expire("greeting", 100), True)
+    check("ttl", 0 < r.ttl("greeting") <= 100, True)
+    check("wrong type", _error(lambda: r.lpush("user:1", "x")).startswith("WRONGTYPE"), True)
+    check("scan_iter", sorted(r.scan_iter(match="user:*")), ["user:1"])
     library = (
         "#!lua name=pyexample\n"
         "redis.register_function('bump', function(keys, args)\n"
@@ -60,7 +81,7 @@ def main() -> int:
     check("fcall again", r.fcall("bump", 1, "bumped", 5), 10)
     check("function delete", r.function_delete("pyexample"), True)
     try:
-        r.execute_command("FLUSHALL")
+        r.execute_command("BGREWRITEAOF")
         print("FAILED unknown command: no error")
         return 1
     except redis.ResponseError as err:
