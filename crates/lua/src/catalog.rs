@@ -279,33 +279,8 @@ pub fn list(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     })
 }
 
-/// Glob matching with `*` (any run) and `?` (any one byte), as FUNCTION LIST's
-/// LIBRARYNAME takes it.
-pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(&c) if c == b'?' || c == text[t] => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((star_p, star_t)) => {
-                    p = star_p + 1;
-                    t = star_t + 1;
-                    star = Some((star_p, star_t + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
-}
+/// FUNCTION LIST's LIBRARYNAME pattern is a Redis glob, matched as KEYS and SCAN match.
+pub use ferry_keyspace::glob::matches as glob_match;
 
 #[cfg(test)]
 mod tests {

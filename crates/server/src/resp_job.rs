@@ -115,26 +115,17 @@ pub(crate) fn run(
         }
         match step {
             Step::Answered(reply) => replies.push(reply),
-            Step::Data(command) => {
-                replies.push(guarded_data_command(
-                    node.cluster.as_deref(),
-                    tenant,
-                    &table,
-                    &command,
-                    true,
-                ));
-            }
+            Step::Data(command) => replies.push(guarded(tenant, || {
+                data_command(node.cluster.as_deref(), tenant, &table, &command, true)
+            })),
             // Its keys were routed to this replica's shard already; its log refuses writes,
             // so an expired key it meets is read as absent, left for the primary to delete.
-            Step::ReplicaRead(command) => replies.push(guarded_data_command(None, tenant, &table, &command, false)),
-            Step::Database(words) => {
-                let run = || crate::database::run(node.cluster.as_deref(), tenant, &table, &words);
-                replies.push(
-                    catch_unwind(AssertUnwindSafe(run))
-                        .unwrap_or_else(|_| Reply::err("internal error while executing the command")),
-                );
-                TenantCounters::bump(&tenant.counters.requests);
+            Step::ReplicaRead(command) => {
+                replies.push(guarded(tenant, || data_command(None, tenant, &table, &command, false)))
             }
+            Step::Database(words) => replies.push(guarded(tenant, || {
+                crate::database::run(node.cluster.as_deref(), tenant, &table, &words)
+            })),
             Step::Save { background } => match crate::save::save(node, background) {
                 Ok(reply) => replies.push(reply),
                 Err(pending) => {
@@ -183,19 +174,11 @@ fn timed<T>(total_ns: &mut u64, f: impl FnOnce() -> T) -> T {
     result
 }
 
-/// Runs one data command, counted; a panic (a bug: the store never panics on input)
-/// costs that command, not the worker.
-fn guarded_data_command(
-    cluster: Option<&ClusterRole>,
-    tenant: &TenantState,
-    table: &str,
-    command: &Command,
-    writes_allowed: bool,
-) -> Reply {
-    let reply = catch_unwind(AssertUnwindSafe(|| {
-        data_command(cluster, tenant, table, command, writes_allowed)
-    }))
-    .unwrap_or_else(|_| Reply::err("internal error while executing the command"));
+/// Runs one command, counted; a panic (a bug: the store never panics on input) costs
+/// that command, not the worker.
+fn guarded(tenant: &TenantState, run: impl FnOnce() -> Reply) -> Reply {
+    let reply = catch_unwind(AssertUnwindSafe(run))
+        .unwrap_or_else(|_| Reply::err("internal error while executing the command"));
     TenantCounters::bump(&tenant.counters.requests);
     reply
 }
