@@ -29,7 +29,7 @@ fi
 if redis-cli -p "$port" ping >/dev/null 2>&1; then
   echo "redis already running on 127.0.0.1:$port" >&2
 else
-  taskset -c "$cpu" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+  taskset -c "$cpu" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --enable-debug-command local --dir /tmp \
     --daemonize yes --logfile /tmp/ferry-redis-"$port".log
   for _ in $(seq 50); do
     redis-cli -p "$port" ping >/dev/null 2>&1 && break

@@ -115,6 +115,10 @@ impl<S: Service> RespFront<S> {
                 "this is the gateway: it keeps no data; send KEYS, SCAN, DBSIZE, RANDOMKEY and the flushes to \
                  each storage node's RESP address",
             ),
+            Err(Command::Watch(_) | Command::Transaction(_)) => Reply::err(
+                "this is the gateway: MULTI/EXEC and WATCH are served by each storage node's RESP address, \
+                 not yet by the gateway",
+            ),
             Err(data) => {
                 let Some(args) = data.into_words().and_then(|words| command_args(table, &words)) else {
                     return Reply::err("this command is not served by the gateway");

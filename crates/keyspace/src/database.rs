@@ -15,8 +15,8 @@ use bytes::Bytes;
 use ferry_resp::Reply;
 
 use crate::args::{int, is, syntax};
-use crate::glob;
 use crate::value::Entry;
+use ferry_resp::glob;
 
 /// SCAN's COUNT when none is given (Redis's).
 pub const DEFAULT_SCAN_COUNT: usize = 10;

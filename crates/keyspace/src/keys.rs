@@ -194,7 +194,8 @@ impl Keys {
 
     /// What the command changed, as writes: a changed key's new bytes, a delete for a key
     /// it removed or left an empty collection; with `delete_expired`, also a delete for
-    /// each expired key it came across. A key written to what it already held is skipped.
+    /// each expired key it came across. A key a command wrote is written even when its
+    /// bytes are what it held: in Redis that is a change (`SET k v` twice fails a WATCH).
     pub fn writes(self, delete_expired: bool) -> Vec<KeyWrite> {
         let mut writes = Vec::new();
         for slot in self.slots {
@@ -206,12 +207,7 @@ impl Keys {
                 continue;
             }
             match entry.filter(|entry| !entry.value.is_empty_collection()) {
-                Some(entry) => {
-                    let bytes = entry.encode();
-                    if slot.stored.as_ref() != Some(&bytes) {
-                        writes.push((slot.key, Some(bytes)));
-                    }
-                }
+                Some(entry) => writes.push((slot.key, Some(entry.encode()))),
                 None if slot.stored.is_some() => writes.push((slot.key, None)),
                 None => {}
             }

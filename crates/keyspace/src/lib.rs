@@ -10,8 +10,8 @@
 //!
 //! Layout: [`value`] and [`codec`] (the encoding), [`zset`] (the sorted set), [`keys`]
 //! (the loaded keys, types and expiry), [`args`] (Redis's argument rules and errors),
-//! [`glob`] (patterns), [`cmd`] (the commands, a file per type), [`exec`] (name to
-//! implementation), [`database`] (KEYS, SCAN, DBSIZE, RANDOMKEY over a whole database).
+//! [`cmd`] (the commands, a file per type; patterns are `ferry_resp::glob`), [`exec`]
+//! (name to implementation), [`database`] (KEYS, SCAN, DBSIZE, RANDOMKEY over a whole database).
 //!
 //! What this encoding costs: a command decodes and re-encodes its whole value, so a
 //! command on a collection of n elements costs O(n), and a collection is bounded by the
@@ -22,7 +22,6 @@ pub mod cmd;
 pub mod codec;
 pub mod database;
 pub mod exec;
-pub mod glob;
 pub mod keys;
 pub mod value;
 pub mod zset;

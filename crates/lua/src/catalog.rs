@@ -280,7 +280,7 @@ pub fn list(ctx: &mut dyn Ctx) -> FnFuture<'_> {
 }
 
 /// FUNCTION LIST's LIBRARYNAME pattern is a Redis glob, matched as KEYS and SCAN match.
-pub use ferry_keyspace::glob::matches as glob_match;
+pub use ferry_resp::glob::matches as glob_match;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,8 @@
 //! - [`metrics`]: `GET /metrics` in the Prometheus text format on a listener of its own;
 //! - [`histogram`]: request counts and latency histograms by operation and status;
 //! - [`resp`]: a RESP listener (connections, pipelining, AUTH and the session commands) in
-//!   front of a process's [`resp::RespService`];
+//!   front of a process's [`resp::RespService`]; [`resp_multi`]: a connection's MULTI,
+//!   EXEC and WATCH;
 //! - [`signal`]: waiting for SIGINT or SIGTERM;
 //! - [`tls`]: TLS for all three listeners and for the links between processes (rustls,
 //!   ring), with optional or required client certificates.
@@ -19,5 +20,6 @@ pub mod histogram;
 pub mod metrics;
 pub mod preauth;
 pub mod resp;
+pub mod resp_multi;
 pub mod signal;
 pub mod tls;

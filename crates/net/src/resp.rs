@@ -1,6 +1,6 @@
 //! A RESP listener for any ferry process that speaks Redis (the storage node, the
 //! gateway): connections, pipelining, the pre-authentication bound, and the session
-//! commands (AUTH, HELLO, SELECT, PING, ECHO, QUIT, COMMAND, INFO, CLIENT). Everything
+//! commands (AUTH, HELLO, SELECT, PING, ECHO, QUIT, COMMAND, INFO, CONFIG, CLIENT). Everything
 //! else a signed-in connection sends goes to the process's [`RespService`].
 //!
 //! With an [`Acceptor`], connections speak TLS (`redis-cli --tls`, redis-py's `ssl=True`);
@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -23,12 +23,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use ferry_resp::command::unknown;
+use ferry_resp::config::Settings;
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
 use ferry_wal::ReplyGate;
 
 use crate::connections::{Connections, Seat};
 use crate::preauth::{unauthenticated_over, Ticket, MAX_FAILED_HELLOS};
+use crate::resp_multi::{Multi, MultiState};
 use crate::tls::Acceptor;
 
 /// Bytes requested from the socket per read.
@@ -38,8 +40,8 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// the memory one pipelining client can make the process hold.
 pub const MAX_PENDING_REPLY_BYTES: usize = 4 * 1024 * 1024;
 
-/// Most databases (`SELECT 0` … `SELECT 1023`), each a table.
-pub const MAX_DATABASES: u32 = 1024;
+/// Most databases (`SELECT 0` … `SELECT 1023`), each a table; CONFIG GET reports it.
+pub const MAX_DATABASES: u32 = ferry_resp::config::DATABASES;
 
 /// The tenant the `default` user (and a one-argument AUTH) stands for.
 pub const DEFAULT_TENANT: u32 = 1;
@@ -120,6 +122,10 @@ struct Session<T> {
     seat: Option<Seat>,
     /// READONLY was sent (and no READWRITE since).
     replica_reads: bool,
+    /// The listener's CONFIG parameters, shared by its connections.
+    settings: Arc<Mutex<Settings>>,
+    /// MULTI's queue and the WATCHed keys.
+    multi: MultiState,
 }
 
 /// What to do after a command.
@@ -136,6 +142,7 @@ pub async fn serve<S: RespService>(
     tls: Option<Acceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let settings = Arc::new(Mutex::new(Settings::default()));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -149,6 +156,7 @@ pub async fn serve<S: RespService>(
         let service = Arc::clone(&service);
         let mut shutdown = shutdown.clone();
         let tls = tls.clone();
+        let settings = Arc::clone(&settings);
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             let connections = service.connections();
@@ -157,11 +165,11 @@ pub async fn serve<S: RespService>(
             let ticket = connections.preauth.admit();
             let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
             match tls {
-                None => connection(&*service, stream, ticket, hello_deadline, shutdown).await,
+                None => connection(&*service, stream, ticket, hello_deadline, shutdown, settings).await,
                 Some(tls) => {
                     let handshake = tls.handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown);
                     if let Some(stream) = handshake.await {
-                        connection(&*service, stream, ticket, hello_deadline, shutdown).await;
+                        connection(&*service, stream, ticket, hello_deadline, shutdown, settings).await;
                     }
                 }
             }
@@ -176,6 +184,7 @@ async fn connection<S, IO>(
     ticket: Ticket,
     hello_deadline: tokio::time::Instant,
     mut shutdown: watch::Receiver<bool>,
+    settings: Arc<Mutex<Settings>>,
 ) where
     S: RespService,
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -187,6 +196,8 @@ async fn connection<S, IO>(
         failed_auths: 0,
         seat: None,
         replica_reads: false,
+        settings,
+        multi: MultiState::default(),
     };
     let connections = service.connections();
     if let Some(tenant) = service.default_tenant() {
@@ -242,6 +253,21 @@ async fn connection<S, IO>(
                     reply.encode(session.protocol, &mut output);
                     after
                 }
+                Handled::Watch(queued, names) => {
+                    run_batch(service, &session, &mut batch, &mut output).await;
+                    let tenant = session.tenant.as_ref().expect("only a signed-in session watches");
+                    let answer = service
+                        .execute(tenant, &session.table, vec![queued])
+                        .await
+                        .pop()
+                        .unwrap_or_else(|| Reply::err("no answer to WATCH"));
+                    let table = session.table.clone();
+                    session
+                        .multi
+                        .watched_now(&table, names, answer)
+                        .encode(session.protocol, &mut output);
+                    After::Continue
+                }
             };
             if session.tenant.is_some() {
                 ticket = None;
@@ -273,6 +299,8 @@ enum Handled {
     Answered(Reply, After),
     /// It is for the service (only once signed in).
     Service(Queued),
+    /// WATCH: for the service now, its answer kept by the session (the keys named).
+    Watch(Queued, Vec<Bytes>),
 }
 
 /// Answers a session command, a refusal or a parse error here; gives the rest to the
@@ -291,7 +319,36 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
     let command = match Command::parse(args) {
         Ok(command) => command,
         Err(_) if session.tenant.is_none() => return Handled::Answered(noauth(), After::Continue),
-        Err(reply) => return Handled::Answered(reply, After::Continue),
+        Err(reply) => return Handled::Answered(session.multi.refused(reply), After::Continue),
+    };
+    let (command, keys) = if session.tenant.is_none() {
+        (command, keys)
+    } else {
+        match session.multi.handle(command, keys, &session.table) {
+            Multi::Pass(command, keys) => (command, keys),
+            Multi::Answer(reply) => return Handled::Answered(reply, After::Continue),
+            Multi::Exec(command, keys) => {
+                return Handled::Service(Queued {
+                    command,
+                    keys,
+                    replica_read: false,
+                })
+            }
+            Multi::Watch(command, keys) => {
+                let Command::Watch(names) = &command else {
+                    unreachable!("Multi::Watch carries WATCH")
+                };
+                let names = names.clone();
+                return Handled::Watch(
+                    Queued {
+                        command,
+                        keys,
+                        replica_read: false,
+                    },
+                    names,
+                );
+            }
+        }
     };
     match session_command(service, session, command) {
         Ok((reply, after)) => {
@@ -411,6 +468,11 @@ fn session_command<S: RespService>(
             env!("CARGO_PKG_VERSION"),
             service.mode()
         ))),
+        Command::Config(words) => session
+            .settings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .run(&words),
         Command::ReadOnly => {
             session.replica_reads = true;
             Reply::ok()

@@ -70,6 +70,21 @@ pub enum Command {
     CommandInfo(Vec<Bytes>),
     /// INFO [section].
     Info,
+    /// CONFIG subcommand [argument ...]: the words after CONFIG.
+    Config(Vec<Bytes>),
+    /// MULTI: commands queue until EXEC.
+    Multi,
+    /// EXEC: the queued commands run as one transaction.
+    Exec,
+    /// DISCARD: the queued commands are dropped.
+    Discard,
+    /// WATCH key [key ...]: EXEC runs only if none of them changed since. The service
+    /// answers it with one [`WatchedKey::token`] per key, which the listener keeps.
+    Watch(Vec<Bytes>),
+    /// UNWATCH.
+    Unwatch,
+    /// What EXEC sends the service: the queued commands and the watched keys.
+    Transaction(Transaction),
     /// SAVE (waits for the snapshot) or BGSAVE (starts it and returns).
     Save {
         /// BGSAVE.
@@ -92,6 +107,26 @@ pub enum Command {
         /// FCALL_RO: only functions flagged `no-writes` may run.
         read_only: bool,
     },
+}
+
+/// A MULTI … EXEC transaction, for the service to run as one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transaction {
+    /// The queued commands (data commands, PING and ECHO), in order.
+    pub commands: Vec<Command>,
+    /// The keys WATCHed before MULTI, with what they were then.
+    pub watched: Vec<WatchedKey>,
+}
+
+/// A key WATCH saw: EXEC runs only if it is the same now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchedKey {
+    /// The table (database) it is in.
+    pub table: String,
+    pub key: Bytes,
+    /// The service's word for the key's state then (its version; `None`: absent or
+    /// expired).
+    pub token: Option<u64>,
 }
 
 /// Appends a request (a command and its arguments) in RESP form, as a client sends it.
@@ -217,6 +252,12 @@ impl Command {
                 arity(n <= 2)?;
                 Command::Info
             }
+            "config" => Command::Config((1..n).map(|_| next()).collect()),
+            "multi" => Command::Multi,
+            "exec" => Command::Exec,
+            "discard" => Command::Discard,
+            "unwatch" => Command::Unwatch,
+            "watch" => Command::Watch((1..n).map(|_| next()).collect()),
             "save" | "bgsave" => {
                 // BGSAVE SCHEDULE is not taken: a BGSAVE while one runs is refused.
                 arity(n == 1)?;

@@ -1,6 +1,8 @@
 //! The Redis serialization protocol as values, for ferry's RESP front end:
 //!
 //! - [`command`]: a command as a typed value, arity and options checked;
+//! - [`config`]: CONFIG GET/SET over the parameters ferry reports;
+//! - [`glob`]: Redis's glob-style patterns (KEYS, SCAN MATCH, CONFIG GET, FUNCTION LIST);
 //! - [`parser`]: commands from clients (arrays of bulk strings, or inline), parsed
 //!   incrementally with every size bounded;
 //! - [`reply`]: replies, encoded as RESP2 or RESP3;
@@ -10,6 +12,8 @@
 //! No I/O: the listener feeds bytes in and writes bytes out.
 
 pub mod command;
+pub mod config;
+pub mod glob;
 pub mod parser;
 pub mod reply;
 pub mod table;

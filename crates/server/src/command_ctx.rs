@@ -84,6 +84,26 @@ impl<'c> CommandCtx<'c> {
         self.store.commit(&reads, &writes).map(|_| ())
     }
 
+    /// What WATCH keeps of `key`: its version if it exists and has not expired, else
+    /// `None` (a key that expires while watched has changed; one that was already gone
+    /// has not).
+    pub(crate) fn watch_token(&mut self, key: &[u8]) -> Result<Option<u64>, CtxError> {
+        let table = self.table;
+        let Some(value) = self.read(table, key)? else {
+            return Ok(None);
+        };
+        let now_ms = self.now_us / 1000;
+        let expires_at_ms = ferry_keyspace::value::Entry::peek(&value).and_then(|(_, at)| at);
+        if expires_at_ms.is_some_and(|at| at <= now_ms) {
+            return Ok(None);
+        }
+        Ok(self
+            .reads
+            .iter()
+            .find(|read| read.key[..] == *key)
+            .map(|read| read.version))
+    }
+
     fn check(&self, table: &str, key: &[u8]) -> Result<(), CtxError> {
         if table != self.table {
             return Err(CtxError::Refused(format!(

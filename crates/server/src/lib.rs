@@ -45,6 +45,7 @@ pub mod listeners;
 pub mod membership;
 mod metrics;
 mod moves;
+mod multi;
 mod node;
 pub mod replica;
 mod resp;

@@ -111,6 +111,8 @@ impl Node {
             Err(Command::Cluster(sub)) => Step::Answered(cluster(self, &sub)),
             Err(Command::Save { background }) => Step::Save { background },
             Err(Command::Database(words)) => Step::Database(words),
+            Err(Command::Watch(keys)) => Step::Watch(keys),
+            Err(Command::Transaction(tx)) => Step::Transaction(tx),
             Err(data) => Step::Data(data),
         }
     }

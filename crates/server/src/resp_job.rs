@@ -49,6 +49,10 @@ pub(crate) enum Step {
     Data(Command),
     /// A command over the whole database (KEYS, SCAN, FLUSHDB, …).
     Database(Vec<bytes::Bytes>),
+    /// WATCH: the keys' tokens.
+    Watch(Vec<bytes::Bytes>),
+    /// EXEC of a MULTI.
+    Transaction(ferry_resp::command::Transaction),
     /// A plain read a replica serves from its copy of another node's shard (READONLY).
     ReplicaRead(Command),
     /// FUNCTION or FCALL.
@@ -125,6 +129,12 @@ pub(crate) fn run(
             }
             Step::Database(words) => replies.push(guarded(tenant, || {
                 crate::database::run(node.cluster.as_deref(), tenant, &table, &words)
+            })),
+            Step::Watch(keys) => replies.push(guarded(tenant, || {
+                crate::multi::watch(node.cluster.as_deref(), tenant, &table, &keys)
+            })),
+            Step::Transaction(tx) => replies.push(guarded(tenant, || {
+                crate::multi::exec(node.cluster.as_deref(), tenant, &table, &tx)
             })),
             Step::Save { background } => match crate::save::save(node, background) {
                 Ok(reply) => replies.push(reply),

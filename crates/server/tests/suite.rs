@@ -14,3 +14,4 @@ mod pushback;
 mod resp;
 mod resp_database;
 mod resp_functions;
+mod resp_transactions;

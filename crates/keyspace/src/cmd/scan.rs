@@ -7,7 +7,7 @@ use ferry_resp::Reply;
 
 use crate::args::{int, is, syntax};
 use crate::cmd::Outcome;
-use crate::glob;
+use ferry_resp::glob;
 
 /// The reply to a scan of `items` (an element, with its value or score for HSCAN and
 /// ZSCAN), after checking the cursor and options in `words` (`KEY cursor` at 1 and 2).

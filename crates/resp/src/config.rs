@@ -1,0 +1,283 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE over the parameters a Redis client or Redis's
+//! own test suite reads and sets, answered from one table.
+//!
+//! Each parameter is one of two kinds (docs/ARCHITECTURE.md, "Speaking Redis", lists them):
+//!
+//! - **fixed**: ferry's real value (`databases`, `proto-max-bulk-len`, `maxmemory`, …).
+//!   CONFIG SET to the value it has is accepted; any other value is refused with Redis's
+//!   "can't set immutable config" error, because ferry does not change it at run time.
+//! - **no effect**: Redis's encoding thresholds (`hash-max-listpack-entries`, …). ferry
+//!   has one encoding per type, so the value is checked, kept and reported, and changes
+//!   nothing else. Clients and tests set these before their commands; refusing them would
+//!   fail commands whose results do not depend on them.
+//!
+//! Settings are the listener's (one per process), as Redis's are the server's.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::command::wrong_arity;
+use crate::glob::matches;
+use crate::parser::MAX_BULK_BYTES;
+use crate::Reply;
+
+/// What a CONFIG SET of a parameter does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// ferry's real value; only a SET to that value is accepted.
+    Fixed,
+    /// Kept and reported, with no effect; the value must be a whole number ≥ `min`.
+    NoEffectNumber { min: i64 },
+}
+
+/// One parameter: its name, value at start and kind.
+struct Param {
+    name: &'static str,
+    initial: fn() -> String,
+    kind: Kind,
+}
+
+const fn fixed(name: &'static str, initial: fn() -> String) -> Param {
+    Param {
+        name,
+        initial,
+        kind: Kind::Fixed,
+    }
+}
+
+const fn no_effect(name: &'static str, initial: fn() -> String, min: i64) -> Param {
+    Param {
+        name,
+        initial,
+        kind: Kind::NoEffectNumber { min },
+    }
+}
+
+/// Most databases, as `SELECT` takes them (the listener's bound).
+pub const DATABASES: u32 = 1024;
+
+/// Every parameter CONFIG knows. Redis's old names (`*-ziplist-*`) are aliases of the
+/// listpack ones, as in Redis 7.
+const PARAMS: &[Param] = &[
+    fixed("databases", || DATABASES.to_string()),
+    fixed("proto-max-bulk-len", || MAX_BULK_BYTES.to_string()),
+    // No node-wide memory limit and no eviction yet: writes past a tenant's quota fail.
+    fixed("maxmemory", || "0".into()),
+    fixed("maxmemory-policy", || "noeviction".into()),
+    // Durability is ferry's own log and snapshots (`--wal-dir`), not RDB or AOF.
+    fixed("save", String::new),
+    fixed("appendonly", || "no".into()),
+    fixed("lazyfree-lazy-user-flush", || "no".into()),
+    no_effect("hash-max-listpack-entries", || "128".into(), 0),
+    no_effect("hash-max-listpack-value", || "64".into(), 0),
+    no_effect("list-max-listpack-size", || "-2".into(), -5),
+    no_effect("list-compress-depth", || "0".into(), 0),
+    no_effect("set-max-intset-entries", || "512".into(), 0),
+    no_effect("set-max-listpack-entries", || "128".into(), 0),
+    no_effect("set-max-listpack-value", || "64".into(), 0),
+    no_effect("zset-max-listpack-entries", || "128".into(), 0),
+    no_effect("zset-max-listpack-value", || "64".into(), 0),
+];
+
+/// Redis 7's old names of the listpack parameters.
+const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+];
+
+/// Most patterns or parameter-value pairs one CONFIG call takes: bounds its work.
+pub const MAX_CONFIG_ARGS: usize = 256;
+
+/// The listener's parameter values.
+#[derive(Debug)]
+pub struct Settings {
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            values: PARAMS.iter().map(|param| (param.name, (param.initial)())).collect(),
+        }
+    }
+}
+
+fn param(name: &str) -> Option<&'static Param> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(name))
+        .map_or(name, |(_, canonical)| canonical);
+    PARAMS.iter().find(|param| param.name.eq_ignore_ascii_case(name))
+}
+
+impl Settings {
+    /// Runs `CONFIG words…` (the words after CONFIG, the subcommand first).
+    pub fn run(&mut self, words: &[Bytes]) -> Reply {
+        let Some((sub, rest)) = words.split_first() else {
+            return wrong_arity("config");
+        };
+        let sub = String::from_utf8_lossy(sub).to_ascii_uppercase();
+        if rest.len() > MAX_CONFIG_ARGS * 2 {
+            return Reply::err(format!("CONFIG takes at most {MAX_CONFIG_ARGS} parameters"));
+        }
+        match sub.as_str() {
+            "GET" if !rest.is_empty() => self.get(rest),
+            "SET" if !rest.is_empty() && rest.len() % 2 == 0 => self.set(rest),
+            "RESETSTAT" if rest.is_empty() => Reply::ok(),
+            "REWRITE" if rest.is_empty() => Reply::err("The server is running without a config file"),
+            "GET" | "SET" | "RESETSTAT" | "REWRITE" => wrong_arity(&format!("config|{}", sub.to_ascii_lowercase())),
+            _ => Reply::err(format!(
+                "unknown subcommand '{}'. Try CONFIG GET, SET, RESETSTAT or REWRITE.",
+                sub.chars().take(64).collect::<String>()
+            )),
+        }
+    }
+
+    /// The value of parameter `name` (any case, aliases too).
+    pub fn value(&self, name: &str) -> Option<&str> {
+        param(name).map(|param| self.values[param.name].as_str())
+    }
+
+    /// Every parameter matching any of `patterns` (Redis globs), each once, as a map.
+    fn get(&self, patterns: &[Bytes]) -> Reply {
+        let mut matched: BTreeMap<&str, &str> = BTreeMap::new();
+        for pattern in patterns {
+            let lower = pattern.to_ascii_lowercase();
+            for (name, value) in &self.values {
+                if matches(&lower, name.as_bytes()) {
+                    matched.insert(name, value);
+                }
+            }
+            for (alias, canonical) in ALIASES {
+                if matches(&lower, alias.as_bytes()) {
+                    matched.insert(alias, &self.values[canonical]);
+                }
+            }
+        }
+        Reply::Map(
+            matched
+                .into_iter()
+                .map(|(name, value)| (Reply::text(name), Reply::text(value)))
+                .collect(),
+        )
+    }
+
+    /// Sets every pair or none: each is checked before any is applied, as Redis does.
+    fn set(&mut self, pairs: &[Bytes]) -> Reply {
+        let mut changes = Vec::with_capacity(pairs.len() / 2);
+        for pair in pairs.chunks(2) {
+            let name = String::from_utf8_lossy(&pair[0]);
+            let value = String::from_utf8_lossy(&pair[1]).into_owned();
+            let Some(param) = param(&name) else {
+                return Reply::err(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{}'",
+                    name.chars().take(128).collect::<String>()
+                ));
+            };
+            if changes.iter().any(|(known, _)| *known == param.name) {
+                return Reply::err(format!(
+                    "CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
+                ));
+            }
+            let refusal = |why: &str| {
+                Reply::err(format!(
+                    "CONFIG SET failed (possibly related to argument '{}') - {why}",
+                    param.name
+                ))
+            };
+            match param.kind {
+                Kind::Fixed if !self.values[param.name].eq_ignore_ascii_case(&value) => {
+                    return refusal("can't set immutable config")
+                }
+                Kind::Fixed => {}
+                Kind::NoEffectNumber { min } => match value.parse::<i64>() {
+                    Ok(n) if n >= min => {}
+                    _ => return refusal("argument must be a whole number in range"),
+                },
+            }
+            changes.push((param.name, value));
+        }
+        for (name, value) in changes {
+            self.values.insert(name, value);
+        }
+        Reply::ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<Bytes> {
+        text.split(' ').map(|w| Bytes::from(w.to_owned())).collect()
+    }
+
+    fn pairs(reply: Reply) -> Vec<(String, String)> {
+        let Reply::Map(pairs) = reply else {
+            panic!("a map: {reply:?}")
+        };
+        pairs
+            .into_iter()
+            .map(|(k, v)| match (k, v) {
+                (Reply::Bulk(k), Reply::Bulk(v)) => (
+                    String::from_utf8(k.to_vec()).unwrap(),
+                    String::from_utf8(v.to_vec()).unwrap(),
+                ),
+                other => panic!("bulk pairs: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn get_matches_globs_and_aliases_once_each() {
+        let mut settings = Settings::default();
+        let got = pairs(settings.run(&words("GET maxmemory* maxmemory")));
+        assert_eq!(
+            got,
+            vec![
+                ("maxmemory".into(), "0".into()),
+                ("maxmemory-policy".into(), "noeviction".into())
+            ]
+        );
+        let got = pairs(settings.run(&words("get hash-max-ziplist-entries")));
+        assert_eq!(got, vec![("hash-max-ziplist-entries".into(), "128".into())]);
+        assert!(pairs(settings.run(&words("GET nothing-like-this"))).is_empty());
+        let all = pairs(settings.run(&words("GET *")));
+        assert_eq!(all.len(), PARAMS.len() + ALIASES.len());
+    }
+
+    #[test]
+    fn set_keeps_no_effect_values_and_refuses_changing_fixed_ones() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.run(&words("SET zset-max-ziplist-entries 0")), Reply::ok());
+        assert_eq!(settings.value("zset-max-listpack-entries"), Some("0"));
+        // Setting a fixed parameter to the value it has is accepted.
+        assert_eq!(settings.run(&words("SET maxmemory-policy NOEVICTION")), Reply::ok());
+        let Reply::Error(text) = settings.run(&words("SET maxmemory 100mb")) else {
+            panic!("refused")
+        };
+        assert!(text.contains("immutable"), "{text}");
+        // All or nothing: the bad second pair leaves the first unset.
+        let reply = settings.run(&words("SET hash-max-listpack-entries 7 set-max-intset-entries x"));
+        assert!(matches!(reply, Reply::Error(_)));
+        assert_eq!(settings.value("hash-max-listpack-entries"), Some("128"));
+        let Reply::Error(text) = settings.run(&words("SET no-such-thing 1")) else {
+            panic!("refused")
+        };
+        assert!(text.starts_with("ERR Unknown option"), "{text}");
+    }
+
+    #[test]
+    fn bad_arity_and_subcommands_are_errors() {
+        let mut settings = Settings::default();
+        for bad in ["GET", "SET maxmemory", "RESETSTAT x", "BOGUS"] {
+            assert!(matches!(settings.run(&words(bad)), Reply::Error(_)), "{bad}");
+        }
+        assert!(matches!(settings.run(&[]), Reply::Error(_)));
+        assert_eq!(settings.run(&words("RESETSTAT")), Reply::ok());
+    }
+}
