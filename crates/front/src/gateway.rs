@@ -242,6 +242,8 @@ impl Service for Gateway {
                         ferry_lua::catalog::LOAD,
                         ferry_lua::catalog::DELETE,
                         ferry_lua::catalog::FLUSH,
+                        ferry_lua::script::LOAD,
+                        ferry_lua::script::FLUSH,
                     ]
                     .contains(&function.as_str()) =>
                 {

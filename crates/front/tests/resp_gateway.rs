@@ -155,3 +155,47 @@ fn the_gateway_refuses_what_it_does_not_serve_clearly() {
         .get_connection_with_timeout(std::time::Duration::from_secs(5))
         .is_err());
 }
+
+/// The same scripts through a gateway placing by `policy`: their replies.
+fn script_session(policy: &'static str) -> Vec<Value> {
+    let (_cluster, mut con) = gateway(policy);
+    let script = "local n = redis.call('HINCRBY', KEYS[1], 'visits', ARGV[1]) \
+                  redis.call('ZADD', KEYS[2], n, ARGV[2]) \
+                  return {n, redis.call('ZSCORE', KEYS[2], ARGV[2]), redis.call('HLEN', KEYS[1])}";
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        let reply: Value = redis::cmd("EVAL")
+            .arg(script)
+            .arg(2)
+            .arg("page{1}")
+            .arg("top{1}")
+            .arg(2)
+            .arg("home")
+            .query(&mut con)
+            .unwrap();
+        replies.push(reply);
+    }
+    let sha = ferry_lua::script::sha1_hex(script.as_bytes());
+    let by_sha: Value = redis::cmd("EVALSHA")
+        .arg(&sha)
+        .arg(2)
+        .arg("page{1}")
+        .arg("top{1}")
+        .arg(1)
+        .arg("home")
+        .query(&mut con)
+        .unwrap();
+    replies.push(by_sha);
+    replies
+}
+
+#[test]
+fn eval_through_the_gateway_gives_the_same_results_on_the_node_and_on_the_compute_side() {
+    let remote = script_session("rpc");
+    let local = script_session("kv");
+    assert_eq!(remote, local, "the same replies wherever the scripts ran");
+    assert_eq!(
+        remote[3],
+        Value::Array(vec![Value::Int(7), Value::BulkString(b"7".to_vec()), Value::Int(1)])
+    );
+}

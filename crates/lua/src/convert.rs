@@ -9,9 +9,13 @@
 //! | status `+OK`     | table `{ok = "OK"}`          |
 //! | error `-ERR x`   | table `{err = "ERR x"}`      |
 //!
+//! After `redis.setresp(3)` a script sees RESP3's types as Redis gives them: a map is
+//! `{map = {field = value, …}}` and null is `nil`.
+//!
 //! and back: a number is truncated to an integer, `true` is 1, `false` and `nil` are null,
-//! a table is an error or status if it has `err` or `ok`, otherwise an array of its
-//! elements up to the first `nil`.
+//! a table is an error or status if it has `err` or `ok`, a map if it has `map`, a set
+//! (sent as an array) if it has `set`, a double (sent as its text) if it has `double`,
+//! otherwise an array of its elements up to the first `nil`.
 
 use bytes::Bytes;
 use mlua::{Lua, Table, Value};
@@ -19,11 +23,13 @@ use mlua::{Lua, Table, Value};
 use ferry_resp::reply::MAX_REPLY_DEPTH;
 use ferry_resp::Reply;
 
-/// A reply as the Lua value `redis.call` returns.
-pub fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
+/// A reply as the Lua value `redis.call` returns: RESP2's conversions, or RESP3's with
+/// `resp3` (the script called `redis.setresp(3)`).
+pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value> {
     Ok(match reply {
         Reply::Integer(n) => Value::Integer(*n),
         Reply::Bulk(bytes) => Value::String(lua.create_string(bytes)?),
+        Reply::Null if resp3 => Value::Nil,
         Reply::Null => Value::Boolean(false),
         Reply::Simple(text) => {
             let table = lua.create_table()?;
@@ -38,16 +44,25 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
         Reply::Array(items) => {
             let table = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.iter().enumerate() {
-                table.raw_set(i + 1, reply_to_lua(lua, item)?)?;
+                table.raw_set(i + 1, reply_to_lua(lua, item, resp3)?)?;
             }
+            Value::Table(table)
+        }
+        Reply::Map(pairs) if resp3 => {
+            let map = lua.create_table_with_capacity(0, pairs.len())?;
+            for (key, value) in pairs {
+                map.raw_set(reply_to_lua(lua, key, resp3)?, reply_to_lua(lua, value, resp3)?)?;
+            }
+            let table = lua.create_table()?;
+            table.raw_set("map", map)?;
             Value::Table(table)
         }
         Reply::Map(pairs) => {
             // RESP2's flat form, as Redis gives scripts by default.
             let table = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (key, value)) in pairs.iter().enumerate() {
-                table.raw_set(2 * i + 1, reply_to_lua(lua, key)?)?;
-                table.raw_set(2 * i + 2, reply_to_lua(lua, value)?)?;
+                table.raw_set(2 * i + 1, reply_to_lua(lua, key, resp3)?)?;
+                table.raw_set(2 * i + 2, reply_to_lua(lua, value, resp3)?)?;
             }
             Value::Table(table)
         }
@@ -80,6 +95,24 @@ fn table_to_reply(table: &Table, depth: usize) -> Reply {
     }
     if depth >= MAX_REPLY_DEPTH {
         return Reply::err("reply nested too deeply");
+    }
+    if let Ok(Value::Table(map)) = table.raw_get::<Value>("map") {
+        let pairs = map.pairs::<Value, Value>().filter_map(Result::ok);
+        return Reply::Map(
+            pairs
+                .map(|(key, value)| (to_reply(&key, depth + 1), to_reply(&value, depth + 1)))
+                .collect(),
+        );
+    }
+    if let Ok(Value::Table(set)) = table.raw_get::<Value>("set") {
+        let members = set.pairs::<Value, Value>().filter_map(Result::ok);
+        return Reply::Array(members.map(|(member, _)| to_reply(&member, depth + 1)).collect());
+    }
+    if let Ok(Value::Number(double)) = table.raw_get::<Value>("double") {
+        return Reply::Bulk(Bytes::from(format_number(double)));
+    }
+    if let Ok(Value::Integer(double)) = table.raw_get::<Value>("double") {
+        return Reply::Bulk(Bytes::from(double.to_string()));
     }
     let mut items = Vec::new();
     for i in 1.. {
@@ -123,10 +156,10 @@ mod tests {
             Reply::ok(),
             Reply::Error("ERR no".into()),
         ]);
-        let value = reply_to_lua(&lua, &reply).unwrap();
+        let value = reply_to_lua(&lua, &reply, false).unwrap();
         assert_eq!(lua_to_reply(&value), reply);
         // Null becomes false and ends an array (Redis's behaviour).
-        let value = reply_to_lua(&lua, &Reply::Array(vec![Reply::Null, Reply::Integer(1)])).unwrap();
+        let value = reply_to_lua(&lua, &Reply::Array(vec![Reply::Null, Reply::Integer(1)]), false).unwrap();
         assert_eq!(lua_to_reply(&value), Reply::Array(vec![Reply::Null, Reply::Integer(1)]));
         let from_lua = |code: &str| lua_to_reply(&lua.load(code).eval::<Value>().unwrap());
         assert_eq!(from_lua("return 3.9"), Reply::Integer(3));
@@ -142,6 +175,29 @@ mod tests {
             .eval::<Value>()
             .unwrap();
         assert!(format!("{:?}", lua_to_reply(&deep)).contains("nested too deeply"));
+    }
+
+    #[test]
+    fn under_resp3_a_map_is_a_map_table_and_null_is_nil() {
+        let lua = Lua::new();
+        let map = Reply::Map(vec![(Reply::text("f"), Reply::text("v"))]);
+        let value = reply_to_lua(&lua, &map, true).unwrap();
+        let Value::Table(table) = &value else { panic!("a table") };
+        let inner: Table = table.raw_get("map").unwrap();
+        assert_eq!(inner.raw_get::<String>("f").unwrap(), "v");
+        assert_eq!(lua_to_reply(&value), map);
+        assert_eq!(reply_to_lua(&lua, &Reply::Null, true).unwrap(), Value::Nil);
+        // RESP2 keeps the flat form.
+        assert_eq!(
+            lua_to_reply(&reply_to_lua(&lua, &map, false).unwrap()),
+            Reply::Array(vec![Reply::text("f"), Reply::text("v")])
+        );
+        let from_lua = |code: &str| lua_to_reply(&lua.load(code).eval::<Value>().unwrap());
+        assert_eq!(from_lua("return {double = 1.5}"), Reply::text("1.5"));
+        assert_eq!(
+            from_lua("return {set = {a = true}}"),
+            Reply::Array(vec![Reply::text("a")])
+        );
     }
 
     #[test]

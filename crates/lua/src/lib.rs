@@ -18,6 +18,8 @@
 //! - [`cache`]: loaded libraries by tenant and hash, with idle VMs;
 //! - [`catalog`]: `lua.load`, `lua.delete`, `lua.list` over the catalog table;
 //! - [`fcall`]: the FCALL invocation's arguments, route and storage function;
+//! - [`script`]: EVAL/EVALSHA and SCRIPT, scripts named by SHA-1 run as one-function
+//!   libraries;
 //! - [`resp`]: FUNCTION, FCALL and data commands of a RESP front end as invocations.
 //!
 //! No I/O, no clock: the sandbox has no `os`, `io`, `require`, `load` or `print`.
@@ -29,6 +31,7 @@ pub mod convert;
 pub mod fcall;
 pub mod library;
 pub mod resp;
+pub mod script;
 pub mod vm;
 
 use ferry_func::registry::RegisterError;
@@ -61,6 +64,10 @@ pub fn install(registry: &mut Registry) -> Result<(), RegisterError> {
     registry.register(catalog::FLUSH, catalog::flush)?;
     registry.register(catalog::LIST, catalog::list)?;
     registry.register(resp::COMMAND, resp::command)?;
+    registry.register(script::LOAD, script::load)?;
+    registry.register(script::EXISTS, script::exists)?;
+    registry.register(script::FLUSH, script::flush)?;
+    registry.register_family(script::FAMILY, script::run, script::route)?;
     registry.register_family(fcall::FAMILY, fcall::run, fcall::route)
 }
 

@@ -1,7 +1,8 @@
 -- Run once in every VM before the library: the `redis` table, and the sandbox's edges.
--- Receives `stopped`, a Rust function telling whether the running call must end (its
+-- Receives three Rust functions: `stopped`, telling whether the running call must end (its
 -- instruction budget is gone, or its data access failed in a way that ends the
--- invocation). Returns:
+-- invocation); `set_resp3`, which makes the call's `redis.call` replies RESP3's
+-- (`redis.setresp`); and `sha1hex`. Returns:
 --   run         the trampoline every call starts in;
 --   finish      ends loading: returns the registered functions, and from then on the
 --               library's globals are read-only;
@@ -14,7 +15,7 @@
 -- the standard library tables and `_G` are read-only proxies; the string metatable is
 -- hidden; `rawset` refuses every one of those. So nothing a call does to globals survives
 -- it, and one function cannot change what another sees.
-local stopped = ...
+local stopped, set_resp3, sha1hex = ...
 local yield = coroutine.yield
 local raw_pcall, raw_xpcall, raw_rawset = pcall, xpcall, rawset
 local error, select, type, tostring, setmetatable, pairs = error, select, type, tostring, setmetatable, pairs
@@ -77,6 +78,16 @@ local redis = {
   error_reply = function(message) return { err = message } end,
   status_reply = function(message) return { ok = message } end,
   log = function() end,
+  setresp = function(version)
+    if version ~= 2 and version ~= 3 then error('ERR RESP version must be 2 or 3.', 2) end
+    set_resp3(version == 3)
+  end,
+  sha1hex = function(text)
+    if type(text) ~= 'string' and type(text) ~= 'number' then
+      error('ERR wrong number of arguments', 2)
+    end
+    return sha1hex(tostring(text))
+  end,
   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
   register_function = function(a, b)
     if not loading then
@@ -108,6 +119,9 @@ coroutine, load, loadstring, loadfile, dofile, require, print = nil, nil, nil, n
 -- The string metatable (what `("x"):upper()` goes through) is shared by every string of
 -- the VM: hidden, so no call can change it for the next.
 getmetatable('').__metatable = false
+
+-- Lua 5.1's `table.getn`, which Redis's scripts (and its Functions tutorial) call.
+table.getn = function(t) return #t end
 
 -- What the library's globals fall back to: the builtins, with every table among them
 -- (and `redis`) read-only.

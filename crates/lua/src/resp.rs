@@ -7,12 +7,13 @@ use bytes::{Bytes, BytesMut};
 use ferry_func::args::reader;
 use ferry_func::{Ctx, FnError, FnFuture};
 use ferry_proto::wire::{put_bytes16, put_bytes32, put_count};
-use ferry_resp::command::FunctionCommand;
+use ferry_resp::command::{FunctionCommand, ScriptCommand};
 use ferry_resp::{Command, Protocol, Reply};
 
 use crate::catalog::{self, ListArgs, LoadArgs};
 use crate::fcall::{reply_of, FcallArgs, MAX_FCALL_ARGS};
 use crate::library::{valid_name, MAX_LIBRARY_BYTES};
+use crate::script::{self, ScriptArgs};
 
 /// `resp.command`: one data command (GET, SET, …) run as a transaction over the `Ctx`, as
 /// `redis.call` runs it; lets a front end without tables of its own (the gateway) serve
@@ -34,6 +35,16 @@ pub enum FunctionCall {
     Stats,
     /// FUNCTION FLUSH.
     Flush,
+    /// EVAL / EVALSHA and their `_RO` forms.
+    Eval(ScriptArgs),
+    /// SCRIPT LOAD.
+    ScriptLoad(Bytes),
+    /// SCRIPT EXISTS.
+    ScriptExists(Vec<String>),
+    /// SCRIPT FLUSH.
+    ScriptFlush,
+    /// SCRIPT KILL.
+    ScriptKill,
 }
 
 impl FunctionCall {
@@ -67,6 +78,35 @@ impl FunctionCall {
                 args,
                 read_only,
             }),
+            Command::Eval {
+                script,
+                by_sha,
+                keys,
+                args,
+                read_only,
+            } => {
+                let (sha, text) = if by_sha {
+                    (String::from_utf8_lossy(&script).to_ascii_lowercase(), None)
+                } else {
+                    (script::sha1_hex(&script), Some(script))
+                };
+                FunctionCall::Eval(ScriptArgs {
+                    sha,
+                    text,
+                    table: table.to_string(),
+                    keys,
+                    args,
+                    read_only,
+                })
+            }
+            Command::Script(ScriptCommand::Load(text)) => FunctionCall::ScriptLoad(text),
+            Command::Script(ScriptCommand::Exists(shas)) => FunctionCall::ScriptExists(
+                shas.iter()
+                    .map(|sha| String::from_utf8_lossy(sha).into_owned())
+                    .collect(),
+            ),
+            Command::Script(ScriptCommand::Flush) => FunctionCall::ScriptFlush,
+            Command::Script(ScriptCommand::Kill) => FunctionCall::ScriptKill,
             other => return Err(other),
         })
     }
@@ -99,6 +139,24 @@ impl FunctionCall {
             FunctionCall::List(list) => (catalog::LIST.to_string(), list.encode()),
             FunctionCall::Stats => (catalog::LIST.to_string(), ListArgs::default().encode()),
             FunctionCall::Flush => (catalog::FLUSH.to_string(), Bytes::new()),
+            FunctionCall::Eval(call) => {
+                if !script::valid_sha(&call.sha) {
+                    return Err(Reply::Error(script::NO_SCRIPT.into()));
+                }
+                let args = call.encode().ok_or_else(|| Reply::err("too many keys or arguments"))?;
+                (call.invocation_name(), args)
+            }
+            FunctionCall::ScriptLoad(text) => {
+                let args = script::load_args(text).ok_or_else(|| Reply::err("the script is too long"))?;
+                (script::LOAD.to_string(), args)
+            }
+            FunctionCall::ScriptExists(shas) => {
+                let args = script::exists_args(shas).ok_or_else(|| Reply::err("too many scripts named"))?;
+                (script::EXISTS.to_string(), args)
+            }
+            FunctionCall::ScriptFlush => (script::FLUSH.to_string(), Bytes::new()),
+            // A script ends at its budget; none can be found running to kill by hand.
+            FunctionCall::ScriptKill => return Err(Reply::Error("NOTBUSY No scripts in execution right now.".into())),
         })
     }
 
@@ -107,9 +165,13 @@ impl FunctionCall {
     /// now are left out), gathered only for it.
     pub fn reply(&self, result: &Bytes, functions: impl FnOnce() -> Vec<FunctionStat>) -> Reply {
         match self {
-            FunctionCall::FCall(_) | FunctionCall::List(_) => reply_of(result),
-            FunctionCall::Load(_) => Reply::Bulk(result.clone()),
-            FunctionCall::Delete(_) | FunctionCall::Flush => Reply::ok(),
+            FunctionCall::FCall(_) | FunctionCall::List(_) | FunctionCall::Eval(_) | FunctionCall::ScriptExists(_) => {
+                reply_of(result)
+            }
+            FunctionCall::Load(_) | FunctionCall::ScriptLoad(_) => Reply::Bulk(result.clone()),
+            FunctionCall::Delete(_) | FunctionCall::Flush | FunctionCall::ScriptFlush | FunctionCall::ScriptKill => {
+                Reply::ok()
+            }
             FunctionCall::Stats => stats(&reply_of(result), &functions()),
         }
     }

@@ -75,7 +75,8 @@ fn direct_command(
         None => Reply::err(NOT_STRINGS),
     };
     let ok = !matches!(reply, Reply::Error(_));
-    Ok((Value::Boolean(ok), reply_to_lua(lua, &reply)?))
+    let resp3 = budget.resp3.load(Ordering::Relaxed);
+    Ok((Value::Boolean(ok), reply_to_lua(lua, &reply, resp3)?))
 }
 
 fn end_access(err: CtxError, ended: &mut Option<CtxError>, budget: &Budget) -> mlua::Error {
@@ -94,6 +95,8 @@ pub fn budget_message() -> String {
 /// and whether one of its accesses ended the invocation.
 #[derive(Default)]
 struct Budget {
+    /// The running call asked for RESP3 replies (`redis.setresp(3)`).
+    resp3: AtomicBool,
     remaining: AtomicI64,
     yield_asked: AtomicBool,
     spent: AtomicBool,
@@ -102,6 +105,7 @@ struct Budget {
 
 impl Budget {
     fn reset(&self) {
+        self.resp3.store(false, Ordering::Relaxed);
         self.remaining.store(INSTRUCTION_BUDGET, Ordering::Relaxed);
         self.yield_asked.store(false, Ordering::Relaxed);
         self.spent.store(false, Ordering::Relaxed);
@@ -134,6 +138,24 @@ impl Budget {
             }
         }
     }
+}
+
+/// What the prelude gets from Rust: `stopped` (the running call must end), `set_resp3`
+/// (`redis.setresp`) and `sha1hex` (`redis.sha1hex`).
+fn prelude_functions(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<(Function, Function, Function)> {
+    let stopped = {
+        let budget = Arc::clone(budget);
+        lua.create_function(move |_, ()| Ok(budget.stopped()))?
+    };
+    let set_resp3 = {
+        let budget = Arc::clone(budget);
+        lua.create_function(move |_, resp3: bool| {
+            budget.resp3.store(resp3, Ordering::Relaxed);
+            Ok(())
+        })?
+    };
+    let sha1hex = lua.create_function(|_, text: mlua::String| Ok(crate::script::sha1_hex(&text.as_bytes())))?;
+    Ok((stopped, set_resp3, sha1hex))
 }
 
 struct Registered {
@@ -177,13 +199,12 @@ impl Vm {
         lua.set_memory_limit(MAX_VM_MEMORY_BYTES)
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
         let budget = Arc::new(Budget::default());
-        let stopped = {
-            let budget = Arc::clone(&budget);
-            lua.create_function(move |_, ()| Ok(budget.stopped()))
-        };
-        let (run, finish, env, set_direct): (Function, Function, Table, Function) = stopped
-            .and_then(|stopped| lua.load(PRELUDE).set_name("=ferry").call(stopped))
-            .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        let prelude = prelude_functions(&lua, &budget).and_then(|functions| {
+            lua.load(PRELUDE)
+                .set_name("=ferry")
+                .call::<(Function, Function, Table, Function)>(functions)
+        });
+        let (run, finish, env, set_direct) = prelude.map_err(|e| LuaError::library(lua_failure(&e)))?;
         budget.reset();
         lua.set_hook(triggers(), budget.hook())
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
@@ -341,7 +362,8 @@ impl Vm {
                         None => Reply::err(NOT_STRINGS),
                     };
                     let ok = !matches!(reply, Reply::Error(_));
-                    let reply = reply_to_lua(&self.lua, &reply).map_err(failed)?;
+                    let resp3 = self.budget.resp3.load(Ordering::Relaxed);
+                    let reply = reply_to_lua(&self.lua, &reply, resp3).map_err(failed)?;
                     input = Some(MultiValue::from_vec(vec![Value::Boolean(ok), reply]));
                 }
                 _ => return Err(FnError::Failed("ERR the function's coroutine stopped".into())),

@@ -314,7 +314,7 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
         Vec::new()
     };
     let plain_read = ferry_resp::table::lookup(&args[0])
-        .is_some_and(|spec| spec.is(ferry_resp::table::READ_ONLY) && spec.name != "fcall_ro");
+        .is_some_and(|spec| spec.is(ferry_resp::table::READ_ONLY) && spec.is(ferry_resp::table::KEYSPACE));
     let replica_read = session.replica_reads && plain_read;
     let command = match Command::parse(args) {
         Ok(command) => command,

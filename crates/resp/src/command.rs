@@ -96,6 +96,21 @@ pub enum Command {
     Cluster(Bytes),
     /// FUNCTION subcommand.
     Function(FunctionCommand),
+    /// EVAL / EVALSHA / EVAL_RO / EVALSHA_RO script-or-sha numkeys [key ...] [arg ...].
+    Eval {
+        /// The script's text, or (EVALSHA) its SHA-1.
+        script: Bytes,
+        /// EVALSHA.
+        by_sha: bool,
+        /// The keys it may touch.
+        keys: Vec<Bytes>,
+        /// Its other arguments.
+        args: Vec<Bytes>,
+        /// The `_RO` forms: the script may not write.
+        read_only: bool,
+    },
+    /// SCRIPT subcommand.
+    Script(ScriptCommand),
     /// FCALL / FCALL_RO function numkeys [key ...] [arg ...].
     FCall {
         /// The function's name.
@@ -280,26 +295,30 @@ impl Command {
                 Command::Function(parse_function(&sub, rest)?)
             }
             "fcall" | "fcall_ro" => {
-                arity(n >= 3)?;
                 let function = next();
-                let numkeys = std::str::from_utf8(&next())
-                    .ok()
-                    .and_then(|text| text.parse::<i64>().ok())
-                    .ok_or_else(|| Reply::err("Bad number of keys provided"))?;
-                if numkeys < 0 {
-                    return Err(Reply::err("Number of keys can't be negative"));
-                }
-                if numkeys as usize > n - 3 {
-                    return Err(Reply::err("Number of keys can't be greater than number of args"));
-                }
-                let keys = (0..numkeys).map(|_| next()).collect();
-                let args = (3 + numkeys as usize..n).map(|_| next()).collect();
+                let (keys, args) = keys_and_args(rest, n - 3)?;
                 Command::FCall {
                     function,
                     keys,
                     args,
                     read_only: name == "fcall_ro",
                 }
+            }
+            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" => {
+                let script = next();
+                let (keys, args) = keys_and_args(rest, n - 3)?;
+                Command::Eval {
+                    script,
+                    by_sha: name.starts_with("evalsha"),
+                    keys,
+                    args,
+                    read_only: name.ends_with("_ro"),
+                }
+            }
+            "script" => {
+                let sub = upper(&next());
+                let rest: Vec<Bytes> = rest.collect();
+                Command::Script(parse_script(&sub, rest)?)
             }
             _ => unreachable!("every command of the table has an arm"),
         })
@@ -314,6 +333,68 @@ impl Command {
             Command::Data(words) => Some(words),
             _ => None,
         }
+    }
+}
+
+/// FCALL's and EVAL's `numkeys key … arg …`: the keys and the other arguments; `count` is
+/// how many words follow numkeys.
+fn keys_and_args(mut words: impl Iterator<Item = Bytes>, count: usize) -> Result<(Vec<Bytes>, Vec<Bytes>), Reply> {
+    let numkeys = words
+        .next()
+        .and_then(|word| std::str::from_utf8(&word).ok()?.parse::<i64>().ok())
+        .ok_or_else(|| Reply::err("Bad number of keys provided"))?;
+    if numkeys < 0 {
+        return Err(Reply::err("Number of keys can't be negative"));
+    }
+    if numkeys as usize > count {
+        return Err(Reply::err("Number of keys can't be greater than number of args"));
+    }
+    let keys = words.by_ref().take(numkeys as usize).collect();
+    Ok((keys, words.collect()))
+}
+
+/// SCRIPT's subcommands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScriptCommand {
+    /// SCRIPT LOAD script.
+    Load(Bytes),
+    /// SCRIPT EXISTS sha1 [sha1 ...].
+    Exists(Vec<Bytes>),
+    /// SCRIPT FLUSH [ASYNC|SYNC].
+    Flush,
+    /// SCRIPT KILL.
+    Kill,
+}
+
+fn parse_script(sub: &str, rest: Vec<Bytes>) -> Result<ScriptCommand, Reply> {
+    let arity = |ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(wrong_arity(&format!("script|{}", sub.to_ascii_lowercase())))
+        }
+    };
+    match sub {
+        "LOAD" => {
+            arity(rest.len() == 1)?;
+            Ok(ScriptCommand::Load(rest.into_iter().next().expect("arity checked")))
+        }
+        "EXISTS" => {
+            arity(!rest.is_empty())?;
+            Ok(ScriptCommand::Exists(rest))
+        }
+        "FLUSH" => match rest.first().map(upper).as_deref() {
+            None | Some("ASYNC") | Some("SYNC") if rest.len() <= 1 => Ok(ScriptCommand::Flush),
+            _ => Err(syntax_error()),
+        },
+        "KILL" => {
+            arity(rest.is_empty())?;
+            Ok(ScriptCommand::Kill)
+        }
+        _ => Err(Reply::err(format!(
+            "unknown subcommand '{}'. Try SCRIPT LOAD, EXISTS, FLUSH or KILL.",
+            sub.chars().take(64).collect::<String>()
+        ))),
     }
 }
 

@@ -256,6 +256,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("function", -2, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("fcall", -3, WRITE | NO_SCRIPT, KeySpec::Counted { at: 2 }),
     spec("fcall_ro", -3, READ_ONLY | NO_SCRIPT, KeySpec::Counted { at: 2 }),
+    spec("eval", -3, WRITE | NO_SCRIPT, KeySpec::Counted { at: 2 }),
+    spec("eval_ro", -3, READ_ONLY | NO_SCRIPT, KeySpec::Counted { at: 2 }),
+    spec("evalsha", -3, WRITE | NO_SCRIPT, KeySpec::Counted { at: 2 }),
+    spec("evalsha_ro", -3, READ_ONLY | NO_SCRIPT, KeySpec::Counted { at: 2 }),
+    spec("script", -2, NO_SCRIPT, NO_KEYS),
 ];
 
 /// The command named `name` (any case), if served.

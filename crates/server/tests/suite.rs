@@ -14,4 +14,5 @@ mod pushback;
 mod resp;
 mod resp_database;
 mod resp_functions;
+mod resp_scripts;
 mod resp_transactions;
