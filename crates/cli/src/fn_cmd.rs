@@ -85,12 +85,13 @@ fn show(reply: &Reply, indent: usize, out: &mut String) {
                 show(item, indent + 2, out);
             }
         }
-        Reply::Map(pairs) => {
+        Reply::Map(pairs) | Reply::Pairs(pairs) => {
             for (key, value) in pairs {
                 show(key, indent, out);
                 show(value, indent + 2, out);
             }
         }
+        Reply::Double(value) => out.push_str(&format!("{pad}(double) {}\n", ferry_resp::reply::format_double(*value))),
     }
 }
 

@@ -64,19 +64,9 @@ pub fn float(arg: &[u8]) -> Result<f64, Reply> {
     parse_f64(arg).ok_or_else(not_float)
 }
 
-/// A float as Redis writes it in a reply: the shortest text that reads back the same,
-/// `inf` and `-inf` for the infinities.
+/// A float as Redis writes it in a reply (`ferry_resp::reply::format_double`).
 pub fn format_f64(value: f64) -> Bytes {
-    if value == f64::INFINITY {
-        Bytes::from_static(b"inf")
-    } else if value == f64::NEG_INFINITY {
-        Bytes::from_static(b"-inf")
-    } else if value == 0.0 {
-        // Redis prints -0 as 0 (its %.17g of -0.0 is "-0"; the shortest form agrees).
-        Bytes::from_static(if value.is_sign_negative() { b"-0" } else { b"0" })
-    } else {
-        Bytes::from(format!("{value}"))
-    }
+    Bytes::from(ferry_resp::reply::format_double(value))
 }
 
 /// A float reply (RESP2's bulk string).

@@ -33,7 +33,7 @@ pub const LOAD: &str = "lua.load";
 pub const DELETE: &str = "lua.delete";
 /// `lua.flush`: no arguments, result empty: every library removed.
 pub const FLUSH: &str = "lua.flush";
-/// `lua.list`: arguments [`ListArgs`], result FUNCTION LIST's reply (RESP3-encoded).
+/// `lua.list`: arguments [`ListArgs`], result FUNCTION LIST's reply (in ferry's reply form (`Protocol::Ferry`)).
 pub const LIST: &str = "lua.list";
 
 const INDEX_KEY: &[u8] = b"libraries";
@@ -274,7 +274,7 @@ pub fn list(ctx: &mut dyn Ctx) -> FnFuture<'_> {
             libraries.push(Reply::Map(fields));
         }
         let mut out = BytesMut::new();
-        Reply::Array(libraries).encode(Protocol::Resp3, &mut out);
+        Reply::Array(libraries).encode(Protocol::Ferry, &mut out);
         Ok(out.freeze())
     })
 }

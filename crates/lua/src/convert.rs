@@ -10,11 +10,12 @@
 //! | error `-ERR x`   | table `{err = "ERR x"}`      |
 //!
 //! After `redis.setresp(3)` a script sees RESP3's types as Redis gives them: a map is
-//! `{map = {field = value, …}}` and null is `nil`.
+//! `{map = {field = value, …}}`, a double `{double = n}` (a string under RESP2), pairs
+//! (ZRANGE WITHSCORES) a table of two-element tables (flat under RESP2), and null `nil`.
 //!
 //! and back: a number is truncated to an integer, `true` is 1, `false` and `nil` are null,
 //! a table is an error or status if it has `err` or `ok`, a map if it has `map`, a set
-//! (sent as an array) if it has `set`, a double (sent as its text) if it has `double`,
+//! (sent as an array) if it has `set`, a double if it has `double`,
 //! otherwise an array of its elements up to the first `nil`.
 
 use bytes::Bytes;
@@ -45,6 +46,26 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value
             let table = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.iter().enumerate() {
                 table.raw_set(i + 1, reply_to_lua(lua, item, resp3)?)?;
+            }
+            Value::Table(table)
+        }
+        Reply::Double(value) if resp3 => {
+            let table = lua.create_table()?;
+            table.raw_set("double", *value)?;
+            Value::Table(table)
+        }
+        Reply::Double(value) => Value::String(lua.create_string(ferry_resp::reply::format_double(*value))?),
+        Reply::Pairs(pairs) => {
+            // RESP3: one two-element table per pair; RESP2: flat.
+            let table = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
+            for (i, (first, second)) in pairs.iter().enumerate() {
+                let (first, second) = (reply_to_lua(lua, first, resp3)?, reply_to_lua(lua, second, resp3)?);
+                if resp3 {
+                    table.raw_set(i + 1, lua.create_sequence_from([first, second])?)?;
+                } else {
+                    table.raw_set(2 * i + 1, first)?;
+                    table.raw_set(2 * i + 2, second)?;
+                }
             }
             Value::Table(table)
         }
@@ -109,10 +130,10 @@ fn table_to_reply(table: &Table, depth: usize) -> Reply {
         return Reply::Array(members.map(|(member, _)| to_reply(&member, depth + 1)).collect());
     }
     if let Ok(Value::Number(double)) = table.raw_get::<Value>("double") {
-        return Reply::Bulk(Bytes::from(format_number(double)));
+        return Reply::Double(double);
     }
     if let Ok(Value::Integer(double)) = table.raw_get::<Value>("double") {
-        return Reply::Bulk(Bytes::from(double.to_string()));
+        return Reply::Double(double as f64);
     }
     let mut items = Vec::new();
     for i in 1.. {
@@ -193,7 +214,16 @@ mod tests {
             Reply::Array(vec![Reply::text("f"), Reply::text("v")])
         );
         let from_lua = |code: &str| lua_to_reply(&lua.load(code).eval::<Value>().unwrap());
-        assert_eq!(from_lua("return {double = 1.5}"), Reply::text("1.5"));
+        assert_eq!(from_lua("return {double = 1.5}"), Reply::Double(1.5));
+        let scores = Reply::Pairs(vec![(Reply::text("m"), Reply::Double(2.5))]);
+        assert_eq!(
+            lua_to_reply(&reply_to_lua(&lua, &scores, false).unwrap()),
+            Reply::Array(vec![Reply::text("m"), Reply::text("2.5")])
+        );
+        assert_eq!(
+            lua_to_reply(&reply_to_lua(&lua, &scores, true).unwrap()),
+            Reply::Array(vec![Reply::Array(vec![Reply::text("m"), Reply::Double(2.5)])])
+        );
         assert_eq!(
             from_lua("return {set = {a = true}}"),
             Reply::Array(vec![Reply::text("a")])

@@ -91,7 +91,7 @@ pub fn route(args: &Bytes) -> Option<Bytes> {
 
 /// Runs one FCALL: the catalog entry and (if this process has not loaded that text yet)
 /// the library read through `ctx`, then the function in a VM of this process. The result
-/// is the function's reply, RESP3-encoded (decode it with `ferry_resp::Reply::decode`).
+/// is the function's reply, in ferry's reply form (`Protocol::Ferry`) (decode it with `ferry_resp::Reply::decode`).
 pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     Box::pin(async move {
         let call = FcallArgs::decode(ctx.args())?;
@@ -121,7 +121,7 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
             .await;
         loaded.checkin(vm);
         let mut out = BytesMut::new();
-        reply?.encode(Protocol::Resp3, &mut out);
+        reply?.encode(Protocol::Ferry, &mut out);
         Ok(out.freeze())
     })
 }

@@ -275,7 +275,7 @@ pub fn command(ctx: &mut dyn Ctx) -> FnFuture<'_> {
         }
         let reply = crate::call::execute(ctx, &table, words, true).await?;
         let mut out = BytesMut::with_capacity(64);
-        reply.encode(Protocol::Resp3, &mut out);
+        reply.encode(Protocol::Ferry, &mut out);
         Ok(out.freeze())
     })
 }

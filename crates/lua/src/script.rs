@@ -226,7 +226,7 @@ async fn store(ctx: &mut dyn Ctx, sha: &str, text: &Bytes) -> Result<bool, FnErr
 }
 
 /// Runs one EVAL or EVALSHA: the script's text (given, or the stored one), a VM of this
-/// process for it, and the call. The result is the script's reply, RESP3-encoded.
+/// process for it, and the call. The result is the script's reply, in ferry's reply form (`Protocol::Ferry`).
 pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     Box::pin(async move {
         let call = ScriptArgs::decode(ctx.args())?;
@@ -255,7 +255,7 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
             .await;
         loaded.checkin(vm);
         let mut out = BytesMut::new();
-        reply?.encode(Protocol::Resp3, &mut out);
+        reply?.encode(Protocol::Ferry, &mut out);
         Ok(out.freeze())
     })
 }
@@ -297,7 +297,7 @@ pub fn exists_args(shas: &[String]) -> Option<Bytes> {
     Some(out.freeze())
 }
 
-/// SCRIPT EXISTS: 1 or 0 per SHA-1, RESP3-encoded.
+/// SCRIPT EXISTS: 1 or 0 per SHA-1, in ferry's reply form (`Protocol::Ferry`).
 pub fn exists(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     Box::pin(async move {
         let mut r = reader(ctx.args());
@@ -313,7 +313,7 @@ pub fn exists(ctx: &mut dyn Ctx) -> FnFuture<'_> {
             answers.push(Reply::Integer(i64::from(stored)));
         }
         let mut out = BytesMut::new();
-        Reply::Array(answers).encode(Protocol::Resp3, &mut out);
+        Reply::Array(answers).encode(Protocol::Ferry, &mut out);
         Ok(out.freeze())
     })
 }

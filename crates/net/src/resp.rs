@@ -518,7 +518,7 @@ fn auth<S: RespService>(
 fn hello_reply(mode: &str, protocol: Protocol) -> Reply {
     let proto = match protocol {
         Protocol::Resp2 => 2,
-        Protocol::Resp3 => 3,
+        Protocol::Resp3 | Protocol::Ferry => 3,
     };
     Reply::Map(vec![
         (Reply::text("server"), Reply::text("redis")),

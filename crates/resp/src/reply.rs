@@ -8,8 +8,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 pub enum Protocol {
     /// RESP2: maps are flat arrays, nulls are `$-1`.
     Resp2,
-    /// RESP3: typed maps and nulls.
+    /// RESP3: typed maps, nulls, doubles and pairs.
     Resp3,
+    /// ferry's own form between its processes (a storage function's result): RESP3, plus
+    /// a type of its own (`&`) for [`Reply::Pairs`], so a reply decoded in another process
+    /// encodes again as it would have, in either protocol.
+    Ferry,
 }
 
 /// One reply.
@@ -29,6 +33,28 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// A map (a flat array of keys and values in RESP2).
     Map(Vec<(Reply, Reply)>),
+    /// A double (a bulk string of its text in RESP2): a sorted set's score.
+    Double(f64),
+    /// Pairs that RESP2 gives flat and RESP3 as an array of two-element arrays (ZRANGE
+    /// WITHSCORES, HRANDFIELD WITHVALUES).
+    Pairs(Vec<(Reply, Reply)>),
+}
+
+/// A double as Redis writes it: the shortest text that reads back the same, `inf` and
+/// `-inf` for the infinities.
+pub fn format_double(value: f64) -> String {
+    if value == f64::INFINITY {
+        "inf".into()
+    } else if value == f64::NEG_INFINITY {
+        "-inf".into()
+    } else if value.is_nan() {
+        "nan".into()
+    } else if value == 0.0 {
+        // Redis prints -0 as "-0" (its %.17g); the shortest form agrees.
+        if value.is_sign_negative() { "-0" } else { "0" }.into()
+    } else {
+        format!("{value}")
+    }
 }
 
 impl Reply {
@@ -60,8 +86,26 @@ impl Reply {
             }
             Reply::Null => match protocol {
                 Protocol::Resp2 => out.put_slice(b"$-1\r\n"),
-                Protocol::Resp3 => out.put_slice(b"_\r\n"),
+                Protocol::Resp3 | Protocol::Ferry => out.put_slice(b"_\r\n"),
             },
+            Reply::Double(value) => match protocol {
+                Protocol::Resp2 => Reply::Bulk(Bytes::from(format_double(*value))).encode(protocol, out),
+                Protocol::Resp3 | Protocol::Ferry => line(out, b',', format_double(*value).as_bytes()),
+            },
+            Reply::Pairs(pairs) => {
+                match protocol {
+                    Protocol::Resp2 => line(out, b'*', (pairs.len() * 2).to_string().as_bytes()),
+                    Protocol::Resp3 => line(out, b'*', pairs.len().to_string().as_bytes()),
+                    Protocol::Ferry => line(out, b'&', pairs.len().to_string().as_bytes()),
+                }
+                for (first, second) in pairs {
+                    if protocol == Protocol::Resp3 {
+                        out.put_slice(b"*2\r\n");
+                    }
+                    first.encode(protocol, out);
+                    second.encode(protocol, out);
+                }
+            }
             Reply::Array(items) => {
                 line(out, b'*', items.len().to_string().as_bytes());
                 for item in items {
@@ -71,7 +115,7 @@ impl Reply {
             Reply::Map(pairs) => {
                 match protocol {
                     Protocol::Resp2 => line(out, b'*', (pairs.len() * 2).to_string().as_bytes()),
-                    Protocol::Resp3 => line(out, b'%', pairs.len().to_string().as_bytes()),
+                    Protocol::Resp3 | Protocol::Ferry => line(out, b'%', pairs.len().to_string().as_bytes()),
                 }
                 for (key, value) in pairs {
                     key.encode(protocol, out);
@@ -91,8 +135,9 @@ pub const MAX_REPLY_DEPTH: usize = 32;
 pub struct DecodeError(pub &'static str);
 
 impl Reply {
-    /// Decodes one whole reply as [`Reply::encode`] wrote it (either protocol), so a reply
-    /// computed in one process (a storage function's result) can be sent on by another.
+    /// Decodes one whole reply as [`Reply::encode`] wrote it (any protocol; losslessly for
+    /// [`Protocol::Ferry`]), so a reply computed in one process (a storage function's
+    /// result) can be sent on by another.
     pub fn decode(bytes: &Bytes) -> Result<Reply, DecodeError> {
         let mut at = 0;
         let reply = decode_at(bytes, &mut at, 0)?;
@@ -161,14 +206,26 @@ fn decode_at(bytes: &Bytes, at: &mut usize, depth: usize) -> Result<Reply, Decod
             }
             Reply::Array(items)
         }
-        b'%' => {
+        b'%' | b'&' => {
             let count = decode_count(line, (bytes.len() - *at) / 2)?;
             let mut pairs = Vec::with_capacity(count);
             for _ in 0..count {
                 pairs.push((decode_at(bytes, at, depth + 1)?, decode_at(bytes, at, depth + 1)?));
             }
-            Reply::Map(pairs)
+            if kind == b'%' {
+                Reply::Map(pairs)
+            } else {
+                Reply::Pairs(pairs)
+            }
         }
+        b',' => Reply::Double(match line {
+            b"inf" => f64::INFINITY,
+            b"-inf" => f64::NEG_INFINITY,
+            _ => std::str::from_utf8(line)
+                .ok()
+                .and_then(|text| text.parse().ok())
+                .ok_or(DecodeError("bad double"))?,
+        }),
         _ => return Err(DecodeError("unknown reply type")),
     })
 }
@@ -211,6 +268,25 @@ mod tests {
     }
 
     #[test]
+    fn doubles_and_pairs_take_each_protocols_shape() {
+        let pairs = Reply::Pairs(vec![
+            (Reply::text("a"), Reply::Double(1.5)),
+            (Reply::text("b"), Reply::Double(f64::NEG_INFINITY)),
+        ]);
+        assert_eq!(
+            encoded(&pairs, Protocol::Resp2),
+            b"*4\r\n$1\r\na\r\n$3\r\n1.5\r\n$1\r\nb\r\n$4\r\n-inf\r\n"
+        );
+        assert_eq!(
+            encoded(&pairs, Protocol::Resp3),
+            b"*2\r\n*2\r\n$1\r\na\r\n,1.5\r\n*2\r\n$1\r\nb\r\n,-inf\r\n"
+        );
+        assert_eq!(encoded(&Reply::Double(3.0), Protocol::Resp3), b",3\r\n");
+        assert_eq!(format_double(0.1), "0.1");
+        assert_eq!(format_double(-0.0), "-0");
+    }
+
+    #[test]
     fn replies_decode_as_encoded_and_garbage_is_refused() {
         let nested = Reply::Array(vec![
             Reply::ok(),
@@ -219,8 +295,11 @@ mod tests {
             Reply::Bulk(Bytes::from_static(b"a\r\nb")),
             Reply::Null,
             Reply::Map(vec![(Reply::text("k"), Reply::Array(vec![]))]),
+            Reply::Double(-2.5),
+            Reply::Double(f64::INFINITY),
+            Reply::Pairs(vec![(Reply::text("m"), Reply::Double(1.0))]),
         ]);
-        let bytes = Bytes::from(encoded(&nested, Protocol::Resp3));
+        let bytes = Bytes::from(encoded(&nested, Protocol::Ferry));
         assert_eq!(Reply::decode(&bytes), Ok(nested));
         for cut in 0..bytes.len() {
             assert!(Reply::decode(&bytes.slice(..cut)).is_err(), "prefix of {cut} bytes");

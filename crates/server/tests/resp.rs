@@ -376,3 +376,27 @@ fn a_default_tenant_must_be_one_of_the_nodes_tenants() {
     let err = config.validate().unwrap_err().to_string();
     assert!(err.contains("default tenant 9999"), "{err}");
 }
+
+#[test]
+fn resp3_gives_scores_as_doubles_and_withscores_as_pairs_like_redis() {
+    let server = node();
+    let addr = server.resp_addr().unwrap();
+    let session = |hello: &str| {
+        let input = format!(
+            "{hello}DEL z\r\nZADD z 1.5 a 2 b\r\nZSCORE z a\r\nZRANGE z 0 -1 WITHSCORES\r\nZPOPMIN z\r\nQUIT\r\n"
+        );
+        exchange(addr, input.as_bytes()).0
+    };
+    let resp3 = session(&format!("HELLO 3 AUTH {TENANT_A} {TOKEN_A}\r\n"));
+    let after_hello = &resp3[resp3.find(":0\r\n:2\r\n").expect("DEL and ZADD replies")..];
+    assert_eq!(
+        after_hello,
+        ":0\r\n:2\r\n,1.5\r\n*2\r\n*2\r\n$1\r\na\r\n,1.5\r\n*2\r\n$1\r\nb\r\n,2\r\n*2\r\n$1\r\na\r\n,1.5\r\n+OK\r\n"
+    );
+    let resp2 = session(&format!("AUTH {TENANT_A} {TOKEN_A}\r\n"));
+    assert_eq!(
+        resp2,
+        // The first session left `b`: DEL removes the key.
+        "+OK\r\n:1\r\n:2\r\n$3\r\n1.5\r\n*4\r\n$1\r\na\r\n$3\r\n1.5\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$1\r\na\r\n$3\r\n1.5\r\n+OK\r\n"
+    );
+}

@@ -174,15 +174,19 @@ pub fn hrandfield(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         ));
     };
     let picks = random_picks(keys, hash.len(), count)?;
-    let mut out = Vec::new();
-    for at in picks {
-        let (field, value) = hash.get_index(at).expect("pick within the hash");
-        out.push(Reply::Bulk(field.clone()));
-        if with_values {
-            out.push(Reply::Bulk(value.clone()));
-        }
-    }
-    Ok(Reply::Array(out))
+    let picked = picks
+        .into_iter()
+        .map(|at| hash.get_index(at).expect("pick within the hash"));
+    // With values, pairs (nested in RESP3, as Redis answers).
+    Ok(if with_values {
+        Reply::Pairs(
+            picked
+                .map(|(field, value)| (Reply::Bulk(field.clone()), Reply::Bulk(value.clone())))
+                .collect(),
+        )
+    } else {
+        Reply::Array(picked.map(|(field, _)| Reply::Bulk(field.clone())).collect())
+    })
 }
 
 /// HSCAN key cursor [MATCH pattern] [COUNT n] [NOVALUES].

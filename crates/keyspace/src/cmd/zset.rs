@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::args::{float, float_reply, format_f64, int, is, parse_f64, syntax};
+use crate::args::{float, format_f64, int, is, parse_f64, syntax};
 use crate::cmd::scan::scan_reply;
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, wrong_type, Keys};
@@ -87,7 +87,7 @@ pub fn zadd(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         }
     }
     Ok(if incr {
-        incremented.map_or(Reply::Null, float_reply)
+        incremented.map_or(Reply::Null, Reply::Double)
     } else {
         Reply::Integer(if ch { added + changed } else { added })
     })
@@ -102,7 +102,7 @@ pub fn zincrby(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         return Err(nan());
     }
     zset.insert(words[3].clone(), new);
-    Ok(float_reply(new))
+    Ok(Reply::Double(new))
 }
 
 /// ZSCORE key member.
@@ -110,7 +110,7 @@ pub fn zscore(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     Ok(keys
         .read(&words[1], as_type::zset)?
         .and_then(|z| z.score(&words[2]))
-        .map_or(Reply::Null, float_reply))
+        .map_or(Reply::Null, Reply::Double))
 }
 
 /// ZMSCORE key member [member ...].
@@ -119,7 +119,7 @@ pub fn zmscore(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     Ok(Reply::Array(
         words[2..]
             .iter()
-            .map(|m| zset.and_then(|z| z.score(m)).map_or(Reply::Null, float_reply))
+            .map(|m| zset.and_then(|z| z.score(m)).map_or(Reply::Null, Reply::Double))
             .collect(),
     ))
 }
@@ -148,7 +148,7 @@ pub fn zrank(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let rank = if rev { zset.len() - 1 - rank } else { rank } as i64;
     Ok(if with_score {
         let score = zset.score(&words[2]).unwrap_or_default();
-        Reply::Array(vec![Reply::Integer(rank), float_reply(score)])
+        Reply::Array(vec![Reply::Integer(rank), Reply::Double(score)])
     } else {
         Reply::Integer(rank)
     })
@@ -251,15 +251,19 @@ fn select(zset: &ZSet, range: &Range, rev: bool, limit: Option<(i64, i64)>) -> V
         .collect()
 }
 
+/// Members, or with scores members and their scores as pairs (flat in RESP2, an array of
+/// pairs in RESP3, as Redis answers).
 fn pairs_reply(pairs: Vec<(f64, Bytes)>, with_scores: bool) -> Reply {
-    let mut out = Vec::with_capacity(pairs.len() * if with_scores { 2 } else { 1 });
-    for (score, member) in pairs {
-        out.push(Reply::Bulk(member));
-        if with_scores {
-            out.push(float_reply(score));
-        }
+    if with_scores {
+        Reply::Pairs(
+            pairs
+                .into_iter()
+                .map(|(score, member)| (Reply::Bulk(member), Reply::Double(score)))
+                .collect(),
+        )
+    } else {
+        Reply::Array(pairs.into_iter().map(|(_, member)| Reply::Bulk(member)).collect())
     }
-    Reply::Array(out)
 }
 
 /// What ZRANGE's words (after key, min and max at `from`) ask.
@@ -432,17 +436,25 @@ pub fn zpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let Some(zset) = keys.modify(&words[1], as_type::zset_mut)? else {
         return Ok(Reply::Array(Vec::new()));
     };
-    let mut out = Vec::new();
+    let mut popped = Vec::new();
     for _ in 0..count.min(zset.len()) {
         let rank = if max { zset.len() - 1 } else { 0 };
         let Some((score, member)) = zset.at(rank).map(|(s, m)| (s, m.clone())) else {
             break;
         };
         zset.remove(&member);
-        out.push(Reply::Bulk(member));
-        out.push(float_reply(score));
+        popped.push((score, member));
     }
-    Ok(Reply::Array(out))
+    // With a count, pairs (nested in RESP3); without, one flat member and score.
+    if words.len() == 3 {
+        return Ok(pairs_reply(popped, true));
+    }
+    Ok(Reply::Array(
+        popped
+            .into_iter()
+            .flat_map(|(score, member)| [Reply::Bulk(member), Reply::Double(score)])
+            .collect(),
+    ))
 }
 
 /// ZRANDMEMBER key [count [WITHSCORES]].
