@@ -15,6 +15,7 @@
 //!   coroutine;
 //! - [`call`]: `redis.call`'s commands against a `Ctx`;
 //! - [`convert`]: Lua values and replies, by Redis's rules;
+//! - [`cjson`]: the `cjson` library Redis preloads (`bit` is Lua, in the prelude);
 //! - [`cache`]: loaded libraries by tenant and hash, with idle VMs;
 //! - [`catalog`]: `lua.load`, `lua.delete`, `lua.list` over the catalog table;
 //! - [`fcall`]: the FCALL invocation's arguments, route and storage function;
@@ -27,6 +28,7 @@
 pub mod cache;
 pub mod call;
 pub mod catalog;
+pub mod cjson;
 pub mod convert;
 pub mod fcall;
 pub mod library;

@@ -123,6 +123,52 @@ getmetatable('').__metatable = false
 -- Lua 5.1's `table.getn`, which Redis's scripts (and its Functions tutorial) call.
 table.getn = function(t) return #t end
 
+-- The `bit` library Redis preloads (LuaBitOp: 32-bit operations, signed results), over
+-- Lua 5.4's integer operators.
+local function tobit(x)
+  x = math.floor(x) & 0xFFFFFFFF
+  if x >= 0x80000000 then x = x - 0x100000000 end
+  return x
+end
+local function fold(op)
+  return function(x, ...)
+    local result = tobit(x)
+    for i = 1, select('#', ...) do result = op(result, tobit((select(i, ...)))) end
+    return tobit(result)
+  end
+end
+local function shift_of(n) return tobit(n) & 31 end
+bit = {
+  tobit = tobit,
+  bnot = function(x) return tobit(~tobit(x)) end,
+  band = fold(function(a, b) return a & b end),
+  bor = fold(function(a, b) return a | b end),
+  bxor = fold(function(a, b) return a ~ b end),
+  lshift = function(x, n) return tobit(tobit(x) << shift_of(n)) end,
+  rshift = function(x, n) return tobit((tobit(x) & 0xFFFFFFFF) >> shift_of(n)) end,
+  -- A negative 32-bit value is negative in 64 bits too: its high bits shift in as ones.
+  arshift = function(x, n) return tobit(tobit(x) >> shift_of(n)) end,
+  rol = function(x, n)
+    local v, s = tobit(x) & 0xFFFFFFFF, shift_of(n)
+    return tobit((v << s) | (v >> (32 - s)))
+  end,
+  ror = function(x, n)
+    local v, s = tobit(x) & 0xFFFFFFFF, shift_of(n)
+    return tobit((v >> s) | (v << (32 - s)))
+  end,
+  bswap = function(x)
+    local v = tobit(x) & 0xFFFFFFFF
+    return tobit(((v & 0xFF) << 24) | ((v & 0xFF00) << 8) | ((v >> 8) & 0xFF00) | (v >> 24))
+  end,
+  tohex = function(x, n)
+    n = n or 8
+    local upper = n < 0
+    if upper then n = -n end
+    local digits = string.format(upper and '%08X' or '%08x', tobit(x) & 0xFFFFFFFF)
+    return digits:sub(-math.min(n, 8))
+  end,
+}
+
 -- What the library's globals fall back to: the builtins, with every table among them
 -- (and `redis`) read-only.
 local builtins = {}

@@ -198,6 +198,10 @@ impl Vm {
         let lua = Lua::new_with(libs, LuaOptions::new()).map_err(|e| LuaError::library(lua_failure(&e)))?;
         lua.set_memory_limit(MAX_VM_MEMORY_BYTES)
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        // Redis's preloaded libraries (the prelude freezes them with the other globals).
+        crate::cjson::library(&lua)
+            .and_then(|cjson| lua.globals().set("cjson", cjson))
+            .map_err(|e| LuaError::library(lua_failure(&e)))?;
         let budget = Arc::new(Budget::default());
         let prelude = prelude_functions(&lua, &budget).and_then(|functions| {
             lua.load(PRELUDE)

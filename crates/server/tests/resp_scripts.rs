@@ -239,3 +239,43 @@ fn the_redis_functions_tutorial_library_gives_redis_answers() {
         .unwrap_err();
     assert!(err.to_string().contains("one key name is allowed"), "{err}");
 }
+
+#[test]
+fn scripts_have_redis_preloaded_cjson_and_bit_libraries() {
+    let server = node();
+    let mut con = connect(&server);
+    let eval = |con: &mut redis::Connection, script: &str| -> Value {
+        redis::cmd("EVAL").arg(script).arg(0).query(con).unwrap()
+    };
+    assert_eq!(
+        eval(&mut con, "return cjson.encode({1, 2, {a = 'b'}})"),
+        Value::BulkString(br#"[1,2,{"a":"b"}]"#.to_vec())
+    );
+    assert_eq!(
+        eval(&mut con, "local t = cjson.decode('{\"n\":[10,20]}') return t.n[2]"),
+        Value::Int(20)
+    );
+    // LuaBitOp's answers (the ones its manual gives).
+    assert_eq!(eval(&mut con, "return bit.tobit(0xffffffff)"), Value::Int(-1));
+    assert_eq!(eval(&mut con, "return bit.bnot(0)"), Value::Int(-1));
+    assert_eq!(eval(&mut con, "return bit.band(0x12345678, 0xff)"), Value::Int(0x78));
+    assert_eq!(eval(&mut con, "return bit.lshift(1, 31)"), Value::Int(-2147483648));
+    assert_eq!(eval(&mut con, "return bit.rshift(-1, 28)"), Value::Int(15));
+    assert_eq!(eval(&mut con, "return bit.arshift(-256, 4)"), Value::Int(-16));
+    assert_eq!(
+        eval(&mut con, "return bit.tohex(-1, -4)"),
+        Value::BulkString(b"FFFF".to_vec())
+    );
+    assert_eq!(eval(&mut con, "return bit.bswap(0x12345678)"), Value::Int(0x78563412));
+    // Read-only, like every library table.
+    assert!(redis::cmd("EVAL")
+        .arg("bit.band = nil")
+        .arg(0)
+        .query::<Value>(&mut con)
+        .is_err());
+    assert!(redis::cmd("EVAL")
+        .arg("return cjson.decode('{broken')")
+        .arg(0)
+        .query::<Value>(&mut con)
+        .is_err());
+}
