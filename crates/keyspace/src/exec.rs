@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::cmd::{expiry, generic, hash, list, set, string, zset, Outcome};
+use crate::cmd::{expiry, generic, hash, list, mpop, set, string, zset, Outcome};
 use crate::keys::Keys;
 
 /// A data command's implementation.
@@ -53,6 +53,8 @@ pub fn handler(name: &str) -> Option<Handler> {
         "hscan" => hash::hscan,
         "lpush" | "rpush" | "lpushx" | "rpushx" => list::push,
         "lpop" | "rpop" => list::pop,
+        "lmpop" => mpop::lmpop,
+        "zmpop" => mpop::zmpop,
         "llen" => list::llen,
         "lrange" => list::lrange,
         "lindex" => list::lindex,

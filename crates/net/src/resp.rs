@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use ferry_resp::command::unknown;
+use ferry_resp::command::{unknown, Blocking};
 use ferry_resp::config::Settings;
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
@@ -105,6 +105,13 @@ pub trait RespService: Send + Sync + 'static {
     /// `cluster` for one node of a sharded cluster, `standalone` otherwise (HELLO, INFO).
     fn mode(&self) -> &'static str;
 
+    /// Resolves when the tenant's data may have changed (a blocking pop then tries again);
+    /// by default never, and the pop tries again every
+    /// [`crate::resp_blocking::RECHECK_MS`] anyway.
+    fn written<'a>(&'a self, _tenant: &'a Self::Tenant) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(std::future::pending())
+    }
+
     /// The gate replies pass before they are sent, when the process has a write-ahead log:
     /// a reply must not reveal a write before the log holds it.
     fn reply_gate(&self) -> Option<&ReplyGate> {
@@ -113,10 +120,10 @@ pub trait RespService: Send + Sync + 'static {
 }
 
 /// What a connection knows about its peer.
-struct Session<T> {
-    tenant: Option<T>,
+pub(crate) struct Session<T> {
+    pub(crate) tenant: Option<T>,
     protocol: Protocol,
-    table: String,
+    pub(crate) table: String,
     failed_auths: u32,
     /// One of the process's authenticated-connection seats, held once signed in.
     seat: Option<Seat>,
@@ -253,6 +260,23 @@ async fn connection<S, IO>(
                     reply.encode(session.protocol, &mut output);
                     after
                 }
+                Handled::Blocking(blocking, keys) => {
+                    run_batch(service, &session, &mut batch, &mut output).await;
+                    // What the client sent after it waits, as in Redis; so does a reply
+                    // already due.
+                    if !output.is_empty() {
+                        if !send(service, &mut stream, &output).await {
+                            break 'read;
+                        }
+                        output.clear();
+                    }
+                    let reply = tokio::select! {
+                        reply = crate::resp_blocking::run(service, &session, blocking, keys) => reply,
+                        _ = shutdown.changed() => break 'read,
+                    };
+                    reply.encode(session.protocol, &mut output);
+                    After::Continue
+                }
                 Handled::Watch(queued, names) => {
                     run_batch(service, &session, &mut batch, &mut output).await;
                     let tenant = session.tenant.as_ref().expect("only a signed-in session watches");
@@ -301,6 +325,8 @@ enum Handled {
     Service(Queued),
     /// WATCH: for the service now, its answer kept by the session (the keys named).
     Watch(Queued, Vec<Bytes>),
+    /// A blocking pop, with the keys it names (for routing).
+    Blocking(Blocking, Vec<Bytes>),
 }
 
 /// Answers a session command, a refusal or a parse error here; gives the rest to the
@@ -350,6 +376,9 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
             }
         }
     };
+    if let Command::Blocking(blocking) = command {
+        return Handled::Blocking(blocking, keys);
+    }
     match session_command(service, session, command) {
         Ok((reply, after)) => {
             if let Some(tenant) = &session.tenant {

@@ -22,6 +22,8 @@ pub const KEYSPACE: u8 = 16;
 /// A command over a whole database (KEYS, SCAN, FLUSHDB, …), run where the database's
 /// objects are (ferry's own flag: COMMAND does not show it).
 pub const DATABASE: u8 = 32;
+/// A blocking pop: the listener repeats its non-blocking step until it pops or times out.
+pub const BLOCKING: u8 = 64;
 
 /// Where a command's keys are among its words (the name is word 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +95,12 @@ const TWO_KEYS: KeySpec = KeySpec::Range {
     step: 1,
 };
 const NO_KEYS: KeySpec = KeySpec::None;
+/// Every word after the name but the last (BLPOP's keys before its timeout).
+const ALL_BUT_LAST: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -2,
+    step: 1,
+};
 const COUNTED: KeySpec = KeySpec::Counted { at: 1 };
 const STORE_COUNTED: KeySpec = KeySpec::StoreCounted { at: 2 };
 /// A data command that writes.
@@ -191,6 +199,12 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("lpos", -3, R, ONE_KEY),
     spec("lmove", 5, W, TWO_KEYS),
     spec("rpoplpush", 3, W, TWO_KEYS),
+    spec("lmpop", -4, W, COUNTED),
+    spec("blpop", -3, WRITE | BLOCKING | NO_SCRIPT, ALL_BUT_LAST),
+    spec("brpop", -3, WRITE | BLOCKING | NO_SCRIPT, ALL_BUT_LAST),
+    spec("brpoplpush", 4, WRITE | BLOCKING | NO_SCRIPT, TWO_KEYS),
+    spec("blmove", 6, WRITE | BLOCKING | NO_SCRIPT, TWO_KEYS),
+    spec("blmpop", -5, WRITE | BLOCKING | NO_SCRIPT, KeySpec::Counted { at: 2 }),
     // Sets.
     spec("sadd", -3, W, ONE_KEY),
     spec("srem", -3, W, ONE_KEY),
@@ -232,6 +246,10 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("zremrangebylex", 4, W, ONE_KEY),
     spec("zpopmin", -2, W, ONE_KEY),
     spec("zpopmax", -2, W, ONE_KEY),
+    spec("zmpop", -4, W, COUNTED),
+    spec("bzpopmin", -3, WRITE | BLOCKING | NO_SCRIPT, ALL_BUT_LAST),
+    spec("bzpopmax", -3, WRITE | BLOCKING | NO_SCRIPT, ALL_BUT_LAST),
+    spec("bzmpop", -5, WRITE | BLOCKING | NO_SCRIPT, KeySpec::Counted { at: 2 }),
     spec("zrandmember", -2, R, ONE_KEY),
     spec("zunion", -3, R, COUNTED),
     spec("zinter", -3, R, COUNTED),
@@ -320,6 +338,7 @@ impl CommandSpec {
             (READ_ONLY, "readonly"),
             (ADMIN, "admin"),
             (NO_SCRIPT, "noscript"),
+            (BLOCKING, "blocking"),
         ] {
             if self.is(flag) {
                 flags.push(Reply::Simple(name.into()));

@@ -56,7 +56,7 @@ pub(crate) fn run(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &s
 }
 
 /// Whether `table` is one of RESP's databases (`db<n>`, n < 1024, as SELECT names them).
-fn is_database(table: &str) -> bool {
+pub(crate) fn is_database(table: &str) -> bool {
     table
         .strip_prefix("db")
         .and_then(|n| n.parse::<u32>().ok())

@@ -38,6 +38,7 @@ mod conn;
 mod database;
 pub mod durable;
 mod exec;
+mod expiry;
 mod fair;
 mod frozen;
 mod function_stats;

@@ -28,6 +28,8 @@ pub(crate) struct TenantState {
     pub(crate) latency: Arc<LatencyHistograms>,
     /// Its invocations by function, for FUNCTION STATS.
     pub(crate) functions: crate::function_stats::FunctionStats,
+    /// Told after each RESP job, which may have written: blocking pops try again.
+    pub(crate) written: tokio::sync::Notify,
 }
 
 impl TenantState {
@@ -42,6 +44,7 @@ impl TenantState {
             counters: TenantCounters::default(),
             latency: Arc::default(),
             functions: Default::default(),
+            written: tokio::sync::Notify::new(),
         }
     }
 
@@ -115,6 +118,7 @@ impl Node {
                     counters: TenantCounters::default(),
                     latency: Arc::clone(&latency),
                     functions: Default::default(),
+                    written: tokio::sync::Notify::new(),
                 };
                 (tenant.id, Arc::new(state))
             })

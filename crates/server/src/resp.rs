@@ -92,6 +92,13 @@ impl RespService for Node {
         }
     }
 
+    fn written<'a>(
+        &'a self,
+        tenant: &'a Arc<TenantState>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(tenant.written.notified())
+    }
+
     fn reply_gate(&self) -> Option<&ferry_wal::ReplyGate> {
         Node::reply_gate(self).map(|gate| &**gate)
     }

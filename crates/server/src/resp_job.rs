@@ -53,6 +53,8 @@ pub(crate) enum Step {
     Watch(Vec<bytes::Bytes>),
     /// EXEC of a MULTI.
     Transaction(ferry_resp::command::Transaction),
+    /// A cycle of active expiry over the job's table (`expiry`).
+    Expire,
     /// A plain read a replica serves from its copy of another node's shard (READONLY).
     ReplicaRead(Command),
     /// FUNCTION or FCALL.
@@ -136,6 +138,10 @@ pub(crate) fn run(
             Step::Transaction(tx) => replies.push(guarded(tenant, || {
                 crate::multi::exec(node.cluster.as_deref(), tenant, &table, &tx)
             })),
+            // Work of the node's own, charged to the tenant but not one of its requests.
+            Step::Expire => {
+                crate::expiry::sweep(node, tenant, &table);
+            }
             Step::Save { background } => match crate::save::save(node, background) {
                 Ok(reply) => replies.push(reply),
                 Err(pending) => {
@@ -167,6 +173,8 @@ pub(crate) fn run(
         }
     }
     exec::charge_cpu(node, worker, tenant, data_ns(invocations_ns));
+    // A blocking pop of the tenant's may find what this job wrote.
+    tenant.written.notify_waiters();
     // The connection may be gone; then nobody needs the replies.
     let _ = done.send(Progress {
         replies,
@@ -196,7 +204,7 @@ fn guarded(tenant: &TenantState, run: impl FnOnce() -> Reply) -> Reply {
 /// Runs one data command as a transaction of its own; `cluster`: the ownership its keys
 /// are checked against (none: not checked); `writes_allowed`: whether the expired keys it
 /// meets may be deleted.
-fn data_command(
+pub(crate) fn data_command(
     cluster: Option<&ClusterRole>,
     tenant: &TenantState,
     table: &str,

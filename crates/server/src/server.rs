@@ -223,6 +223,7 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
             shutdown_rx.clone(),
         ));
     }
+    runtime.spawn(crate::expiry::run(Arc::clone(&node), shutdown_rx.clone()));
     runtime.spawn(ferry_net::door::serve(Arc::clone(&node), listener, tls, shutdown_rx));
     Ok(ServerHandle {
         local_addr,

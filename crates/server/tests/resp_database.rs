@@ -153,3 +153,47 @@ fn time_and_function_flush_answer_as_redis_does() {
         .unwrap_err();
     assert!(err.to_string().contains("Function not found"), "{err}");
 }
+
+/// Active expiry deletes expired keys no command meets: the stored objects go (read over
+/// the ferry protocol, which sees the raw objects), keys with no TTL or a later one stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_no_command_meets_are_deleted_by_active_expiry() {
+    let server = node();
+    let mut con = tokio::task::block_in_place(|| connect(&server, TENANT_A, TOKEN_A));
+    tokio::task::block_in_place(|| {
+        for i in 0..100 {
+            let () = redis::cmd("SET")
+                .arg(format!("brief:{i}"))
+                .arg("v")
+                .arg("PX")
+                .arg(50)
+                .query(&mut con)
+                .unwrap();
+        }
+        let () = con.set("lasting", "v").unwrap();
+        let () = con.set_ex("later", "v", 3600).unwrap();
+    });
+    let client = client_a(&server).await;
+    // Generous: a cycle every 100 ms clears these in one or two; a loaded machine is slower.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut left = 0;
+        for i in 0..100 {
+            if client
+                .get("db0", format!("brief:{i}").as_bytes())
+                .await
+                .unwrap()
+                .is_some()
+            {
+                left += 1;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{left} expired keys still stored");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(client.get("db0", b"lasting").await.unwrap().is_some());
+    assert!(client.get("db0", b"later").await.unwrap().is_some());
+}

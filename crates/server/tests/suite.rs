@@ -12,6 +12,7 @@ mod metrics;
 mod operations;
 mod pushback;
 mod resp;
+mod resp_blocking;
 mod resp_database;
 mod resp_functions;
 mod resp_scripts;

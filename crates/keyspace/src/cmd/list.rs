@@ -1,4 +1,4 @@
-//! The list commands (the blocking pops are not served yet).
+//! The list commands (LMPOP, and the blocking pops' step, are `mpop`'s).
 
 use bytes::Bytes;
 use ferry_resp::Reply;
@@ -33,7 +33,11 @@ pub fn push(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 /// LPOP and RPOP key [count].
 pub fn pop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if words.len() > 3 {
-        return Err(syntax());
+        return Err(ferry_resp::command::wrong_arity(if is(&words[0], "lpop") {
+            "lpop"
+        } else {
+            "rpop"
+        }));
     }
     let left = is(&words[0], "lpop");
     let count = match words.get(2) {

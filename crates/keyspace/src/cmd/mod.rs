@@ -10,6 +10,7 @@ pub mod expiry;
 pub mod generic;
 pub mod hash;
 pub mod list;
+pub mod mpop;
 pub mod scan;
 pub mod set;
 pub mod string;

@@ -1,0 +1,120 @@
+//! LMPOP and ZMPOP: pop from the first of several keys that holds anything. They are also
+//! the one step the blocking pops repeat (the listener's `blocking` turns BLPOP, BZPOPMIN,
+//! BLMPOP, … into these and waits between tries).
+
+use bytes::Bytes;
+use ferry_resp::Reply;
+
+use crate::args::{int, is, syntax};
+use crate::cmd::Outcome;
+use crate::keys::{as_type, Keys};
+
+/// The keys, the side (`first`: LEFT or MIN) and the count of `numkeys key … SIDE [COUNT n]`.
+fn parse<'w>(words: &'w [Bytes], sides: [&str; 2]) -> Result<(&'w [Bytes], bool, usize), Reply> {
+    let numkeys = int(&words[1])?;
+    if numkeys <= 0 {
+        return Err(Reply::err("numkeys should be greater than 0"));
+    }
+    let numkeys = numkeys as usize;
+    if words.len() < 3 + numkeys {
+        return Err(syntax());
+    }
+    let names = &words[2..2 + numkeys];
+    let first = match &words[2 + numkeys] {
+        side if is(side, sides[0]) => true,
+        side if is(side, sides[1]) => false,
+        _ => return Err(syntax()),
+    };
+    let count = match &words[3 + numkeys..] {
+        [] => 1,
+        [option, count] if is(option, "COUNT") => match int(count)? {
+            n if n > 0 => n as usize,
+            _ => return Err(Reply::err("count should be greater than 0")),
+        },
+        _ => return Err(syntax()),
+    };
+    Ok((names, first, count))
+}
+
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: `[key, [element ...]]`, or null.
+pub fn lmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let (names, left, count) = parse(words, ["LEFT", "RIGHT"])?;
+    for name in names {
+        let Some(list) = keys.modify(name, as_type::list_mut)? else {
+            continue;
+        };
+        let take = |list: &mut crate::value::List| if left { list.pop_front() } else { list.pop_back() };
+        let popped = (0..count).map_while(|_| take(list)).map(Reply::Bulk).collect();
+        return Ok(Reply::Array(vec![Reply::Bulk(name.clone()), Reply::Array(popped)]));
+    }
+    Ok(Reply::Null)
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: `[key, [[member, score] ...]]`, or
+/// null.
+pub fn zmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
+    let (names, min, count) = parse(words, ["MIN", "MAX"])?;
+    for name in names {
+        let Some(zset) = keys.modify(name, as_type::zset_mut)? else {
+            continue;
+        };
+        let mut popped = Vec::new();
+        for _ in 0..count.min(zset.len()) {
+            let rank = if min { 0 } else { zset.len() - 1 };
+            let Some((score, member)) = zset.at(rank).map(|(s, m)| (s, m.clone())) else {
+                break;
+            };
+            zset.remove(&member);
+            popped.push(Reply::Array(vec![Reply::Bulk(member), Reply::Double(score)]));
+        }
+        return Ok(Reply::Array(vec![Reply::Bulk(name.clone()), Reply::Array(popped)]));
+    }
+    Ok(Reply::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+
+    fn words(text: &str) -> Vec<Bytes> {
+        text.split(' ').map(|w| Bytes::from(w.to_owned())).collect()
+    }
+
+    fn run(keys: &mut Keys, text: &str) -> Reply {
+        crate::run(&words(text), keys)
+    }
+
+    #[test]
+    fn the_first_key_that_holds_anything_is_popped() {
+        let mut keys = Keys::new([(Bytes::from("a"), None), (Bytes::from("b"), None)], 0, 1);
+        run(&mut keys, "RPUSH b x y z");
+        assert_eq!(
+            run(&mut keys, "LMPOP 2 a b RIGHT COUNT 2"),
+            Reply::Array(vec![
+                Reply::text("b"),
+                Reply::Array(vec![Reply::text("z"), Reply::text("y")])
+            ])
+        );
+        assert_eq!(run(&mut keys, "LMPOP 1 a LEFT"), Reply::Null);
+        run(&mut keys, "ZADD a 2 two 1 one");
+        assert_eq!(
+            run(&mut keys, "ZMPOP 2 a b MAX"),
+            Reply::Array(vec![
+                Reply::text("a"),
+                Reply::Array(vec![Reply::Array(vec![Reply::text("two"), Reply::Double(2.0)])])
+            ])
+        );
+        for bad in [
+            "LMPOP 0 a LEFT",
+            "LMPOP 1 a UP",
+            "LMPOP 1 a LEFT COUNT 0",
+            "LMPOP 3 a LEFT",
+            "ZMPOP 1 a MIN COUNT",
+        ] {
+            assert!(matches!(run(&mut keys, bad), Reply::Error(_)), "{bad}");
+        }
+        // A key of another type is an error where it is met.
+        assert!(matches!(run(&mut keys, "LMPOP 2 a b LEFT"), Reply::Error(e) if e.starts_with("WRONGTYPE")));
+    }
+}

@@ -1,0 +1,99 @@
+//! Active expiry: Redis's background sampling of keys with a TTL, so an expired key that no
+//! command meets still goes (and its memory with it). Every [`EXPIRY_CYCLE_MS`] each
+//! tenant's databases get one job on the tenant's home worker, charged to the tenant like
+//! any work: it samples [`SAMPLE_KEYS`] objects, and runs `EXISTS` over those whose header
+//! says they expired. That is the lazy path: the executor deletes an expired key it meets,
+//! at a version, in an OCC transaction, so the log and replicas carry the delete and a key
+//! written again meanwhile is not touched. As in Redis, a round that found at least a
+//! quarter of its keys with a TTL expired is followed by another, up to
+//! [`MAX_ROUNDS_PER_CYCLE`].
+//!
+//! Unlike Redis, ferry keeps no index of the keys with a TTL: the sample is of all keys, so
+//! a database where few keys have one expires them more slowly in the background (they
+//! still read as absent at once).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use ferry_keyspace::value::Entry;
+use ferry_resp::Command;
+
+use crate::node::{Node, TenantState};
+use crate::resp_job::{data_command, RespJob, Step};
+use crate::worker::{dispatch, Task, Work};
+
+/// Time between two cycles (Redis's `hz` 10).
+pub const EXPIRY_CYCLE_MS: u64 = 100;
+
+/// Objects sampled per round.
+pub const SAMPLE_KEYS: usize = 32;
+
+/// Most rounds one cycle of one database runs: bounds its work.
+pub const MAX_ROUNDS_PER_CYCLE: usize = 16;
+
+/// A round that found at least this share (in percent) of its keys with a TTL expired is
+/// followed by another (Redis's `ACTIVE_EXPIRE_CYCLE_ACCEPTABLE_STALE`-like rule).
+const REPEAT_WHEN_EXPIRED_PERCENT: usize = 25;
+
+/// Starts a cycle every [`EXPIRY_CYCLE_MS`] until `shutdown` turns true.
+pub(crate) async fn run(node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(EXPIRY_CYCLE_MS));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        for tenant in node.tenants.values() {
+            for table in tenant.store.table_names() {
+                if !crate::database::is_database(&table) {
+                    continue;
+                }
+                // Nobody waits for the job's (empty) replies; a full queue skips a cycle.
+                let (job, _progress) = RespJob::new(table, VecDeque::from([Step::Expire]));
+                let task = Task {
+                    tenant: Arc::clone(tenant),
+                    received: Instant::now(),
+                    work: Work::Resp(job),
+                };
+                let _ = dispatch(&node, task);
+            }
+        }
+    }
+}
+
+/// One cycle over `table`, on the tenant's worker: how many expired keys it deleted.
+pub(crate) fn sweep(node: &Node, tenant: &TenantState, table: &str) -> usize {
+    let mut deleted = 0;
+    for _ in 0..MAX_ROUNDS_PER_CYCLE {
+        let now_us = crate::store_ctx::unix_time_us();
+        let now_ms = now_us / 1000;
+        let sample = tenant.store.sample(table, SAMPLE_KEYS, rand::random());
+        let mut with_ttl = 0;
+        let mut words = vec![Bytes::from_static(b"EXISTS")];
+        for (key, value) in sample {
+            let Some(expires_at_ms) = Entry::peek(&value).and_then(|(_, at)| at) else {
+                continue;
+            };
+            with_ttl += 1;
+            if expires_at_ms <= now_ms {
+                words.push(key);
+            }
+        }
+        let expired = words.len() - 1;
+        if expired > 0 {
+            // The executor checks each key again in its transaction and deletes only the
+            // ones still expired; keys this node does not own are refused, not touched.
+            data_command(node.cluster.as_deref(), tenant, table, &Command::Data(words), true);
+            deleted += expired;
+        }
+        if with_ttl == 0 || expired * 100 < with_ttl * REPEAT_WHEN_EXPIRED_PERCENT {
+            break;
+        }
+    }
+    deleted
+}

@@ -1,0 +1,115 @@
+//! The blocking pops through a Redis client: they answer at once when there is something
+//! to pop, wait for another connection's push otherwise, and time out with nil.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::{Commands, Value};
+
+fn node() -> ferry_server::ServerHandle {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    start_with(config)
+}
+
+fn connect(server: &ferry_server::ServerHandle) -> redis::Connection {
+    let addr = server.resp_addr().unwrap();
+    let client = redis::Client::open(format!("redis://{TENANT_A}:{TOKEN_A}@{addr}/")).unwrap();
+    client.get_connection_with_timeout(Duration::from_secs(10)).unwrap()
+}
+
+#[test]
+fn blocking_pops_answer_at_once_when_there_is_something_to_pop() {
+    let server = node();
+    let mut con = connect(&server);
+    let _: i64 = con.rpush("l", &["a", "b", "c"]).unwrap();
+    let popped: (String, String) = redis::cmd("BLPOP")
+        .arg("empty")
+        .arg("l")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(popped, ("l".into(), "a".into()));
+    let popped: (String, String) = redis::cmd("BRPOP").arg("l").arg(1).query(&mut con).unwrap();
+    assert_eq!(popped, ("l".into(), "c".into()));
+    let moved: String = redis::cmd("BLMOVE")
+        .arg("l")
+        .arg("m")
+        .arg("LEFT")
+        .arg("RIGHT")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(moved, "b");
+    let _: i64 = con.zadd_multiple("z", &[(2, "two"), (1, "one")]).unwrap();
+    let popped: (String, String, f64) = redis::cmd("BZPOPMAX").arg("z").arg(1).query(&mut con).unwrap();
+    assert_eq!(popped, ("z".into(), "two".into(), 2.0));
+    let popped: Value = redis::cmd("BLMPOP")
+        .arg(1)
+        .arg(2)
+        .arg("nothing")
+        .arg("m")
+        .arg("LEFT")
+        .arg("COUNT")
+        .arg(5)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        popped,
+        Value::Array(vec![
+            Value::BulkString(b"m".to_vec()),
+            Value::Array(vec![Value::BulkString(b"b".to_vec())])
+        ])
+    );
+}
+
+#[test]
+fn a_blocking_pop_waits_for_another_connections_push_and_times_out_with_nil() {
+    let server = node();
+    let mut con = connect(&server);
+    let started = Instant::now();
+    let timed_out: Value = redis::cmd("BLPOP").arg("queue").arg(0.2).query(&mut con).unwrap();
+    assert_eq!(timed_out, Value::Nil);
+    assert!(started.elapsed() >= Duration::from_millis(200), "waited its timeout");
+    let mut pusher = connect(&server);
+    let waiter = std::thread::spawn(move || {
+        let popped: (String, String) = redis::cmd("BLPOP").arg("queue").arg(30).query(&mut con).unwrap();
+        popped
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let _: i64 = pusher.lpush("queue", "job").unwrap();
+    assert_eq!(waiter.join().unwrap(), ("queue".into(), "job".into()));
+    assert_eq!(pusher.llen::<_, i64>("queue").unwrap(), 0, "popped once");
+}
+
+#[test]
+fn bad_timeouts_and_blocking_pops_in_transactions_or_scripts_are_refused() {
+    let server = node();
+    let mut con = connect(&server);
+    let err = redis::cmd("BLPOP")
+        .arg("l")
+        .arg(-1)
+        .query::<Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("timeout is negative"), "{err}");
+    let err = redis::cmd("BLPOP")
+        .arg("l")
+        .arg("soon")
+        .query::<Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("not a float"), "{err}");
+    let err = redis::cmd("EVAL")
+        .arg("return redis.call('BLPOP', 'l', 0)")
+        .arg(0)
+        .query::<Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("not allowed"), "{err}");
+    let () = redis::cmd("MULTI").query(&mut con).unwrap();
+    assert!(redis::cmd("BLPOP").arg("l").arg(0).query::<Value>(&mut con).is_err());
+    assert_eq!(
+        redis::cmd("EXEC").query::<Value>(&mut con).unwrap_err().code(),
+        Some("EXECABORT")
+    );
+}
