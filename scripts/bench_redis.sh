@@ -4,7 +4,7 @@
 # median of each, and ferry / Redis. Installs Redis (and its tools) if missing; runs
 # memtier_benchmark too where it is installed (the distribution here does not package it).
 #   scripts/bench_redis.sh [RUNS] [CASE]   (default 3 runs of every case; CASE runs only the
-#                                           cases whose name contains it, e.g. FCALL)
+#                                           cases whose name contains it, e.g. FCALL or types)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
@@ -66,6 +66,10 @@ cases=(
   "FCALL bump (read-modify-write), not pipelined|-n 100000 -c 32 -r $nodes FCALL bump 1 ctr:__rand_int__"
   "FCALL bump (read-modify-write), 16 pipelined|-n 300000 -c 32 -P 16 -r $nodes FCALL bump 1 ctr:__rand_int__"
 )
+# Redis's other types (redis-benchmark's own tests): `scripts/bench_redis.sh 3 types`.
+for t in hset lpush rpop sadd zadd lrange_100; do
+  cases+=("types: $t, not pipelined|-t $t -n 200000 -c 50" "types: $t, 16 pipelined|-t $t -n 1000000 -c 50 -P 16")
+done
 printf '| | Redis 7 (%s runs) | ferry RESP (%s runs) | ferry / Redis, medians |\n|---|---|---|---|\n' "$runs" "$runs"
 for case in "${cases[@]}"; do
   name="${case%%|*}"
