@@ -242,6 +242,7 @@ impl Service for Gateway {
                         ferry_lua::catalog::LOAD,
                         ferry_lua::catalog::DELETE,
                         ferry_lua::catalog::FLUSH,
+                        ferry_lua::catalog::RESTORE,
                         ferry_lua::script::LOAD,
                         ferry_lua::script::FLUSH,
                     ]

@@ -14,7 +14,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use ferry_func::args::reader;
 use ferry_func::{Ctx, FnError, FnFuture};
-use ferry_proto::wire::{put_bytes16, put_bytes32};
+use ferry_proto::wire::{put_bytes16, put_bytes32, put_count};
 use ferry_resp::{Protocol, Reply};
 
 use crate::library::{hash, FunctionInfo};
@@ -33,7 +33,12 @@ pub const LOAD: &str = "lua.load";
 pub const DELETE: &str = "lua.delete";
 /// `lua.flush`: no arguments, result empty: every library removed.
 pub const FLUSH: &str = "lua.flush";
-/// `lua.list`: arguments [`ListArgs`], result FUNCTION LIST's reply (in ferry's reply form (`Protocol::Ferry`)).
+/// `lua.dump`: no arguments, result FUNCTION DUMP's payload.
+pub const DUMP: &str = "lua.dump";
+/// `lua.restore`: arguments [`restore_args`], result empty.
+pub const RESTORE: &str = "lua.restore";
+/// `lua.list`: arguments [`ListArgs`], result FUNCTION LIST's reply (in ferry's reply form,
+/// `Protocol::Ferry`).
 pub const LIST: &str = "lua.list";
 
 const INDEX_KEY: &[u8] = b"libraries";
@@ -140,41 +145,49 @@ pub fn load(ctx: &mut dyn Ctx) -> FnFuture<'_> {
         let args = LoadArgs::decode(ctx.args())?;
         let code = String::from_utf8(args.code.to_vec())
             .map_err(|_| FnError::Failed("ERR library text is not UTF-8".into()))?;
-        let (vm, header, functions) = Vm::load(&code).map_err(|err| FnError::Failed(err.0))?;
-        let mut index = index(ctx).await?;
-        if index.contains_key(&header.name) && !args.replace {
-            return Err(FnError::Failed(format!("ERR Library '{}' already exists", header.name)));
-        }
-        if !index.contains_key(&header.name) && index.len() >= MAX_LIBRARIES {
-            return Err(FnError::Failed(format!(
-                "ERR at most {MAX_LIBRARIES} libraries may be loaded"
-            )));
-        }
-        for FunctionInfo { name, .. } in &functions {
-            if let Some(entry) = function_entry(ctx, name).await? {
-                if entry.library != header.name {
-                    return Err(FnError::Failed(format!("ERR Function {name} already exists")));
-                }
-            }
-        }
-        let text_hash = hash(code.as_bytes());
-        for old in index.remove(&header.name).unwrap_or_default() {
-            if !functions.iter().any(|f| f.name == old) {
-                ctx.delete(TABLE, &function_key(&old)).await?;
-            }
-        }
-        for function in &functions {
-            let flags = if function.no_writes { "no-writes" } else { "" };
-            let entry = format!("{}\n{text_hash}\n{flags}", header.name);
-            ctx.put(TABLE, &function_key(&function.name), Bytes::from(entry))
-                .await?;
-        }
-        ctx.put(TABLE, &library_key(&header.name), args.code.clone()).await?;
-        index.insert(header.name.clone(), functions.iter().map(|f| f.name.clone()).collect());
-        write_index(ctx, &index).await?;
-        crate::cache::remember(ctx.tenant(), &text_hash, code, Some(vm));
-        Ok(Bytes::from(header.name))
+        let name = load_text(ctx, code, args.replace).await?;
+        Ok(Bytes::from(name))
     })
+}
+
+/// Loads one library's text into the catalog (FUNCTION LOAD's work, and RESTORE's for
+/// each library): its name.
+async fn load_text(ctx: &mut dyn Ctx, code: String, replace: bool) -> Result<String, FnError> {
+    let (vm, header, functions) = Vm::load(&code).map_err(|err| FnError::Failed(err.0))?;
+    let mut index = index(ctx).await?;
+    if index.contains_key(&header.name) && !replace {
+        return Err(FnError::Failed(format!("ERR Library '{}' already exists", header.name)));
+    }
+    if !index.contains_key(&header.name) && index.len() >= MAX_LIBRARIES {
+        return Err(FnError::Failed(format!(
+            "ERR at most {MAX_LIBRARIES} libraries may be loaded"
+        )));
+    }
+    for FunctionInfo { name, .. } in &functions {
+        if let Some(entry) = function_entry(ctx, name).await? {
+            if entry.library != header.name {
+                return Err(FnError::Failed(format!("ERR Function {name} already exists")));
+            }
+        }
+    }
+    let text_hash = hash(code.as_bytes());
+    for old in index.remove(&header.name).unwrap_or_default() {
+        if !functions.iter().any(|f| f.name == old) {
+            ctx.delete(TABLE, &function_key(&old)).await?;
+        }
+    }
+    for function in &functions {
+        let flags = if function.no_writes { "no-writes" } else { "" };
+        let entry = format!("{}\n{text_hash}\n{flags}", header.name);
+        ctx.put(TABLE, &function_key(&function.name), Bytes::from(entry))
+            .await?;
+    }
+    ctx.put(TABLE, &library_key(&header.name), Bytes::from(code.clone()))
+        .await?;
+    index.insert(header.name.clone(), functions.iter().map(|f| f.name.clone()).collect());
+    write_index(ctx, &index).await?;
+    crate::cache::remember(ctx.tenant(), &text_hash, code, Some(vm));
+    Ok(header.name)
 }
 
 /// `lua.delete`'s arguments.
@@ -207,14 +220,106 @@ pub fn delete(ctx: &mut dyn Ctx) -> FnFuture<'_> {
 pub fn flush(ctx: &mut dyn Ctx) -> FnFuture<'_> {
     Box::pin(async move {
         reader(ctx.args()).finish()?;
-        let index = index(ctx).await?;
-        for (library, functions) in &index {
-            for function in functions {
-                ctx.delete(TABLE, &function_key(function)).await?;
-            }
-            ctx.delete(TABLE, &library_key(library)).await?;
+        flush_all(ctx).await?;
+        Ok(Bytes::new())
+    })
+}
+
+async fn flush_all(ctx: &mut dyn Ctx) -> Result<(), FnError> {
+    let index = index(ctx).await?;
+    for (library, functions) in &index {
+        for function in functions {
+            ctx.delete(TABLE, &function_key(function)).await?;
         }
-        write_index(ctx, &BTreeMap::new()).await?;
+        ctx.delete(TABLE, &library_key(library)).await?;
+    }
+    write_index(ctx, &BTreeMap::new()).await
+}
+
+/// What FUNCTION DUMP's payload starts with (ferry's own format, version 1).
+const DUMP_MAGIC: &[u8] = b"FERRYFN1";
+
+/// Bytes of the payload's checksum (a prefix of the SHA-256 of what precedes it).
+const DUMP_CHECKSUM_BYTES: usize = 8;
+
+fn dump_checksum(body: &[u8]) -> [u8; DUMP_CHECKSUM_BYTES] {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(body);
+    let mut out = [0; DUMP_CHECKSUM_BYTES];
+    out.copy_from_slice(&digest[..DUMP_CHECKSUM_BYTES]);
+    out
+}
+
+/// FUNCTION DUMP: every library's text in one payload (magic, u32 count, u32-prefixed
+/// texts, checksum). Its format is ferry's own: RESTORE takes it on any ferry node, not
+/// on Redis, and Redis's payloads are not taken here.
+pub fn dump(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    Box::pin(async move {
+        reader(ctx.args()).finish()?;
+        let mut out = BytesMut::new();
+        out.put_slice(DUMP_MAGIC);
+        let libraries = index(ctx).await?;
+        put_count(&mut out, libraries.len(), "libraries").map_err(|_| corrupt("index"))?;
+        for library in libraries.keys() {
+            let code = ctx.get(TABLE, &library_key(library)).await?.unwrap_or_default();
+            put_bytes32(&mut out, &code, "library").map_err(|_| corrupt("library"))?;
+        }
+        let checksum = dump_checksum(&out);
+        out.put_slice(&checksum);
+        Ok(out.freeze())
+    })
+}
+
+/// The library texts of a FUNCTION DUMP payload, or why it is not one.
+fn dump_texts(payload: &[u8]) -> Result<Vec<String>, FnError> {
+    let bad = || FnError::Failed("ERR payload version or checksum are wrong".into());
+    if payload.len() < DUMP_MAGIC.len() + 4 + DUMP_CHECKSUM_BYTES || !payload.starts_with(DUMP_MAGIC) {
+        return Err(bad());
+    }
+    let (body, checksum) = payload.split_at(payload.len() - DUMP_CHECKSUM_BYTES);
+    if dump_checksum(body) != checksum {
+        return Err(bad());
+    }
+    let mut r = reader(&Bytes::copy_from_slice(&body[DUMP_MAGIC.len()..]));
+    let count = r.count(MAX_LIBRARIES, "libraries").map_err(|_| bad())?;
+    let mut texts = Vec::with_capacity(count);
+    for _ in 0..count {
+        let text = r.bytes32("library").map_err(|_| bad())?;
+        texts.push(String::from_utf8(text.to_vec()).map_err(|_| bad())?);
+    }
+    r.finish().map_err(|_| bad())?;
+    Ok(texts)
+}
+
+/// `lua.restore`'s arguments: u8 policy (0 append, 1 replace, 2 flush), u32-prefixed
+/// payload.
+pub fn restore_args(policy: ferry_resp::command::RestorePolicy, payload: &[u8]) -> Option<Bytes> {
+    use ferry_resp::command::RestorePolicy;
+    let mut out = BytesMut::new();
+    out.put_u8(match policy {
+        RestorePolicy::Append => 0,
+        RestorePolicy::Replace => 1,
+        RestorePolicy::Flush => 2,
+    });
+    put_bytes32(&mut out, payload, "payload").ok()?;
+    Some(out.freeze())
+}
+
+/// FUNCTION RESTORE: the payload's libraries loaded in one transaction, by its policy (an
+/// error, a bad payload included, leaves the catalog as it was).
+pub fn restore(ctx: &mut dyn Ctx) -> FnFuture<'_> {
+    Box::pin(async move {
+        let mut r = reader(ctx.args());
+        let policy = r.u8("policy")?;
+        let payload = r.bytes32("payload")?;
+        r.finish()?;
+        let texts = dump_texts(&payload)?;
+        if policy == 2 {
+            flush_all(ctx).await?;
+        }
+        for text in texts {
+            load_text(ctx, text, policy == 1).await?;
+        }
         Ok(Bytes::new())
     })
 }

@@ -65,6 +65,8 @@ pub fn install(registry: &mut Registry) -> Result<(), RegisterError> {
     registry.register(catalog::DELETE, catalog::delete)?;
     registry.register(catalog::FLUSH, catalog::flush)?;
     registry.register(catalog::LIST, catalog::list)?;
+    registry.register(catalog::DUMP, catalog::dump)?;
+    registry.register(catalog::RESTORE, catalog::restore)?;
     registry.register(resp::COMMAND, resp::command)?;
     registry.register(script::LOAD, script::load)?;
     registry.register(script::EXISTS, script::exists)?;

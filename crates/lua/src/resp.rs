@@ -35,6 +35,10 @@ pub enum FunctionCall {
     Stats,
     /// FUNCTION FLUSH.
     Flush,
+    /// FUNCTION DUMP.
+    Dump,
+    /// FUNCTION RESTORE.
+    Restore(ferry_resp::command::RestorePolicy, Bytes),
     /// EVAL / EVALSHA and their `_RO` forms.
     Eval(ScriptArgs),
     /// SCRIPT LOAD.
@@ -66,6 +70,8 @@ impl FunctionCall {
             }),
             Command::Function(FunctionCommand::Stats) => FunctionCall::Stats,
             Command::Function(FunctionCommand::Flush) => FunctionCall::Flush,
+            Command::Function(FunctionCommand::Dump) => FunctionCall::Dump,
+            Command::Function(FunctionCommand::Restore { payload, policy }) => FunctionCall::Restore(policy, payload),
             Command::FCall {
                 function,
                 keys,
@@ -139,6 +145,12 @@ impl FunctionCall {
             FunctionCall::List(list) => (catalog::LIST.to_string(), list.encode()),
             FunctionCall::Stats => (catalog::LIST.to_string(), ListArgs::default().encode()),
             FunctionCall::Flush => (catalog::FLUSH.to_string(), Bytes::new()),
+            FunctionCall::Dump => (catalog::DUMP.to_string(), Bytes::new()),
+            FunctionCall::Restore(policy, payload) => {
+                let args =
+                    catalog::restore_args(*policy, payload).ok_or_else(|| Reply::err("the payload is too long"))?;
+                (catalog::RESTORE.to_string(), args)
+            }
             FunctionCall::Eval(call) => {
                 if !script::valid_sha(&call.sha) {
                     return Err(Reply::Error(script::NO_SCRIPT.into()));
@@ -168,10 +180,12 @@ impl FunctionCall {
             FunctionCall::FCall(_) | FunctionCall::List(_) | FunctionCall::Eval(_) | FunctionCall::ScriptExists(_) => {
                 reply_of(result)
             }
-            FunctionCall::Load(_) | FunctionCall::ScriptLoad(_) => Reply::Bulk(result.clone()),
-            FunctionCall::Delete(_) | FunctionCall::Flush | FunctionCall::ScriptFlush | FunctionCall::ScriptKill => {
-                Reply::ok()
-            }
+            FunctionCall::Load(_) | FunctionCall::ScriptLoad(_) | FunctionCall::Dump => Reply::Bulk(result.clone()),
+            FunctionCall::Delete(_)
+            | FunctionCall::Flush
+            | FunctionCall::Restore(..)
+            | FunctionCall::ScriptFlush
+            | FunctionCall::ScriptKill => Reply::ok(),
             FunctionCall::Stats => stats(&reply_of(result), &functions()),
         }
     }

@@ -29,6 +29,26 @@ pub enum FunctionCommand {
     Stats,
     /// FUNCTION FLUSH [ASYNC|SYNC]: every library of the tenant (both modes do it now).
     Flush,
+    /// FUNCTION DUMP: every library as one payload.
+    Dump,
+    /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
+    Restore {
+        /// What FUNCTION DUMP gave.
+        payload: Bytes,
+        /// What becomes of the libraries already loaded.
+        policy: RestorePolicy,
+    },
+}
+
+/// FUNCTION RESTORE's policy for the libraries already loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestorePolicy {
+    /// APPEND (the default): a library of a name already loaded is an error.
+    Append,
+    /// REPLACE: the payload's libraries replace those of the same name.
+    Replace,
+    /// FLUSH: every loaded library is removed first.
+    Flush,
 }
 
 /// A command this front end knows.
@@ -519,7 +539,7 @@ fn parse_script(sub: &str, rest: Vec<Bytes>) -> Result<ScriptCommand, Reply> {
 fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply> {
     let unknown_sub = || {
         Reply::err(format!(
-            "unknown subcommand '{sub}'. Try FUNCTION LOAD, LIST, DELETE, FLUSH or STATS."
+            "unknown subcommand '{sub}'. Try FUNCTION LOAD, LIST, DELETE, FLUSH, STATS, DUMP or RESTORE."
         ))
     };
     let arity = |ok: bool| {
@@ -572,6 +592,26 @@ fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply>
         "STATS" => {
             arity(rest.is_empty())?;
             Ok(FunctionCommand::Stats)
+        }
+        "DUMP" => {
+            arity(rest.is_empty())?;
+            Ok(FunctionCommand::Dump)
+        }
+        "RESTORE" => {
+            arity(!rest.is_empty() && rest.len() <= 2)?;
+            let mut rest = rest.into_iter();
+            let payload = rest.next().expect("arity checked");
+            let policy = match rest.next().map(|p| upper(&p)).as_deref() {
+                None | Some("APPEND") => RestorePolicy::Append,
+                Some("REPLACE") => RestorePolicy::Replace,
+                Some("FLUSH") => RestorePolicy::Flush,
+                Some(_) => {
+                    return Err(Reply::err(
+                        "Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+                    ))
+                }
+            };
+            Ok(FunctionCommand::Restore { payload, policy })
         }
         "FLUSH" => match &rest[..] {
             [] => Ok(FunctionCommand::Flush),

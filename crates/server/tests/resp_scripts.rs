@@ -279,3 +279,86 @@ fn scripts_have_redis_preloaded_cjson_and_bit_libraries() {
         .query::<Value>(&mut con)
         .is_err());
 }
+
+#[test]
+fn function_dump_and_restore_carry_the_libraries_with_redis_policies() {
+    let server = node();
+    let mut con = connect(&server);
+    let mylib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/lua/mylib.lua")).unwrap();
+    let other = "#!lua name=other\nredis.register_function('answer', function() return 42 end)";
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(&mylib).query(&mut con).unwrap();
+    let payload: Vec<u8> = redis::cmd("FUNCTION").arg("DUMP").query(&mut con).unwrap();
+    let () = redis::cmd("FUNCTION").arg("FLUSH").query(&mut con).unwrap();
+    let () = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&payload)
+        .query(&mut con)
+        .unwrap();
+    let _: i64 = redis::cmd("FCALL")
+        .arg("my_hset")
+        .arg(1)
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    // APPEND (the default) refuses a library already there, and changes nothing.
+    let err = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&payload)
+        .query::<Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+    let () = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&payload)
+        .arg("REPLACE")
+        .query(&mut con)
+        .unwrap();
+    // A damaged payload is refused and the loaded libraries stay.
+    let mut damaged = payload.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x20;
+    let err = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&damaged)
+        .arg("FLUSH")
+        .query::<Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+    assert!(redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg("not a payload")
+        .query::<Value>(&mut con)
+        .is_err());
+    assert!(redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&payload)
+        .arg("SIDEWAYS")
+        .query::<Value>(&mut con)
+        .is_err());
+    let _: i64 = redis::cmd("FCALL")
+        .arg("my_hset")
+        .arg(1)
+        .arg("h")
+        .arg("f")
+        .arg("w")
+        .query(&mut con)
+        .unwrap();
+    // FLUSH: only the payload's libraries remain.
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(other).query(&mut con).unwrap();
+    let () = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&payload)
+        .arg("FLUSH")
+        .query(&mut con)
+        .unwrap();
+    let err = redis::cmd("FCALL")
+        .arg("answer")
+        .arg(0)
+        .query::<Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("Function not found"), "{err}");
+    let listed: Vec<Value> = redis::cmd("FUNCTION").arg("LIST").query(&mut con).unwrap();
+    assert_eq!(listed.len(), 1, "mylib alone");
+}
