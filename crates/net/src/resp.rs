@@ -22,7 +22,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use ferry_resp::command::{unknown, Blocking};
+use ferry_resp::blocking::Blocking;
+use ferry_resp::command::unknown;
 use ferry_resp::config::Settings;
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};

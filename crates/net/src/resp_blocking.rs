@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use ferry_resp::command::Blocking;
+use ferry_resp::blocking::Blocking;
 use ferry_resp::{Command, Reply};
 
 use crate::resp::{Queued, RespService, Session};

@@ -1,6 +1,7 @@
 //! The Redis serialization protocol as values, for ferry's RESP front end:
 //!
-//! - [`command`]: a command as a typed value, arity and options checked;
+//! - [`command`]: a command as a typed value, arity and options checked ([`blocking`]: the
+//!   blocking pops as the step each repeats);
 //! - [`config`]: CONFIG GET/SET over the parameters ferry reports;
 //! - [`glob`]: Redis's glob-style patterns (KEYS, SCAN MATCH, CONFIG GET, FUNCTION LIST);
 //! - [`parser`]: commands from clients (arrays of bulk strings, or inline), parsed
@@ -11,6 +12,7 @@
 //!
 //! No I/O: the listener feeds bytes in and writes bytes out.
 
+pub mod blocking;
 pub mod command;
 pub mod config;
 pub mod glob;
