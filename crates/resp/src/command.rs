@@ -566,7 +566,12 @@ mod tests {
             Ok(Command::Function(FunctionCommand::Flush))
         );
         assert!(parse(&["FUNCTION", "FLUSH", "LATER"]).is_err());
-        assert!(parse(&["FUNCTION", "DUMP"]).is_err());
+        assert_eq!(
+            parse(&["FUNCTION", "DUMP"]),
+            Ok(Command::Function(FunctionCommand::Dump))
+        );
+        assert!(parse(&["FUNCTION", "DUMP", "extra"]).is_err());
+        assert!(parse(&["FUNCTION", "KILL"]).is_err(), "not served yet");
         assert_eq!(
             parse(&["FCALL_RO", "f", "1", "k", "a", "b"]),
             Ok(Command::FCall {
