@@ -3,7 +3,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use ferry_func::args::reader;
+use ferry_func::args::{reader, Reader};
 use ferry_func::{Ctx, CtxError, FnError, FnFuture};
 use ferry_proto::wire::{put_bytes16, put_bytes32, put_count};
 use ferry_resp::{Protocol, Reply};
@@ -43,19 +43,11 @@ impl FcallArgs {
     /// u32 counts of u32-prefixed strings. `None` if a field cannot be encoded (too many
     /// arguments, a name too long).
     pub fn encode(&self) -> Option<Bytes> {
-        if self.keys.len() > MAX_FCALL_ARGS || self.args.len() > MAX_FCALL_ARGS {
-            return None;
-        }
         let mut out = BytesMut::new();
         put_bytes16(&mut out, self.function.as_bytes(), "function").ok()?;
         put_bytes16(&mut out, self.table.as_bytes(), "table").ok()?;
         out.put_u8(u8::from(self.read_only));
-        for list in [&self.keys, &self.args] {
-            put_count(&mut out, list.len(), "count").ok()?;
-            for item in list {
-                put_bytes32(&mut out, item, "argument").ok()?;
-            }
-        }
+        put_keys_and_args(&mut out, &self.keys, &self.args)?;
         Some(out.freeze())
     }
 
@@ -65,15 +57,8 @@ impl FcallArgs {
         let function = r.string16("function")?;
         let table = r.string16("table")?;
         let read_only = r.u8("read_only")? != 0;
-        let mut lists = [Vec::new(), Vec::new()];
-        for list in &mut lists {
-            let count = r.count(MAX_FCALL_ARGS, "count")?;
-            for _ in 0..count {
-                list.push(r.bytes32("argument")?);
-            }
-        }
+        let (keys, args) = read_keys_and_args(&mut r)?;
         r.finish()?;
-        let [keys, args] = lists;
         Ok(FcallArgs {
             function,
             table,
@@ -82,6 +67,34 @@ impl FcallArgs {
             read_only,
         })
     }
+}
+
+/// Appends KEYS and ARGV as FCALL's and EVAL's wire forms end: each a u32 count of
+/// u32-prefixed strings. `None` past [`MAX_FCALL_ARGS`] or a length u32 cannot hold.
+pub(crate) fn put_keys_and_args(out: &mut BytesMut, keys: &[Bytes], args: &[Bytes]) -> Option<()> {
+    if keys.len() > MAX_FCALL_ARGS || args.len() > MAX_FCALL_ARGS {
+        return None;
+    }
+    for list in [keys, args] {
+        put_count(out, list.len(), "count").ok()?;
+        for item in list {
+            put_bytes32(out, item, "argument").ok()?;
+        }
+    }
+    Some(())
+}
+
+/// Reads what [`put_keys_and_args`] wrote.
+pub(crate) fn read_keys_and_args(r: &mut Reader) -> Result<(Vec<Bytes>, Vec<Bytes>), FnError> {
+    let mut lists = [Vec::new(), Vec::new()];
+    for list in &mut lists {
+        let count = r.count(MAX_FCALL_ARGS, "count")?;
+        for _ in 0..count {
+            list.push(r.bytes32("argument")?);
+        }
+    }
+    let [keys, args] = lists;
+    Ok((keys, args))
 }
 
 /// The routing key of an FCALL: its first key (Redis Cluster routes FCALL the same way).

@@ -20,7 +20,7 @@ use ferry_proto::wire::{put_bytes16, put_bytes32, put_count};
 use ferry_resp::{Protocol, Reply};
 
 use crate::catalog::TABLE;
-use crate::fcall::MAX_FCALL_ARGS;
+use crate::fcall::{put_keys_and_args, read_keys_and_args, MAX_FCALL_ARGS};
 use crate::library::{KNOWN_FLAGS, MAX_LIBRARY_BYTES};
 
 /// The invocation name's prefix: EVAL of script `s` is `script.<sha of s>`, so each script
@@ -87,9 +87,6 @@ impl ScriptArgs {
     /// Wire form: u16-prefixed SHA and table, u8 read_only, u8 has-text and the u32-prefixed
     /// text, then keys and args as u32 counts of u32-prefixed strings.
     pub fn encode(&self) -> Option<Bytes> {
-        if self.keys.len() > MAX_FCALL_ARGS || self.args.len() > MAX_FCALL_ARGS {
-            return None;
-        }
         let mut out = BytesMut::new();
         put_bytes16(&mut out, self.sha.as_bytes(), "sha").ok()?;
         put_bytes16(&mut out, self.table.as_bytes(), "table").ok()?;
@@ -98,12 +95,7 @@ impl ScriptArgs {
         if let Some(text) = &self.text {
             put_bytes32(&mut out, text, "script").ok()?;
         }
-        for list in [&self.keys, &self.args] {
-            put_count(&mut out, list.len(), "count").ok()?;
-            for item in list {
-                put_bytes32(&mut out, item, "argument").ok()?;
-            }
-        }
+        put_keys_and_args(&mut out, &self.keys, &self.args)?;
         Some(out.freeze())
     }
 
@@ -117,15 +109,8 @@ impl ScriptArgs {
             0 => None,
             _ => Some(r.bytes32("script")?),
         };
-        let mut lists = [Vec::new(), Vec::new()];
-        for list in &mut lists {
-            let count = r.count(MAX_FCALL_ARGS, "count")?;
-            for _ in 0..count {
-                list.push(r.bytes32("argument")?);
-            }
-        }
+        let (keys, args) = read_keys_and_args(&mut r)?;
         r.finish()?;
-        let [keys, args] = lists;
         Ok(ScriptArgs {
             sha,
             text,

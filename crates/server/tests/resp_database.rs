@@ -10,16 +10,10 @@ use common::*;
 use redis::Commands;
 
 fn node() -> ferry_server::ServerHandle {
-    let mut config = config(1);
-    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
-    start_with(config)
+    resp_node()
 }
 
-fn connect(server: &ferry_server::ServerHandle, tenant: u32, token: &str) -> redis::Connection {
-    let addr = server.resp_addr().unwrap();
-    let client = redis::Client::open(format!("redis://{tenant}:{token}@{addr}/")).unwrap();
-    client.get_connection_with_timeout(Duration::from_secs(10)).unwrap()
-}
+use common::resp_connect as connect;
 
 #[test]
 fn keys_scan_dbsize_and_randomkey_see_the_database() {

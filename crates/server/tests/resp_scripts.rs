@@ -5,21 +5,17 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::*;
 use redis::{Commands, Value};
 
 fn node() -> ferry_server::ServerHandle {
-    let mut config = config(1);
-    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
-    start_with(config)
+    resp_node()
 }
 
 fn connect(server: &ferry_server::ServerHandle) -> redis::Connection {
-    let addr = server.resp_addr().unwrap();
-    let client = redis::Client::open(format!("redis://{TENANT_A}:{TOKEN_A}@{addr}/")).unwrap();
-    client.get_connection_with_timeout(Duration::from_secs(10)).unwrap()
+    resp_connect(server, TENANT_A, TOKEN_A)
 }
 
 /// Redis's name for `return 1`.

@@ -160,6 +160,20 @@ pub fn start_with(config: ServerConfig) -> ServerHandle {
     ferry_server::start(config, registry()).expect("test node starts")
 }
 
+/// A one-core test node with a RESP port.
+pub fn resp_node() -> ServerHandle {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    start_with(config)
+}
+
+/// A Redis client of `server`'s RESP port, signed in as `tenant`.
+pub fn resp_connect(server: &ServerHandle, tenant: u32, token: &str) -> redis::Connection {
+    let addr = server.resp_addr().unwrap();
+    let client = redis::Client::open(format!("redis://{tenant}:{token}@{addr}/")).unwrap();
+    client.get_connection_with_timeout(Duration::from_secs(10)).unwrap()
+}
+
 pub async fn client(server: &ServerHandle, tenant: u32, token: &str) -> Client {
     let mut config = ClientConfig::new(server.local_addr().to_string(), tenant, token);
     config.registry = registry();
