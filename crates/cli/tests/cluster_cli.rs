@@ -103,8 +103,8 @@ impl Drop for ClusterUp {
 
 #[test]
 fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
-    let dir = std::env::temp_dir().join(format!("ferry-cluster-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new().prefix("ferry-cluster-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let mut up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
     let cluster = up.json();
     let gateway = cluster["gateway"].as_str().unwrap().to_string();
@@ -271,8 +271,11 @@ pub(crate) fn eventually(timeout: Duration, mut attempt: impl FnMut() -> Result<
 
 #[test]
 fn a_storage_node_killed_with_sigkill_comes_back_on_its_data_dir_and_addresses() {
-    let dir = std::env::temp_dir().join(format!("ferry-cluster-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-cluster-restart-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let mut up = ClusterUp::start(
         &dir,
         &["--storage-nodes", "2", "--compute-nodes", "1", "--fsync", "always"],
@@ -345,8 +348,11 @@ fn a_storage_node_killed_with_sigkill_comes_back_on_its_data_dir_and_addresses()
 
 #[test]
 fn a_storage_node_that_cannot_start_is_tried_within_its_budget_then_reported_down_and_the_rest_goes_on() {
-    let dir = std::env::temp_dir().join(format!("ferry-cluster-down-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-cluster-down-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let mut up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
     let before = up.json();
     let gateway = before["gateway"].as_str().unwrap().to_string();
@@ -433,8 +439,11 @@ fn counter(scrape: &str, family: &str) -> u64 {
 
 #[test]
 fn the_gateway_and_a_compute_node_killed_with_sigkill_come_back_on_their_addresses() {
-    let dir = std::env::temp_dir().join(format!("ferry-cluster-front-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-cluster-front-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     // Placed with kv, every invocation runs on the compute node.
     let mut up = ClusterUp::start(
         &dir,

@@ -31,8 +31,11 @@ fn redis(addr: &str, commands: &str) -> String {
 
 #[test]
 fn the_cluster_follows_the_config_group_through_a_slot_assignment_and_a_lost_leader() {
-    let dir = std::env::temp_dir().join(format!("ferry-config-group-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-config-group-cli-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "0"]);
     let cluster = up.json();
     assert_eq!(cluster["epoch"], 1, "{cluster}");

@@ -90,8 +90,8 @@ fn replication_token(pid: u64) -> String {
 
 #[test]
 fn every_process_answers_the_probes_and_exports_what_the_dashboard_queries() {
-    let dir = std::env::temp_dir().join(format!("ferry-deploy-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new().prefix("ferry-deploy-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let up = ClusterUp::start(
         &dir,
         &["--storage-nodes", "2", "--replicas", "1", "--compute-nodes", "1"],

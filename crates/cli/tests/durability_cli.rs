@@ -53,9 +53,8 @@ pub(crate) fn read_line(stream: &mut TcpStream) -> String {
 
 #[test]
 fn writes_acknowledged_with_fsync_always_survive_kill_9() {
-    let dir = std::env::temp_dir().join(format!("ferry-cli-kill9-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("ferry-cli-kill9-").tempdir().unwrap();
+    let dir = scratch.path();
     let (server, addr) = start(&dir, "always");
     let mut stream = connect(&addr);
     const WRITES: usize = 2000;
@@ -81,9 +80,8 @@ fn writes_acknowledged_with_fsync_always_survive_kill_9() {
 
 #[test]
 fn a_second_node_on_a_data_dir_in_use_is_refused() {
-    let dir = std::env::temp_dir().join(format!("ferry-cli-locked-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("ferry-cli-locked-").tempdir().unwrap();
+    let dir = scratch.path();
     let (server, _) = start(&dir, "everysec");
     let second = ferry()
         .args(["server", "--listen", "127.0.0.1:0", "--tenant", "1:ferry", "--data-dir"])
@@ -113,9 +111,11 @@ fn a_second_node_on_a_data_dir_in_use_is_refused() {
 
 #[test]
 fn admin_snapshot_takes_one_and_a_kill_9_restart_recovers_from_it() {
-    let dir = std::env::temp_dir().join(format!("ferry-cli-snapshot-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-cli-snapshot-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let (server, addr) = start(&dir, "everysec");
     let mut stream = connect(&addr);
     let sets: String = (0..300)

@@ -120,8 +120,11 @@ fn signal(pid: u64, signal: libc::c_int) {
 
 #[test]
 fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
-    let dir = std::env::temp_dir().join(format!("ferry-failover-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-failover-cli-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let up = replicated_cluster(&dir);
     let cluster = up.json();
     assert_eq!(node(&cluster, "s1")["role"], "primary", "{cluster}");
@@ -218,8 +221,11 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
 
 #[test]
 fn a_primary_whose_disk_is_gone_comes_back_as_a_replica_and_nothing_acknowledged_is_lost() {
-    let dir = std::env::temp_dir().join(format!("ferry-lost-disk-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-lost-disk-cli-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let up = replicated_cluster(&dir);
     let cluster = up.json();
     let gateway = cluster["gateway_resp"].as_str().unwrap().to_string();

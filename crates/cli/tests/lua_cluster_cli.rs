@@ -32,8 +32,11 @@ fn key_in(range: std::ops::RangeInclusive<u16>, prefix: &str) -> String {
 
 #[test]
 fn a_library_loaded_through_the_gateway_runs_on_every_node_and_on_the_compute_node() {
-    let dir = std::env::temp_dir().join(format!("ferry-lua-cluster-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-lua-cluster-cli-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let up = ClusterUp::start(
         &dir,
         &["--storage-nodes", "2", "--compute-nodes", "1", "--policy", "kv"],

@@ -3,7 +3,7 @@
 //! the profiled machine, explicit flags still win, and a missing, garbled or out-of-range
 //! profile gets a clear message and exit code 1, never a panic.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn ferry(args: &[&str]) -> Output {
@@ -21,11 +21,12 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-profile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the returned guard drops.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferry-profile-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A profile of a made-up machine, as `ferry calibrate` writes one.
@@ -78,6 +79,7 @@ fn sim_with(extra: &[&str]) -> Output {
 #[test]
 fn calibrate_writes_a_profile_the_simulator_runs_as() {
     let dir = scratch("calibrate");
+    let dir = dir.path();
     let path = dir.join("p.json");
     let out = ferry(&["calibrate", "--duration", "1s", "--out", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -131,6 +133,7 @@ fn bad_calibrate_flags_fail_before_measuring() {
 #[test]
 fn a_profile_sets_the_machine_and_explicit_flags_still_win() {
     let dir = scratch("flags");
+    let dir = dir.path();
     let good = write_profile(&dir, "good.json", &profile_json());
     let sim = sim_with(&["--profile", &good]);
     assert!(sim.status.success(), "{}", stderr(&sim));
@@ -229,6 +232,7 @@ fn a_profile_sets_the_machine_and_explicit_flags_still_win() {
 #[test]
 fn bad_profiles_say_what_is_wrong() {
     let dir = scratch("bad");
+    let dir = dir.path();
     let garbage = dir.join("garbage.json");
     std::fs::write(&garbage, "this is not json").unwrap();
     let garbage = garbage.to_str().unwrap().to_string();

@@ -5,7 +5,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::durability_cli::{command, connect, read_line};
@@ -13,11 +13,12 @@ use crate::server_cli::Server;
 
 const TOKEN: &str = "replication-test-token";
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-cli-repl-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the returned guard drops.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferry-cli-repl-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A node and the addresses it printed (`resp`, `replication`), and its other lines up to
@@ -95,7 +96,8 @@ fn wait_for_range(stream: &mut TcpStream, from: usize, to: usize) {
 
 #[test]
 fn a_new_replica_copies_its_primary_then_follows_it_and_refuses_writes() {
-    let primary = start(&temp_dir("primary"), &["--replication-listen", "127.0.0.1:0"]);
+    let primary_dir = temp_dir("primary");
+    let primary = start(primary_dir.path(), &["--replication-listen", "127.0.0.1:0"]);
     let source = primary.replication.clone().expect("replication line");
     let mut writes = connect(&primary.resp);
     set_range(&mut writes, 0, 300);
@@ -106,6 +108,8 @@ fn a_new_replica_copies_its_primary_then_follows_it_and_refuses_writes() {
     set_range(&mut writes, 300, 400);
 
     let replica_dir = temp_dir("replica");
+
+    let replica_dir = replica_dir.path();
     let replica = start(&replica_dir, &["--replica-of", &source]);
     assert!(
         replica
@@ -146,8 +150,9 @@ fn a_new_replica_copies_its_primary_then_follows_it_and_refuses_writes() {
 
 #[test]
 fn with_ack_replica_a_write_waits_for_a_replica() {
+    let (primary_dir, replica_dir) = (temp_dir("ack-primary"), temp_dir("ack-replica"));
     let primary = start(
-        &temp_dir("ack-primary"),
+        primary_dir.path(),
         &["--replication-listen", "127.0.0.1:0", "--ack", "replica"],
     );
     let mut writes = connect(&primary.resp);
@@ -160,7 +165,7 @@ fn with_ack_replica_a_write_waits_for_a_replica() {
         "acknowledged with no replica: {early:?}"
     );
     let _replica = start(
-        &temp_dir("ack-replica"),
+        replica_dir.path(),
         &["--replica-of", primary.replication.as_deref().unwrap()],
     );
     writes.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -182,6 +187,7 @@ fn replication_flags_are_checked() {
     };
     assert!(run(&["--replica-of", "127.0.0.1:1", "--replication-token", "t"]).contains("needs a data dir"));
     let dir = temp_dir("flags");
+    let dir = dir.path();
     let dir = dir.to_str().unwrap();
     assert!(run(&["--data-dir", dir, "--replica-of", "127.0.0.1:1"]).contains("--replication-token"));
     assert!(run(&["--data-dir", dir, "--ack", "replica"]).contains("need --replication-listen or --replica-of"));

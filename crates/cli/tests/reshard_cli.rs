@@ -63,8 +63,8 @@ fn keys_in_range(prefix: &str, count: usize) -> Vec<String> {
 
 #[test]
 fn a_slot_range_moves_under_writes_and_loses_no_acknowledged_write() {
-    let dir = std::env::temp_dir().join(format!("ferry-reshard-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new().prefix("ferry-reshard-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "0"]);
     let cluster = up.json();
     let group = cluster["config_group"].as_str().unwrap().to_string();

@@ -42,8 +42,11 @@ fn write_until(gateway: &str, stop: &AtomicBool) -> Vec<(String, Instant)> {
 
 #[test]
 fn a_rolling_restart_restarts_every_storage_node_and_loses_no_acknowledged_write() {
-    let dir = std::env::temp_dir().join(format!("ferry-rolling-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-rolling-restart-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let up = replicated_cluster(&dir);
     let before = up.json();
     let group = before["config_group"].as_str().unwrap().to_string();

@@ -113,8 +113,8 @@ fn sweep_rejects_bimodal_and_bad_steps() {
 
 #[test]
 fn sim_writes_the_contracted_json_deterministically() {
-    let dir = std::env::temp_dir().join(format!("ferry-sim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("ferry-sim-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let run = |name: &str| {
         let json = dir.join(name);
         let csv = dir.join(format!("{name}.csv"));
@@ -177,8 +177,8 @@ fn sim_writes_the_contracted_json_deterministically() {
 
 #[test]
 fn sweep_writes_best_and_rows() {
-    let dir = std::env::temp_dir().join(format!("ferry-sweep-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("ferry-sweep-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let json = dir.join("sweep.json");
     let out = ferry(&[
         "sim-sweep",
@@ -205,8 +205,8 @@ fn sweep_writes_best_and_rows() {
 
 #[test]
 fn a_turning_point_sweep_places_each_function_of_a_mix() {
-    let dir = std::env::temp_dir().join(format!("ferry-tp-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("ferry-tp-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let json = dir.join("tp.json");
     let mix = "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8";
     let out = ferry(&[
@@ -237,8 +237,8 @@ fn a_turning_point_sweep_places_each_function_of_a_mix() {
 
 #[test]
 fn a_grid_sweep_finds_the_all_or_nothing_optimum_of_two_functions() {
-    let dir = std::env::temp_dir().join(format!("ferry-grid-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("ferry-grid-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let json = dir.join("grid.json");
     let mix = "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8";
     let args = [

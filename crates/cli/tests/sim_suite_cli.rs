@@ -33,8 +33,8 @@ fn small_suite(json: &Path, extra: &[&str]) -> String {
 
 #[test]
 fn a_small_suite_writes_scenarios_and_summary_and_repeats_exactly() {
-    let dir = std::env::temp_dir().join(format!("ferry-suite-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("ferry-suite-cli-").tempdir().unwrap();
+    let dir = scratch.path();
     let (a, b, cache) = (dir.join("a.json"), dir.join("b.json"), dir.join("bounds.json"));
     let table = small_suite(&a, &["--bound-cache", cache.to_str().unwrap()]);
     assert!(

@@ -384,8 +384,11 @@ fn where_client_certificates_are_required_a_missing_or_foreign_one_is_refused_cl
 #[test]
 fn cluster_up_speaks_tls_on_every_listener_and_every_link_with_client_certificates() {
     let pki = pki("cluster");
-    let dir = std::env::temp_dir().join(format!("ferry-tls-cli-cluster-up-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-tls-cli-cluster-up-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let up = ClusterUp::start(
         &dir,
         &[

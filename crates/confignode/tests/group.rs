@@ -92,8 +92,11 @@ async fn until_epoch(configs: &mut watch::Receiver<Arc<ClusterConfig>>, epoch: u
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches_up() {
-    let dir = std::env::temp_dir().join(format!("ferry-confignode-group-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-confignode-group-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let mut listeners = Vec::new();
     let mut members = BTreeMap::new();
     for id in 1..=3u64 {
@@ -196,8 +199,11 @@ fn heartbeats(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_longest_log() {
-    let dir = std::env::temp_dir().join(format!("ferry-confignode-failover-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-confignode-failover-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let mut members = BTreeMap::new();
     let mut listeners = Vec::new();
     for id in 1..=3u64 {
@@ -288,9 +294,11 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_tls_the_group_forms_and_serves_clients_with_certificates_only() {
-    let dir = std::env::temp_dir().join(format!("ferry-confignode-tls-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix("ferry-confignode-tls-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let pki = Pki::generate(&dir.join("pki")).unwrap();
     let mut listeners = Vec::new();
     let mut members = BTreeMap::new();

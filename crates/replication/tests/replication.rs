@@ -6,7 +6,7 @@
 //! primary lost its disk) starts over on its own but keeps its log where a config group
 //! can promote it; a wrong token is refused; TLS works.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,11 +24,12 @@ use ferry_wal::{replay, DataDir, FsyncMode, Tenants, Wal, WalConfig, WalError};
 const TOKEN: &[u8] = b"replication-secret";
 const TENANT: u32 = 1;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-replication-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the returned guard drops.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferry-replication-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A node's log and its one tenant's store.
@@ -154,8 +155,10 @@ async fn caught_up(primary: &Node, replica: &Node) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_installs_the_primarys_commits_at_the_same_offsets() {
-    let p = primary(&temp_dir("same-primary"));
-    let r = replica(&temp_dir("same-replica"));
+    let p_dir = temp_dir("same-primary");
+    let p = primary(p_dir.path());
+    let r_dir = temp_dir("same-replica");
+    let r = replica(r_dir.path());
     let (addr, _serving, source) = serve(&p, None).await;
     for i in 0..200 {
         put(&p.store, &format!("k{}", i % 50), &format!("v{i}"));
@@ -183,8 +186,10 @@ async fn a_replica_installs_the_primarys_commits_at_the_same_offsets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_replica_acks_required_a_reply_waits_for_the_replica() {
-    let p = primary(&temp_dir("ack-primary"));
-    let r = replica(&temp_dir("ack-replica"));
+    let p_dir = temp_dir("ack-primary");
+    let p = primary(p_dir.path());
+    let r_dir = temp_dir("ack-replica");
+    let r = replica(r_dir.path());
     let (addr, _serving, _source) = serve(&p, None).await;
     p.wal.gate().require_replica(true);
     put(&p.store, "k", "v");
@@ -204,11 +209,13 @@ async fn with_replica_acks_required_a_reply_waits_for_the_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_behind_a_trimmed_log_resyncs_from_a_copy() {
     let primary_dir = temp_dir("trim-primary");
+    let primary_dir = primary_dir.path();
     let p = primary(&primary_dir);
     let (addr, _serving, _source) = serve(&p, None).await;
 
     // A replica that copied the beginning, then went away.
     let stale_dir = temp_dir("trim-stale");
+    let stale_dir = stale_dir.path();
     let stale = replica(&stale_dir);
     put(&p.store, "first", "1");
     let (stop, task) = start_following(upstream(&addr), &stale);
@@ -238,6 +245,7 @@ async fn a_replica_behind_a_trimmed_log_resyncs_from_a_copy() {
     // The copy: snapshots and log, then an ordinary recovery, then following again.
     drop(stale);
     let copy_dir = temp_dir("trim-copy");
+    let copy_dir = copy_dir.path();
     let data = DataDir::lock(&copy_dir).unwrap();
     assert!(needs_copy(&data).unwrap());
     // A replica gets only what the primary's log holds (written, here): a reply would
@@ -261,9 +269,11 @@ async fn a_replica_behind_a_trimmed_log_resyncs_from_a_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_past_an_emptied_primary_keeps_its_log_when_told_to_hold() {
     // The replica copied a primary that then lost its disk and came back empty.
-    let first = primary(&temp_dir("ahead-old-primary"));
+    let first_dir = temp_dir("ahead-old-primary");
+    let first = primary(first_dir.path());
     let (old_addr, old_serving, _source) = serve(&first, None).await;
-    let r = replica(&temp_dir("ahead-replica"));
+    let r_dir = temp_dir("ahead-replica");
+    let r = replica(r_dir.path());
     let (stop, task) = start_following(upstream(&old_addr), &r);
     for i in 0..20 {
         put(&first.store, &format!("k{i}"), "acked");
@@ -272,7 +282,8 @@ async fn a_replica_past_an_emptied_primary_keeps_its_log_when_told_to_hold() {
     stop.send(true).unwrap();
     assert_eq!(task.await.unwrap(), FollowerExit::Stopped);
     old_serving.send(true).unwrap();
-    let emptied = primary(&temp_dir("ahead-emptied-primary"));
+    let emptied_dir = temp_dir("ahead-emptied-primary");
+    let emptied = primary(emptied_dir.path());
     let (addr, _serving, _source) = serve(&emptied, None).await;
     let end = r.wal.appended_lsn();
     assert!(end > 0);
@@ -301,7 +312,8 @@ async fn a_replica_past_an_emptied_primary_keeps_its_log_when_told_to_hold() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_is_refused() {
-    let p = primary(&temp_dir("token-primary"));
+    let p_dir = temp_dir("token-primary");
+    let p = primary(p_dir.path());
     let (addr, _serving, source) = serve(&p, None).await;
     let wrong = Upstream {
         token: Bytes::from_static(b"guess"),
@@ -315,6 +327,7 @@ async fn a_wrong_token_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replication_runs_over_tls() {
     let pki_dir = temp_dir("tls-pki");
+    let pki_dir = pki_dir.path();
     let pki = ferry_net::tls::testing::Pki::generate(&pki_dir).unwrap();
     let server = ferry_net::tls::ServerTls {
         identity: pki.node.clone(),
@@ -324,8 +337,10 @@ async fn replication_runs_over_tls() {
     .unwrap();
     let connections = ferry_net::connections::Connections::new(8, 8, Duration::from_secs(5));
     let acceptor = ferry_net::tls::Acceptor::new(server, connections);
-    let p = primary(&temp_dir("tls-primary"));
-    let r = replica(&temp_dir("tls-replica"));
+    let p_dir = temp_dir("tls-primary");
+    let p = primary(p_dir.path());
+    let r_dir = temp_dir("tls-replica");
+    let r = replica(r_dir.path());
     let (addr, _serving, _source) = serve(&p, Some(acceptor)).await;
     put(&p.store, "k", "over tls");
 

@@ -5,18 +5,18 @@
 
 use crate::common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
 use ferry_server::{Durability, ServerError, ServerHandle};
 use ferry_wal::{FsyncMode, WalConfig, WalError};
 
-fn data_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-durable-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the returned guard drops.
+fn data_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferry-durable-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn durable_config(dir: &std::path::Path, wal: WalConfig) -> ferry_server::ServerConfig {
@@ -55,6 +55,7 @@ fn bump(con: &mut redis::Connection) -> i64 {
 #[test]
 fn what_a_node_acknowledged_is_there_after_a_restart() {
     let dir = data_dir("restart");
+    let dir = dir.path();
     let server = start_with(durable_config(&dir, always()));
     assert_eq!(server.recovered().unwrap().1.records, 0);
     let mut con = connect(&server);
@@ -91,6 +92,7 @@ fn what_a_node_acknowledged_is_there_after_a_restart() {
 #[test]
 fn a_data_dir_held_by_a_running_node_or_missing_is_refused() {
     let dir = data_dir("locked");
+    let dir = dir.path();
     let first = start_with(durable_config(&dir, WalConfig::default()));
     let refused = ferry_server::start(durable_config(&dir, WalConfig::default()), registry());
     match refused {
@@ -112,6 +114,7 @@ fn a_data_dir_held_by_a_running_node_or_missing_is_refused() {
 #[test]
 fn a_full_log_refuses_writes_with_a_clear_error_and_still_serves_reads() {
     let dir = data_dir("full");
+    let dir = dir.path();
     let wal = WalConfig {
         max_log_bytes: Some(4096),
         ..WalConfig::default()
@@ -153,6 +156,7 @@ fn a_full_log_refuses_writes_with_a_clear_error_and_still_serves_reads() {
 #[test]
 fn save_and_bgsave_take_snapshots_a_restart_recovers_from() {
     let dir = data_dir("save");
+    let dir = dir.path();
     let server = start_with(durable_config(&dir, always()));
     let mut con = connect(&server);
     let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(LIBRARY).query(&mut con).unwrap();
@@ -208,6 +212,7 @@ fn save_without_a_data_dir_is_a_clear_error() {
 #[test]
 fn every_type_and_expiry_survive_a_restart_and_an_expired_key_stays_gone() {
     let dir = data_dir("types");
+    let dir = dir.path();
     let server = start_with(durable_config(&dir, always()));
     let mut con = connect(&server);
     let _: i64 = redis::cmd("HSET").arg("h").arg("f").arg("v").query(&mut con).unwrap();

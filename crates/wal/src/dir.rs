@@ -141,6 +141,7 @@ mod tests {
     #[test]
     fn a_second_holder_of_a_data_dir_is_refused_with_the_first_ones_pid() {
         let dir = crate::tests::temp_dir("lock");
+        let dir = dir.path();
         let held = DataDir::lock(&dir).unwrap();
         let err = DataDir::lock(&dir).unwrap_err();
         assert!(
@@ -153,13 +154,15 @@ mod tests {
 
     #[test]
     fn a_missing_data_dir_is_an_error_not_an_empty_start() {
-        let dir = crate::tests::temp_dir("missing").join("not-there");
+        let scratch = crate::tests::temp_dir("missing");
+        let dir = scratch.path().join("not-there");
         assert!(matches!(DataDir::lock(&dir), Err(WalError::Io { .. })));
     }
 
     #[test]
     fn only_segment_files_are_listed_in_log_order() {
         let dir = crate::tests::temp_dir("list");
+        let dir = dir.path();
         let data = DataDir::lock(&dir).unwrap();
         for start in [300u64, 0, 12] {
             File::create(data.segment_path(start)).unwrap();

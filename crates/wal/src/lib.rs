@@ -48,17 +48,11 @@ pub use tail::{read_frames, TailError, MAX_TAIL_READ_BYTES};
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::path::PathBuf;
-
-    /// A fresh directory under the system's temp dir for one test.
-    pub(crate) fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "ferry-wal-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh directory for one test, removed when the returned guard drops.
+    pub(crate) fn temp_dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("ferry-wal-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 }

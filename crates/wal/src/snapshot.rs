@@ -358,6 +358,7 @@ mod tests {
     #[test]
     fn a_snapshot_reads_back_as_written_across_frames() {
         let dir = crate::tests::temp_dir("snapshot-roundtrip");
+        let dir = dir.path();
         let path = dir.join("s.snap");
         let head = write_sample(&path, 2000);
         assert!(!dir.join("s.snap.tmp").exists());
@@ -374,6 +375,7 @@ mod tests {
     #[test]
     fn a_cut_or_flipped_snapshot_is_refused_never_half_read() {
         let dir = crate::tests::temp_dir("snapshot-damaged");
+        let dir = dir.path();
         let path = dir.join("s.snap");
         write_sample(&path, 800);
         let whole = std::fs::read(&path).unwrap();

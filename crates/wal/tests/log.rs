@@ -7,11 +7,12 @@ use std::sync::Arc;
 use ferry_store::{StoreError, TenantStore, WriteRef};
 use ferry_wal::{replay, AppendError, DataDir, FsyncMode, Recovered, Wal, WalConfig};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-wal-it-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the returned guard drops.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferry-wal-it-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Opens the log of `dir`, replaying what it holds into the commits returned.
@@ -58,6 +59,7 @@ fn segment_paths(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn appended_commits_come_back_in_order_across_reopens_and_segments() {
     let dir = temp_dir("order");
+    let dir = dir.path();
     let config = WalConfig {
         segment_bytes: 256,
         ..WalConfig::default()
@@ -86,6 +88,7 @@ fn appended_commits_come_back_in_order_across_reopens_and_segments() {
 #[test]
 fn a_torn_tail_is_cut_at_the_last_whole_record_and_reported() {
     let dir = temp_dir("torn");
+    let dir = dir.path();
     let (wal, _, _) = open(&dir, WalConfig::default());
     append_values(&wal, 1, 1..11);
     wal.close();
@@ -124,6 +127,7 @@ fn a_torn_tail_is_cut_at_the_last_whole_record_and_reported() {
 #[test]
 fn a_corrupt_record_ends_the_log_there_and_everything_after_it_is_removed() {
     let dir = temp_dir("corrupt");
+    let dir = dir.path();
     let config = WalConfig {
         segment_bytes: 200,
         ..WalConfig::default()
@@ -159,6 +163,7 @@ fn a_corrupt_record_ends_the_log_there_and_everything_after_it_is_removed() {
 #[test]
 fn a_full_log_refuses_the_commit_and_keeps_what_it_has() {
     let dir = temp_dir("full");
+    let dir = dir.path();
     let config = WalConfig {
         max_log_bytes: Some(400),
         ..WalConfig::default()
@@ -193,6 +198,7 @@ fn a_full_log_refuses_the_commit_and_keeps_what_it_has() {
 #[test]
 fn a_store_replayed_from_its_log_equals_the_store_that_wrote_it() {
     let dir = temp_dir("store");
+    let dir = dir.path();
     for mode in [FsyncMode::Always, FsyncMode::EverySec, FsyncMode::No] {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -238,6 +244,7 @@ fn a_store_replayed_from_its_log_equals_the_store_that_wrote_it() {
 #[test]
 fn a_commit_too_large_for_one_record_is_refused() {
     let dir = temp_dir("large");
+    let dir = dir.path();
     let (wal, _, _) = open(&dir, WalConfig::default());
     let value = vec![7u8; 1024 * 1024];
     let keys: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_le_bytes().to_vec()).collect();
@@ -256,6 +263,7 @@ fn a_commit_too_large_for_one_record_is_refused() {
 fn a_key_filter_refuses_commits_from_the_log_end_it_reports_on() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let dir = temp_dir("key-filter");
+    let dir = dir.path();
     let (wal, _, _) = open(&dir, WalConfig::default());
     let frozen = Arc::new(AtomicBool::new(false));
     let filter_frozen = Arc::clone(&frozen);

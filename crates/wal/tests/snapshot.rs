@@ -3,7 +3,7 @@
 //! exactly the state the writers left, transfers whole.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -14,11 +14,12 @@ const QUOTA: u64 = 1 << 30;
 const ACCOUNTS: u32 = 64;
 const START_BALANCE: i64 = 1000;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-wal-snap-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the returned guard drops.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferry-wal-snap-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 struct Stores(Vec<(u32, Arc<TenantStore>)>);
@@ -118,6 +119,7 @@ fn small_segments() -> WalConfig {
 #[test]
 fn a_snapshot_taken_under_load_recovers_the_exact_state_and_trims_the_log() {
     let dir = temp_dir("under-load");
+    let dir = dir.path();
     let (wal, stores) = recover(&dir, small_segments());
     let bank = Arc::clone(&stores.0[0].1);
     for account in 0..ACCOUNTS {
@@ -200,6 +202,7 @@ fn a_snapshot_taken_under_load_recovers_the_exact_state_and_trims_the_log() {
 #[test]
 fn a_damaged_snapshot_stops_the_start_with_its_name() {
     let dir = temp_dir("damaged");
+    let dir = dir.path();
     let (wal, stores) = recover(&dir, small_segments());
     stores.0[0].1.put("t", b"k", b"v").unwrap();
     wal.checkpoint(&stores, &|| true).unwrap();
@@ -223,6 +226,7 @@ fn a_damaged_snapshot_stops_the_start_with_its_name() {
 #[test]
 fn an_abandoned_snapshot_leaves_the_last_good_state() {
     let dir = temp_dir("abandoned");
+    let dir = dir.path();
     let (wal, stores) = recover(&dir, small_segments());
     for i in 0..5000u32 {
         stores.0[0].1.put("t", &i.to_le_bytes(), b"v").unwrap();
@@ -242,6 +246,7 @@ fn an_abandoned_snapshot_leaves_the_last_good_state() {
 #[test]
 fn a_gap_cut_at_recovery_leaves_no_segment_a_checkpoint_could_mistake_for_old() {
     let dir = temp_dir("gap");
+    let dir = dir.path();
     let (wal, stores) = recover(&dir, small_segments());
     for i in 0..100u32 {
         stores.0[0].1.put("t", &i.to_le_bytes(), b"before").unwrap();

@@ -1,17 +1,18 @@
 //! Records read back from one log and appended to another land at the same offsets, and
 //! the copy recovers to the same commits.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use ferry_store::WriteRef;
 use ferry_wal::{read_frames, replay, AppendError, DataDir, FsyncMode, Recovered, TailError, Wal, WalConfig};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-wal-tail-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test, removed when the returned guard drops.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ferry-wal-tail-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn config() -> WalConfig {
@@ -44,7 +45,9 @@ fn open(dir: &Path) -> (Arc<Wal>, Vec<Seen>) {
 #[test]
 fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
     let primary_dir = temp_dir("primary");
+    let primary_dir = primary_dir.path();
     let replica_dir = temp_dir("replica");
+    let replica_dir = replica_dir.path();
     let (primary, _) = open(&primary_dir);
     let (replica, _) = open(&replica_dir);
     let value = vec![7u8; 300];
@@ -106,7 +109,9 @@ fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
 #[test]
 fn a_read_only_log_takes_copied_records_and_refuses_its_own() {
     let primary_dir = temp_dir("ro-primary");
+    let primary_dir = primary_dir.path();
     let replica_dir = temp_dir("ro-replica");
+    let replica_dir = replica_dir.path();
     let (primary, _) = open(&primary_dir);
     let (replica, _) = open(&replica_dir);
     replica.set_read_only(Some("of 127.0.0.1:1".into()));
