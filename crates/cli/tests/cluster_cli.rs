@@ -105,7 +105,7 @@ impl Drop for ClusterUp {
 fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
     let scratch = tempfile::Builder::new().prefix("ferry-cluster-cli-").tempdir().unwrap();
     let dir = scratch.path();
-    let mut up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
+    let mut up = ClusterUp::start(dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
     let cluster = up.json();
     let gateway = cluster["gateway"].as_str().unwrap().to_string();
     let storage = cluster["storage_nodes"].as_array().unwrap();
@@ -190,7 +190,7 @@ fn cluster_up_serves_kv_load_and_metrics_and_stops_on_sigterm() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A RESP connection signed in as tenant 1 (token ferry), one command at a time.
@@ -277,7 +277,7 @@ fn a_storage_node_killed_with_sigkill_comes_back_on_its_data_dir_and_addresses()
         .unwrap();
     let dir = scratch.path();
     let mut up = ClusterUp::start(
-        &dir,
+        dir,
         &["--storage-nodes", "2", "--compute-nodes", "1", "--fsync", "always"],
     );
     let before = up.json();
@@ -343,7 +343,7 @@ fn a_storage_node_killed_with_sigkill_comes_back_on_its_data_dir_and_addresses()
     });
     let status = up.stop();
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -353,7 +353,7 @@ fn a_storage_node_that_cannot_start_is_tried_within_its_budget_then_reported_dow
         .tempdir()
         .unwrap();
     let dir = scratch.path();
-    let mut up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
+    let mut up = ClusterUp::start(dir, &["--storage-nodes", "2", "--compute-nodes", "1"]);
     let before = up.json();
     let gateway = before["gateway"].as_str().unwrap().to_string();
     // foo lives on s2 (see the first test).
@@ -426,7 +426,7 @@ fn a_storage_node_that_cannot_start_is_tried_within_its_budget_then_reported_dow
     }
     let status = up.stop();
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The number after `family` in a scrape (0 if it is not there).
@@ -445,10 +445,7 @@ fn the_gateway_and_a_compute_node_killed_with_sigkill_come_back_on_their_address
         .unwrap();
     let dir = scratch.path();
     // Placed with kv, every invocation runs on the compute node.
-    let mut up = ClusterUp::start(
-        &dir,
-        &["--storage-nodes", "1", "--compute-nodes", "1", "--policy", "kv"],
-    );
+    let mut up = ClusterUp::start(dir, &["--storage-nodes", "1", "--compute-nodes", "1", "--policy", "kv"]);
     let before = up.json();
     let gateway = before["gateway"].as_str().unwrap().to_string();
     let load = ferry()
@@ -518,7 +515,7 @@ fn the_gateway_and_a_compute_node_killed_with_sigkill_come_back_on_their_address
     );
     let status = up.stop();
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

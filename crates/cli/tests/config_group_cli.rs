@@ -36,7 +36,7 @@ fn the_cluster_follows_the_config_group_through_a_slot_assignment_and_a_lost_lea
         .tempdir()
         .unwrap();
     let dir = scratch.path();
-    let up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "0"]);
+    let up = ClusterUp::start(dir, &["--storage-nodes", "2", "--compute-nodes", "0"]);
     let cluster = up.json();
     assert_eq!(cluster["epoch"], 1, "{cluster}");
     let members = cluster["config_members"].as_array().unwrap().clone();
@@ -154,5 +154,5 @@ fn the_cluster_follows_the_config_group_through_a_slot_assignment_and_a_lost_lea
     let get = kv(&["get", "t", &key]);
     assert!(text(&get).starts_with("before"), "{}", text(&get));
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -93,7 +93,7 @@ fn every_process_answers_the_probes_and_exports_what_the_dashboard_queries() {
     let scratch = tempfile::Builder::new().prefix("ferry-deploy-cli-").tempdir().unwrap();
     let dir = scratch.path();
     let up = ClusterUp::start(
-        &dir,
+        dir,
         &["--storage-nodes", "2", "--replicas", "1", "--compute-nodes", "1"],
     );
     let cluster = up.json();
@@ -205,5 +205,5 @@ fn every_process_answers_the_probes_and_exports_what_the_dashboard_queries() {
     let _ = replica.kill();
     let _ = replica.wait();
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -55,7 +55,7 @@ pub(crate) fn read_line(stream: &mut TcpStream) -> String {
 fn writes_acknowledged_with_fsync_always_survive_kill_9() {
     let scratch = tempfile::Builder::new().prefix("ferry-cli-kill9-").tempdir().unwrap();
     let dir = scratch.path();
-    let (server, addr) = start(&dir, "always");
+    let (server, addr) = start(dir, "always");
     let mut stream = connect(&addr);
     const WRITES: usize = 2000;
     let pipeline: String = (0..WRITES)
@@ -68,7 +68,7 @@ fn writes_acknowledged_with_fsync_always_survive_kill_9() {
     // Killed (SIGKILL, on drop) the moment the last acknowledgement is in.
     drop(server);
 
-    let (_server, addr) = start(&dir, "always");
+    let (_server, addr) = start(dir, "always");
     let mut stream = connect(&addr);
     let gets: String = (0..WRITES).map(|i| command(&["GET", &format!("key{i}")])).collect();
     stream.write_all(gets.as_bytes()).unwrap();
@@ -82,10 +82,10 @@ fn writes_acknowledged_with_fsync_always_survive_kill_9() {
 fn a_second_node_on_a_data_dir_in_use_is_refused() {
     let scratch = tempfile::Builder::new().prefix("ferry-cli-locked-").tempdir().unwrap();
     let dir = scratch.path();
-    let (server, _) = start(&dir, "everysec");
+    let (server, _) = start(dir, "everysec");
     let second = ferry()
         .args(["server", "--listen", "127.0.0.1:0", "--tenant", "1:ferry", "--data-dir"])
-        .arg(&dir)
+        .arg(dir)
         .output()
         .unwrap();
     assert!(!second.status.success());
@@ -116,7 +116,7 @@ fn admin_snapshot_takes_one_and_a_kill_9_restart_recovers_from_it() {
         .tempdir()
         .unwrap();
     let dir = scratch.path();
-    let (server, addr) = start(&dir, "everysec");
+    let (server, addr) = start(dir, "everysec");
     let mut stream = connect(&addr);
     let sets: String = (0..300)
         .map(|i| command(&["SET", &format!("k{i}"), "before"]))
@@ -136,7 +136,7 @@ fn admin_snapshot_takes_one_and_a_kill_9_restart_recovers_from_it() {
         String::from_utf8_lossy(&snapshot.stderr)
     );
     assert_eq!(stdout.trim(), "snapshot taken");
-    let snapshots = std::fs::read_dir(&dir)
+    let snapshots = std::fs::read_dir(dir)
         .unwrap()
         .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".snap"))
         .count();

@@ -125,7 +125,7 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
         .tempdir()
         .unwrap();
     let dir = scratch.path();
-    let up = replicated_cluster(&dir);
+    let up = replicated_cluster(dir);
     let cluster = up.json();
     assert_eq!(node(&cluster, "s1")["role"], "primary", "{cluster}");
     assert_eq!(node(&cluster, "s1r1")["role"], "replica", "{cluster}");
@@ -216,7 +216,7 @@ fn a_silent_primary_is_replaced_by_its_replica_and_rejoins_as_one() {
     assert_eq!(ask(&mut writes, &format!("GET {}", keys[2])).unwrap(), "later");
     // Four data dirs of preallocated log segments: not left behind.
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -226,7 +226,7 @@ fn a_primary_whose_disk_is_gone_comes_back_as_a_replica_and_nothing_acknowledged
         .tempdir()
         .unwrap();
     let dir = scratch.path();
-    let up = replicated_cluster(&dir);
+    let up = replicated_cluster(dir);
     let cluster = up.json();
     let gateway = cluster["gateway_resp"].as_str().unwrap().to_string();
     let victim = node(&cluster, "s1")["pid"].as_u64().unwrap();
@@ -310,5 +310,5 @@ fn a_primary_whose_disk_is_gone_comes_back_as_a_replica_and_nothing_acknowledged
     assert!(crate::cluster_cli::alive(other), "s2 was stopped");
     assert_eq!(node(&up.json(), "s2")["pid"].as_u64(), Some(other), "s2 was restarted");
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -37,10 +37,7 @@ fn a_library_loaded_through_the_gateway_runs_on_every_node_and_on_the_compute_no
         .tempdir()
         .unwrap();
     let dir = scratch.path();
-    let up = ClusterUp::start(
-        &dir,
-        &["--storage-nodes", "2", "--compute-nodes", "1", "--policy", "kv"],
-    );
+    let up = ClusterUp::start(dir, &["--storage-nodes", "2", "--compute-nodes", "1", "--policy", "kv"]);
     let cluster = up.json();
     let gateway = cluster["gateway_resp"].as_str().unwrap().to_string();
     let node = |i: usize| cluster["storage_nodes"][i]["resp"].as_str().unwrap().to_string();
@@ -99,5 +96,5 @@ fn a_library_loaded_through_the_gateway_runs_on_every_node_and_on_the_compute_no
         assert!(!listed.contains("counters"), "{addr}: {listed}");
     }
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -134,7 +134,7 @@ fn bad_calibrate_flags_fail_before_measuring() {
 fn a_profile_sets_the_machine_and_explicit_flags_still_win() {
     let dir = scratch("flags");
     let dir = dir.path();
-    let good = write_profile(&dir, "good.json", &profile_json());
+    let good = write_profile(dir, "good.json", &profile_json());
     let sim = sim_with(&["--profile", &good]);
     assert!(sim.status.success(), "{}", stderr(&sim));
     let text = stdout(&sim);
@@ -238,13 +238,13 @@ fn bad_profiles_say_what_is_wrong() {
     let garbage = garbage.to_str().unwrap().to_string();
     let mut value = profile_json();
     value["storage_msg_ns"] = serde_json::json!(50_000_000u64);
-    let range = write_profile(&dir, "range.json", &value);
+    let range = write_profile(dir, "range.json", &value);
     let mut value = profile_json();
     value["version"] = serde_json::json!(99);
-    let version = write_profile(&dir, "version.json", &value);
+    let version = write_profile(dir, "version.json", &value);
     let mut value = profile_json();
     value["rtt_ns"] = serde_json::json!("fast");
-    let kind = write_profile(&dir, "kind.json", &value);
+    let kind = write_profile(dir, "kind.json", &value);
     let missing = dir.join("missing.json").to_str().unwrap().to_string();
     let cases = [
         (missing.as_str(), "cannot read profile"),

@@ -110,7 +110,7 @@ fn a_new_replica_copies_its_primary_then_follows_it_and_refuses_writes() {
     let replica_dir = temp_dir("replica");
 
     let replica_dir = replica_dir.path();
-    let replica = start(&replica_dir, &["--replica-of", &source]);
+    let replica = start(replica_dir, &["--replica-of", &source]);
     assert!(
         replica
             .lines
@@ -137,7 +137,7 @@ fn a_new_replica_copies_its_primary_then_follows_it_and_refuses_writes() {
     drop(reads);
     drop(replica);
     set_range(&mut writes, 500, 600);
-    let replica = start(&replica_dir, &["--replica-of", &source]);
+    let replica = start(replica_dir, &["--replica-of", &source]);
     assert!(
         !replica.lines.iter().any(|line| line.starts_with("copied")),
         "{:?}",

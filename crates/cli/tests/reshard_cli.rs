@@ -65,7 +65,7 @@ fn keys_in_range(prefix: &str, count: usize) -> Vec<String> {
 fn a_slot_range_moves_under_writes_and_loses_no_acknowledged_write() {
     let scratch = tempfile::Builder::new().prefix("ferry-reshard-cli-").tempdir().unwrap();
     let dir = scratch.path();
-    let up = ClusterUp::start(&dir, &["--storage-nodes", "2", "--compute-nodes", "0"]);
+    let up = ClusterUp::start(dir, &["--storage-nodes", "2", "--compute-nodes", "0"]);
     let cluster = up.json();
     let group = cluster["config_group"].as_str().unwrap().to_string();
     let resp = |i: usize| cluster["storage_nodes"][i]["resp"].as_str().unwrap().to_string();
@@ -130,5 +130,5 @@ fn a_slot_range_moves_under_writes_and_loses_no_acknowledged_write() {
         text(&refused)
     );
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -47,7 +47,7 @@ fn a_rolling_restart_restarts_every_storage_node_and_loses_no_acknowledged_write
         .tempdir()
         .unwrap();
     let dir = scratch.path();
-    let up = replicated_cluster(&dir);
+    let up = replicated_cluster(dir);
     let before = up.json();
     let group = before["config_group"].as_str().unwrap().to_string();
     let gateway = before["gateway_resp"].as_str().unwrap().to_string();
@@ -135,5 +135,5 @@ fn a_rolling_restart_restarts_every_storage_node_and_loses_no_acknowledged_write
         });
     }
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -172,7 +172,7 @@ fn sim_writes_the_contracted_json_deterministically() {
     // (measured 72k/s over the 300 ms; the node serves ~350k/s).
     assert!(v["throughput_ops"].as_f64().unwrap() > 40_000.0);
     assert!(a_csv.starts_with("t_ms,throughput_ops,p99_us"));
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -200,7 +200,7 @@ fn sweep_writes_best_and_rows() {
     assert!(v["best_throughput_ops"].as_f64().unwrap() > 0.0);
     assert!(v["best_rpc_fraction"].is_number());
     assert_eq!(v["rows"].as_array().unwrap().len(), 3);
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn a_turning_point_sweep_places_each_function_of_a_mix() {
     assert_eq!(v["axis"], "turning-point");
     // A (a fifth of the requests) goes remote first, and some of B after it.
     assert!(v["best_rpc_fraction"].as_f64().unwrap() > 0.2, "{v}");
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn a_grid_sweep_finds_the_all_or_nothing_optimum_of_two_functions() {
     let out = ferry(&[&args[..], &["--workload", "heavy"]].concat());
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("two functions"));
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]

@@ -61,7 +61,7 @@ fn a_small_suite_writes_scenarios_and_summary_and_repeats_exactly() {
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     let cached: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
     assert_eq!(cached["bounds"].as_object().unwrap().len(), 2);
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]

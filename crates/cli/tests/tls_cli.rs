@@ -390,7 +390,7 @@ fn cluster_up_speaks_tls_on_every_listener_and_every_link_with_client_certificat
         .unwrap();
     let dir = scratch.path();
     let up = ClusterUp::start(
-        &dir,
+        dir,
         &[
             "--storage-nodes",
             "2",
@@ -448,7 +448,7 @@ fn cluster_up_speaks_tls_on_every_listener_and_every_link_with_client_certificat
     let gateway_metrics = cluster["gateway_metrics"].as_str().unwrap();
     assert!(scrape_tls(gateway_metrics, &pki.ca, None).is_err());
     drop(up);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -106,7 +106,7 @@ async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches
     }
     let mut running = BTreeMap::new();
     for (id, listener) in (1..=3u64).zip(listeners) {
-        running.insert(id, start(id, &members, &dir, listener).await);
+        running.insert(id, start(id, &members, dir, listener).await);
     }
     let client = ConfigClient::new(members.values().cloned().collect());
     let mut followed = client.follow();
@@ -153,7 +153,7 @@ async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches
 
     // The old leader comes back on its data dir and catches up with what it missed.
     let listener = TcpListener::bind(&members[&leader]).await.unwrap();
-    let back = start(leader, &members, &dir, listener).await;
+    let back = start(leader, &members, dir, listener).await;
     let mut its_configs = back.member.configs();
     let config = until_epoch(&mut its_configs, 3).await;
     assert_eq!(config.routing_map().unwrap().owner_of_slot(99).id, "s1");
@@ -162,7 +162,7 @@ async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches
     for (_, member) in running {
         member.kill().await;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A node's heartbeat loop, as a storage node runs it: every interval, its id, the epoch
@@ -213,7 +213,7 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
     }
     let mut running = Vec::new();
     for (id, listener) in (1..=3u64).zip(listeners) {
-        running.push(start(id, &members, &dir, listener).await);
+        running.push(start(id, &members, dir, listener).await);
     }
     let client = ConfigClient::new(members.values().cloned().collect());
     let mut followed = client.follow();
@@ -289,7 +289,7 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
     for member in running {
         member.kill().await;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,7 +309,7 @@ async fn over_tls_the_group_forms_and_serves_clients_with_certificates_only() {
     }
     let mut running = Vec::new();
     for (id, listener) in (1..=3u64).zip(listeners) {
-        running.push(start_with(id, &members, &dir, listener, Some(&pki)).await);
+        running.push(start_with(id, &members, dir, listener, Some(&pki)).await);
     }
     let addrs: Vec<String> = members.values().cloned().collect();
     // Peers elect a leader and commit the bootstrap map over TLS; a client with a

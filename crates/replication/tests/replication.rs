@@ -210,13 +210,13 @@ async fn with_replica_acks_required_a_reply_waits_for_the_replica() {
 async fn a_replica_behind_a_trimmed_log_resyncs_from_a_copy() {
     let primary_dir = temp_dir("trim-primary");
     let primary_dir = primary_dir.path();
-    let p = primary(&primary_dir);
+    let p = primary(primary_dir);
     let (addr, _serving, _source) = serve(&p, None).await;
 
     // A replica that copied the beginning, then went away.
     let stale_dir = temp_dir("trim-stale");
     let stale_dir = stale_dir.path();
-    let stale = replica(&stale_dir);
+    let stale = replica(stale_dir);
     put(&p.store, "first", "1");
     let (stop, task) = start_following(upstream(&addr), &stale);
     caught_up(&p, &stale).await;
@@ -246,7 +246,7 @@ async fn a_replica_behind_a_trimmed_log_resyncs_from_a_copy() {
     drop(stale);
     let copy_dir = temp_dir("trim-copy");
     let copy_dir = copy_dir.path();
-    let data = DataDir::lock(&copy_dir).unwrap();
+    let data = DataDir::lock(copy_dir).unwrap();
     assert!(needs_copy(&data).unwrap());
     // A replica gets only what the primary's log holds (written, here): a reply would
     // have flushed it.
@@ -257,7 +257,7 @@ async fn a_replica_behind_a_trimmed_log_resyncs_from_a_copy() {
     assert!(!needs_copy(&data).unwrap());
     data.release();
     drop(data);
-    let fresh = replica(&copy_dir);
+    let fresh = replica(copy_dir);
     assert_eq!(fresh.wal.appended_lsn(), p.wal.appended_lsn());
     assert_eq!(fresh.store.table_snapshot("t"), p.store.table_snapshot("t"));
     let (_stop, _task) = start_following(upstream(&addr), &fresh);
@@ -328,7 +328,7 @@ async fn a_wrong_token_is_refused() {
 async fn replication_runs_over_tls() {
     let pki_dir = temp_dir("tls-pki");
     let pki_dir = pki_dir.path();
-    let pki = ferry_net::tls::testing::Pki::generate(&pki_dir).unwrap();
+    let pki = ferry_net::tls::testing::Pki::generate(pki_dir).unwrap();
     let server = ferry_net::tls::ServerTls {
         identity: pki.node.clone(),
         client_auth: ferry_net::tls::ClientAuth::Required { ca: pki.ca.clone() },

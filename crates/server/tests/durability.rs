@@ -56,7 +56,7 @@ fn bump(con: &mut redis::Connection) -> i64 {
 fn what_a_node_acknowledged_is_there_after_a_restart() {
     let dir = data_dir("restart");
     let dir = dir.path();
-    let server = start_with(durable_config(&dir, always()));
+    let server = start_with(durable_config(dir, always()));
     assert_eq!(server.recovered().unwrap().1.records, 0);
     let mut con = connect(&server);
     let _: () = redis::cmd("SET").arg("greeting").arg("hello").query(&mut con).unwrap();
@@ -72,7 +72,7 @@ fn what_a_node_acknowledged_is_there_after_a_restart() {
     drop(con);
     server.shutdown();
 
-    let server = start_with(durable_config(&dir, always()));
+    let server = start_with(durable_config(dir, always()));
     let (_, recovered, _) = server.recovered().unwrap();
     assert!(recovered.records >= 6, "{recovered:?}");
     assert_eq!(recovered.cut, None);
@@ -93,8 +93,8 @@ fn what_a_node_acknowledged_is_there_after_a_restart() {
 fn a_data_dir_held_by_a_running_node_or_missing_is_refused() {
     let dir = data_dir("locked");
     let dir = dir.path();
-    let first = start_with(durable_config(&dir, WalConfig::default()));
-    let refused = ferry_server::start(durable_config(&dir, WalConfig::default()), registry());
+    let first = start_with(durable_config(dir, WalConfig::default()));
+    let refused = ferry_server::start(durable_config(dir, WalConfig::default()), registry());
     match refused {
         Err(ServerError::DataDir(WalError::Locked { holder, .. })) => {
             assert_eq!(holder, std::process::id().to_string());
@@ -119,7 +119,7 @@ fn a_full_log_refuses_writes_with_a_clear_error_and_still_serves_reads() {
         max_log_bytes: Some(4096),
         ..WalConfig::default()
     };
-    let server = start_with(durable_config(&dir, wal.clone()));
+    let server = start_with(durable_config(dir, wal.clone()));
     let mut con = connect(&server);
     let mut acknowledged = 0;
     let refusal = loop {
@@ -139,7 +139,7 @@ fn a_full_log_refuses_writes_with_a_clear_error_and_still_serves_reads() {
     drop(con);
     server.shutdown();
 
-    let server = start_with(durable_config(&dir, wal));
+    let server = start_with(durable_config(dir, wal));
     let mut con = connect(&server);
     let last: Option<String> = redis::cmd("GET")
         .arg(format!("key{}", acknowledged - 1))
@@ -157,7 +157,7 @@ fn a_full_log_refuses_writes_with_a_clear_error_and_still_serves_reads() {
 fn save_and_bgsave_take_snapshots_a_restart_recovers_from() {
     let dir = data_dir("save");
     let dir = dir.path();
-    let server = start_with(durable_config(&dir, always()));
+    let server = start_with(durable_config(dir, always()));
     let mut con = connect(&server);
     let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(LIBRARY).query(&mut con).unwrap();
     for i in 0..200 {
@@ -183,7 +183,7 @@ fn save_and_bgsave_take_snapshots_a_restart_recovers_from() {
     drop(con);
     server.shutdown();
 
-    let server = start_with(durable_config(&dir, always()));
+    let server = start_with(durable_config(dir, always()));
     let (restored, recovered, _) = server.recovered().unwrap();
     assert_eq!(restored.covers.len(), 2, "one snapshot per tenant: {restored:?}");
     assert!(restored.objects >= 202, "{restored:?}");
@@ -213,7 +213,7 @@ fn save_without_a_data_dir_is_a_clear_error() {
 fn every_type_and_expiry_survive_a_restart_and_an_expired_key_stays_gone() {
     let dir = data_dir("types");
     let dir = dir.path();
-    let server = start_with(durable_config(&dir, always()));
+    let server = start_with(durable_config(dir, always()));
     let mut con = connect(&server);
     let _: i64 = redis::cmd("HSET").arg("h").arg("f").arg("v").query(&mut con).unwrap();
     let _: i64 = redis::cmd("RPUSH").arg("l").arg("a").arg("b").query(&mut con).unwrap();
@@ -242,7 +242,7 @@ fn every_type_and_expiry_survive_a_restart_and_an_expired_key_stays_gone() {
     // Long past both expiries; nobody read the keys meanwhile, so nothing deleted them.
     std::thread::sleep(Duration::from_millis(600));
 
-    let server = start_with(durable_config(&dir, always()));
+    let server = start_with(durable_config(dir, always()));
     let mut con = connect(&server);
     let hash: Vec<(String, String)> = redis::cmd("HGETALL").arg("h").query(&mut con).unwrap();
     assert_eq!(hash, [("f".into(), "v".into()), ("g".into(), "w".into())]);

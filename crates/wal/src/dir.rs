@@ -142,14 +142,14 @@ mod tests {
     fn a_second_holder_of_a_data_dir_is_refused_with_the_first_ones_pid() {
         let dir = crate::tests::temp_dir("lock");
         let dir = dir.path();
-        let held = DataDir::lock(&dir).unwrap();
-        let err = DataDir::lock(&dir).unwrap_err();
+        let held = DataDir::lock(dir).unwrap();
+        let err = DataDir::lock(dir).unwrap_err();
         assert!(
             matches!(&err, WalError::Locked { holder, .. } if *holder == std::process::id().to_string()),
             "{err}"
         );
         drop(held);
-        DataDir::lock(&dir).expect("free once the holder lets go");
+        DataDir::lock(dir).expect("free once the holder lets go");
     }
 
     #[test]
@@ -163,7 +163,7 @@ mod tests {
     fn only_segment_files_are_listed_in_log_order() {
         let dir = crate::tests::temp_dir("list");
         let dir = dir.path();
-        let data = DataDir::lock(&dir).unwrap();
+        let data = DataDir::lock(dir).unwrap();
         for start in [300u64, 0, 12] {
             File::create(data.segment_path(start)).unwrap();
         }

@@ -64,14 +64,14 @@ fn appended_commits_come_back_in_order_across_reopens_and_segments() {
         segment_bytes: 256,
         ..WalConfig::default()
     };
-    let (wal, recovered, seen) = open(&dir, config.clone());
+    let (wal, recovered, seen) = open(dir, config.clone());
     assert_eq!((recovered.records, seen.len()), (0, 0));
     append_values(&wal, 1, 1..40);
     wal.close();
     drop(wal);
-    assert!(segment_paths(&dir).len() > 3, "small segments rotate");
+    assert!(segment_paths(dir).len() > 3, "small segments rotate");
 
-    let (wal, recovered, seen) = open(&dir, config.clone());
+    let (wal, recovered, seen) = open(dir, config.clone());
     assert_eq!(recovered.records, 39);
     assert_eq!(recovered.cut, None);
     let versions: Vec<u64> = seen.iter().map(|(_, version, _)| *version).collect();
@@ -80,7 +80,7 @@ fn appended_commits_come_back_in_order_across_reopens_and_segments() {
     wal.close();
     drop(wal);
 
-    let (_wal, recovered, seen) = open(&dir, config);
+    let (_wal, recovered, seen) = open(dir, config);
     assert_eq!(recovered.records, 44);
     assert_eq!(seen.last().unwrap(), &(2, 44, "v44".to_string()));
 }
@@ -89,12 +89,12 @@ fn appended_commits_come_back_in_order_across_reopens_and_segments() {
 fn a_torn_tail_is_cut_at_the_last_whole_record_and_reported() {
     let dir = temp_dir("torn");
     let dir = dir.path();
-    let (wal, _, _) = open(&dir, WalConfig::default());
+    let (wal, _, _) = open(dir, WalConfig::default());
     append_values(&wal, 1, 1..11);
     wal.close();
     drop(wal);
     // A crash in the middle of writing the next record: half a frame at the end.
-    let last = segment_paths(&dir).pop().unwrap();
+    let last = segment_paths(dir).pop().unwrap();
     let whole = std::fs::metadata(&last).unwrap().len();
     let mut bytes = std::fs::read(&last).unwrap();
     let record = bytes.len() / 10;
@@ -102,7 +102,7 @@ fn a_torn_tail_is_cut_at_the_last_whole_record_and_reported() {
     bytes.extend_from_slice(&half_a_record);
     std::fs::write(&last, &bytes).unwrap();
 
-    let (wal, recovered, seen) = open(&dir, WalConfig::default());
+    let (wal, recovered, seen) = open(dir, WalConfig::default());
     assert_eq!(seen.len(), 10);
     let cut = recovered.cut.expect("the torn record is cut");
     assert_eq!(cut.bytes, (record / 2) as u64);
@@ -116,12 +116,12 @@ fn a_torn_tail_is_cut_at_the_last_whole_record_and_reported() {
     append_values(&wal, 1, 11..12);
     wal.close();
     drop(wal);
-    let (wal, recovered, seen) = open(&dir, WalConfig::default());
+    let (wal, recovered, seen) = open(dir, WalConfig::default());
     assert_eq!((recovered.records, recovered.cut.clone()), (11, None));
     assert_eq!(seen.last().unwrap().2, "v11");
     // Its segments reserve 64 MiB each: not left behind.
     wal.close();
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -132,18 +132,18 @@ fn a_corrupt_record_ends_the_log_there_and_everything_after_it_is_removed() {
         segment_bytes: 200,
         ..WalConfig::default()
     };
-    let (wal, _, _) = open(&dir, config.clone());
+    let (wal, _, _) = open(dir, config.clone());
     append_values(&wal, 1, 1..30);
     wal.close();
     drop(wal);
-    let segments = segment_paths(&dir);
+    let segments = segment_paths(dir);
     assert!(segments.len() >= 3);
     // One flipped bit inside the first record's payload.
     let mut first = std::fs::read(&segments[0]).unwrap();
     first[20] ^= 0x01;
     std::fs::write(&segments[0], &first).unwrap();
 
-    let (_wal, recovered, seen) = open(&dir, config);
+    let (_wal, recovered, seen) = open(dir, config);
     assert_eq!(seen.len(), 0, "nothing after a corrupt record is replayed");
     let cut = recovered.cut.expect("cut");
     assert_eq!(cut.lsn, 0);
@@ -154,7 +154,7 @@ fn a_corrupt_record_ends_the_log_there_and_everything_after_it_is_removed() {
         cut.bytes
     );
     assert_eq!(
-        segment_paths(&dir).len(),
+        segment_paths(dir).len(),
         1,
         "later segments removed, a fresh one opened"
     );
@@ -168,7 +168,7 @@ fn a_full_log_refuses_the_commit_and_keeps_what_it_has() {
         max_log_bytes: Some(400),
         ..WalConfig::default()
     };
-    let (wal, _, _) = open(&dir, config.clone());
+    let (wal, _, _) = open(dir, config.clone());
     let store = TenantStore::new(1 << 20);
     store.attach_journal(wal.journal(7)).ok().unwrap();
     let mut acknowledged = 0;
@@ -191,7 +191,7 @@ fn a_full_log_refuses_the_commit_and_keeps_what_it_has() {
     assert!(store.get("t", b"key0").unwrap().is_some(), "reads are still served");
     wal.close();
     drop((wal, store));
-    let (_wal, recovered, _) = open(&dir, config);
+    let (_wal, recovered, _) = open(dir, config);
     assert_eq!(recovered.records, acknowledged);
 }
 
@@ -200,13 +200,13 @@ fn a_store_replayed_from_its_log_equals_the_store_that_wrote_it() {
     let dir = temp_dir("store");
     let dir = dir.path();
     for mode in [FsyncMode::Always, FsyncMode::EverySec, FsyncMode::No] {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
         let config = WalConfig {
             fsync: mode,
             ..WalConfig::default()
         };
-        let (wal, _, _) = open(&dir, config.clone());
+        let (wal, _, _) = open(dir, config.clone());
         let store = TenantStore::new(1 << 20);
         store.attach_journal(wal.journal(1)).ok().unwrap();
         for i in 0..200u32 {
@@ -228,7 +228,7 @@ fn a_store_replayed_from_its_log_equals_the_store_that_wrote_it() {
         let store_snapshot = store.table_snapshot("a");
         let (used_bytes, read_version) = (store.stats().used_bytes, store.read_version());
         drop(store);
-        let data = DataDir::lock(&dir).unwrap();
+        let data = DataDir::lock(dir).unwrap();
         let replayed = TenantStore::new(1 << 20);
         replay(&data, &Default::default(), |_, commit| {
             replayed.recover_commit(commit.version, &commit.writes).unwrap();
@@ -245,7 +245,7 @@ fn a_store_replayed_from_its_log_equals_the_store_that_wrote_it() {
 fn a_commit_too_large_for_one_record_is_refused() {
     let dir = temp_dir("large");
     let dir = dir.path();
-    let (wal, _, _) = open(&dir, WalConfig::default());
+    let (wal, _, _) = open(dir, WalConfig::default());
     let value = vec![7u8; 1024 * 1024];
     let keys: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_le_bytes().to_vec()).collect();
     let writes: Vec<WriteRef<'_>> = keys
@@ -264,7 +264,7 @@ fn a_key_filter_refuses_commits_from_the_log_end_it_reports_on() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let dir = temp_dir("key-filter");
     let dir = dir.path();
-    let (wal, _, _) = open(&dir, WalConfig::default());
+    let (wal, _, _) = open(dir, WalConfig::default());
     let frozen = Arc::new(AtomicBool::new(false));
     let filter_frozen = Arc::clone(&frozen);
     assert!(wal.set_key_filter(Arc::new(move |key: &[u8]| {
@@ -289,5 +289,5 @@ fn a_key_filter_refuses_commits_from_the_log_end_it_reports_on() {
     store.put("t", b"staying", b"x").unwrap();
     assert!(wal.appended_lsn() > end);
     wal.close();
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

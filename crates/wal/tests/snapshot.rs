@@ -120,7 +120,7 @@ fn small_segments() -> WalConfig {
 fn a_snapshot_taken_under_load_recovers_the_exact_state_and_trims_the_log() {
     let dir = temp_dir("under-load");
     let dir = dir.path();
-    let (wal, stores) = recover(&dir, small_segments());
+    let (wal, stores) = recover(dir, small_segments());
     let bank = Arc::clone(&stores.0[0].1);
     for account in 0..ACCOUNTS {
         bank.put("accounts", &account.to_le_bytes(), &START_BALANCE.to_le_bytes())
@@ -173,14 +173,14 @@ fn a_snapshot_taken_under_load_recovers_the_exact_state_and_trims_the_log() {
     wal.close();
 
     // One snapshot per tenant is left, and the log no longer starts at 0.
-    let files: Vec<String> = std::fs::read_dir(&dir)
+    let files: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(files.iter().filter(|f| f.ends_with(".snap")).count(), 2, "{files:?}");
     assert!(!files.iter().any(|f| f == &format!("{:020}.log", 0)), "{files:?}");
 
-    let (wal, recovered) = recover(&dir, small_segments());
+    let (wal, recovered) = recover(dir, small_segments());
     let got: Vec<_> = recovered.0.iter().map(|(_, s)| state(s)).collect();
     assert_eq!(got, expected, "recovered state differs");
     let total: i64 = (0..ACCOUNTS).map(|a| balance(&recovered.0[0].1, a).0).sum();
@@ -193,7 +193,7 @@ fn a_snapshot_taken_under_load_recovers_the_exact_state_and_trims_the_log() {
     wal.checkpoint(&recovered, &|| true).unwrap();
     recovered.0[1].1.put("t", b"after2", b"y").unwrap();
     wal.close();
-    let (wal, again) = recover(&dir, small_segments());
+    let (wal, again) = recover(dir, small_segments());
     assert_eq!(again.0[1].1.get("t", b"after").unwrap().unwrap().1, &b"x"[..]);
     assert_eq!(again.0[1].1.get("t", b"after2").unwrap().unwrap().1, &b"y"[..]);
     wal.close();
@@ -203,11 +203,11 @@ fn a_snapshot_taken_under_load_recovers_the_exact_state_and_trims_the_log() {
 fn a_damaged_snapshot_stops_the_start_with_its_name() {
     let dir = temp_dir("damaged");
     let dir = dir.path();
-    let (wal, stores) = recover(&dir, small_segments());
+    let (wal, stores) = recover(dir, small_segments());
     stores.0[0].1.put("t", b"k", b"v").unwrap();
     wal.checkpoint(&stores, &|| true).unwrap();
     wal.close();
-    let snapshot = std::fs::read_dir(&dir)
+    let snapshot = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "snap"))
@@ -216,7 +216,7 @@ fn a_damaged_snapshot_stops_the_start_with_its_name() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 1;
     std::fs::write(&snapshot, bytes).unwrap();
-    let data = DataDir::lock(&dir).unwrap();
+    let data = DataDir::lock(dir).unwrap();
     let store = TenantStore::new(QUOTA);
     let err = load_snapshots(&data, |_| Some(&store)).unwrap_err();
     assert!(matches!(err, WalError::Snapshot { .. }), "{err}");
@@ -227,7 +227,7 @@ fn a_damaged_snapshot_stops_the_start_with_its_name() {
 fn an_abandoned_snapshot_leaves_the_last_good_state() {
     let dir = temp_dir("abandoned");
     let dir = dir.path();
-    let (wal, stores) = recover(&dir, small_segments());
+    let (wal, stores) = recover(dir, small_segments());
     for i in 0..5000u32 {
         stores.0[0].1.put("t", &i.to_le_bytes(), b"v").unwrap();
     }
@@ -235,9 +235,9 @@ fn an_abandoned_snapshot_leaves_the_last_good_state() {
     assert!(matches!(err, WalError::Stopping), "{err}");
     stores.0[0].1.put("t", b"last", b"w").unwrap();
     wal.close();
-    let (wal, recovered) = recover(&dir, small_segments());
+    let (wal, recovered) = recover(dir, small_segments());
     assert_eq!(recovered.0[0].1.stats().objects, 5001);
-    assert!(!std::fs::read_dir(&dir)
+    assert!(!std::fs::read_dir(dir)
         .unwrap()
         .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
     wal.close();
@@ -247,7 +247,7 @@ fn an_abandoned_snapshot_leaves_the_last_good_state() {
 fn a_gap_cut_at_recovery_leaves_no_segment_a_checkpoint_could_mistake_for_old() {
     let dir = temp_dir("gap");
     let dir = dir.path();
-    let (wal, stores) = recover(&dir, small_segments());
+    let (wal, stores) = recover(dir, small_segments());
     for i in 0..100u32 {
         stores.0[0].1.put("t", &i.to_le_bytes(), b"before").unwrap();
     }
@@ -257,7 +257,7 @@ fn a_gap_cut_at_recovery_leaves_no_segment_a_checkpoint_could_mistake_for_old() 
     // an empty segment after a gap.
     std::fs::write(dir.join(format!("{:020}.log", end + 4096)), b"").unwrap();
 
-    let data = DataDir::lock(&dir).unwrap();
+    let data = DataDir::lock(dir).unwrap();
     let store = Arc::new(TenantStore::new(QUOTA));
     let recovered = replay(&data, &Default::default(), |_, commit| {
         store.recover_commit(commit.version, &commit.writes).unwrap();
@@ -276,7 +276,7 @@ fn a_gap_cut_at_recovery_leaves_no_segment_a_checkpoint_could_mistake_for_old() 
     stores.0[0].1.put("t", b"after2", b"checkpoint").unwrap();
     wal.close();
 
-    let (wal, again) = recover(&dir, small_segments());
+    let (wal, again) = recover(dir, small_segments());
     assert_eq!(again.0[0].1.get("t", b"after").unwrap().unwrap().1, &b"gap"[..]);
     assert_eq!(again.0[0].1.get("t", b"after2").unwrap().unwrap().1, &b"checkpoint"[..]);
     assert_eq!(again.0[0].1.stats().objects, 102);

@@ -48,8 +48,8 @@ fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
     let primary_dir = primary_dir.path();
     let replica_dir = temp_dir("replica");
     let replica_dir = replica_dir.path();
-    let (primary, _) = open(&primary_dir);
-    let (replica, _) = open(&replica_dir);
+    let (primary, _) = open(primary_dir);
+    let (replica, _) = open(replica_dir);
     let value = vec![7u8; 300];
     for version in 1..=100u64 {
         let key = format!("k{version}");
@@ -62,7 +62,7 @@ fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
     }
     primary.sync_now().unwrap();
     let end = primary.appended_lsn();
-    let data = DataDir::lock(&primary_dir).err();
+    let data = DataDir::lock(primary_dir).err();
     assert!(data.is_some(), "the primary holds its data dir");
 
     // Copy in reads of at most 1000 bytes: each ends on a record boundary.
@@ -98,12 +98,12 @@ fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
     primary.close();
     replica.close();
     drop((primary, replica));
-    let (_, primary_commits) = open(&primary_dir);
-    let (_, replica_commits) = open(&replica_dir);
+    let (_, primary_commits) = open(primary_dir);
+    let (_, replica_commits) = open(replica_dir);
     assert_eq!(primary_commits.len(), 100);
     assert_eq!(primary_commits, replica_commits);
-    let _ = std::fs::remove_dir_all(&primary_dir);
-    let _ = std::fs::remove_dir_all(&replica_dir);
+    let _ = std::fs::remove_dir_all(primary_dir);
+    let _ = std::fs::remove_dir_all(replica_dir);
 }
 
 #[test]
@@ -112,8 +112,8 @@ fn a_read_only_log_takes_copied_records_and_refuses_its_own() {
     let primary_dir = primary_dir.path();
     let replica_dir = temp_dir("ro-replica");
     let replica_dir = replica_dir.path();
-    let (primary, _) = open(&primary_dir);
-    let (replica, _) = open(&replica_dir);
+    let (primary, _) = open(primary_dir);
+    let (replica, _) = open(replica_dir);
     replica.set_read_only(Some("of 127.0.0.1:1".into()));
     let writes = [WriteRef {
         table: "t",
