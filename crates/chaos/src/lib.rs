@@ -3,7 +3,7 @@
 //!
 //! A run starts a node in this process and many clients that invoke [`program::NAME`]
 //! (random reads, writes and read-modify-writes of a few hot keys, so OCC conflicts are
-//! constant) remotely, locally and with pushback allowed, all at once. Faults: a proxy
+//! constant; the keys hold strings, hashes, sorted sets and lists) remotely, locally and with pushback allowed, all at once. Faults: a proxy
 //! cuts connections at random byte offsets (mid-request, mid-answer, so mid-commit too),
 //! and some remote invocations stall without yielding until the watchdog replaces their
 //! worker. Every invocation is recorded with the versions it read and installed; at the
@@ -15,7 +15,7 @@
 //!
 //! Layout: [`program`] (the function), [`proxy`] (the cutting proxy), [`link`] (a proxy the
 //! nemesis opens, cuts or makes one-way), [`partition`] (a node's links to the config
-//! group), [`record`] (records
+//! group), [`typed`] (the keys of Redis's types), [`record`] (records
 //! to history), [`crash`] (the node process and its nemesis), [`run`] here.
 
 pub mod cluster;
@@ -26,6 +26,7 @@ pub mod partition;
 pub mod program;
 pub mod proxy;
 pub mod record;
+pub mod typed;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -508,7 +509,7 @@ fn random_program(rng: &mut ChaCha8Rng, tag: u64, route: Route, chaos: &ChaosCon
         let k = keys.swap_remove(rng.gen_range(0..keys.len()));
         steps.push(match rng.gen_range(0..10) {
             0..=3 => Step::Read(k),
-            4..=5 => Step::Write(k),
+            4..=5 if typed::kind(k) == typed::Kind::Str => Step::Write(k),
             _ => Step::Rmw(k),
         });
         if rng.gen_bool(0.2) {

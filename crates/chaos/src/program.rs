@@ -1,6 +1,8 @@
 //! The storage function a chaos run invokes, [`NAME`]: a short program of reads, blind
 //! writes and read-modify-writes on a few hot keys, with emulated compute and, on the
-//! storage node only, a stall that makes the watchdog replace the worker.
+//! storage node only, a stall that makes the watchdog replace the worker. Some hot keys
+//! hold strings, the rest a hash, a sorted set or a list ([`typed`]), which are only read
+//! or read-modify-written.
 //!
 //! Every write stores the invocation's unique tag, and the result lists the tag each read
 //! saw, so a history can be checked on values as well as on versions. A program touches
@@ -11,6 +13,8 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use ferry_func::{Ctx, FnError, FnFuture};
+
+use crate::typed::{self, Kind};
 
 /// Registered name.
 pub const NAME: &str = "chaos.ops";
@@ -115,6 +119,12 @@ impl Program {
         if steps.len() > MAX_STEPS {
             return Err(bad("too many steps"));
         }
+        if steps
+            .iter()
+            .any(|s| matches!(*s, Step::Write(k) if typed::kind(k) != Kind::Str))
+        {
+            return Err(bad("a typed key written without a read"));
+        }
         let mut touched = [false; 256];
         for step in &steps {
             if let Step::Read(k) | Step::Write(k) | Step::Rmw(k) = *step {
@@ -172,6 +182,13 @@ pub fn run(ctx: &mut dyn Ctx) -> FnFuture<'_> {
         let mut seen = BytesMut::new();
         for step in &program.steps {
             match *step {
+                Step::Read(k) | Step::Rmw(k) if typed::kind(k) != Kind::Str => {
+                    let read = typed::read(ctx, typed::kind(k), &key(k)).await?;
+                    seen.put_u64_le(read.tag);
+                    if matches!(step, Step::Rmw(_)) {
+                        typed::write(ctx, typed::kind(k), &key(k), program.tag, read).await?;
+                    }
+                }
                 Step::Read(k) => seen.put_u64_le(tag_of(ctx.get(TABLE, &key(k)).await?)?),
                 Step::Write(k) => ctx.put(TABLE, &key(k), value.clone()).await?,
                 Step::Rmw(k) => {
@@ -198,13 +215,18 @@ mod tests {
                 Step::Read(1),
                 Step::Rmw(2),
                 Step::Compute(30),
-                Step::Write(3),
+                Step::Write(4),
                 Step::Stall(5),
             ],
         };
         assert_eq!(Program::decode(&program.encode()).unwrap(), program);
         assert_eq!(program.reads().collect::<Vec<_>>(), vec![1, 2]);
-        assert_eq!(program.writes().collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(program.writes().collect::<Vec<_>>(), vec![2, 4]);
+        let blind = Program {
+            tag: 7,
+            steps: vec![Step::Write(1)],
+        };
+        assert!(Program::decode(&blind.encode()).is_err(), "key 1 holds a hash");
         let twice = Program {
             tag: 7,
             steps: vec![Step::Read(1), Step::Write(1)],

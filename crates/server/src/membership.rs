@@ -400,14 +400,13 @@ mod tests {
 
     #[test]
     fn the_followed_epoch_survives_a_restart() {
-        let dir = std::env::temp_dir().join(format!("ferry-role-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(followed_epoch(&dir), None);
-        record_followed(&dir, 7).unwrap();
-        assert_eq!(followed_epoch(&dir), Some(7));
-        record_followed(&dir, 9).unwrap();
-        assert_eq!(followed_epoch(&dir), Some(9));
+        let scratch = tempfile::Builder::new().prefix("ferry-role-").tempdir().unwrap();
+        let dir = scratch.path();
+        assert_eq!(followed_epoch(dir), None);
+        record_followed(dir, 7).unwrap();
+        assert_eq!(followed_epoch(dir), Some(7));
+        record_followed(dir, 9).unwrap();
+        assert_eq!(followed_epoch(dir), Some(9));
     }
 
     #[test]
