@@ -30,6 +30,7 @@ pub fn start_embedded_node(node: &EmbeddedNode<'_>) -> Result<ServerHandle, Benc
         token: node.token.to_string(),
         quota_bytes: ferry_store::limits::DEFAULT_TENANT_QUOTA_BYTES,
         home_core: None,
+        maxmemory_policy: Default::default(),
     };
     let mut config = ServerConfig::new(
         "127.0.0.1:0".parse().expect("a valid literal address"),

@@ -239,6 +239,7 @@ pub fn node_config(workers: usize) -> ServerConfig {
             token: TOKEN.into(),
             quota_bytes: 64 << 20,
             home_core: None,
+            maxmemory_policy: Default::default(),
         }],
     );
     server_config.invoke_budget = INVOKE_BUDGET;

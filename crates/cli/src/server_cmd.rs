@@ -26,7 +26,7 @@ pub struct ServerArgs {
     /// TOML config file (listen, cores, io_threads, queue_capacity, invoke_budget_ms,
     /// max_connections, hello_timeout_ms, max_unauthenticated, default_tenant, data_dir, fsync,
     /// max_log_bytes, snapshot_log_bytes, tls_cert, tls_key, tls_client_ca,
-    /// tls_require_client_cert, [[tenant]] id/token/quota_bytes/home_core).
+    /// tls_require_client_cert, [[tenant]] id/token/quota_bytes/home_core/maxmemory_policy).
     #[arg(long)]
     config: Option<PathBuf>,
     /// A tenant as ID:TOKEN; repeatable. Added to those of the config file.

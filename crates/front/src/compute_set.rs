@@ -173,6 +173,7 @@ mod tests {
             token: TOKEN.into(),
             quota_bytes: 1 << 20,
             home_core: None,
+            maxmemory_policy: Default::default(),
         };
         let config = ferry_server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), 1, vec![tenant]);
         ferry_server::start(config, ferry_func::Registry::default()).expect("node starts")

@@ -121,6 +121,7 @@ async fn invocations_placed_either_way_give_the_single_node_results() {
             token: TOKEN.into(),
             quota_bytes: 64 << 20,
             home_core: None,
+            maxmemory_policy: Default::default(),
         };
         let mut config = ferry_server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), 1, vec![tenant]);
         config.spin_iters_per_ms = Some(ferry_func::work::DEFAULT_ITERS_PER_MS);

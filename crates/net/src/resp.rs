@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use ferry_resp::blocking::Blocking;
 use ferry_resp::command::unknown;
-use ferry_resp::config::Settings;
+use ferry_resp::config::{NoTenantParams, Settings, TenantParams};
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
 use ferry_wal::ReplyGate;
@@ -105,6 +105,23 @@ pub trait RespService: Send + Sync + 'static {
 
     /// `cluster` for one node of a sharded cluster, `standalone` otherwise (HELLO, INFO).
     fn mode(&self) -> &'static str;
+
+    /// The tenant's value of a per-tenant CONFIG parameter (`maxmemory`,
+    /// `maxmemory-policy`); none by default (a process that holds no data).
+    fn tenant_param(&self, _tenant: &Self::Tenant, _name: &str) -> Option<String> {
+        None
+    }
+
+    /// Sets per-tenant CONFIG parameters, all or none; refused by default.
+    fn set_tenant_params(&self, _tenant: &Self::Tenant, _pairs: &[(&'static str, String)]) -> Result<(), String> {
+        Err("not kept by this process".into())
+    }
+
+    /// INFO's sections about the tenant's data (`# Memory`, `# Stats`, `# Keyspace`, in
+    /// INFO's text form); none by default.
+    fn tenant_info(&self, _tenant: &Self::Tenant) -> String {
+        String::new()
+    }
 
     /// Resolves when the tenant's data may have changed (a blocking pop then tries again);
     /// by default never, and the pop tries again every
@@ -493,16 +510,22 @@ fn session_command<S: RespService>(
             _ => Reply::err(format!("DB index is out of range (0 to {})", MAX_DATABASES - 1)),
         },
         Command::CommandInfo(args) => command_info(&args),
-        Command::Info => Reply::Bulk(Bytes::from(format!(
-            "# Server\r\nredis_version:7.2.0\r\nferry_version:{}\r\nredis_mode:{}\r\n",
-            env!("CARGO_PKG_VERSION"),
-            service.mode()
-        ))),
-        Command::Config(words) => session
-            .settings
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .run(&words),
+        Command::Info => {
+            let tenant_info = session.tenant.as_ref().map(|tenant| service.tenant_info(tenant));
+            Reply::Bulk(Bytes::from(format!(
+                "# Server\r\nredis_version:7.2.0\r\nferry_version:{}\r\nredis_mode:{}\r\n{}",
+                env!("CARGO_PKG_VERSION"),
+                service.mode(),
+                tenant_info.unwrap_or_default()
+            )))
+        }
+        Command::Config(words) => {
+            let mut settings = session.settings.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match session.tenant.as_ref() {
+                Some(tenant) => settings.run(&words, &ServiceParams { service, tenant }),
+                None => settings.run(&words, &NoTenantParams),
+            }
+        }
         Command::ReadOnly => {
             session.replica_reads = true;
             Reply::ok()
@@ -518,6 +541,21 @@ fn session_command<S: RespService>(
         other => return Err(other),
     };
     Ok((reply, After::Continue))
+}
+
+/// A signed-in tenant's CONFIG parameters, kept by the service.
+struct ServiceParams<'a, S: RespService> {
+    service: &'a S,
+    tenant: &'a S::Tenant,
+}
+
+impl<S: RespService> TenantParams for ServiceParams<'_, S> {
+    fn value(&self, name: &str) -> Option<String> {
+        self.service.tenant_param(self.tenant, name)
+    }
+    fn set(&self, pairs: &[(&'static str, String)]) -> Result<(), String> {
+        self.service.set_tenant_params(self.tenant, pairs)
+    }
 }
 
 fn auth<S: RespService>(

@@ -1,9 +1,12 @@
 //! CONFIG GET / SET / RESETSTAT / REWRITE over the parameters a Redis client or Redis's
 //! own test suite reads and sets, answered from one table.
 //!
-//! Each parameter is one of two kinds (docs/ARCHITECTURE.md, "Speaking Redis", lists them):
+//! Each parameter is one of three kinds (docs/ARCHITECTURE.md, "Speaking Redis", lists them):
 //!
-//! - **fixed**: ferry's real value (`databases`, `proto-max-bulk-len`, `maxmemory`, …).
+//! - **per tenant**: `maxmemory` and `maxmemory-policy` are the connected tenant's memory
+//!   limit and eviction policy, read from and set through the process that holds its data
+//!   ([`TenantParams`]); a process that holds none (a gateway) does not list them.
+//! - **fixed**: ferry's real value (`databases`, `proto-max-bulk-len`, …).
 //!   CONFIG SET to the value it has is accepted; any other value is refused with Redis's
 //!   "can't set immutable config" error, because ferry does not change it at run time.
 //! - **no effect**: Redis's encoding thresholds (`hash-max-listpack-entries`, …). ferry
@@ -11,7 +14,7 @@
 //!   nothing else. Clients and tests set these before their commands; refusing them would
 //!   fail commands whose results do not depend on them.
 //!
-//! Settings are the listener's (one per process), as Redis's are the server's.
+//! The other settings are the listener's (one per process), as Redis's are the server's.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +32,51 @@ enum Kind {
     Fixed,
     /// Kept and reported, with no effect; the value must be a whole number ≥ `min`.
     NoEffectNumber { min: i64 },
+    /// The connected tenant's, through [`TenantParams`].
+    PerTenant,
+}
+
+/// The parameters a process keeps per tenant, for CONFIG: read from and set through it.
+pub trait TenantParams {
+    /// The tenant's value of `name` (a [`PER_TENANT`] parameter); `None` if the process
+    /// keeps none.
+    fn value(&self, name: &str) -> Option<String>;
+    /// Checks every pair, then sets them all, or refuses with why (nothing set then).
+    fn set(&self, pairs: &[(&'static str, String)]) -> Result<(), String>;
+}
+
+/// For a connection that keeps no per-tenant parameters.
+pub struct NoTenantParams;
+
+impl TenantParams for NoTenantParams {
+    fn value(&self, _name: &str) -> Option<String> {
+        None
+    }
+    fn set(&self, _pairs: &[(&'static str, String)]) -> Result<(), String> {
+        Err("not kept by this process".into())
+    }
+}
+
+/// The per-tenant parameters' names.
+pub const PER_TENANT: [&str; 2] = ["maxmemory", "maxmemory-policy"];
+
+/// A memory size as Redis's CONFIG takes it: bytes, or a whole number with `k`, `kb`, `m`,
+/// `mb`, `g` or `gb` (any case; `k` is 1000, `kb` 1024, as in Redis).
+pub fn memory_bytes(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let multiplier: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(multiplier)
 }
 
 /// One parameter: its name, value at start and kind.
@@ -62,9 +110,16 @@ pub const DATABASES: u32 = 1024;
 const PARAMS: &[Param] = &[
     fixed("databases", || DATABASES.to_string()),
     fixed("proto-max-bulk-len", || MAX_BULK_BYTES.to_string()),
-    // No node-wide memory limit and no eviction yet: writes past a tenant's quota fail.
-    fixed("maxmemory", || "0".into()),
-    fixed("maxmemory-policy", || "noeviction".into()),
+    Param {
+        name: "maxmemory",
+        initial: String::new,
+        kind: Kind::PerTenant,
+    },
+    Param {
+        name: "maxmemory-policy",
+        initial: String::new,
+        kind: Kind::PerTenant,
+    },
     // Durability is ferry's own log and snapshots (`--wal-dir`), not RDB or AOF.
     fixed("save", String::new),
     fixed("appendonly", || "no".into()),
@@ -115,8 +170,9 @@ fn param(name: &str) -> Option<&'static Param> {
 }
 
 impl Settings {
-    /// Runs `CONFIG words…` (the words after CONFIG, the subcommand first).
-    pub fn run(&mut self, words: &[Bytes]) -> Reply {
+    /// Runs `CONFIG words…` (the words after CONFIG, the subcommand first), with the
+    /// connected tenant's parameters from `tenant`.
+    pub fn run(&mut self, words: &[Bytes], tenant: &dyn TenantParams) -> Reply {
         let Some((sub, rest)) = words.split_first() else {
             return wrong_arity("config");
         };
@@ -125,8 +181,8 @@ impl Settings {
             return Reply::err(format!("CONFIG takes at most {MAX_CONFIG_ARGS} parameters"));
         }
         match sub.as_str() {
-            "GET" if !rest.is_empty() => self.get(rest),
-            "SET" if !rest.is_empty() && rest.len() % 2 == 0 => self.set(rest),
+            "GET" if !rest.is_empty() => self.get(rest, tenant),
+            "SET" if !rest.is_empty() && rest.len() % 2 == 0 => self.set(rest, tenant),
             "RESETSTAT" if rest.is_empty() => Reply::ok(),
             "REWRITE" if rest.is_empty() => Reply::err("The server is running without a config file"),
             "GET" | "SET" | "RESETSTAT" | "REWRITE" => wrong_arity(&format!("config|{}", sub.to_ascii_lowercase())),
@@ -143,11 +199,20 @@ impl Settings {
     }
 
     /// Every parameter matching any of `patterns` (Redis globs), each once, as a map.
-    fn get(&self, patterns: &[Bytes]) -> Reply {
+    fn get(&self, patterns: &[Bytes], tenant: &dyn TenantParams) -> Reply {
+        let tenant_values: Vec<(&str, String)> = PER_TENANT
+            .iter()
+            .filter_map(|name| Some((*name, tenant.value(name)?)))
+            .collect();
         let mut matched: BTreeMap<&str, &str> = BTreeMap::new();
         for pattern in patterns {
             let lower = pattern.to_ascii_lowercase();
             for (name, value) in &self.values {
+                if matches(&lower, name.as_bytes()) && !PER_TENANT.contains(name) {
+                    matched.insert(name, value);
+                }
+            }
+            for (name, value) in &tenant_values {
                 if matches(&lower, name.as_bytes()) {
                     matched.insert(name, value);
                 }
@@ -167,8 +232,9 @@ impl Settings {
     }
 
     /// Sets every pair or none: each is checked before any is applied, as Redis does.
-    fn set(&mut self, pairs: &[Bytes]) -> Reply {
+    fn set(&mut self, pairs: &[Bytes], tenant: &dyn TenantParams) -> Reply {
         let mut changes = Vec::with_capacity(pairs.len() / 2);
+        let mut tenant_changes = Vec::new();
         for pair in pairs.chunks(2) {
             let name = String::from_utf8_lossy(&pair[0]);
             let value = String::from_utf8_lossy(&pair[1]).into_owned();
@@ -178,7 +244,11 @@ impl Settings {
                     name.chars().take(128).collect::<String>()
                 ));
             };
-            if changes.iter().any(|(known, _)| *known == param.name) {
+            if changes
+                .iter()
+                .chain(&tenant_changes)
+                .any(|(known, _)| *known == param.name)
+            {
                 return Reply::err(format!(
                     "CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
                 ));
@@ -198,8 +268,17 @@ impl Settings {
                     Ok(n) if n >= min => {}
                     _ => return refusal("argument must be a whole number in range"),
                 },
+                Kind::PerTenant => {
+                    tenant_changes.push((param.name, value));
+                    continue;
+                }
             }
             changes.push((param.name, value));
+        }
+        if !tenant_changes.is_empty() {
+            if let Err(why) = tenant.set(&tenant_changes) {
+                return Reply::err(format!("CONFIG SET failed - {why}"));
+            }
         }
         for (name, value) in changes {
             self.values.insert(name, value);
@@ -211,6 +290,26 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::cell::RefCell;
+
+    /// A tenant's parameters as a process would keep them; refuses a policy named `bad`.
+    #[derive(Default)]
+    struct Tenant(RefCell<BTreeMap<&'static str, String>>);
+
+    impl TenantParams for Tenant {
+        fn value(&self, name: &str) -> Option<String> {
+            let default = if name == "maxmemory" { "1000" } else { "noeviction" };
+            Some(self.0.borrow().get(name).cloned().unwrap_or_else(|| default.into()))
+        }
+        fn set(&self, pairs: &[(&'static str, String)]) -> Result<(), String> {
+            if pairs.iter().any(|(_, value)| value == "bad") {
+                return Err("bad value".into());
+            }
+            self.0.borrow_mut().extend(pairs.iter().cloned());
+            Ok(())
+        }
+    }
 
     fn words(text: &str) -> Vec<Bytes> {
         text.split(' ').map(|w| Bytes::from(w.to_owned())).collect()
@@ -232,40 +331,82 @@ mod tests {
             .collect()
     }
 
+    impl Settings {
+        fn run_for(&mut self, words: &[Bytes]) -> Reply {
+            self.run(words, &Tenant::default())
+        }
+    }
+
+    #[test]
+    fn per_tenant_parameters_are_read_and_set_through_the_tenant_all_or_nothing() {
+        let mut settings = Settings::default();
+        let tenant = Tenant::default();
+        let set = "SET maxmemory 2mb maxmemory-policy allkeys-lru hash-max-listpack-entries 9";
+        assert_eq!(settings.run(&words(set), &tenant), Reply::ok());
+        assert_eq!(tenant.value("maxmemory").as_deref(), Some("2mb"));
+        assert_eq!(settings.value("hash-max-listpack-entries"), Some("9"));
+        // The tenant refuses: the listener's own change is not made either.
+        let reply = settings.run(&words("SET maxmemory-policy bad hash-max-listpack-entries 3"), &tenant);
+        assert!(
+            matches!(&reply, Reply::Error(text) if text.contains("bad value")),
+            "{reply:?}"
+        );
+        assert_eq!(settings.value("hash-max-listpack-entries"), Some("9"));
+        // A process that keeps none neither lists nor sets them.
+        assert!(pairs(settings.run(&words("GET maxmemory*"), &NoTenantParams)).is_empty());
+        assert!(matches!(
+            settings.run(&words("SET maxmemory 1"), &NoTenantParams),
+            Reply::Error(_)
+        ));
+    }
+
+    #[test]
+    fn memory_sizes_parse_in_redis_units() {
+        assert_eq!(memory_bytes("0"), Some(0));
+        assert_eq!(memory_bytes("100"), Some(100));
+        assert_eq!(memory_bytes("1k"), Some(1000));
+        assert_eq!(memory_bytes("1KB"), Some(1024));
+        assert_eq!(memory_bytes("3mb"), Some(3 << 20));
+        assert_eq!(memory_bytes("2g"), Some(2_000_000_000));
+        for bad in ["", "mb", "-1", "1tb", "1.5mb", "99999999999999999999gb"] {
+            assert_eq!(memory_bytes(bad), None, "{bad}");
+        }
+    }
+
     #[test]
     fn get_matches_globs_and_aliases_once_each() {
         let mut settings = Settings::default();
-        let got = pairs(settings.run(&words("GET maxmemory* maxmemory")));
+        let got = pairs(settings.run_for(&words("GET maxmemory* maxmemory")));
         assert_eq!(
             got,
             vec![
-                ("maxmemory".into(), "0".into()),
+                ("maxmemory".into(), "1000".into()),
                 ("maxmemory-policy".into(), "noeviction".into())
             ]
         );
-        let got = pairs(settings.run(&words("get hash-max-ziplist-entries")));
+        let got = pairs(settings.run_for(&words("get hash-max-ziplist-entries")));
         assert_eq!(got, vec![("hash-max-ziplist-entries".into(), "128".into())]);
-        assert!(pairs(settings.run(&words("GET nothing-like-this"))).is_empty());
-        let all = pairs(settings.run(&words("GET *")));
+        assert!(pairs(settings.run_for(&words("GET nothing-like-this"))).is_empty());
+        let all = pairs(settings.run_for(&words("GET *")));
         assert_eq!(all.len(), PARAMS.len() + ALIASES.len());
     }
 
     #[test]
     fn set_keeps_no_effect_values_and_refuses_changing_fixed_ones() {
         let mut settings = Settings::default();
-        assert_eq!(settings.run(&words("SET zset-max-ziplist-entries 0")), Reply::ok());
+        assert_eq!(settings.run_for(&words("SET zset-max-ziplist-entries 0")), Reply::ok());
         assert_eq!(settings.value("zset-max-listpack-entries"), Some("0"));
         // Setting a fixed parameter to the value it has is accepted.
-        assert_eq!(settings.run(&words("SET maxmemory-policy NOEVICTION")), Reply::ok());
-        let Reply::Error(text) = settings.run(&words("SET maxmemory 100mb")) else {
+        assert_eq!(settings.run_for(&words("SET appendonly no")), Reply::ok());
+        let Reply::Error(text) = settings.run_for(&words("SET databases 3")) else {
             panic!("refused")
         };
         assert!(text.contains("immutable"), "{text}");
         // All or nothing: the bad second pair leaves the first unset.
-        let reply = settings.run(&words("SET hash-max-listpack-entries 7 set-max-intset-entries x"));
+        let reply = settings.run_for(&words("SET hash-max-listpack-entries 7 set-max-intset-entries x"));
         assert!(matches!(reply, Reply::Error(_)));
         assert_eq!(settings.value("hash-max-listpack-entries"), Some("128"));
-        let Reply::Error(text) = settings.run(&words("SET no-such-thing 1")) else {
+        let Reply::Error(text) = settings.run_for(&words("SET no-such-thing 1")) else {
             panic!("refused")
         };
         assert!(text.starts_with("ERR Unknown option"), "{text}");
@@ -275,9 +416,9 @@ mod tests {
     fn bad_arity_and_subcommands_are_errors() {
         let mut settings = Settings::default();
         for bad in ["GET", "SET maxmemory", "RESETSTAT x", "BOGUS"] {
-            assert!(matches!(settings.run(&words(bad)), Reply::Error(_)), "{bad}");
+            assert!(matches!(settings.run_for(&words(bad)), Reply::Error(_)), "{bad}");
         }
-        assert!(matches!(settings.run(&[]), Reply::Error(_)));
-        assert_eq!(settings.run(&words("RESETSTAT")), Reply::ok());
+        assert!(matches!(settings.run(&[], &NoTenantParams), Reply::Error(_)));
+        assert_eq!(settings.run_for(&words("RESETSTAT")), Reply::ok());
     }
 }

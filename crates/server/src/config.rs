@@ -8,6 +8,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use ferry_store::limits::DEFAULT_TENANT_QUOTA_BYTES;
+use ferry_store::EvictionPolicy;
 
 /// Most worker threads: more than any machine this node targets, few enough that a typo
 /// (`--cores 10000`) is an error rather than ten thousand threads.
@@ -109,6 +110,23 @@ pub struct TenantConfig {
     /// Worker whose queue receives this tenant's requests; spread round-robin when unset.
     #[serde(default)]
     pub home_core: Option<usize>,
+    /// What a write past the quota does (Redis's `maxmemory-policy`, by its names):
+    /// `noeviction` (refused, the default), `allkeys-lru`, `allkeys-lfu`,
+    /// `allkeys-random`, `volatile-lru`, `volatile-lfu`, `volatile-random`, `volatile-ttl`.
+    /// The tenant may change it with `CONFIG SET maxmemory-policy`.
+    #[serde(default, deserialize_with = "eviction_policy")]
+    pub maxmemory_policy: EvictionPolicy,
+}
+
+fn eviction_policy<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<EvictionPolicy, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    EvictionPolicy::parse(&name).ok_or_else(|| {
+        let names: Vec<&str> = ferry_store::eviction::POLICIES.iter().map(|p| p.name()).collect();
+        serde::de::Error::custom(format!(
+            "unknown maxmemory_policy {name:?}: one of {}",
+            names.join(", ")
+        ))
+    })
 }
 
 fn default_quota() -> u64 {
@@ -394,6 +412,7 @@ pub fn parse_tenant_flag(value: &str) -> Result<TenantConfig, ConfigError> {
         token: token.to_string(),
         quota_bytes: DEFAULT_TENANT_QUOTA_BYTES,
         home_core: None,
+        maxmemory_policy: Default::default(),
     })
 }
 
@@ -463,5 +482,18 @@ mod tests {
         assert_eq!(tls.tls_key.as_deref(), Some(Path::new("node.key")));
         assert_eq!(tls.tls_client_ca.as_deref(), Some(Path::new("ca.pem")));
         assert_eq!(tls.tls_require_client_cert, Some(true));
+    }
+
+    #[test]
+    fn a_tenant_names_its_eviction_policy_by_redis_name() {
+        let file: ConfigFile =
+            toml::from_str("[[tenant]]\nid = 1\ntoken = \"a\"\nmaxmemory_policy = \"allkeys-lru\"\n").unwrap();
+        assert_eq!(file.tenants[0].maxmemory_policy, EvictionPolicy::AllKeysLru);
+        let defaulted: ConfigFile = toml::from_str("[[tenant]]\nid = 1\ntoken = \"a\"\n").unwrap();
+        assert_eq!(defaulted.tenants[0].maxmemory_policy, EvictionPolicy::NoEviction);
+        let err = toml::from_str::<ConfigFile>("[[tenant]]\nid = 1\ntoken = \"a\"\nmaxmemory_policy = \"lru\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allkeys-lru"), "{err}");
     }
 }

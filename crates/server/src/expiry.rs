@@ -48,7 +48,10 @@ pub(crate) async fn run(node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
             _ = ticker.tick() => {}
             _ = shutdown.changed() => return,
         }
+        let now_ms = crate::store_ctx::unix_time_us() / 1000;
         for tenant in node.tenants.values() {
+            // The eviction policies' LRU clock moves with the same cycle (Redis's cron).
+            tenant.store.set_clock_ms(now_ms);
             for table in tenant.store.table_names() {
                 if !crate::database::is_database(&table) {
                     continue;

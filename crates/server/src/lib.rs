@@ -27,6 +27,8 @@
 //! - [`routing`]: as one node of a cluster, `moved` and `cross_slot` for keys it does not
 //!   serve.
 //! - [`stats`]: counters reported by the `stats` operation.
+//! - `memory`: a tenant's `maxmemory` and `maxmemory-policy` as CONFIG sets them, and INFO's
+//!   memory lines (the store limits and evicts).
 //! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
 //! - `resp`, `resp_job`: the RESP front end (`--resp ADDR`), and its commands run as one job
 //!   per pipeline in the tenant's seat: data commands over the one executor of
@@ -44,6 +46,7 @@ mod frozen;
 mod function_stats;
 pub mod listeners;
 pub mod membership;
+mod memory;
 mod metrics;
 mod moves;
 mod multi;

@@ -66,7 +66,7 @@ pub(crate) fn exec(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &
         match ctx.commit() {
             Ok(()) => return Reply::Array(replies),
             Err(err) if err.is_conflict() => continue,
-            Err(err) => return error_reply(&err.to_string()),
+            Err(err) => return crate::resp_job::commit_error(&err),
         }
     }
     Reply::err(format!(

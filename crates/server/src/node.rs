@@ -8,7 +8,7 @@ use std::time::Instant;
 use ferry_func::Registry;
 use ferry_store::TenantStore;
 
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, TenantConfig};
 use crate::stats::{NodeCounters, TenantCounters};
 use crate::worker::Pool;
 
@@ -114,7 +114,7 @@ impl Node {
                     id: tenant.id,
                     token: tenant.token.as_bytes().to_vec(),
                     home: config.home_core(index),
-                    store: TenantStore::with_clock_id(tenant.quota_bytes, clock_id(tenant.id)),
+                    store: tenant_store(tenant),
                     counters: TenantCounters::default(),
                     latency: Arc::clone(&latency),
                     functions: Default::default(),
@@ -171,4 +171,16 @@ impl Node {
     pub(crate) fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
+}
+
+/// A configured tenant's empty store, with its eviction policy and the keyspace's reading
+/// of expiry for the volatile policies.
+fn tenant_store(tenant: &TenantConfig) -> TenantStore {
+    let store = TenantStore::with_clock_id(tenant.quota_bytes, clock_id(tenant.id));
+    store.set_eviction(tenant.maxmemory_policy);
+    store.set_expiry_reader(|bytes| {
+        ferry_keyspace::value::Entry::peek(bytes).and_then(|(_, expires_at_ms)| expires_at_ms)
+    });
+    store.set_clock_ms(crate::store_ctx::unix_time_us() / 1000);
+    store
 }

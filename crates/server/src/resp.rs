@@ -43,6 +43,18 @@ impl RespService for Node {
         self.cluster.is_some()
     }
 
+    fn tenant_param(&self, tenant: &Arc<TenantState>, name: &str) -> Option<String> {
+        crate::memory::param(tenant, name)
+    }
+
+    fn set_tenant_params(&self, tenant: &Arc<TenantState>, pairs: &[(&'static str, String)]) -> Result<(), String> {
+        crate::memory::set_params(tenant, pairs)
+    }
+
+    fn tenant_info(&self, tenant: &Arc<TenantState>) -> String {
+        crate::memory::info(tenant)
+    }
+
     fn execute<'a>(&'a self, tenant: &'a Arc<TenantState>, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
             let count = batch.len();

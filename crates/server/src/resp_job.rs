@@ -201,6 +201,18 @@ fn guarded(tenant: &TenantState, run: impl FnOnce() -> Reply) -> Reply {
     reply
 }
 
+/// A commit's refusal as Redis words it: a write past the tenant's memory limit (after
+/// any eviction its policy allows) is Redis's `OOM`, so clients raise their out-of-memory
+/// error.
+pub(crate) fn commit_error(err: &ferry_store::StoreError) -> Reply {
+    match err {
+        ferry_store::StoreError::QuotaExceeded { .. } => Reply::Error(format!(
+            "OOM command not allowed when used memory > 'maxmemory' ({err})"
+        )),
+        other => error_reply(&other.to_string()),
+    }
+}
+
 /// Runs one data command as a transaction of its own; `cluster`: the ownership its keys
 /// are checked against (none: not checked); `writes_allowed`: whether the expired keys it
 /// meets may be deleted.
@@ -226,7 +238,7 @@ pub(crate) fn data_command(
             Ok(()) => return reply,
             Err(err) if err.is_conflict() => continue,
             // A refusal with its own code (a replica's READONLY) keeps it.
-            Err(err) => return error_reply(&err.to_string()),
+            Err(err) => return commit_error(&err),
         }
     }
     Reply::err(format!(
@@ -336,6 +348,7 @@ mod tests {
             token: format!("token-{id}"),
             quota_bytes: 1 << 20,
             home_core: Some(0),
+            maxmemory_policy: Default::default(),
         }
     }
 

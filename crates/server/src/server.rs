@@ -287,6 +287,7 @@ pub(crate) fn tenant_stats(tenant: &TenantState, out: &mut Vec<Sample>) {
         Sample::gauge(scope(), "quota_bytes", store.quota_bytes),
         Sample::counter(scope(), "commits", store.commits),
         Sample::counter(scope(), "conflicts", store.conflicts),
+        Sample::counter(scope(), "evicted_keys", store.evicted_keys),
     ]);
 }
 

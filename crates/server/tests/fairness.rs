@@ -41,6 +41,7 @@ fn node(cores: usize, homes: &[(u32, &str)], scheduling: Scheduling) -> ServerHa
             token: token.into(),
             quota_bytes: 64 << 20,
             home_core: Some(0),
+            maxmemory_policy: Default::default(),
         })
         .collect();
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), cores, tenants);

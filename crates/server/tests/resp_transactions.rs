@@ -159,7 +159,9 @@ fn config_get_and_set_report_and_keep_parameters() {
         .arg("maxmemory*")
         .query(&mut con)
         .unwrap();
-    assert_eq!(got, vec!["maxmemory", "0", "maxmemory-policy", "noeviction"]);
+    // The tenant's limit: its quota until CONFIG SET lowers it.
+    let quota = (64u64 << 20).to_string();
+    assert_eq!(got, vec!["maxmemory", quota.as_str(), "maxmemory-policy", "noeviction"]);
     assert_eq!(
         text(&mut con, &["CONFIG", "SET", "hash-max-listpack-entries", "16"]).unwrap(),
         Value::Okay

@@ -15,5 +15,6 @@ mod resp;
 mod resp_blocking;
 mod resp_database;
 mod resp_functions;
+mod resp_memory;
 mod resp_scripts;
 mod resp_transactions;

@@ -8,6 +8,8 @@
 //! - [`locks`]: the lock plan that takes shard locks in one global order, so commits and
 //!   validated reads never deadlock.
 //! - [`error`]: the store's error type, [`StoreError`].
+//! - [`eviction`]: Redis's `maxmemory-policy` and the access stamps it ranks keys by;
+//!   `tenant/evict.rs` makes room for a write past the limit with it.
 //! - [`journal`]: the [`Journal`] a commit hands its write set to before it is visible
 //!   (the node's write-ahead log), and [`TenantStore::recover_commit`], which replays one.
 //!
@@ -17,12 +19,14 @@
 //! ever grows and a validated read set is a consistent snapshot at the moment of validation.
 
 pub mod error;
+pub mod eviction;
 pub mod journal;
 pub mod limits;
 mod locks;
 pub mod tenant;
 
 pub use error::StoreError;
+pub use eviction::EvictionPolicy;
 pub use journal::{Journal, JournalRefusal};
 pub use tenant::{ObjectRef, ReplicateError, TenantStats, TenantStore, WriteRef};
 

@@ -6,6 +6,7 @@
 //! two transactions can never wait on each other in a cycle.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -14,13 +15,28 @@ use bytes::Bytes;
 use crate::limits::SHARDS_PER_TABLE;
 
 /// One stored object.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Object {
     /// Version of the commit that wrote it (never 0).
     pub(crate) version: u64,
     /// The value, in an allocation of its own (never a slice of a request buffer, which
     /// would pin the whole request in memory).
     pub(crate) value: Bytes,
+    /// When it was last used (LRU) or how often (LFU), for eviction
+    /// (`crate::eviction`); 0 and untouched under a policy that ranks by neither.
+    /// Atomic: readers stamp it under the shard's read lock.
+    pub(crate) access: AtomicU32,
+}
+
+impl Object {
+    /// A new object with its first access stamp.
+    pub(crate) fn new(version: u64, value: Bytes, access: u32) -> Object {
+        Object {
+            version,
+            value,
+            access: AtomicU32::new(access),
+        }
+    }
 }
 
 /// One lock shard of a table: the objects whose key hashes to it, and the version of the

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -16,6 +16,7 @@ use crate::limits::{
 use crate::locks::{LockPlan, LockedShards, Object, Table};
 use crate::VERSION_ABSENT;
 
+mod evict;
 mod listing;
 mod recover;
 mod replicate;
@@ -59,12 +60,15 @@ pub struct TenantStats {
     pub objects: u64,
     /// Bytes charged against the quota.
     pub used_bytes: u64,
-    /// The quota.
+    /// The memory limit in force (Redis's `maxmemory` for this tenant): the quota, or
+    /// less if lowered at run time.
     pub quota_bytes: u64,
     /// Transactions with writes that committed.
     pub commits: u64,
     /// Transactions refused by validation.
     pub conflicts: u64,
+    /// Keys removed by the eviction policy to make room for writes.
+    pub evicted_keys: u64,
 }
 
 /// All data of one tenant. Shared by every worker; all methods take `&self`.
@@ -74,8 +78,21 @@ pub struct TenantStore {
     /// for the duration of a validation.
     /// Keyed with aHash like the shards: SipHash cost more than the rest of a lookup.
     tables: RwLock<HashMap<String, Arc<Table>, ahash::RandomState>>,
-    /// Memory quota (keys + values + per-object overhead).
-    quota_bytes: u64,
+    /// Memory quota (keys + values + per-object overhead), as configured: the highest
+    /// limit the tenant may set itself.
+    ceiling_bytes: u64,
+    /// The memory limit in force (`maxmemory`): at most `ceiling_bytes`.
+    limit_bytes: AtomicU64,
+    /// The eviction policy's code (`EvictionPolicy::code`).
+    eviction: AtomicU8,
+    /// The LRU clock the access stamps are taken from (`eviction::lru_clock`), advanced by
+    /// the caller (`set_clock_ms`).
+    lru_clock: AtomicU32,
+    /// Keys evicted.
+    evicted_keys: AtomicU64,
+    /// Reads an object's expiry from its bytes, for the volatile policies (the store does
+    /// not know the encoding; `set_expiry_reader`). None: no object has one.
+    expiry_reader: OnceLock<ExpiryReader>,
     /// Bytes charged against the quota.
     used_bytes: AtomicU64,
     /// Objects stored.
@@ -97,6 +114,9 @@ pub struct TenantStore {
     /// `tenant/scan.rs`).
     installing: RwLock<()>,
 }
+
+/// An object's expiry (milliseconds since the Unix epoch) read from its bytes, if it has one.
+pub type ExpiryReader = fn(&[u8]) -> Option<u64>;
 
 fn charge(key: &[u8], value: &[u8]) -> u64 {
     key.len() as u64 + value.len() as u64 + OBJECT_OVERHEAD_BYTES
@@ -190,7 +210,12 @@ impl TenantStore {
         TenantStore {
             clock_id,
             tables: RwLock::new(HashMap::default()),
-            quota_bytes,
+            ceiling_bytes: quota_bytes,
+            limit_bytes: AtomicU64::new(quota_bytes),
+            eviction: AtomicU8::new(0),
+            lru_clock: AtomicU32::new(0),
+            evicted_keys: AtomicU64::new(0),
+            expiry_reader: OnceLock::new(),
             used_bytes: AtomicU64::new(0),
             objects: AtomicU64::new(0),
             clock: AtomicU64::new(VERSION_ABSENT),
@@ -215,7 +240,10 @@ impl TenantStore {
             return Ok(None);
         };
         let shard = table.shards[crate::locks::shard_of(key)].read();
-        Ok(shard.get(key).map(|object| (object.version, object.value.clone())))
+        Ok(shard.get(key).map(|object| {
+            self.touch(object);
+            (object.version, object.value.clone())
+        }))
     }
 
     /// Reads objects of one table as one consistent snapshot, after checking that every
@@ -274,10 +302,30 @@ impl TenantStore {
         Ok(self.transact(reads, &[], writes)?.1)
     }
 
-    /// The one transaction routine every operation goes through: check limits, create
-    /// written tables, lock every touched shard in global order, validate `validate`, read
-    /// `reads`, install `writes`.
+    /// The one transaction routine every operation goes through: [`TenantStore::transact_once`],
+    /// and when its writes do not fit and the eviction policy evicts, again after making
+    /// room (`tenant/evict.rs`).
     fn transact(
+        &self,
+        validate: &[ObjectRef<'_>],
+        reads: &[(&str, &[u8])],
+        writes: &[WriteRef<'_>],
+    ) -> Result<(Vec<Option<Versioned>>, u64), StoreError> {
+        let mut outcome = self.transact_once(validate, reads, writes);
+        for _ in 0..evict::MAX_ROOM_ROUNDS {
+            match outcome {
+                Err(StoreError::QuotaExceeded { needed_bytes, .. }) if self.make_room(needed_bytes) => {
+                    outcome = self.transact_once(validate, reads, writes);
+                }
+                _ => break,
+            }
+        }
+        outcome
+    }
+
+    /// Checks limits, creates written tables, locks every touched shard in global order,
+    /// validates `validate`, reads `reads`, installs `writes`.
+    fn transact_once(
         &self,
         validate: &[ObjectRef<'_>],
         reads: &[(&str, &[u8])],
@@ -343,7 +391,10 @@ impl TenantStore {
             .iter()
             .map(|(table, key)| {
                 if tables.contains_key(*table) {
-                    locked.get(table, key).map(|o| (o.version, o.value.clone()))
+                    locked.get(table, key).map(|o| {
+                        self.touch(o);
+                        (o.version, o.value.clone())
+                    })
                 } else {
                     None
                 }
@@ -395,10 +446,10 @@ impl TenantStore {
         if net_grow > 0 && enforce {
             self.used_bytes
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                    (used + net_grow <= self.quota_bytes).then_some(used + net_grow)
+                    (used + net_grow <= self.limit_bytes()).then_some(used + net_grow)
                 })
                 .map_err(|used| StoreError::QuotaExceeded {
-                    quota_bytes: self.quota_bytes,
+                    quota_bytes: self.limit_bytes(),
                     used_bytes: used,
                     needed_bytes: net_grow,
                 })?;
@@ -421,10 +472,8 @@ impl TenantStore {
             let shard = locked.shard_mut(write.table, write.key);
             match write.value {
                 Some(value) => {
-                    let object = Object {
-                        version,
-                        value: Bytes::copy_from_slice(value),
-                    };
+                    let access = self.stamp_of_write(shard.get(write.key));
+                    let object = Object::new(version, Bytes::copy_from_slice(value), access);
                     if shard.insert(Bytes::copy_from_slice(write.key), object).is_none() {
                         self.objects.fetch_add(1, Ordering::Relaxed);
                     }
@@ -489,9 +538,10 @@ impl TenantStore {
             tables: self.tables.read().len() as u64,
             objects: self.objects.load(Ordering::Relaxed),
             used_bytes: self.used_bytes.load(Ordering::Relaxed),
-            quota_bytes: self.quota_bytes,
+            quota_bytes: self.limit_bytes(),
             commits: self.commits.load(Ordering::Relaxed),
             conflicts: self.conflicts.load(Ordering::Relaxed),
+            evicted_keys: self.evicted_keys.load(Ordering::Relaxed),
         }
     }
 }

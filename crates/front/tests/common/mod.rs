@@ -78,6 +78,7 @@ pub fn cluster_with(
                 token: TOKEN.into(),
                 quota_bytes: 64 << 20,
                 home_core: None,
+                maxmemory_policy: Default::default(),
             };
             let mut config = ServerConfig::new(node.addr.parse().unwrap(), 1, vec![tenant]);
             config.spin_iters_per_ms = Some(ferry_func::work::DEFAULT_ITERS_PER_MS);

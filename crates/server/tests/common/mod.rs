@@ -134,12 +134,14 @@ pub fn tenants() -> Vec<TenantConfig> {
             token: TOKEN_A.into(),
             quota_bytes: 64 << 20,
             home_core: None,
+            maxmemory_policy: Default::default(),
         },
         TenantConfig {
             id: TENANT_B,
             token: TOKEN_B.into(),
             quota_bytes: 64 << 20,
             home_core: None,
+            maxmemory_policy: Default::default(),
         },
     ]
 }

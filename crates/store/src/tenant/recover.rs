@@ -58,10 +58,8 @@ impl TenantStore {
         let mut shard = table.shards[shard_of(key)].write();
         let old = match value {
             Some(value) => {
-                let object = Object {
-                    version,
-                    value: Bytes::copy_from_slice(value),
-                };
+                let access = self.stamp_of_write(shard.get(key));
+                let object = Object::new(version, Bytes::copy_from_slice(value), access);
                 shard.insert(Bytes::copy_from_slice(key), object)
             }
             None => {

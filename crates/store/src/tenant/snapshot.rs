@@ -84,7 +84,10 @@ impl TenantStore {
                         changed_at,
                     });
                 }
-                Ok(object.map(|object| (object.version, object.value.clone())))
+                Ok(object.map(|object| {
+                    self.touch(object);
+                    (object.version, object.value.clone())
+                }))
             })
             .collect()
     }
