@@ -17,7 +17,6 @@
 # with the suite's own tags (docs/BENCHMARKS.md gives the same list):
 #   needs:debug             DEBUG (ferry has no DEBUG command)
 #   needs:repl              Redis's replication stream (ferry replicates its own log)
-#   needs:config-maxmemory  maxmemory and eviction (not built yet)
 # ferry runs with a default tenant (connections need no AUTH), as Redis's `default` user.
 # Needs tclsh (installed with apt if missing) and Redis 7 (scripts/redis.sh installs it).
 set -euo pipefail
@@ -57,7 +56,7 @@ done
 # PORT UNIT LOG: runs one unit; the log keeps the suite's own lines.
 run_unit() {
   (cd "$suite" && timeout 1800 ./runtest --host 127.0.0.1 --port "$1" --durable --single "unit/$2" --clients 1 \
-    --tags "-needs:debug -needs:repl -needs:config-maxmemory") 2>&1 |
+    --tags "-needs:debug -needs:repl") 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >"$3" || true
 }
 passed() { grep -a -c '^\[ok\]: ' "$1" || true; }

@@ -9,7 +9,7 @@
 //! - [`histogram`]: request counts and latency histograms by operation and status;
 //! - [`resp`]: a RESP listener (connections, pipelining, AUTH and the session commands) in
 //!   front of a process's [`resp::RespService`]; [`resp_multi`]: a connection's MULTI,
-//!   EXEC and WATCH; [`resp_blocking`]: the blocking pops;
+//!   EXEC and WATCH; [`resp_blocking`]: the blocking pops; [`resp_info`]: INFO's sections;
 //! - [`signal`]: waiting for SIGINT or SIGTERM;
 //! - [`tls`]: TLS for all three listeners and for the links between processes (rustls,
 //!   ring), with optional or required client certificates.
@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod preauth;
 pub mod resp;
 pub mod resp_blocking;
+pub mod resp_info;
 pub mod resp_multi;
 pub mod signal;
 pub mod tls;

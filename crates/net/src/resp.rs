@@ -123,6 +123,14 @@ pub trait RespService: Send + Sync + 'static {
         String::new()
     }
 
+    /// Whether the tenant is past its memory limit with no room its policy makes before a
+    /// write: commands that may grow memory are then refused before they run, as Redis
+    /// refuses `denyoom` commands (`resp_multi::MultiState::refused_when_out_of_memory`).
+    /// Never, by default (a process that holds no data; the node holding it refuses).
+    fn out_of_memory(&self, _tenant: &Self::Tenant) -> bool {
+        false
+    }
+
     /// Resolves when the tenant's data may have changed (a blocking pop then tries again);
     /// by default never, and the pop tries again every
     /// [`crate::resp_blocking::RECHECK_MS`] anyway.
@@ -365,6 +373,11 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
         Err(_) if session.tenant.is_none() => return Handled::Answered(noauth(), After::Continue),
         Err(reply) => return Handled::Answered(session.multi.refused(reply), After::Continue),
     };
+    if let Some(tenant) = &session.tenant {
+        if session.multi.refused_when_out_of_memory(&command) && service.out_of_memory(tenant) {
+            return Handled::Answered(session.multi.out_of_memory(&command), After::Continue);
+        }
+    }
     let (command, keys) = if session.tenant.is_none() {
         (command, keys)
     } else {
@@ -510,14 +523,15 @@ fn session_command<S: RespService>(
             _ => Reply::err(format!("DB index is out of range (0 to {})", MAX_DATABASES - 1)),
         },
         Command::CommandInfo(args) => command_info(&args),
-        Command::Info => {
+        Command::Info(sections) => {
             let tenant_info = session.tenant.as_ref().map(|tenant| service.tenant_info(tenant));
-            Reply::Bulk(Bytes::from(format!(
+            let text = format!(
                 "# Server\r\nredis_version:7.2.0\r\nferry_version:{}\r\nredis_mode:{}\r\n{}",
                 env!("CARGO_PKG_VERSION"),
                 service.mode(),
                 tenant_info.unwrap_or_default()
-            )))
+            );
+            Reply::Bulk(Bytes::from(crate::resp_info::sections(&text, &sections)))
         }
         Command::Config(words) => {
             let mut settings = session.settings.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -9,8 +9,9 @@
 
 use bytes::Bytes;
 
-use ferry_resp::command::{Transaction, WatchedKey};
-use ferry_resp::{Command, Reply};
+use ferry_resp::command::{FunctionCommand, Transaction, WatchedKey};
+use ferry_resp::reply::OUT_OF_MEMORY;
+use ferry_resp::{table, Command, Reply};
 
 /// Most commands one MULTI may queue: bounds what a connection makes the listener hold.
 pub const MAX_QUEUED_COMMANDS: usize = 10_000;
@@ -37,6 +38,8 @@ struct Queue {
     keys: Vec<Bytes>,
     /// A command failed to queue: EXEC answers EXECABORT.
     aborted: bool,
+    /// A queued command may grow memory: EXEC is refused while out of memory.
+    grows: bool,
 }
 
 /// A connection's transaction state.
@@ -50,7 +53,43 @@ fn exec_abort() -> Reply {
     Reply::Error("EXECABORT Transaction discarded because of previous errors.".into())
 }
 
+/// Whether `command` may grow memory: a data command the table marks `DENY_OOM`, and
+/// FUNCTION LOAD and RESTORE (Redis marks those subcommands so too).
+pub(crate) fn grows_memory(command: &Command) -> bool {
+    match command {
+        Command::Data(words) => words
+            .first()
+            .and_then(|name| table::lookup(name))
+            .is_some_and(|spec| spec.is(table::DENY_OOM)),
+        Command::Function(FunctionCommand::Load { .. } | FunctionCommand::Restore { .. }) => true,
+        _ => false,
+    }
+}
+
 impl MultiState {
+    /// Whether Redis refuses `command` while the tenant is out of memory: one that may grow
+    /// memory; inside MULTI any command but EXEC, DISCARD and QUIT (a queue holds memory
+    /// too), and EXEC if a queued command may grow memory.
+    pub(crate) fn refused_when_out_of_memory(&self, command: &Command) -> bool {
+        match (&self.queue, command) {
+            (None, command) => grows_memory(command),
+            (Some(queue), Command::Exec) => queue.grows,
+            (Some(_), Command::Discard | Command::Quit) => false,
+            (Some(_), _) => true,
+        }
+    }
+
+    /// The refusal of `command` while out of memory: EXEC discards the transaction
+    /// (EXECABORT with the reason, as Redis's), a command inside MULTI dooms it.
+    pub(crate) fn out_of_memory(&mut self, command: &Command) -> Reply {
+        if matches!(command, Command::Exec) && self.queue.is_some() {
+            self.queue = None;
+            self.watched.clear();
+            return Reply::Error(format!("EXECABORT Transaction discarded because of: {OUT_OF_MEMORY}."));
+        }
+        self.refused(Reply::out_of_memory())
+    }
+
     /// A command that did not parse: inside MULTI it also dooms the transaction.
     pub(crate) fn refused(&mut self, refusal: Reply) -> Reply {
         if let Some(queue) = &mut self.queue {
@@ -68,6 +107,7 @@ impl MultiState {
                         commands: Vec::new(),
                         keys: Vec::new(),
                         aborted: false,
+                        grows: false,
                     });
                     Multi::Answer(Reply::ok())
                 }
@@ -118,6 +158,7 @@ impl MultiState {
             Command::Watch(_) => Multi::Answer(Reply::err("WATCH inside MULTI is not allowed")),
             Command::Quit => Multi::Pass(Command::Quit, keys),
             Command::Data(_) | Command::Ping(_) | Command::Echo(_) if queue.commands.len() < MAX_QUEUED_COMMANDS => {
+                queue.grows |= grows_memory(&command);
                 queue.commands.push(command);
                 queue.keys.extend(keys);
                 Multi::Answer(Reply::Simple("QUEUED".into()))
@@ -208,13 +249,48 @@ mod tests {
     }
 
     #[test]
+    fn out_of_memory_refuses_what_redis_refuses() {
+        let mut state = MultiState::default();
+        // Outside MULTI: only what may grow memory.
+        assert!(state.refused_when_out_of_memory(&data(&["SET", "k", "v"])));
+        assert!(!state.refused_when_out_of_memory(&data(&["get", "k"])));
+        assert!(!state.refused_when_out_of_memory(&data(&["del", "k"])));
+        // A transaction of reads queued before the limit runs; one that grows is discarded.
+        state.handle(Command::Multi, vec![], "db0");
+        state.handle(data(&["get", "k"]), vec![Bytes::from("k")], "db0");
+        assert!(!state.refused_when_out_of_memory(&Command::Exec));
+        assert!(!state.refused_when_out_of_memory(&Command::Discard));
+        // Queueing anything holds memory.
+        assert!(state.refused_when_out_of_memory(&data(&["get", "k"])));
+        state.handle(data(&["set", "k", "v"]), vec![Bytes::from("k")], "db0");
+        assert!(state.refused_when_out_of_memory(&Command::Exec));
+        let Reply::Error(text) = state.out_of_memory(&Command::Exec) else {
+            panic!("refused")
+        };
+        assert!(text.starts_with("EXECABORT") && text.contains("OOM"), "{text}");
+        assert!(matches!(
+            answer(state.handle(Command::Exec, vec![], "db0")),
+            Reply::Error(text) if text == "ERR EXEC without MULTI"
+        ));
+        // A command refused inside MULTI dooms the transaction.
+        state.handle(Command::Multi, vec![], "db0");
+        assert!(
+            matches!(state.out_of_memory(&data(&["lpush", "l", "x"])), Reply::Error(text) if text.starts_with("OOM "))
+        );
+        let Reply::Error(text) = answer(state.handle(Command::Exec, vec![], "db0")) else {
+            panic!("refused")
+        };
+        assert!(text.starts_with("EXECABORT"), "{text}");
+    }
+
+    #[test]
     fn an_error_while_queueing_aborts_exec_and_clears_the_state() {
         let mut state = MultiState::default();
         state.handle(Command::Multi, vec![], "db0");
         state.refused(Reply::err("unknown command"));
         // A command a transaction cannot hold aborts it too.
         assert!(matches!(
-            answer(state.handle(Command::Info, vec![], "db0")),
+            answer(state.handle(Command::Info(vec![]), vec![], "db0")),
             Reply::Error(_)
         ));
         let Reply::Error(text) = answer(state.handle(Command::Exec, vec![], "db0")) else {

@@ -88,8 +88,8 @@ pub enum Command {
     Database(Vec<Bytes>),
     /// COMMAND [subcommand ...].
     CommandInfo(Vec<Bytes>),
-    /// INFO [section].
-    Info,
+    /// INFO [section ...]: the sections asked for (none: the default ones).
+    Info(Vec<Bytes>),
     /// CONFIG subcommand [argument ...]: the words after CONFIG.
     Config(Vec<Bytes>),
     /// MULTI: commands queue until EXEC.
@@ -289,10 +289,7 @@ impl Command {
                 Command::Select(next())
             }
             "command" => Command::CommandInfo((1..n).map(|_| next()).collect()),
-            "info" => {
-                arity(n <= 2)?;
-                Command::Info
-            }
+            "info" => Command::Info((1..n).map(|_| next()).collect()),
             "config" => Command::Config((1..n).map(|_| next()).collect()),
             "multi" => Command::Multi,
             "exec" => Command::Exec,

@@ -57,6 +57,9 @@ pub fn format_double(value: f64) -> String {
     }
 }
 
+/// Redis's words for a command refused past `maxmemory`.
+pub const OUT_OF_MEMORY: &str = "OOM command not allowed when used memory > 'maxmemory'";
+
 impl Reply {
     /// `+OK`.
     pub fn ok() -> Reply {
@@ -66,6 +69,12 @@ impl Reply {
     /// `-ERR message`.
     pub fn err(message: impl std::fmt::Display) -> Reply {
         Reply::Error(format!("ERR {message}"))
+    }
+
+    /// Redis's out-of-memory refusal (`-OOM …`), which clients raise as their
+    /// out-of-memory error.
+    pub fn out_of_memory() -> Reply {
+        Reply::Error(format!("{OUT_OF_MEMORY}."))
     }
 
     /// A bulk string of text.

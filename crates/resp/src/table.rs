@@ -24,6 +24,9 @@ pub const KEYSPACE: u8 = 16;
 pub const DATABASE: u8 = 32;
 /// A blocking pop: the listener repeats its non-blocking step until it pops or times out.
 pub const BLOCKING: u8 = 64;
+/// The command may grow memory: refused before it runs while the tenant is past its
+/// memory limit with no room to make (Redis's `denyoom`).
+pub const DENY_OOM: u8 = 128;
 
 /// Where a command's keys are among its words (the name is word 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +62,7 @@ pub struct CommandSpec {
     pub name: &'static str,
     /// Redis's arity: the number of words, name included; negative means at least that many.
     pub arity: i32,
-    /// [`WRITE`], [`READ_ONLY`], [`ADMIN`], [`NO_SCRIPT`].
+    /// [`WRITE`], [`READ_ONLY`], [`ADMIN`], [`NO_SCRIPT`], [`DENY_OOM`], ….
     pub flags: u8,
     /// Its keys.
     pub keys: KeySpec,
@@ -107,6 +110,8 @@ const STORE_COUNTED: KeySpec = KeySpec::StoreCounted { at: 2 };
 const W: u8 = WRITE | KEYSPACE;
 /// A data command that only reads.
 const R: u8 = READ_ONLY | KEYSPACE;
+/// A data command that may grow memory.
+const G: u8 = W | DENY_OOM;
 
 /// Every command served.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -120,26 +125,26 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("readwrite", 1, ADMIN | NO_SCRIPT, NO_KEYS),
     // Strings.
     spec("get", 2, R, ONE_KEY),
-    spec("set", -3, W, ONE_KEY),
-    spec("setnx", 3, W, ONE_KEY),
-    spec("setex", 4, W, ONE_KEY),
-    spec("psetex", 4, W, ONE_KEY),
-    spec("getset", 3, W, ONE_KEY),
+    spec("set", -3, G, ONE_KEY),
+    spec("setnx", 3, G, ONE_KEY),
+    spec("setex", 4, G, ONE_KEY),
+    spec("psetex", 4, G, ONE_KEY),
+    spec("getset", 3, G, ONE_KEY),
     spec("getdel", 2, W, ONE_KEY),
     spec("getex", -2, W, ONE_KEY),
     spec("mget", -2, R, ALL_KEYS),
-    spec("mset", -3, W, PAIRS),
-    spec("msetnx", -3, W, PAIRS),
-    spec("append", 3, W, ONE_KEY),
+    spec("mset", -3, G, PAIRS),
+    spec("msetnx", -3, G, PAIRS),
+    spec("append", 3, G, ONE_KEY),
     spec("strlen", 2, R, ONE_KEY),
     spec("getrange", 4, R, ONE_KEY),
     spec("substr", 4, R, ONE_KEY),
-    spec("setrange", 4, W, ONE_KEY),
-    spec("incr", 2, W, ONE_KEY),
-    spec("decr", 2, W, ONE_KEY),
-    spec("incrby", 3, W, ONE_KEY),
-    spec("decrby", 3, W, ONE_KEY),
-    spec("incrbyfloat", 3, W, ONE_KEY),
+    spec("setrange", 4, G, ONE_KEY),
+    spec("incr", 2, G, ONE_KEY),
+    spec("decr", 2, G, ONE_KEY),
+    spec("incrby", 3, G, ONE_KEY),
+    spec("decrby", 3, G, ONE_KEY),
+    spec("incrbyfloat", 3, G, ONE_KEY),
     // Keys of any type, and expiry.
     spec("del", -2, W, ALL_KEYS),
     spec("unlink", -2, W, ALL_KEYS),
@@ -155,7 +160,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("flushall", -1, WRITE | DATABASE | NO_SCRIPT, NO_KEYS),
     spec("rename", 3, W, TWO_KEYS),
     spec("renamenx", 3, W, TWO_KEYS),
-    spec("copy", -3, W, TWO_KEYS),
+    spec("copy", -3, G, TWO_KEYS),
     spec("expire", -3, W, ONE_KEY),
     spec("pexpire", -3, W, ONE_KEY),
     spec("expireat", -3, W, ONE_KEY),
@@ -166,9 +171,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("pexpiretime", 2, R, ONE_KEY),
     spec("persist", 2, W, ONE_KEY),
     // Hashes.
-    spec("hset", -4, W, ONE_KEY),
-    spec("hmset", -4, W, ONE_KEY),
-    spec("hsetnx", 4, W, ONE_KEY),
+    spec("hset", -4, G, ONE_KEY),
+    spec("hmset", -4, G, ONE_KEY),
+    spec("hsetnx", 4, G, ONE_KEY),
     spec("hget", 3, R, ONE_KEY),
     spec("hmget", -3, R, ONE_KEY),
     spec("hdel", -3, W, ONE_KEY),
@@ -178,35 +183,35 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("hgetall", 2, R, ONE_KEY),
     spec("hkeys", 2, R, ONE_KEY),
     spec("hvals", 2, R, ONE_KEY),
-    spec("hincrby", 4, W, ONE_KEY),
-    spec("hincrbyfloat", 4, W, ONE_KEY),
+    spec("hincrby", 4, G, ONE_KEY),
+    spec("hincrbyfloat", 4, G, ONE_KEY),
     spec("hrandfield", -2, R, ONE_KEY),
     spec("hscan", -3, R, ONE_KEY),
     // Lists.
-    spec("lpush", -3, W, ONE_KEY),
-    spec("rpush", -3, W, ONE_KEY),
-    spec("lpushx", -3, W, ONE_KEY),
-    spec("rpushx", -3, W, ONE_KEY),
+    spec("lpush", -3, G, ONE_KEY),
+    spec("rpush", -3, G, ONE_KEY),
+    spec("lpushx", -3, G, ONE_KEY),
+    spec("rpushx", -3, G, ONE_KEY),
     spec("lpop", -2, W, ONE_KEY),
     spec("rpop", -2, W, ONE_KEY),
     spec("llen", 2, R, ONE_KEY),
     spec("lrange", 4, R, ONE_KEY),
     spec("lindex", 3, R, ONE_KEY),
-    spec("lset", 4, W, ONE_KEY),
-    spec("linsert", 5, W, ONE_KEY),
+    spec("lset", 4, G, ONE_KEY),
+    spec("linsert", 5, G, ONE_KEY),
     spec("lrem", 4, W, ONE_KEY),
     spec("ltrim", 4, W, ONE_KEY),
     spec("lpos", -3, R, ONE_KEY),
-    spec("lmove", 5, W, TWO_KEYS),
-    spec("rpoplpush", 3, W, TWO_KEYS),
+    spec("lmove", 5, G, TWO_KEYS),
+    spec("rpoplpush", 3, G, TWO_KEYS),
     spec("lmpop", -4, W, COUNTED),
     spec("blpop", -3, WRITE | BLOCKING | NO_SCRIPT, ALL_BUT_LAST),
     spec("brpop", -3, WRITE | BLOCKING | NO_SCRIPT, ALL_BUT_LAST),
-    spec("brpoplpush", 4, WRITE | BLOCKING | NO_SCRIPT, TWO_KEYS),
-    spec("blmove", 6, WRITE | BLOCKING | NO_SCRIPT, TWO_KEYS),
+    spec("brpoplpush", 4, WRITE | BLOCKING | NO_SCRIPT | DENY_OOM, TWO_KEYS),
+    spec("blmove", 6, WRITE | BLOCKING | NO_SCRIPT | DENY_OOM, TWO_KEYS),
     spec("blmpop", -5, WRITE | BLOCKING | NO_SCRIPT, KeySpec::Counted { at: 2 }),
     // Sets.
-    spec("sadd", -3, W, ONE_KEY),
+    spec("sadd", -3, G, ONE_KEY),
     spec("srem", -3, W, ONE_KEY),
     spec("scard", 2, R, ONE_KEY),
     spec("sismember", 3, R, ONE_KEY),
@@ -215,17 +220,17 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("sinter", -2, R, ALL_KEYS),
     spec("sunion", -2, R, ALL_KEYS),
     spec("sdiff", -2, R, ALL_KEYS),
-    spec("sinterstore", -3, W, ALL_KEYS),
-    spec("sunionstore", -3, W, ALL_KEYS),
-    spec("sdiffstore", -3, W, ALL_KEYS),
+    spec("sinterstore", -3, G, ALL_KEYS),
+    spec("sunionstore", -3, G, ALL_KEYS),
+    spec("sdiffstore", -3, G, ALL_KEYS),
     spec("sintercard", -3, R, COUNTED),
     spec("spop", -2, W, ONE_KEY),
     spec("srandmember", -2, R, ONE_KEY),
     spec("smove", 4, W, TWO_KEYS),
     spec("sscan", -3, R, ONE_KEY),
     // Sorted sets.
-    spec("zadd", -4, W, ONE_KEY),
-    spec("zincrby", 4, W, ONE_KEY),
+    spec("zadd", -4, G, ONE_KEY),
+    spec("zincrby", 4, G, ONE_KEY),
     spec("zscore", 3, R, ONE_KEY),
     spec("zmscore", -3, R, ONE_KEY),
     spec("zcard", 2, R, ONE_KEY),
@@ -239,7 +244,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("zrevrangebyscore", -4, R, ONE_KEY),
     spec("zrangebylex", -4, R, ONE_KEY),
     spec("zrevrangebylex", -4, R, ONE_KEY),
-    spec("zrangestore", -5, W, TWO_KEYS),
+    spec("zrangestore", -5, G, TWO_KEYS),
     spec("zrem", -3, W, ONE_KEY),
     spec("zremrangebyrank", 4, W, ONE_KEY),
     spec("zremrangebyscore", 4, W, ONE_KEY),
@@ -254,9 +259,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("zunion", -3, R, COUNTED),
     spec("zinter", -3, R, COUNTED),
     spec("zdiff", -3, R, COUNTED),
-    spec("zunionstore", -4, W, STORE_COUNTED),
-    spec("zinterstore", -4, W, STORE_COUNTED),
-    spec("zdiffstore", -4, W, STORE_COUNTED),
+    spec("zunionstore", -4, G, STORE_COUNTED),
+    spec("zinterstore", -4, G, STORE_COUNTED),
+    spec("zdiffstore", -4, G, STORE_COUNTED),
     spec("zintercard", -3, R, COUNTED),
     spec("zscan", -3, R, ONE_KEY),
     spec("command", -1, ADMIN | NO_SCRIPT, NO_KEYS),
@@ -335,6 +340,7 @@ impl CommandSpec {
         let mut flags = Vec::new();
         for (flag, name) in [
             (WRITE, "write"),
+            (DENY_OOM, "denyoom"),
             (READ_ONLY, "readonly"),
             (ADMIN, "admin"),
             (NO_SCRIPT, "noscript"),
@@ -421,13 +427,16 @@ mod tests {
         assert!(set.is(WRITE) && !set.is(READ_ONLY));
         assert!(lookup(b"mget").unwrap().is(READ_ONLY));
         assert!(lookup(b"fcall").unwrap().is(NO_SCRIPT));
+        // Redis's `denyoom`: what may grow memory, not every write.
+        assert!(set.is(DENY_OOM) && lookup(b"lpush").unwrap().is(DENY_OOM));
+        assert!(!lookup(b"del").unwrap().is(DENY_OOM) && !lookup(b"lpop").unwrap().is(DENY_OOM));
         assert_eq!(lookup(b"bgrewriteaof"), None);
         assert_eq!(
             lookup(b"mset").unwrap().info(),
             Reply::Array(vec![
                 Reply::text("mset"),
                 Reply::Integer(-3),
-                Reply::Array(vec![Reply::Simple("write".into())]),
+                Reply::Array(vec![Reply::Simple("write".into()), Reply::Simple("denyoom".into())]),
                 Reply::Integer(1),
                 Reply::Integer(-1),
                 Reply::Integer(2),

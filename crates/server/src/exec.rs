@@ -111,7 +111,7 @@ pub(crate) fn status_of(err: &StoreError) -> Status {
 }
 
 fn store_error(err: StoreError) -> Response {
-    Response::error(status_of(&err), err.to_string())
+    Response::error(status_of(&err), crate::memory::refusal_text(&err))
 }
 
 fn request_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {

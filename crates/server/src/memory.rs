@@ -3,10 +3,22 @@
 //! lines. The store does the limiting and the evicting (`ferry_store::eviction`).
 
 use ferry_resp::config::memory_bytes;
+use ferry_resp::reply::OUT_OF_MEMORY;
 use ferry_store::eviction::POLICIES;
-use ferry_store::EvictionPolicy;
+use ferry_store::{EvictionPolicy, StoreError, TableKeys};
 
 use crate::node::TenantState;
+
+/// A store refusal's text; a write past the memory limit in Redis's words (`OOM …`, with
+/// the store's figures after them), whichever path the write took (a data command, a
+/// MULTI, a function's or a library's commit), so RESP clients raise their out-of-memory
+/// error.
+pub(crate) fn refusal_text(err: &StoreError) -> String {
+    match err {
+        StoreError::QuotaExceeded { .. } => format!("{OUT_OF_MEMORY} ({err})"),
+        other => other.to_string(),
+    }
+}
 
 /// The tenant's value of a per-tenant CONFIG parameter.
 pub(crate) fn param(tenant: &TenantState, name: &str) -> Option<String> {
@@ -55,16 +67,39 @@ pub(crate) fn set_params(tenant: &TenantState, pairs: &[(&'static str, String)])
     Ok(())
 }
 
-/// INFO's `# Memory` and `# Stats` lines for the tenant.
+/// INFO's `# Memory`, `# Stats` and `# Keyspace` lines for the tenant. The keyspace
+/// lists the databases (tables `db<N>`) that hold keys, in Redis's form; `avg_ttl` is 0
+/// (Redis estimates it from its expiry sampling; ferry does not estimate it).
 pub(crate) fn info(tenant: &TenantState) -> String {
     let stats = tenant.store.stats();
-    format!(
-        "\r\n# Memory\r\nused_memory:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\n\r\n# Stats\r\nevicted_keys:{}\r\n",
+    let mut text = format!(
+        "\r\n# Memory\r\nused_memory:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\n\r\n# Stats\r\nevicted_keys:{}\r\n\r\n# Keyspace\r\n",
         stats.used_bytes,
         stats.quota_bytes,
         tenant.store.eviction().name(),
         stats.evicted_keys
-    )
+    );
+    let mut databases: Vec<(u32, TableKeys)> = tenant
+        .store
+        .keyspace()
+        .into_iter()
+        .filter_map(|table| Some((database_of(&table.table)?, table)))
+        .collect();
+    databases.sort_by_key(|(index, _)| *index);
+    for (index, table) in databases {
+        text.push_str(&format!(
+            "db{index}:keys={},expires={},avg_ttl=0\r\n",
+            table.keys, table.expires
+        ));
+    }
+    text
+}
+
+/// The database index of a table named as SELECT names them (`db<N>`).
+fn database_of(table: &str) -> Option<u32> {
+    let digits = table.strip_prefix("db")?;
+    let index: u32 = digits.parse().ok()?;
+    (ferry_net::resp::table_of(index) == table).then_some(index)
 }
 
 #[cfg(test)]

@@ -55,6 +55,10 @@ impl RespService for Node {
         crate::memory::info(tenant)
     }
 
+    fn out_of_memory(&self, tenant: &Arc<TenantState>) -> bool {
+        tenant.store.out_of_memory()
+    }
+
     fn execute<'a>(&'a self, tenant: &'a Arc<TenantState>, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
             let count = batch.len();

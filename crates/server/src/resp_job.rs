@@ -205,12 +205,7 @@ fn guarded(tenant: &TenantState, run: impl FnOnce() -> Reply) -> Reply {
 /// any eviction its policy allows) is Redis's `OOM`, so clients raise their out-of-memory
 /// error.
 pub(crate) fn commit_error(err: &ferry_store::StoreError) -> Reply {
-    match err {
-        ferry_store::StoreError::QuotaExceeded { .. } => Reply::Error(format!(
-            "OOM command not allowed when used memory > 'maxmemory' ({err})"
-        )),
-        other => error_reply(&other.to_string()),
-    }
+    error_reply(&crate::memory::refusal_text(err))
 }
 
 /// Runs one data command as a transaction of its own; `cluster`: the ownership its keys

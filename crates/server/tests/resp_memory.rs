@@ -107,3 +107,92 @@ fn past_maxmemory_an_evicting_policy_makes_room_and_noeviction_answers_oom() {
         .unwrap();
     let () = con.set("one-more", &value).unwrap();
 }
+
+#[test]
+fn past_the_limit_under_noeviction_growing_commands_are_refused_before_they_run() {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = start_with(config);
+    let mut con = resp_connect(&server, TENANT_A, TOKEN_A);
+    let mut other = resp_connect(&server, TENANT_A, TOKEN_A);
+    let () = con.set("x", "value").unwrap();
+    // A transaction of reads queued before the limit still runs.
+    let () = redis::cmd("MULTI").query(&mut con).unwrap();
+    let () = redis::cmd("GET").arg("x").query(&mut con).unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1")
+        .query(&mut other)
+        .unwrap();
+    let got: Vec<String> = redis::cmd("EXEC").query(&mut con).unwrap();
+    assert_eq!(got, vec!["value".to_string()]);
+    // Outside MULTI: writes that grow are refused, reads and deletes run.
+    let err = con.set::<_, _, ()>("y", "1").unwrap_err();
+    assert_eq!(err.code(), Some("OOM"), "{err}");
+    assert_eq!(con.get::<_, String>("x").unwrap(), "value");
+    // Inside MULTI anything but EXEC and DISCARD is refused, and dooms the transaction.
+    let () = redis::cmd("MULTI").query(&mut con).unwrap();
+    let err = redis::cmd("GET").arg("x").query::<()>(&mut con).unwrap_err();
+    assert_eq!(err.code(), Some("OOM"), "{err}");
+    let err = redis::cmd("EXEC").query::<()>(&mut con).unwrap_err();
+    assert_eq!(err.code(), Some("EXECABORT"), "{err}");
+    // A queued write makes EXEC itself refused while out of memory; nothing ran.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("0")
+        .query(&mut other)
+        .unwrap();
+    let () = redis::cmd("MULTI").query(&mut con).unwrap();
+    let () = redis::cmd("SET").arg("z").arg("1").query(&mut con).unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1")
+        .query(&mut other)
+        .unwrap();
+    let err = redis::cmd("EXEC").query::<()>(&mut con).unwrap_err();
+    assert!(
+        err.code() == Some("EXECABORT") && err.to_string().contains("OOM"),
+        "{err}"
+    );
+    // A library's commit past the limit is Redis's OOM too.
+    let library = "#!lua name=lib\nredis.register_function('one', function() return 1 end)";
+    let err = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("OOM"), "{err}");
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("0")
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(con.exists::<_, bool>("z").unwrap(), false);
+    let () = con.del("x").unwrap();
+}
+
+#[test]
+fn info_keyspace_counts_each_database_s_keys_and_expiries() {
+    let mut config = config(1);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = start_with(config);
+    let mut con = resp_connect(&server, TENANT_A, TOKEN_A);
+    let () = con.set("a", "1").unwrap();
+    let () = con.set_ex("b", "2", 100).unwrap();
+    let () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
+    let () = con.set("c", "3").unwrap();
+    let keyspace: String = redis::cmd("INFO").arg("keyspace").query(&mut con).unwrap();
+    assert_eq!(
+        keyspace,
+        "# Keyspace\r\ndb0:keys=2,expires=1,avg_ttl=0\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n"
+    );
+    let memory: String = redis::cmd("INFO").arg("MEMORY").query(&mut con).unwrap();
+    assert!(
+        memory.starts_with("# Memory\r\nused_memory:") && !memory.contains("# Keyspace"),
+        "{memory}"
+    );
+}

@@ -28,7 +28,7 @@ pub mod tenant;
 pub use error::StoreError;
 pub use eviction::EvictionPolicy;
 pub use journal::{Journal, JournalRefusal};
-pub use tenant::{ObjectRef, ReplicateError, TenantStats, TenantStore, WriteRef};
+pub use tenant::{ObjectRef, ReplicateError, TableKeys, TenantStats, TenantStore, WriteRef};
 
 /// Version of an absent object. Real versions start at 1.
 pub const VERSION_ABSENT: u64 = 0;

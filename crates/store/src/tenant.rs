@@ -23,6 +23,7 @@ mod replicate;
 mod scan;
 mod snapshot;
 
+pub use listing::TableKeys;
 pub use replicate::ReplicateError;
 pub use scan::{ScanMark, SCAN_BATCH_OBJECTS};
 

@@ -61,6 +61,14 @@ impl TenantStore {
         self.limit_bytes.load(Ordering::Relaxed)
     }
 
+    /// Whether the tenant uses more than its limit and its policy evicts nothing: a write
+    /// that grows memory cannot succeed, so it is refused before it runs (Redis's check
+    /// before a `denyoom` command). Under an evicting policy the commit makes room instead
+    /// and is refused only if it cannot.
+    pub fn out_of_memory(&self) -> bool {
+        self.eviction() == EvictionPolicy::NoEviction && self.used_bytes.load(Ordering::Relaxed) > self.limit_bytes()
+    }
+
     /// The quota as configured: the highest limit [`TenantStore::set_limit_bytes`] takes.
     pub fn ceiling_bytes(&self) -> u64 {
         self.ceiling_bytes
@@ -226,6 +234,12 @@ mod tests {
         let refused = (0..200).find(|i| store.put("db0", &key(*i), &VALUE).is_err());
         assert_eq!(refused, Some(100));
         assert_eq!(store.stats().evicted_keys, 0);
+        // Full is not over: a write that fits in place may still come.
+        assert!(!store.out_of_memory());
+        store.set_limit_bytes(1).unwrap();
+        assert!(store.out_of_memory());
+        store.set_eviction(EvictionPolicy::AllKeysRandom);
+        assert!(!store.out_of_memory(), "an evicting policy makes room at the commit");
     }
 
     #[test]

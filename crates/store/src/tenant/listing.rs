@@ -1,11 +1,54 @@
 //! A table's objects listed for the commands over a whole database (KEYS, SCAN, FLUSHDB),
-//! and sampled for active expiry.
+//! sampled for active expiry, and counted for INFO's keyspace section.
 
 use bytes::Bytes;
 
 use super::TenantStore;
 
+/// A table's count of keys, as INFO's keyspace section shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableKeys {
+    /// The table's name.
+    pub table: String,
+    /// Objects in it (expired ones not yet deleted included, as Redis counts them).
+    pub keys: u64,
+    /// Of those, the ones with an expiry.
+    pub expires: u64,
+}
+
 impl TenantStore {
+    /// Every table that holds objects, with its counts, in name order. The key counts
+    /// cost O(shards); the expiries are read from each object's bytes (Redis keeps a
+    /// second dictionary of them; ferry does not), so O(n) in the tenant's objects, each
+    /// shard under its lock in turn.
+    pub fn keyspace(&self) -> Vec<TableKeys> {
+        let expiry_of = self.expiry_reader.get();
+        let tables = self.tables.read();
+        let mut out: Vec<TableKeys> = tables
+            .iter()
+            .filter_map(|(name, table)| {
+                let (mut keys, mut expires) = (0u64, 0u64);
+                for shard in &table.shards {
+                    let shard = shard.read();
+                    keys += shard.len() as u64;
+                    if let Some(expiry_of) = expiry_of {
+                        expires += shard
+                            .iter()
+                            .filter(|(_, object)| expiry_of(&object.value).is_some())
+                            .count() as u64;
+                    }
+                }
+                (keys > 0).then(|| TableKeys {
+                    table: name.clone(),
+                    keys,
+                    expires,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.table.cmp(&b.table));
+        out
+    }
+
     /// Every object of a table as its key and value, in no order: what a command over a
     /// whole database (KEYS, SCAN, FLUSHDB) reads. Each shard is read under its lock in
     /// turn, so the list is not one snapshot; O(n) in the table's objects.
@@ -63,6 +106,23 @@ impl TenantStore {
 #[cfg(test)]
 mod tests {
     use crate::{TenantStore, WriteRef};
+
+    #[test]
+    fn the_keyspace_counts_keys_and_expiries_of_tables_that_hold_any() {
+        let store = TenantStore::new(1 << 30);
+        // This test's encoding: a value that starts with `E` has an expiry.
+        store.set_expiry_reader(|value| (value.first() == Some(&b'E')).then_some(1));
+        for i in 0..30u32 {
+            let value: &[u8] = if i % 3 == 0 { b"E1" } else { b"v" };
+            store.put("db1", &i.to_be_bytes(), value).unwrap();
+        }
+        store.put("db0", b"k", b"v").unwrap();
+        store.put("gone", b"k", b"v").unwrap();
+        store.delete("gone", b"k").unwrap();
+        let keyspace = store.keyspace();
+        let counts: Vec<(&str, u64, u64)> = keyspace.iter().map(|t| (t.table.as_str(), t.keys, t.expires)).collect();
+        assert_eq!(counts, vec![("db0", 1, 0), ("db1", 30, 10)]);
+    }
 
     #[test]
     fn a_sample_is_bounded_and_every_object_can_be_drawn() {
