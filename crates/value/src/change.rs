@@ -395,13 +395,14 @@ pub fn decode(bytes: &Bytes, encodings: &Encodings) -> Result<Vec<Change>, Corru
     Ok(changes)
 }
 
-/// A key's entry while a command changes it: the changes made, in order, and the changes
-/// that take them back.
+/// A key's entry while a command changes it: the changes made, in order, and for each
+/// the change that takes it back.
 #[derive(Debug, Default)]
 pub struct Tracked {
     entry: Option<Entry>,
     redo: Vec<Change>,
-    undo: Vec<Change>,
+    /// Parallel to `redo`: its undo, none where it changed nothing.
+    undo: Vec<Option<Change>>,
 }
 
 impl Tracked {
@@ -419,17 +420,13 @@ impl Tracked {
         self.entry.as_ref()
     }
 
-    /// Applies `change`; the change that undoes it (none when it changed nothing).
+    /// Applies `change`; the change that undoes it (none when it changed nothing). A
+    /// change that does not apply changes nothing and is not kept.
     pub fn apply(&mut self, change: Change, encodings: &Encodings) -> Result<Option<&Change>, ChangeError> {
         let undo = change.apply(&mut self.entry, encodings)?;
         self.redo.push(change);
-        Ok(match undo {
-            Some(undo) => {
-                self.undo.push(undo);
-                self.undo.last()
-            }
-            None => None,
-        })
+        self.undo.push(undo);
+        Ok(self.undo.last().and_then(Option::as_ref))
     }
 
     /// Whether a change was made.
@@ -442,14 +439,21 @@ impl Tracked {
         &self.redo
     }
 
+    /// Takes back the changes after the first `kept`: the key holds what it held then.
+    pub fn rollback_to(&mut self, kept: usize, encodings: &Encodings) {
+        while self.redo.len() > kept {
+            self.redo.pop();
+            if let Some(undo) = self.undo.pop().flatten() {
+                // Invariant: an undo applies to the value its change left.
+                undo.apply(&mut self.entry, encodings)
+                    .expect("an undo applies to what its change left");
+            }
+        }
+    }
+
     /// Takes every change back: the key holds what it held when tracking began.
     pub fn rollback(&mut self, encodings: &Encodings) {
-        while let Some(undo) = self.undo.pop() {
-            // Invariant: an undo applies to the value its change left.
-            undo.apply(&mut self.entry, encodings)
-                .expect("an undo applies to what its change left");
-        }
-        self.redo.clear();
+        self.rollback_to(0, encodings);
     }
 
     /// The entry it holds and the changes made.
