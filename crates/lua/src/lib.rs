@@ -15,7 +15,9 @@
 //!   coroutine;
 //! - [`call`]: `redis.call`'s commands against a `Ctx`;
 //! - [`convert`]: Lua values and replies, by Redis's rules;
-//! - [`cjson`]: the `cjson` library Redis preloads (`bit` is Lua, in the prelude);
+//! - [`cjson`], [`cmsgpack`], [`lua_struct`]: the `cjson`, `cmsgpack` and `struct`
+//!   libraries Redis preloads (`bit` is Lua, in the prelude), the last two over [`clib`]:
+//!   plain-string errors and Lua's argument checks, as Redis's C libraries have;
 //! - [`cache`]: loaded libraries by tenant and hash, with idle VMs;
 //! - [`catalog`]: `lua.load`, `lua.delete`, `lua.list` over the catalog table;
 //! - [`fcall`]: the FCALL invocation's arguments, route and storage function;
@@ -29,9 +31,12 @@ pub mod cache;
 pub mod call;
 pub mod catalog;
 pub mod cjson;
+pub mod clib;
+pub mod cmsgpack;
 pub mod convert;
 pub mod fcall;
 pub mod library;
+pub mod lua_struct;
 pub mod resp;
 pub mod script;
 pub mod vm;

@@ -1,8 +1,9 @@
 -- Run once in every VM before the library: the `redis` table, and the sandbox's edges.
--- Receives three Rust functions: `stopped`, telling whether the running call must end (its
+-- Receives four Rust functions: `stopped`, telling whether the running call must end (its
 -- instruction budget is gone, or its data access failed in a way that ends the
 -- invocation); `set_resp3`, which makes the call's `redis.call` replies RESP3's
--- (`redis.setresp`); and `sha1hex`. Returns:
+-- (`redis.setresp`); `sha1hex`; and `known_command` (a command ferry serves); then the
+-- Redis version ferry reports, as text and as Redis's number. Returns:
 --   run         the trampoline every call starts in;
 --   finish      ends loading: returns the registered functions, and from then on the
 --               library's globals are read-only;
@@ -15,10 +16,11 @@
 -- the standard library tables and `_G` are read-only proxies; the string metatable is
 -- hidden; `rawset` refuses every one of those. So nothing a call does to globals survives
 -- it, and one function cannot change what another sees.
-local stopped, set_resp3, sha1hex = ...
+local stopped, set_resp3, sha1hex, known_command, redis_version, redis_version_num = ...
 local yield = coroutine.yield
 local raw_pcall, raw_xpcall, raw_rawset = pcall, xpcall, rawset
 local error, select, type, tostring, setmetatable, pairs = error, select, type, tostring, setmetatable, pairs
+local tonumber, floor = tonumber, math.floor
 
 -- Tables no script may write, not even through `rawset` (weak keys: never kept alive here).
 local frozen = setmetatable({}, { __mode = 'k' })
@@ -65,6 +67,50 @@ end
 local registered = {}
 local loading = true
 
+-- An error of the `redis` API as Redis raises it: the table `{err = text}` a script's
+-- `pcall` gets and the caller sees as the error reply. While a library loads, a string
+-- (with the caller's position): the loader reports only those.
+local function raise(text)
+  if loading then error(text, 3) end
+  error({ err = text }, 0)
+end
+
+-- Redis's form of an error text (`luaPushErrorBuff`): `-CODE message` loses its dash,
+-- text without one gets the code `ERR`; trailing line ends go.
+local function error_text(text)
+  local code, message = 'ERR', text
+  if text:sub(1, 1) == '-' then
+    local space = text:find(' ', 2, true)
+    if space then
+      code, message = text:sub(2, space - 1), text:sub(space + 1)
+    else
+      message = text:sub(2)
+    end
+  end
+  return code .. ' ' .. message:gsub('^[\r\n]+', ''):gsub('[\r\n]+$', '')
+end
+
+-- Lua 5.1's `lua_tonumber` then a C `int`, as Redis reads a level, a flag or a version:
+-- not a number is 0; a fraction is cut toward zero.
+local function c_int(value)
+  local n = tonumber(value) or 0
+  if n ~= n or n == math.huge or n == -math.huge then return 0 end
+  return n >= 0 and floor(n) or -floor(-n)
+end
+
+-- The arguments of a command as `redis.call` would send them, or the error it would raise.
+local function command_name(...)
+  local n = select('#', ...)
+  if n == 0 then raise('ERR Please specify at least one argument for this redis lib call') end
+  for i = 1, n do
+    local arg = (select(i, ...))
+    if type(arg) ~= 'string' and type(arg) ~= 'number' then
+      raise('ERR Lua redis lib command arguments must be strings or integers')
+    end
+  end
+  return tostring((...))
+end
+
 local redis = {
   call = function(...)
     local ok, reply = command(...)
@@ -75,20 +121,66 @@ local redis = {
     local _, reply = command(...)
     return reply
   end,
-  error_reply = function(message) return { err = message } end,
-  status_reply = function(message) return { ok = message } end,
-  log = function() end,
-  setresp = function(version)
-    if version ~= 2 and version ~= 3 then error('ERR RESP version must be 2 or 3.', 2) end
+  -- Wrong arguments are answered, not raised, as in Redis.
+  error_reply = function(...)
+    local message = ...
+    if select('#', ...) ~= 1 or type(message) ~= 'string' then
+      return { err = 'ERR wrong number or type of arguments' }
+    end
+    if message:sub(1, 1) ~= '-' then message = '-' .. message end
+    return { err = error_text(message) }
+  end,
+  status_reply = function(...)
+    local message = ...
+    if select('#', ...) ~= 1 or type(message) ~= 'string' then
+      return { err = 'ERR wrong number or type of arguments' }
+    end
+    return { ok = message }
+  end,
+  -- Checked as Redis checks it, then dropped: the node keeps no script log.
+  log = function(...)
+    local n, level = select('#', ...), ...
+    if n < 2 then raise('ERR redis.log() requires two arguments or more.') end
+    if tonumber(level) == nil then raise('ERR First argument must be a number (log level).') end
+    level = c_int(level)
+    if level < 0 or level > 3 then raise('ERR Invalid log level.') end
+  end,
+  setresp = function(...)
+    if select('#', ...) ~= 1 then raise('ERR redis.setresp() requires one argument.') end
+    local version = c_int((...))
+    if version ~= 2 and version ~= 3 then raise('ERR RESP version must be 2 or 3.') end
     set_resp3(version == 3)
   end,
-  sha1hex = function(text)
-    if type(text) ~= 'string' and type(text) ~= 'number' then
-      error('ERR wrong number of arguments', 2)
-    end
+  sha1hex = function(...)
+    if select('#', ...) ~= 1 then raise('ERR wrong number of arguments') end
+    local text = ...
+    if type(text) ~= 'string' and type(text) ~= 'number' then text = '' end
     return sha1hex(tostring(text))
   end,
+  -- Accepted and checked; ferry replicates a call's writes as one transaction whatever
+  -- the script asks.
+  set_repl = function(...)
+    if select('#', ...) ~= 1 then raise('ERR redis.set_repl() requires one argument.') end
+    local flags = c_int((...))
+    if flags < 0 or flags > 3 then
+      raise('ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
+    end
+  end,
+  -- Redis 7 always replicates commands: true, as there.
+  replicate_commands = function() return true end,
+  -- No Lua debugger: not in a debugging session, as Redis answers outside one.
+  breakpoint = function() return false end,
+  debug = function() end,
+  -- A tenant's user may run every command ferry serves: true for a known command.
+  acl_check_cmd = function(...)
+    if not known_command(command_name(...)) then
+      raise('ERR Invalid command passed to redis.acl_check_cmd()')
+    end
+    return true
+  end,
   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REPL_NONE = 0, REPL_AOF = 1, REPL_SLAVE = 2, REPL_REPLICA = 2, REPL_ALL = 3,
+  REDIS_VERSION = redis_version, REDIS_VERSION_NUM = redis_version_num,
   register_function = function(a, b)
     if not loading then
       error('ERR redis.register_function can only be called on FUNCTION LOAD command', 2)

@@ -22,6 +22,7 @@ use mlua::{
 
 use ferry_func::ctx::poll_now;
 use ferry_func::{Ctx, CtxError, FnError};
+use ferry_resp::table::lookup;
 use ferry_resp::Reply;
 
 use crate::convert::{command_arg, lua_to_reply, reply_to_lua};
@@ -44,6 +45,17 @@ pub const HOOK_EVERY_INSTRUCTIONS: u32 = 10_000;
 pub const MAX_VM_MEMORY_BYTES: usize = 4 * 1024 * 1024;
 
 const PRELUDE: &str = include_str!("prelude.lua");
+
+/// A preloaded library's maker.
+type Preload = fn(&Lua) -> mlua::Result<Table>;
+
+/// The libraries Redis preloads, by global name (the prelude freezes them with the other
+/// globals, so no script can change them for another).
+const PRELOADED: [(&str, Preload); 3] = [
+    ("cjson", crate::cjson::library),
+    ("cmsgpack", crate::cmsgpack::library),
+    ("struct", crate::lua_struct::library),
+];
 
 const NOT_STRINGS: &str = "Lua redis lib command arguments must be strings or integers";
 
@@ -140,9 +152,35 @@ impl Budget {
     }
 }
 
+/// Charges `instructions` of work a library did outside Lua (packing, unpacking) to the
+/// running call's budget, which the hook cannot see: false once the budget is gone, and
+/// the call then ends as a runaway loop does, past every `pcall`. A Lua state that is no
+/// VM's (a unit test's) has no budget to charge.
+pub(crate) fn charge(lua: &Lua, instructions: i64) -> bool {
+    let Some(budget) = lua.app_data_ref::<Arc<Budget>>() else {
+        return true;
+    };
+    if budget.remaining.fetch_sub(instructions, Ordering::Relaxed) > instructions {
+        return true;
+    }
+    budget.spent.store(true, Ordering::Relaxed);
+    false
+}
+
+/// The Redis version scripts see as `redis.REDIS_VERSION`: the `redis_version` ferry's
+/// INFO reports, so a script and a client that check the version agree.
+pub const REDIS_VERSION: &str = "7.2.0";
+
+/// `redis.REDIS_VERSION_NUM`: [`REDIS_VERSION`] as Redis encodes it, `0x00MMmmpp`.
+pub const REDIS_VERSION_NUM: i64 = 0x0007_0200;
+
 /// What the prelude gets from Rust: `stopped` (the running call must end), `set_resp3`
-/// (`redis.setresp`) and `sha1hex` (`redis.sha1hex`).
-fn prelude_functions(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<(Function, Function, Function)> {
+/// (`redis.setresp`), `sha1hex` (`redis.sha1hex`), `known_command`
+/// (`redis.acl_check_cmd`) and the version.
+fn prelude_functions(
+    lua: &Lua,
+    budget: &Arc<Budget>,
+) -> mlua::Result<(Function, Function, Function, Function, &'static str, i64)> {
     let stopped = {
         let budget = Arc::clone(budget);
         lua.create_function(move |_, ()| Ok(budget.stopped()))?
@@ -155,7 +193,15 @@ fn prelude_functions(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<(Function,
         })?
     };
     let sha1hex = lua.create_function(|_, text: mlua::String| Ok(crate::script::sha1_hex(&text.as_bytes())))?;
-    Ok((stopped, set_resp3, sha1hex))
+    let known_command = lua.create_function(|_, name: mlua::String| Ok(lookup(&name.as_bytes()).is_some()))?;
+    Ok((
+        stopped,
+        set_resp3,
+        sha1hex,
+        known_command,
+        REDIS_VERSION,
+        REDIS_VERSION_NUM,
+    ))
 }
 
 struct Registered {
@@ -198,11 +244,14 @@ impl Vm {
         let lua = Lua::new_with(libs, LuaOptions::new()).map_err(|e| LuaError::library(lua_failure(&e)))?;
         lua.set_memory_limit(MAX_VM_MEMORY_BYTES)
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
-        // Redis's preloaded libraries (the prelude freezes them with the other globals).
-        crate::cjson::library(&lua)
-            .and_then(|cjson| lua.globals().set("cjson", cjson))
-            .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        for (name, library) in PRELOADED {
+            library(&lua)
+                .and_then(|table| lua.globals().set(name, table))
+                .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        }
         let budget = Arc::new(Budget::default());
+        // Where the libraries written in Rust charge their work (`charge`).
+        lua.set_app_data(Arc::clone(&budget));
         let prelude = prelude_functions(&lua, &budget).and_then(|functions| {
             lua.load(PRELUDE)
                 .set_name("=ferry")
