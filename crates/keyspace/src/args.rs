@@ -79,9 +79,19 @@ pub fn is(arg: &[u8], name: &str) -> bool {
     arg.eq_ignore_ascii_case(name.as_bytes())
 }
 
-/// Bulk replies of byte strings.
-pub fn bulks<'a>(items: impl IntoIterator<Item = &'a Bytes>) -> Reply {
-    Reply::Array(items.into_iter().cloned().map(Reply::Bulk).collect())
+/// A bulk reply of bytes held in a value (copied out: the value stays where it is).
+pub fn bulk(bytes: &[u8]) -> Reply {
+    Reply::Bulk(owned(bytes))
+}
+
+/// Bytes held in a value, copied out.
+pub fn owned(bytes: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(bytes)
+}
+
+/// Bulk replies of byte strings held in a value.
+pub fn bulks<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Reply {
+    Reply::Array(items.into_iter().map(bulk).collect())
 }
 
 /// Resolves Redis's `start`/`end` (negative: from the end) over `len` items to an

@@ -1,6 +1,6 @@
 //! The commands over a whole database (KEYS, SCAN, DBSIZE, RANDOMKEY) as pure functions
-//! of its objects at a given time: the caller hands over every key with its object's
-//! bytes, in any order. Expired keys are left out (the commands that meet them on their
+//! of its keys at a given time: the caller hands over every key with its type and expiry
+//! ([`Listed`]), in any order. Expired keys are left out (the commands that meet them on their
 //! own keys delete them).
 //!
 //! SCAN's cursor is a position in the order of a fixed 63-bit hash of the key: a call
@@ -15,8 +15,18 @@ use bytes::Bytes;
 use ferry_resp::Reply;
 
 use crate::args::{int, is, syntax};
-use crate::value::Entry;
 use ferry_resp::glob;
+
+/// A key of a database as the commands over a whole database see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The key.
+    pub key: Bytes,
+    /// Its TYPE.
+    pub type_name: &'static str,
+    /// When it expires (ms since the Unix epoch).
+    pub expires_at_ms: Option<u64>,
+}
 
 /// SCAN's COUNT when none is given (Redis's).
 pub const DEFAULT_SCAN_COUNT: usize = 10;
@@ -30,19 +40,16 @@ fn scan_hash(key: &[u8]) -> u64 {
 }
 
 /// The live keys of `objects` at `now_ms` with their type names.
-fn live(objects: &[(Bytes, Bytes)], now_ms: u64) -> impl Iterator<Item = (&Bytes, &'static str)> {
-    objects.iter().filter_map(move |(key, value)| {
-        let (type_name, expires_at_ms) = Entry::peek(value)?;
-        match expires_at_ms {
-            Some(at) if at <= now_ms => None,
-            _ => Some((key, type_name)),
-        }
+fn live(objects: &[Listed], now_ms: u64) -> impl Iterator<Item = (&Bytes, &'static str)> {
+    objects.iter().filter_map(move |listed| match listed.expires_at_ms {
+        Some(at) if at <= now_ms => None,
+        _ => Some((&listed.key, listed.type_name)),
     })
 }
 
 /// Runs the database command `words` (KEYS, SCAN, DBSIZE or RANDOMKEY; arity checked by
 /// the command table) over `objects` at `now_ms`; `seed` picks RANDOMKEY's key.
-pub fn run(words: &[Bytes], objects: &[(Bytes, Bytes)], now_ms: u64, seed: u64) -> Reply {
+pub fn run(words: &[Bytes], objects: &[Listed], now_ms: u64, seed: u64) -> Reply {
     let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
     let outcome = match name.as_str() {
         "keys" => Ok(Reply::Array(
@@ -66,7 +73,7 @@ pub fn run(words: &[Bytes], objects: &[(Bytes, Bytes)], now_ms: u64, seed: u64) 
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
-fn scan(words: &[Bytes], objects: &[(Bytes, Bytes)], now_ms: u64) -> Result<Reply, Reply> {
+fn scan(words: &[Bytes], objects: &[Listed], now_ms: u64) -> Result<Reply, Reply> {
     let cursor = std::str::from_utf8(&words[1])
         .ok()
         .and_then(|c| c.parse::<u64>().ok())
@@ -122,7 +129,6 @@ fn scan(words: &[Bytes], objects: &[(Bytes, Bytes)], now_ms: u64) -> Result<Repl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Value;
     use std::collections::BTreeSet;
 
     fn b(text: &str) -> Bytes {
@@ -133,12 +139,20 @@ mod tests {
         text.split(' ').map(b).collect()
     }
 
-    fn objects(n: usize) -> Vec<(Bytes, Bytes)> {
-        (0..n).map(|i| (b(&format!("key:{i}")), b("v"))).collect()
+    fn listed(key: &str, type_name: &'static str, expires_at_ms: Option<u64>) -> Listed {
+        Listed {
+            key: b(key),
+            type_name,
+            expires_at_ms,
+        }
+    }
+
+    fn objects(n: usize) -> Vec<Listed> {
+        (0..n).map(|i| listed(&format!("key:{i}"), "string", None)).collect()
     }
 
     /// Every key a full scan of `objects` returns, and how many calls it took.
-    fn full_scan(objects: &[(Bytes, Bytes)], count: usize) -> (Vec<Bytes>, usize) {
+    fn full_scan(objects: &[Listed], count: usize) -> (Vec<Bytes>, usize) {
         let (mut cursor, mut seen, mut calls) = ("0".to_string(), Vec::new(), 0);
         loop {
             calls += 1;
@@ -176,9 +190,9 @@ mod tests {
         let (mut cursor, mut seen) = ("0".to_string(), BTreeSet::new());
         for round in 0.. {
             // Churn: a key added and one removed between every two calls.
-            objects.push((b(&format!("new:{round}")), b("v")));
+            objects.push(listed(&format!("new:{round}"), "string", None));
             if round % 2 == 0 {
-                objects.retain(|(k, _)| k != &b(&format!("new:{}", round / 2)));
+                objects.retain(|o| o.key != b(&format!("new:{}", round / 2)));
             }
             let reply = run(&words(&format!("SCAN {cursor}")), &objects, 0, 0);
             let Reply::Array(parts) = reply else { panic!() };
@@ -201,13 +215,10 @@ mod tests {
 
     #[test]
     fn expired_keys_are_left_out_and_filters_apply() {
-        let hash = Entry::new(Value::Hash(Default::default()));
-        let mut expiring = Entry::new(Value::Str(b("x")));
-        expiring.expires_at_ms = Some(100);
         let objects = vec![
-            (b("s"), b("plain")),
-            (b("h"), hash.encode()),
-            (b("gone"), expiring.encode()),
+            listed("s", "string", None),
+            listed("h", "hash", None),
+            listed("gone", "string", Some(100)),
         ];
         assert_eq!(run(&words("DBSIZE"), &objects, 50, 0), Reply::Integer(3));
         assert_eq!(run(&words("DBSIZE"), &objects, 100, 0), Reply::Integer(2));

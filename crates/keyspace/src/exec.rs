@@ -100,8 +100,9 @@ pub fn handler(name: &str) -> Option<Handler> {
 }
 
 /// Runs the data command `words` (arity checked by the command table) over `keys`, which
-/// hold every key the table says it names. The reply, error replies included; after an
-/// error the caller writes nothing.
+/// hold every key the table says it names. The reply, error replies included; a command
+/// that errs is taken back whole (it changes nothing), and one that leaves a collection
+/// empty deletes its key.
 pub fn run(words: &[Bytes], keys: &mut Keys) -> Reply {
     let Some(spec) = words.first().and_then(|name| ferry_resp::table::lookup(name)) else {
         return ferry_resp::command::unknown(words);
@@ -109,5 +110,15 @@ pub fn run(words: &[Bytes], keys: &mut Keys) -> Reply {
     let Some(handler) = handler(spec.name) else {
         return Reply::err(format!("'{}' is not a data command", spec.name));
     };
-    handler(keys, words).unwrap_or_else(|error| error)
+    let mark = keys.mark();
+    match handler(keys, words) {
+        Ok(reply) => {
+            keys.settle();
+            reply
+        }
+        Err(error) => {
+            keys.rollback_to(&mark);
+            error
+        }
+    }
 }

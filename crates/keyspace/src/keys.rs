@@ -1,43 +1,32 @@
-//! The keys one command names, loaded before it runs: the command reads and changes them
-//! here, typed, and what it changed becomes the writes of its transaction afterwards. A
-//! key's bytes are decoded on first use; an expired key reads as absent and, where the
-//! caller may write, is deleted by the same transaction (so an expiry is a deletion at a
-//! version, like any other).
+//! The keys one command names, as the command sees them: each a [`Slot`] holding the
+//! key's entry, which the command reads in place and changes only through
+//! [`ferry_value::Change`]s (so the caller can log the changes, or take them back). An
+//! expired key reads as absent and, where the caller lets commands delete (a write
+//! lock, a primary), is deleted by the command that meets it, so an expiry is a
+//! deletion at a version like any other.
+//!
+//! The slots belong to the caller: the storage node's in-place executor (the stored
+//! entries themselves, under their shards' locks) or a transaction over `Ctx` (entries
+//! decoded from what it read).
 
 use bytes::Bytes;
 use ferry_resp::Reply;
-
-use crate::value::{Entry, Value, WRONGTYPE};
-
-/// One loaded key.
-struct Slot {
-    key: Bytes,
-    /// The object's bytes as loaded.
-    stored: Option<Bytes>,
-    /// The decoded entry, once used (`Some(None)`: absent or expired).
-    entry: Option<Option<Entry>>,
-    /// The command changed it.
-    dirty: bool,
-    /// It was loaded present but had expired.
-    expired: bool,
-}
-
-/// A write a command leaves: the key's new object bytes, or `None` to delete it.
-pub type KeyWrite = (Bytes, Option<Bytes>);
+pub use ferry_value::Slot;
+use ferry_value::{Change, ChangeError, Encodings, Entry, Hash, List, Set, Value, ZSet};
 
 /// The keys of one command, at one time.
-pub struct Keys {
-    slots: Vec<Slot>,
+pub struct Keys<'s> {
+    slots: &'s mut [Slot],
     now_us: u64,
     rng: u64,
-}
-
-/// The reply for a stored value this crate cannot read.
-fn corrupt(key: &[u8]) -> Reply {
-    Reply::err(format!(
-        "the stored value of key '{}' is not a Redis value ferry wrote",
-        String::from_utf8_lossy(&key[..key.len().min(64)])
-    ))
+    encodings: Encodings,
+    /// Whether a command may delete the expired keys it meets (a read under read locks,
+    /// a replica's read and a read-only script may not).
+    deletes_expired: bool,
+    /// An expired key was met and left (it reads as absent).
+    expired_met: bool,
+    /// Changes are refused (a read-only command under read locks).
+    read_only: bool,
 }
 
 /// A key the command did not declare: a bug of this crate, reported, never a panic.
@@ -48,27 +37,57 @@ fn undeclared(key: &[u8]) -> Reply {
     ))
 }
 
-impl Keys {
-    /// The keys as loaded (duplicates kept once), at `now_us` (microseconds since the Unix
-    /// epoch), with `seed` for the commands that choose at random.
-    pub fn new(loaded: impl IntoIterator<Item = (Bytes, Option<Bytes>)>, now_us: u64, seed: u64) -> Keys {
-        let mut slots: Vec<Slot> = Vec::new();
-        for (key, stored) in loaded {
-            if slots.iter().all(|slot| slot.key != key) {
-                slots.push(Slot {
-                    key,
-                    stored,
-                    entry: None,
-                    dirty: false,
-                    expired: false,
-                });
-            }
-        }
+/// The reply for a change refused by the value.
+fn refused(error: ChangeError) -> Reply {
+    match error {
+        ChangeError::WrongType => wrong_type(),
+        other => Reply::err(format!("internal error: {other}")),
+    }
+}
+
+/// The reply for a key holding bytes no Redis command wrote.
+fn raw(key: &[u8]) -> Reply {
+    Reply::err(format!(
+        "the stored value of key '{}' is not a Redis value ferry wrote",
+        String::from_utf8_lossy(&key[..key.len().min(64)])
+    ))
+}
+
+/// Where each slot's changes stood: a command that errs is taken back to here.
+pub struct Mark(smallvec::SmallVec<[usize; 4]>);
+
+impl<'s> Keys<'s> {
+    /// The keys of `slots` (each named once) at `now_us` (microseconds since the Unix
+    /// epoch), with `seed` for the commands that choose at random, collections encoded
+    /// under `encodings`; `deletes_expired`: whether an expired key met is deleted.
+    pub fn new(slots: &'s mut [Slot], now_us: u64, seed: u64, encodings: Encodings, deletes_expired: bool) -> Keys<'s> {
         Keys {
             slots,
             now_us,
             rng: seed | 1,
+            encodings,
+            deletes_expired,
+            expired_met: false,
+            read_only: false,
         }
+    }
+
+    /// The same, refusing every change: for a read-only command run under read locks.
+    pub fn read_only(slots: &'s mut [Slot], now_us: u64, seed: u64, encodings: Encodings) -> Keys<'s> {
+        let mut keys = Keys::new(slots, now_us, seed, encodings, false);
+        keys.read_only = true;
+        keys
+    }
+
+    /// Whether an expired key was met and left in place (the caller may run the command
+    /// again where it can delete it).
+    pub fn expired_met(&self) -> bool {
+        self.expired_met
+    }
+
+    /// The encodings collections are kept in.
+    pub fn encodings(&self) -> &Encodings {
+        &self.encodings
     }
 
     /// The time the command runs at, in milliseconds since the Unix epoch (expiry's unit).
@@ -94,35 +113,68 @@ impl Keys {
         (self.random() % n as u64) as usize
     }
 
-    fn slot(&mut self, key: &[u8]) -> Result<&mut Slot, Reply> {
-        let now_ms = self.now_ms();
-        let slot = self
-            .slots
-            .iter_mut()
-            .find(|slot| slot.key[..] == *key)
-            .ok_or_else(|| undeclared(key))?;
-        if slot.entry.is_none() {
-            let entry = match &slot.stored {
-                None => None,
-                Some(bytes) => Some(Entry::decode(bytes).map_err(|_| corrupt(key))?),
-            };
-            let expired = entry.as_ref().is_some_and(|entry| entry.expired(now_ms));
-            slot.expired = expired;
-            slot.entry = Some(if expired { None } else { entry });
+    /// Where every slot's changes stand now.
+    pub fn mark(&self) -> Mark {
+        Mark(self.slots.iter().map(|slot| slot.tracked.changes().len()).collect())
+    }
+
+    /// Takes back every change made since `mark`.
+    pub fn rollback_to(&mut self, mark: &Mark) {
+        for (slot, &at) in self.slots.iter_mut().zip(&mark.0) {
+            slot.tracked.rollback_to(at, &self.encodings);
         }
-        Ok(slot)
+    }
+
+    /// Deletes the collections the command left empty (Redis deletes such a key).
+    pub fn settle(&mut self) {
+        for slot in self.slots.iter_mut() {
+            if slot
+                .tracked
+                .entry()
+                .is_some_and(|entry| entry.value.is_empty_collection())
+            {
+                // Invariant: deleting a present key always applies.
+                slot.tracked
+                    .apply(Change::Delete, &self.encodings)
+                    .expect("a delete applies to a present key");
+            }
+        }
+    }
+
+    fn index(&self, key: &[u8]) -> Result<usize, Reply> {
+        self.slots
+            .iter()
+            .position(|slot| slot.key[..] == *key)
+            .ok_or_else(|| undeclared(key))
+    }
+
+    /// The slot of `key`, with an expired entry dealt with: deleted where allowed, else
+    /// noted (it then reads as absent).
+    fn live(&mut self, key: &[u8]) -> Result<usize, Reply> {
+        let at = self.index(key)?;
+        let now_ms = self.now_ms();
+        if self.slots[at]
+            .tracked
+            .entry()
+            .is_some_and(|entry| entry.expired(now_ms))
+        {
+            if self.deletes_expired && !self.read_only {
+                self.slots[at]
+                    .tracked
+                    .apply(Change::Delete, &self.encodings)
+                    .map_err(refused)?;
+            } else {
+                self.expired_met = true;
+            }
+        }
+        Ok(at)
     }
 
     /// The key's entry, if it exists (and has not expired).
     pub fn entry(&mut self, key: &[u8]) -> Result<Option<&Entry>, Reply> {
-        Ok(self.slot(key)?.entry.as_ref().and_then(Option::as_ref))
-    }
-
-    /// The key's entry to change, if it exists: the command's writes will store it.
-    pub fn entry_mut(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, Reply> {
-        let slot = self.slot(key)?;
-        slot.dirty = true;
-        Ok(slot.entry.as_mut().and_then(Option::as_mut))
+        let at = self.live(key)?;
+        let now_ms = self.now_ms();
+        Ok(self.slots[at].tracked.entry().filter(|entry| !entry.expired(now_ms)))
     }
 
     /// Whether the key exists.
@@ -130,124 +182,166 @@ impl Keys {
         Ok(self.entry(key)?.is_some())
     }
 
-    /// Replaces the key's entry (`None`: deletes it).
-    pub fn put(&mut self, key: &[u8], entry: Option<Entry>) -> Result<(), Reply> {
-        let slot = self.slot(key)?;
-        slot.dirty = true;
-        slot.entry = Some(entry);
-        Ok(())
-    }
-
-    /// Removes the key's entry; what it was.
-    pub fn take(&mut self, key: &[u8]) -> Result<Option<Entry>, Reply> {
-        let slot = self.slot(key)?;
-        let entry = slot.entry.take().flatten();
-        slot.entry = Some(None);
-        if entry.is_some() {
-            slot.dirty = true;
-        }
-        Ok(entry)
-    }
-
     /// The key's value as the type `project` picks out: `None` if absent, WRONGTYPE if of
     /// another type.
     pub fn read<T>(&mut self, key: &[u8], project: fn(&Value) -> Option<&T>) -> Result<Option<&T>, Reply> {
         match self.entry(key)? {
             None => Ok(None),
+            Some(Entry {
+                value: Value::Raw(_), ..
+            }) => Err(raw(key)),
             Some(entry) => project(&entry.value).map(Some).ok_or_else(wrong_type),
         }
     }
 
-    /// The key's value of that type to change, if it exists.
-    pub fn modify<T>(
-        &mut self,
-        key: &[u8],
-        project: fn(&mut Value) -> Option<&mut T>,
-    ) -> Result<Option<&mut T>, Reply> {
-        // Checked before it is marked changed, so a WRONGTYPE writes nothing.
-        if let Some(entry) = self.entry(key)? {
-            if !matches_type(&entry.value, project) {
-                return Err(wrong_type());
-            }
-        }
-        match self.entry_mut(key)? {
-            None => Ok(None),
-            Some(entry) => Ok(project(&mut entry.value)),
-        }
+    /// The key's value as the type `project` picks out, for a key this command already
+    /// read (its type checked and its expiry dealt with): borrows the keys immutably, so
+    /// several keys' values can be read together. `None` if absent or of another type.
+    pub fn view<T>(&self, key: &[u8], project: fn(&Value) -> Option<&T>) -> Option<&T> {
+        let now_ms = self.now_ms();
+        self.slots
+            .iter()
+            .find(|slot| slot.key[..] == *key)?
+            .tracked
+            .entry()
+            .filter(|entry| !entry.expired(now_ms))
+            .and_then(|entry| project(&entry.value))
     }
 
-    /// The key's value of that type to change, created empty (`empty`) if absent.
-    pub fn upsert<T>(
-        &mut self,
-        key: &[u8],
-        project: fn(&mut Value) -> Option<&mut T>,
-        empty: fn() -> Value,
-    ) -> Result<&mut T, Reply> {
+    /// Applies `change` to `key`: the change that undoes it, from which a command reads
+    /// what was there (an old value, whether a member was new). WRONGTYPE if the key holds
+    /// another type; a change to a key holding bytes no Redis command wrote is refused.
+    pub fn change(&mut self, key: &[u8], change: Change) -> Result<Option<&Change>, Reply> {
+        if self.read_only {
+            return Err(Reply::err("internal error: a read-only command changed a key"));
+        }
+        let at = self.live(key)?;
+        if let Some(Entry {
+            value: Value::Raw(_), ..
+        }) = self.slots[at].tracked.entry()
+        {
+            if !matches!(change, Change::Replace(_) | Change::Delete) {
+                return Err(raw(key));
+            }
+        }
+        self.slots[at].tracked.apply(change, &self.encodings).map_err(refused)
+    }
+
+    /// Replaces the key's entry (`None`: deletes it).
+    pub fn put(&mut self, key: &[u8], entry: Option<Entry>) -> Result<(), Reply> {
+        match entry {
+            Some(entry) => self.change(key, Change::Replace(entry))?,
+            None => self.change(key, Change::Delete)?,
+        };
+        Ok(())
+    }
+
+    /// Removes the key; what it held.
+    pub fn take(&mut self, key: &[u8]) -> Result<Option<Entry>, Reply> {
         if !self.exists(key)? {
-            self.put(key, Some(Entry::new(empty())))?;
+            return Ok(None);
         }
-        match self.modify(key, project)? {
-            Some(value) => Ok(value),
-            None => Err(wrong_type()),
+        Ok(match self.change(key, Change::Delete)? {
+            Some(Change::Replace(entry)) => Some(entry.clone()),
+            _ => None,
+        })
+    }
+
+    /// Sets the key's expiry (none: it persists). The key must exist.
+    pub fn set_expiry(&mut self, key: &[u8], at_ms: Option<u64>) -> Result<(), Reply> {
+        self.change(key, Change::Expire(at_ms))?;
+        Ok(())
+    }
+
+    /// Sets a hash field; whether it was new.
+    pub fn hset(&mut self, key: &[u8], field: &Bytes, value: &Bytes) -> Result<bool, Reply> {
+        Ok(matches!(
+            self.change(key, Change::HashSet(field.clone(), value.clone()))?,
+            Some(Change::HashDel(_) | Change::Delete)
+        ))
+    }
+
+    /// Removes a hash field; whether it was there.
+    pub fn hdel(&mut self, key: &[u8], field: &Bytes) -> Result<bool, Reply> {
+        Ok(self.change(key, Change::HashDel(field.clone()))?.is_some())
+    }
+
+    /// Pushes items one by one at the head (`left`) or tail.
+    pub fn push(&mut self, key: &[u8], left: bool, items: Vec<Bytes>) -> Result<(), Reply> {
+        self.change(key, Change::ListPush { left, items })?;
+        Ok(())
+    }
+
+    /// Pops up to `count` items from the head (`left`) or tail, in the order popped.
+    pub fn pop(&mut self, key: &[u8], left: bool, count: usize) -> Result<Vec<Bytes>, Reply> {
+        match self.change(
+            key,
+            Change::ListPop {
+                left,
+                count: count as u64,
+            },
+        )? {
+            Some(Change::ListPush { items, .. }) => Ok(items.iter().rev().cloned().collect()),
+            _ => Ok(Vec::new()),
         }
     }
 
-    /// What the command changed, as writes: a changed key's new bytes, a delete for a key
-    /// it removed or left an empty collection; with `delete_expired`, also a delete for
-    /// each expired key it came across. A key a command wrote is written even when its
-    /// bytes are what it held: in Redis that is a change (`SET k v` twice fails a WATCH).
-    pub fn writes(self, delete_expired: bool) -> Vec<KeyWrite> {
-        let mut writes = Vec::new();
-        for slot in self.slots {
-            let Some(entry) = slot.entry else { continue };
-            if !slot.dirty {
-                if delete_expired && slot.expired {
-                    writes.push((slot.key, None));
-                }
-                continue;
-            }
-            match entry.filter(|entry| !entry.value.is_empty_collection()) {
-                Some(entry) => writes.push((slot.key, Some(entry.encode()))),
-                None if slot.stored.is_some() => writes.push((slot.key, None)),
-                None => {}
-            }
-        }
-        writes
+    /// Replaces list item `index` (below the length).
+    pub fn list_set(&mut self, key: &[u8], index: usize, item: Bytes) -> Result<(), Reply> {
+        self.change(key, Change::ListSet(index as u64, item))?;
+        Ok(())
     }
-}
 
-fn matches_type<T>(value: &Value, project: fn(&mut Value) -> Option<&mut T>) -> bool {
-    // A projection only looks at the variant; run it on a cheap value of the same type.
-    let mut probe = match value {
-        Value::Str(_) => Value::Str(Bytes::new()),
-        Value::Hash(_) => Value::Hash(Default::default()),
-        Value::List(_) => Value::List(Default::default()),
-        Value::Set(_) => Value::Set(Default::default()),
-        Value::ZSet(_) => Value::ZSet(Default::default()),
-    };
-    project(&mut probe).is_some()
+    /// Inserts a list item to become item `index` (at most the length).
+    pub fn list_insert(&mut self, key: &[u8], index: usize, item: Bytes) -> Result<(), Reply> {
+        self.change(key, Change::ListInsert(index as u64, item))?;
+        Ok(())
+    }
+
+    /// Removes list item `index` (below the length).
+    pub fn list_remove(&mut self, key: &[u8], index: usize) -> Result<(), Reply> {
+        self.change(key, Change::ListRemove(index as u64))?;
+        Ok(())
+    }
+
+    /// Adds a set member; whether it was new.
+    pub fn sadd(&mut self, key: &[u8], member: &Bytes) -> Result<bool, Reply> {
+        Ok(self.change(key, Change::SetAdd(member.clone()))?.is_some())
+    }
+
+    /// Removes a set member; whether it was there.
+    pub fn srem(&mut self, key: &[u8], member: &Bytes) -> Result<bool, Reply> {
+        Ok(self.change(key, Change::SetRem(member.clone()))?.is_some())
+    }
+
+    /// Sets a sorted-set member's score; its old score if it had one.
+    pub fn zadd(&mut self, key: &[u8], member: &Bytes, score: f64) -> Result<Option<f64>, Reply> {
+        Ok(match self.change(key, Change::ZAdd(member.clone(), score))? {
+            Some(Change::ZAdd(_, old)) => Some(*old),
+            _ => None,
+        })
+    }
+
+    /// Removes a sorted-set member; its score if it was there.
+    pub fn zrem(&mut self, key: &[u8], member: &Bytes) -> Result<Option<f64>, Reply> {
+        Ok(match self.change(key, Change::ZRem(member.clone()))? {
+            Some(Change::ZAdd(_, old)) => Some(*old),
+            _ => None,
+        })
+    }
 }
 
 /// WRONGTYPE.
 pub fn wrong_type() -> Reply {
-    Reply::Error(WRONGTYPE.into())
+    Reply::Error(ferry_value::entry::WRONGTYPE.into())
 }
 
-/// Projections of a value onto its types, for [`Keys::read`] and [`Keys::modify`].
+/// Projections of a value onto its types, for [`Keys::read`].
 pub mod as_type {
     use super::*;
-    use crate::value::{Hash, List, Set};
-    use crate::zset::ZSet;
 
     /// A string.
     pub fn str(value: &Value) -> Option<&Bytes> {
-        match value {
-            Value::Str(bytes) => Some(bytes),
-            _ => None,
-        }
-    }
-    /// A string, to change.
-    pub fn str_mut(value: &mut Value) -> Option<&mut Bytes> {
         match value {
             Value::Str(bytes) => Some(bytes),
             _ => None,
@@ -260,22 +354,8 @@ pub mod as_type {
             _ => None,
         }
     }
-    /// A hash, to change.
-    pub fn hash_mut(value: &mut Value) -> Option<&mut Hash> {
-        match value {
-            Value::Hash(hash) => Some(hash),
-            _ => None,
-        }
-    }
     /// A list.
     pub fn list(value: &Value) -> Option<&List> {
-        match value {
-            Value::List(list) => Some(list),
-            _ => None,
-        }
-    }
-    /// A list, to change.
-    pub fn list_mut(value: &mut Value) -> Option<&mut List> {
         match value {
             Value::List(list) => Some(list),
             _ => None,
@@ -288,13 +368,6 @@ pub mod as_type {
             _ => None,
         }
     }
-    /// A set, to change.
-    pub fn set_mut(value: &mut Value) -> Option<&mut Set> {
-        match value {
-            Value::Set(set) => Some(set),
-            _ => None,
-        }
-    }
     /// A sorted set.
     pub fn zset(value: &Value) -> Option<&ZSet> {
         match value {
@@ -302,84 +375,76 @@ pub mod as_type {
             _ => None,
         }
     }
-    /// A sorted set, to change.
-    pub fn zset_mut(value: &mut Value) -> Option<&mut ZSet> {
-        match value {
-            Value::ZSet(zset) => Some(zset),
-            _ => None,
-        }
-    }
-    /// An empty hash.
-    pub fn new_hash() -> Value {
-        Value::Hash(Hash::default())
-    }
-    /// An empty list.
-    pub fn new_list() -> Value {
-        Value::List(List::new())
-    }
-    /// An empty set.
-    pub fn new_set() -> Value {
-        Value::Set(Set::default())
-    }
-    /// An empty sorted set.
-    pub fn new_zset() -> Value {
-        Value::ZSet(ZSet::default())
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use ferry_value::DEFAULT_ENCODINGS;
+
     use super::*;
 
     fn b(text: &str) -> Bytes {
         Bytes::copy_from_slice(text.as_bytes())
     }
 
-    #[test]
-    fn an_expired_key_reads_absent_and_is_deleted_only_where_writes_are_allowed() {
-        let expired = Entry {
+    fn expired() -> Entry {
+        Entry {
             value: Value::Str(b("v")),
             expires_at_ms: Some(100),
         }
-        .encode();
-        let load = || Keys::new([(b("k"), Some(expired.clone()))], 100_000, 1);
-        let mut keys = load();
+    }
+
+    #[test]
+    fn an_expired_key_reads_absent_and_is_deleted_only_where_allowed() {
+        let mut slots = [Slot::new(b("k"), Some(expired()))];
+        let mut keys = Keys::new(&mut slots, 100_000, 1, DEFAULT_ENCODINGS, true);
         assert!(!keys.exists(b"k").unwrap());
-        assert_eq!(keys.writes(true), vec![(b("k"), None)]);
-        let mut keys = load();
+        assert!(!keys.expired_met());
+        assert_eq!(slots[0].tracked.changes(), &[Change::Delete]);
+        let mut slots = [Slot::new(b("k"), Some(expired()))];
+        let mut keys = Keys::new(&mut slots, 100_000, 1, DEFAULT_ENCODINGS, false);
         assert!(!keys.exists(b"k").unwrap());
-        assert!(keys.writes(false).is_empty());
-        let mut keys = Keys::new([(b("k"), Some(expired))], 99_999, 1);
+        assert!(keys.expired_met());
+        assert!(!slots[0].tracked.changed());
+        let mut slots = [Slot::new(b("k"), Some(expired()))];
+        let mut keys = Keys::new(&mut slots, 99_999, 1, DEFAULT_ENCODINGS, true);
         assert!(keys.exists(b"k").unwrap());
     }
 
     #[test]
-    fn wrong_types_are_refused_and_write_nothing() {
-        let mut keys = Keys::new([(b("s"), Some(b("text"))), (b("n"), None)], 0, 1);
-        assert_eq!(keys.modify(b"s", as_type::hash_mut).unwrap_err(), wrong_type());
+    fn wrong_types_are_refused_and_change_nothing() {
+        let mut slots = [
+            Slot::new(b("s"), Some(Entry::string(b("text")))),
+            Slot::new(b("n"), None),
+        ];
+        let mut keys = Keys::new(&mut slots, 0, 1, DEFAULT_ENCODINGS, true);
+        assert_eq!(keys.hset(b"s", &b("f"), &b("v")).unwrap_err(), wrong_type());
         assert_eq!(keys.read(b"s", as_type::list).unwrap_err(), wrong_type());
         assert_eq!(keys.read(b"n", as_type::list).unwrap(), None);
         assert!(
             keys.read(b"missing", as_type::list).is_err(),
             "an undeclared key is an error"
         );
-        assert!(keys.writes(true).is_empty());
+        assert!(slots.iter().all(|slot| !slot.tracked.changed()));
     }
 
     #[test]
-    fn an_emptied_collection_is_deleted_and_a_new_one_stored() {
-        let mut keys = Keys::new([(b("h"), None)], 0, 1);
-        keys.upsert(b"h", as_type::hash_mut, as_type::new_hash)
-            .unwrap()
-            .insert(b("f"), b("v"));
-        let writes = keys.writes(true);
-        assert_eq!(writes.len(), 1);
-        let stored = writes[0].1.clone();
-        let mut keys = Keys::new([(b("h"), stored)], 0, 1);
-        keys.modify(b"h", as_type::hash_mut)
-            .unwrap()
-            .unwrap()
-            .shift_remove(&b("f")[..]);
-        assert_eq!(keys.writes(true), vec![(b("h"), None)]);
+    fn an_emptied_collection_is_deleted_and_a_rolled_back_command_changes_nothing() {
+        let mut slots = [Slot::new(b("h"), None)];
+        let mut keys = Keys::new(&mut slots, 0, 1, DEFAULT_ENCODINGS, true);
+        assert!(keys.hset(b"h", &b("f"), &b("v")).unwrap());
+        let mark = keys.mark();
+        assert!(keys.hdel(b"h", &b("f")).unwrap());
+        keys.settle();
+        assert!(!keys.exists(b"h").unwrap());
+        keys.rollback_to(&mark);
+        assert_eq!(
+            keys.read(b"h", as_type::hash).unwrap().unwrap().get(b"f"),
+            Some(&b"v"[..])
+        );
+        // A read-only command may not change anything.
+        let mut slots = [Slot::new(b("h"), None)];
+        let mut keys = Keys::read_only(&mut slots, 0, 1, DEFAULT_ENCODINGS);
+        assert!(keys.hset(b"h", &b("f"), &b("v")).is_err());
     }
 }

@@ -6,9 +6,10 @@
 use bytes::Bytes;
 
 use ferry_func::{Ctx, CtxError};
-use ferry_keyspace::Keys;
+use ferry_keyspace::{Keys, Slot};
 use ferry_resp::table::{lookup, NO_SCRIPT, WRITE};
 use ferry_resp::{Command, Reply};
+use ferry_value::{Entry, DEFAULT_ENCODINGS};
 
 /// Runs one command for a script over `table`. `writes_allowed` is false in functions
 /// flagged `no-writes`.
@@ -68,22 +69,44 @@ pub async fn run_with(
         return Ok(Some(ferry_resp::command::unknown(words)));
     };
     let names = spec.keys(words);
-    let mut loaded = Vec::with_capacity(names.len());
+    let mut slots: Vec<Slot> = Vec::with_capacity(names.len());
+    // What each key held when loaded: a key absent then and absent now needs no write.
+    let mut loaded_present: Vec<bool> = Vec::with_capacity(names.len());
     for chunk in names.chunks(MAX_KEYS_PER_LOAD) {
         let chunk: Vec<Bytes> = chunk.iter().map(|key| (*key).clone()).collect();
         let values = ctx.multiget(table, &chunk).await?;
-        loaded.extend(chunk.into_iter().zip(values));
+        for (key, value) in chunk.into_iter().zip(values) {
+            if slots.iter().any(|slot| slot.key == key) {
+                continue;
+            }
+            loaded_present.push(value.is_some());
+            // The encoding only shapes memory here: the value goes back as its byte form.
+            slots.push(Slot::new(
+                key,
+                value.map(|bytes| Entry::decode(&bytes, &DEFAULT_ENCODINGS)),
+            ));
+        }
     }
     let now_us = ctx.now_us();
-    let mut keys = Keys::new(loaded, now_us, now_us ^ 0x9e37_79b9_7f4a_7c15);
+    let mut keys = Keys::new(
+        &mut slots,
+        now_us,
+        now_us ^ 0x9e37_79b9_7f4a_7c15,
+        DEFAULT_ENCODINGS,
+        writes_allowed,
+    );
     let reply = ferry_keyspace::run(words, &mut keys);
     if matches!(reply, Reply::Error(_)) {
         return Ok(Some(reply));
     }
-    for (key, value) in keys.writes(writes_allowed) {
-        match value {
-            Some(value) => ctx.put(table, &key, value).await?,
-            None => ctx.delete(table, &key).await?,
+    for (slot, was_present) in slots.iter().zip(loaded_present) {
+        if !slot.tracked.changed() {
+            continue;
+        }
+        match slot.tracked.entry() {
+            Some(entry) => ctx.put(table, &slot.key, entry.encode()).await?,
+            None if was_present => ctx.delete(table, &slot.key).await?,
+            None => {}
         }
     }
     Ok(Some(reply))

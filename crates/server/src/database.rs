@@ -11,6 +11,7 @@
 
 use bytes::Bytes;
 
+use ferry_keyspace::database::Listed;
 use ferry_resp::Reply;
 use ferry_store::WriteRef;
 
@@ -49,8 +50,17 @@ pub(crate) fn run(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &s
         }
         _ => {
             let now_us = crate::store_ctx::unix_time_us();
-            let objects = tenant.store.objects(table);
-            ferry_keyspace::database::run(words, &objects, now_us / 1000, now_us.rotate_left(17))
+            let listed: Vec<Listed> = tenant
+                .store
+                .objects(table)
+                .into_iter()
+                .map(|info| Listed {
+                    key: info.key,
+                    type_name: info.type_name,
+                    expires_at_ms: info.expires_at_ms,
+                })
+                .collect();
+            ferry_keyspace::database::run(words, &listed, now_us / 1000, now_us.rotate_left(17))
         }
     }
 }
@@ -65,7 +75,7 @@ pub(crate) fn is_database(table: &str) -> bool {
 
 /// Deletes every object of `table` this node owns.
 fn flush(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str) -> Result<(), Reply> {
-    let mut keys: Vec<Bytes> = tenant.store.objects(table).into_iter().map(|(key, _)| key).collect();
+    let mut keys: Vec<Bytes> = tenant.store.objects(table).into_iter().map(|info| info.key).collect();
     if let Some(role) = cluster {
         if let Some(why) = keys.iter().find_map(|key| crate::routing::frozen(role, key)) {
             return Err(Reply::Error(why));
@@ -73,14 +83,7 @@ fn flush(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str) -> Re
         keys.retain(|key| crate::routing::not_owned(role, key).is_none());
     }
     for batch in keys.chunks(FLUSH_BATCH_KEYS) {
-        let writes: Vec<WriteRef<'_>> = batch
-            .iter()
-            .map(|key| WriteRef {
-                table,
-                key,
-                value: None,
-            })
-            .collect();
+        let writes: Vec<WriteRef<'_>> = batch.iter().map(|key| WriteRef::delete(table, key)).collect();
         // No reads: deleting what is there, whatever its version, cannot conflict.
         tenant
             .store

@@ -350,11 +350,7 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
         Request::Commit { reads, writes } => {
             let write_refs: Vec<WriteRef<'_>> = writes
                 .iter()
-                .map(|write| WriteRef {
-                    table: &write.table,
-                    key: &write.key,
-                    value: write.value.as_deref(),
-                })
+                .map(|write| WriteRef::put_or_delete(&write.table, &write.key, write.value.as_deref()))
                 .collect();
             match store.commit(&request_refs(&reads), &write_refs) {
                 Ok(version) => Response::ok(ResponseBody::Commit { version }),

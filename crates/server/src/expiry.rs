@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use ferry_keyspace::value::Entry;
 use ferry_resp::Command;
 
 use crate::node::{Node, TenantState};
@@ -78,13 +77,13 @@ pub(crate) fn sweep(node: &Node, tenant: &TenantState, table: &str) -> usize {
         let sample = tenant.store.sample(table, SAMPLE_KEYS, rand::random());
         let mut with_ttl = 0;
         let mut words = vec![Bytes::from_static(b"EXISTS")];
-        for (key, value) in sample {
-            let Some(expires_at_ms) = Entry::peek(&value).and_then(|(_, at)| at) else {
+        for info in sample {
+            let Some(expires_at_ms) = info.expires_at_ms else {
                 continue;
             };
             with_ttl += 1;
             if expires_at_ms <= now_ms {
-                words.push(key);
+                words.push(info.key);
             }
         }
         let expired = words.len() - 1;

@@ -13,8 +13,9 @@
 //! - `fair`: start-time fair queueing of a worker's tasks by tenant CPU time.
 //! - `exec`: executing a task on a worker — data operations directly, storage functions
 //!   step by step with a CPU budget, OCC commit and bounded retries.
-//! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations;
-//!   `command_ctx`: the same semantics cut down for one RESP data command.
+//! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations.
+//! - `in_place`: Redis's data commands and MULTI/EXEC run on the stored values themselves
+//!   (`ferry_store::TenantStore::update`), their changes logged, not their values.
 //! - [`durable`]: with a data dir, snapshots and the write-ahead log recovered on start,
 //!   every commit journalled, snapshots taken by the checkpointer; replies pass the log's
 //!   gate. `save`: RESP SAVE and BGSAVE.
@@ -31,10 +32,9 @@
 //!   memory lines (the store limits and evicts).
 //! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
 //! - `resp`, `resp_job`: the RESP front end (`--resp ADDR`), and its commands run as one job
-//!   per pipeline in the tenant's seat: data commands over the one executor of
-//!   `ferry_lua::call`, FUNCTION / FCALL as invocations of the Lua storage functions.
+//!   per pipeline in the tenant's seat: data commands in place (`in_place`), FUNCTION /
+//!   FCALL as invocations of the Lua storage functions.
 
-mod command_ctx;
 pub mod config;
 mod conn;
 mod database;
@@ -44,12 +44,12 @@ mod expiry;
 mod fair;
 mod frozen;
 mod function_stats;
+mod in_place;
 pub mod listeners;
 pub mod membership;
 mod memory;
 mod metrics;
 mod moves;
-mod multi;
 mod node;
 pub mod replica;
 mod resp;

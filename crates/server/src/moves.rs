@@ -299,14 +299,7 @@ impl SlotSink for Mover {
         for ((tenant, table), keys) in found {
             let store = &self.tenant(tenant)?.store;
             for chunk in keys.chunks(MOVE_BATCH_OBJECTS) {
-                let deletes: Vec<WriteRef<'_>> = chunk
-                    .iter()
-                    .map(|key| WriteRef {
-                        table: &table,
-                        key,
-                        value: None,
-                    })
-                    .collect();
+                let deletes: Vec<WriteRef<'_>> = chunk.iter().map(|key| WriteRef::delete(&table, key)).collect();
                 store
                     .commit(&[], &deletes)
                     .map_err(|err| format!("clearing what an earlier move left: {err}"))?;
@@ -323,11 +316,7 @@ impl SlotSink for Mover {
         for same_version in objects.chunk_by(|a, b| a.1 == b.1) {
             let writes: Vec<WriteRef<'_>> = same_version
                 .iter()
-                .map(|(key, _, value)| WriteRef {
-                    table: &batch.table,
-                    key,
-                    value: Some(value),
-                })
+                .map(|(key, _, value)| WriteRef::put(&batch.table, key, value))
                 .collect();
             self.install_at(batch.tenant, same_version[0].1, &writes)
                 .map_err(|err| format!("installing objects of tenant {}: {err}", batch.tenant))?;

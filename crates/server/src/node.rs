@@ -173,14 +173,10 @@ impl Node {
     }
 }
 
-/// A configured tenant's empty store, with its eviction policy and the keyspace's reading
-/// of expiry for the volatile policies.
+/// A configured tenant's empty store, with its eviction policy.
 fn tenant_store(tenant: &TenantConfig) -> TenantStore {
     let store = TenantStore::with_clock_id(tenant.quota_bytes, clock_id(tenant.id));
     store.set_eviction(tenant.maxmemory_policy);
-    store.set_expiry_reader(|bytes| {
-        ferry_keyspace::value::Entry::peek(bytes).and_then(|(_, expires_at_ms)| expires_at_ms)
-    });
     store.set_clock_ms(crate::store_ctx::unix_time_us() / 1000);
     store
 }

@@ -3,10 +3,10 @@
 //! `worker::dispatch`), so fair queueing, the worker's busy time and the tenant's counters
 //! see every command, and a pipeline of many commands costs one hand-off.
 //!
-//! A data command is the one executor of Redis's data commands, `ferry_lua::call::run`,
-//! over a [`CommandCtx`] as a one-command transaction: reads at a read version, writes
-//! buffered and committed with OCC, retried on conflict (so `redis.call` in a script and a
-//! client's command mean the same). FUNCTION and FCALL are invocations of the Lua storage
+//! A data command is the one executor of Redis's data commands (`ferry_keyspace::run`)
+//! run on the stored values themselves under their keys' locks (`in_place`), so a command
+//! on a large collection costs what it touches; `redis.call` in a script runs the same
+//! executor over the script's transaction. FUNCTION and FCALL are invocations of the Lua storage
 //! functions, like any invocation over the ferry protocol; one that does not finish in its
 //! first step (it outran its slice) stays with the worker, and the job hands the commands
 //! after it back to the connection, which sends them again once its reply is in: replies
@@ -24,22 +24,14 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use ferry_func::ctx::poll_now;
-use ferry_func::CtxError;
 use ferry_lua::resp::{error_reply, FunctionCall, FunctionStat};
 use ferry_proto::{Opcode, Response, ResponseBody, Status};
 use ferry_resp::{Command, Reply};
 
-use crate::command_ctx::CommandCtx;
 use crate::conn::Answer;
 use crate::exec::{self, Call, Stepped};
 use crate::node::{Node, TenantState};
-use crate::routing::ClusterRole;
 use crate::stats::TenantCounters;
-
-/// Attempts of one data command (a conditional SET, an INCR, a DEL) before it gives up
-/// under contention; each retry is on the node and costs no round trip.
-pub const MAX_COMMAND_ATTEMPTS: u32 = 16;
 
 /// One command of a job.
 pub(crate) enum Step {
@@ -133,10 +125,10 @@ pub(crate) fn run(
                 crate::database::run(node.cluster.as_deref(), tenant, &table, &words)
             })),
             Step::Watch(keys) => replies.push(guarded(tenant, || {
-                crate::multi::watch(node.cluster.as_deref(), tenant, &table, &keys)
+                crate::in_place::watch(node.cluster.as_deref(), tenant, &table, &keys)
             })),
             Step::Transaction(tx) => replies.push(guarded(tenant, || {
-                crate::multi::exec(node.cluster.as_deref(), tenant, &table, &tx)
+                crate::in_place::exec(node.cluster.as_deref(), tenant, &table, &tx)
             })),
             // Work of the node's own, charged to the tenant but not one of its requests.
             Step::Expire => {
@@ -201,45 +193,7 @@ fn guarded(tenant: &TenantState, run: impl FnOnce() -> Reply) -> Reply {
     reply
 }
 
-/// A commit's refusal as Redis words it: a write past the tenant's memory limit (after
-/// any eviction its policy allows) is Redis's `OOM`, so clients raise their out-of-memory
-/// error.
-pub(crate) fn commit_error(err: &ferry_store::StoreError) -> Reply {
-    error_reply(&crate::memory::refusal_text(err))
-}
-
-/// Runs one data command as a transaction of its own; `cluster`: the ownership its keys
-/// are checked against (none: not checked); `writes_allowed`: whether the expired keys it
-/// meets may be deleted.
-pub(crate) fn data_command(
-    cluster: Option<&ClusterRole>,
-    tenant: &TenantState,
-    table: &str,
-    command: &Command,
-    writes_allowed: bool,
-) -> Reply {
-    for _ in 0..MAX_COMMAND_ATTEMPTS {
-        let mut ctx = CommandCtx::new(&tenant.store, tenant.id, table, cluster);
-        let reply = match poll_now(ferry_lua::call::run_with(&mut ctx, table, command, writes_allowed)) {
-            None => return Reply::err("internal error: the command waited on something"),
-            Some(Ok(Some(reply))) => reply,
-            Some(Ok(None)) => return Reply::err("this command is not a data command"),
-            Some(Err(CtxError::Conflict(_))) => continue,
-            Some(Err(CtxError::Refused(message) | CtxError::Unavailable(message) | CtxError::Stopped(message))) => {
-                return Reply::err(message)
-            }
-        };
-        match ctx.commit() {
-            Ok(()) => return reply,
-            Err(err) if err.is_conflict() => continue,
-            // A refusal with its own code (a replica's READONLY) keeps it.
-            Err(err) => return commit_error(&err),
-        }
-    }
-    Reply::err(format!(
-        "the command gave up after {MAX_COMMAND_ATTEMPTS} conflicting attempts; retry"
-    ))
-}
+pub(crate) use crate::in_place::data_command;
 
 /// Starts the invocation a FUNCTION or FCALL command is; its reply if it finished in its
 /// first step, else the receiver of its reply and what became of it.

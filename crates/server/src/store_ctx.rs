@@ -277,11 +277,7 @@ pub(crate) fn object_refs(reads: &[TxRead]) -> Vec<ObjectRef<'_>> {
 pub(crate) fn write_refs(writes: &[TxWrite]) -> Vec<WriteRef<'_>> {
     writes
         .iter()
-        .map(|write| WriteRef {
-            table: &write.table,
-            key: &write.key,
-            value: write.value.as_deref(),
-        })
+        .map(|write| WriteRef::put_or_delete(&write.table, &write.key, write.value.as_deref()))
         .collect()
 }
 
@@ -353,11 +349,7 @@ mod tests {
     fn put(tenant: &TenantState, pairs: &[(&[u8], &[u8])]) {
         let writes: Vec<WriteRef<'_>> = pairs
             .iter()
-            .map(|(key, value)| WriteRef {
-                table: "t",
-                key,
-                value: Some(value),
-            })
+            .map(|(key, value)| WriteRef::put("t", key, value))
             .collect();
         tenant.store.commit(&[], &writes).unwrap();
     }

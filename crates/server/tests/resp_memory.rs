@@ -171,7 +171,7 @@ fn past_the_limit_under_noeviction_growing_commands_are_refused_before_they_run(
         .arg("0")
         .query(&mut other)
         .unwrap();
-    assert_eq!(con.exists::<_, bool>("z").unwrap(), false);
+    assert!(!con.exists::<_, bool>("z").unwrap());
     let () = con.del("x").unwrap();
 }
 

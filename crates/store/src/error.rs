@@ -68,6 +68,10 @@ pub enum StoreError {
     /// one record, or the node is a replica); nothing was installed.
     #[error("{}", journal_text(.0))]
     Journal(String),
+    /// A replayed record (recovery, a replica's stream) does not apply to what the store
+    /// holds: a damaged or missing record. The replay stops rather than guess.
+    #[error("replay stopped: {0}")]
+    Replay(String),
 }
 
 /// A refusal that carries its own error code (a replica's `READONLY …`, as Redis clients

@@ -48,7 +48,16 @@ mod tests {
             }
             let writes = writes
                 .iter()
-                .map(|w| (w.table.to_string(), w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
+                .map(|w| {
+                    (
+                        w.table.to_string(),
+                        w.key.to_vec(),
+                        match w.write {
+                            crate::Write::Put(value) => Some(value.to_vec()),
+                            _ => None,
+                        },
+                    )
+                })
                 .collect();
             self.commits.lock().push((version, writes));
             Ok(())
@@ -56,11 +65,7 @@ mod tests {
     }
 
     fn put<'a>(table: &'a str, key: &'a [u8], value: &'a [u8]) -> WriteRef<'a> {
-        WriteRef {
-            table,
-            key,
-            value: Some(value),
-        }
+        WriteRef::put_or_delete(table, key, Some(value))
     }
 
     #[test]
@@ -128,16 +133,7 @@ mod tests {
         store
             .recover_commit(7, &[put("t", b"a", b"1"), put("u", b"b", b"2")])
             .unwrap();
-        store
-            .recover_commit(
-                9,
-                &[WriteRef {
-                    table: "u",
-                    key: b"b",
-                    value: None,
-                }],
-            )
-            .unwrap();
+        store.recover_commit(9, &[WriteRef::delete("u", b"b")]).unwrap();
         assert_eq!(
             store.get("t", b"a").unwrap(),
             Some((7, bytes::Bytes::from_static(b"1")))

@@ -28,7 +28,9 @@ pub mod tenant;
 pub use error::StoreError;
 pub use eviction::EvictionPolicy;
 pub use journal::{Journal, JournalRefusal};
-pub use tenant::{ObjectRef, ReplicateError, TableKeys, TenantStats, TenantStore, WriteRef};
+pub use tenant::{
+    KeyInfo, ObjectRef, ReplicateError, TableKeys, TenantStats, TenantStore, Updated, Watched, Write, WriteRef,
+};
 
 /// Version of an absent object. Real versions start at 1.
 pub const VERSION_ABSENT: u64 = 0;

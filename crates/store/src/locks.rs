@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicU32;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
+use ferry_value::Entry;
 
 use crate::limits::SHARDS_PER_TABLE;
 
@@ -19,9 +20,9 @@ use crate::limits::SHARDS_PER_TABLE;
 pub(crate) struct Object {
     /// Version of the commit that wrote it (never 0).
     pub(crate) version: u64,
-    /// The value, in an allocation of its own (never a slice of a request buffer, which
-    /// would pin the whole request in memory).
-    pub(crate) value: Bytes,
+    /// Its value and expiry, in allocations of their own (never a slice of a request
+    /// buffer, which would pin the whole request in memory).
+    pub(crate) entry: Entry,
     /// When it was last used (LRU) or how often (LFU), for eviction
     /// (`crate::eviction`); 0 and untouched under a policy that ranks by neither.
     /// Atomic: readers stamp it under the shard's read lock.
@@ -30,10 +31,10 @@ pub(crate) struct Object {
 
 impl Object {
     /// A new object with its first access stamp.
-    pub(crate) fn new(version: u64, value: Bytes, access: u32) -> Object {
+    pub(crate) fn new(version: u64, entry: Entry, access: u32) -> Object {
         Object {
             version,
-            value,
+            entry,
             access: AtomicU32::new(access),
         }
     }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use ferry_value::{Encodings, Entry};
 use parking_lot::RwLock;
 
 use crate::error::StoreError;
@@ -19,13 +20,16 @@ use crate::VERSION_ABSENT;
 mod evict;
 mod listing;
 mod recover;
+mod replay;
 mod replicate;
 mod scan;
 mod snapshot;
+mod update;
 
-pub use listing::TableKeys;
+pub use listing::{KeyInfo, TableKeys};
 pub use replicate::ReplicateError;
 pub use scan::{ScanMark, SCAN_BATCH_OBJECTS};
+pub use update::{Updated, Watched};
 
 /// An object a transaction read, with the version it saw (0 = absent).
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +42,25 @@ pub struct ObjectRef<'a> {
     pub version: u64,
 }
 
+/// What a transaction does to one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write<'a> {
+    /// Sets its value to these bytes: a value's byte form (`ferry_value::Entry::encode`),
+    /// or any bytes a storage function writes.
+    Put(&'a [u8]),
+    /// Deletes it.
+    Delete,
+    /// Applies changes (`ferry_value::change::encode`'s form) to the value it had at
+    /// version `base` (0: absent): what the log records of a command run in place, so a
+    /// push on a long list logs the item, not the list.
+    Changes {
+        /// The version the changes apply to.
+        base: u64,
+        /// The changes, encoded.
+        changes: &'a [u8],
+    },
+}
+
 /// An object a transaction writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteRef<'a> {
@@ -45,12 +68,52 @@ pub struct WriteRef<'a> {
     pub table: &'a str,
     /// Key.
     pub key: &'a [u8],
-    /// New value, or `None` to delete.
-    pub value: Option<&'a [u8]>,
+    /// What happens to it.
+    pub write: Write<'a>,
+}
+
+impl<'a> WriteRef<'a> {
+    /// Sets `key` of `table` to `value`.
+    pub fn put(table: &'a str, key: &'a [u8], value: &'a [u8]) -> WriteRef<'a> {
+        WriteRef {
+            table,
+            key,
+            write: Write::Put(value),
+        }
+    }
+
+    /// Deletes `key` of `table`.
+    pub fn delete(table: &'a str, key: &'a [u8]) -> WriteRef<'a> {
+        WriteRef {
+            table,
+            key,
+            write: Write::Delete,
+        }
+    }
+
+    /// Sets `key` of `table` to `value`, or deletes it (`None`).
+    pub fn put_or_delete(table: &'a str, key: &'a [u8], value: Option<&'a [u8]>) -> WriteRef<'a> {
+        match value {
+            Some(value) => WriteRef::put(table, key, value),
+            None => WriteRef::delete(table, key),
+        }
+    }
 }
 
 /// A value as read: its version and bytes.
 pub type Versioned = (u64, Bytes);
+
+/// A value as read, typed: its version and entry (a collection's handle, not a copy).
+pub type VersionedEntry = (u64, Entry);
+
+/// Values read as entries, in their byte form: encoded once no lock is held (a large
+/// collection takes a while to write out).
+fn encoded(values: Vec<Option<VersionedEntry>>) -> Vec<Option<Versioned>> {
+    values
+        .into_iter()
+        .map(|value| value.map(|(version, entry)| (version, entry.encode())))
+        .collect()
+}
 
 /// Counters of one tenant, for `stats`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -91,9 +154,8 @@ pub struct TenantStore {
     lru_clock: AtomicU32,
     /// Keys evicted.
     evicted_keys: AtomicU64,
-    /// Reads an object's expiry from its bytes, for the volatile policies (the store does
-    /// not know the encoding; `set_expiry_reader`). None: no object has one.
-    expiry_reader: OnceLock<ExpiryReader>,
+    /// When collections leave their compact encodings (Redis's `*-max-listpack-*`).
+    encodings: RwLock<Encodings>,
     /// Bytes charged against the quota.
     used_bytes: AtomicU64,
     /// Objects stored.
@@ -116,11 +178,10 @@ pub struct TenantStore {
     installing: RwLock<()>,
 }
 
-/// An object's expiry (milliseconds since the Unix epoch) read from its bytes, if it has one.
-pub type ExpiryReader = fn(&[u8]) -> Option<u64>;
-
-fn charge(key: &[u8], value: &[u8]) -> u64 {
-    key.len() as u64 + value.len() as u64 + OBJECT_OVERHEAD_BYTES
+/// What an object costs against the quota: its key, its value as held in memory (a
+/// string's bytes, a collection's encoding) and the per-object overhead.
+fn charge(key: &[u8], entry: &Entry) -> u64 {
+    key.len() as u64 + entry.value.memory_bytes() as u64 + OBJECT_OVERHEAD_BYTES
 }
 
 /// Checks a table name: non-empty, short, and printable in logs and stats names.
@@ -163,6 +224,15 @@ pub fn check_write(table: &str, key: &[u8], value: Option<&[u8]>) -> Result<(), 
         check_value(value)?;
     }
     Ok(())
+}
+
+/// Checks one write of a transaction.
+pub(crate) fn check_write_ref(write: &WriteRef<'_>) -> Result<(), StoreError> {
+    match write.write {
+        Write::Put(value) => check_write(write.table, write.key, Some(value)),
+        Write::Delete => check_write(write.table, write.key, None),
+        Write::Changes { changes, .. } => check_write(write.table, write.key, Some(changes)),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -216,7 +286,7 @@ impl TenantStore {
             eviction: AtomicU8::new(0),
             lru_clock: AtomicU32::new(0),
             evicted_keys: AtomicU64::new(0),
-            expiry_reader: OnceLock::new(),
+            encodings: RwLock::new(Encodings::default()),
             used_bytes: AtomicU64::new(0),
             objects: AtomicU64::new(0),
             clock: AtomicU64::new(VERSION_ABSENT),
@@ -240,11 +310,14 @@ impl TenantStore {
         let Some(table) = tables.get(table) else {
             return Ok(None);
         };
-        let shard = table.shards[crate::locks::shard_of(key)].read();
-        Ok(shard.get(key).map(|object| {
-            self.touch(object);
-            (object.version, object.value.clone())
-        }))
+        let read = {
+            let shard = table.shards[crate::locks::shard_of(key)].read();
+            shard.get(key).map(|object| {
+                self.touch(object);
+                (object.version, object.entry.clone())
+            })
+        };
+        Ok(read.map(|(version, entry)| (version, entry.encode())))
     }
 
     /// Reads objects of one table as one consistent snapshot, after checking that every
@@ -257,17 +330,23 @@ impl TenantStore {
     ) -> Result<Vec<Option<Versioned>>, StoreError> {
         let reads: Vec<(&str, &[u8])> = keys.iter().map(|key| (table, *key)).collect();
         let (values, _) = self.transact(validate, &reads, &[])?;
-        Ok(values)
+        Ok(encoded(values))
     }
 
     /// Writes one object, creating its table if needed; returns the new version.
     pub fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<u64, StoreError> {
-        let write = WriteRef {
-            table,
-            key,
-            value: Some(value),
-        };
-        Ok(self.transact(&[], &[], &[write])?.1)
+        Ok(self.transact(&[], &[], &[WriteRef::put(table, key, value)])?.1)
+    }
+
+    /// When collections leave their compact encodings.
+    pub fn encodings(&self) -> Encodings {
+        *self.encodings.read()
+    }
+
+    /// Sets when collections leave their compact encodings (CONFIG SET
+    /// `hash-max-listpack-entries` and the others); values stored already keep theirs.
+    pub fn set_encodings(&self, encodings: Encodings) {
+        *self.encodings.write() = encodings;
     }
 
     /// Deletes one object; `Ok(None)` when it did not exist (nothing is written then).
@@ -284,11 +363,7 @@ impl TenantStore {
                 return Ok(None);
             };
             let read = ObjectRef { table, key, version };
-            let write = WriteRef {
-                table,
-                key,
-                value: None,
-            };
+            let write = WriteRef::delete(table, key);
             match self.transact(&[read], &[], &[write]) {
                 Ok((_, version)) => return Ok(Some(version)),
                 Err(StoreError::Conflict { .. }) => continue,
@@ -311,7 +386,7 @@ impl TenantStore {
         validate: &[ObjectRef<'_>],
         reads: &[(&str, &[u8])],
         writes: &[WriteRef<'_>],
-    ) -> Result<(Vec<Option<Versioned>>, u64), StoreError> {
+    ) -> Result<(Vec<Option<VersionedEntry>>, u64), StoreError> {
         let mut outcome = self.transact_once(validate, reads, writes);
         for _ in 0..evict::MAX_ROOM_ROUNDS {
             match outcome {
@@ -331,7 +406,7 @@ impl TenantStore {
         validate: &[ObjectRef<'_>],
         reads: &[(&str, &[u8])],
         writes: &[WriteRef<'_>],
-    ) -> Result<(Vec<Option<Versioned>>, u64), StoreError> {
+    ) -> Result<(Vec<Option<VersionedEntry>>, u64), StoreError> {
         let touched = validate.len() + reads.len() + writes.len();
         if touched > MAX_TX_OBJECTS {
             return Err(StoreError::TooManyObjects(touched));
@@ -343,7 +418,7 @@ impl TenantStore {
             check_key(key)?;
         }
         for write in writes {
-            check_write(write.table, write.key, write.value)?;
+            check_write_ref(write)?;
         }
         for write in writes {
             self.ensure_table(write.table)?;
@@ -394,7 +469,7 @@ impl TenantStore {
                 if tables.contains_key(*table) {
                     locked.get(table, key).map(|o| {
                         self.touch(o);
-                        (o.version, o.value.clone())
+                        (o.version, o.entry.clone())
                     })
                 } else {
                     None
@@ -413,7 +488,8 @@ impl TenantStore {
     /// write set to the journal, then makes it visible. A refusal at any step changes nothing.
     fn install(&self, locked: &mut LockedShards<'_>, writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
         let writes = last_writes(writes);
-        let net_grow = self.charge(locked, &writes, true)?;
+        let entries = self.entries_after(locked, &writes)?;
+        let net_grow = self.charge(locked, &writes, &entries, true)?;
         let _installing = self.installing.read();
         let version = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
         if let Some(journal) = self.journal.get() {
@@ -422,27 +498,58 @@ impl TenantStore {
                 return Err(StoreError::Journal(refusal.0));
             }
         }
-        self.apply(locked, version, &writes);
+        self.apply(locked, version, &writes, entries);
         self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(version)
     }
 
-    /// Charges the quota for `writes` (each object once) against what they replace;
-    /// returns the net growth charged. With `enforce`, growth past the quota is refused.
-    fn charge(&self, locked: &LockedShards<'_>, writes: &[WriteRef<'_>], enforce: bool) -> Result<u64, StoreError> {
+    /// The entry each write leaves (`None`: deleted), built before anything changes: a
+    /// put's bytes decoded, changes applied to a copy of the value at their base (which
+    /// must still be the object's version).
+    fn entries_after(
+        &self,
+        locked: &LockedShards<'_>,
+        writes: &[WriteRef<'_>],
+    ) -> Result<Vec<Option<Entry>>, StoreError> {
+        let encodings = self.encodings();
+        writes
+            .iter()
+            .map(|write| {
+                let current = locked.get(write.table, write.key);
+                replay::entry_after(write, current.map(|o| (o.version, &o.entry)), &encodings)
+            })
+            .collect()
+    }
+
+    /// Charges the quota for `writes` (each object once), leaving `entries`, against what
+    /// they replace; returns the net growth charged. With `enforce`, growth past the quota
+    /// is refused.
+    fn charge(
+        &self,
+        locked: &LockedShards<'_>,
+        writes: &[WriteRef<'_>],
+        entries: &[Option<Entry>],
+        enforce: bool,
+    ) -> Result<u64, StoreError> {
         let mut grow: u64 = 0;
         let mut shrink: u64 = 0;
-        for write in writes {
+        for (write, entry) in writes.iter().zip(entries) {
             let old = locked
                 .get(write.table, write.key)
-                .map_or(0, |o| charge(write.key, &o.value));
-            let new = write.value.map_or(0, |value| charge(write.key, value));
+                .map_or(0, |o| charge(write.key, &o.entry));
+            let new = entry.as_ref().map_or(0, |entry| charge(write.key, entry));
             if new >= old {
                 grow += new - old;
             } else {
                 shrink += old - new;
             }
         }
+        self.charge_net(grow, shrink, enforce)
+    }
+
+    /// Charges `grow` bytes and gives back `shrink`; returns the net growth charged. With
+    /// `enforce`, growth past the limit is refused and nothing is charged.
+    fn charge_net(&self, grow: u64, shrink: u64, enforce: bool) -> Result<u64, StoreError> {
         let net_grow = grow.saturating_sub(shrink);
         if net_grow > 0 && enforce {
             self.used_bytes
@@ -467,23 +574,33 @@ impl TenantStore {
         self.used_bytes.fetch_sub(net_grow, Ordering::AcqRel);
     }
 
-    /// Makes `writes` (each object once) visible at `version`.
-    fn apply(&self, locked: &mut LockedShards<'_>, version: u64, writes: &[WriteRef<'_>]) {
-        for write in writes {
+    /// Makes `writes` (each object once) visible at `version`, leaving `entries`.
+    fn apply(&self, locked: &mut LockedShards<'_>, version: u64, writes: &[WriteRef<'_>], entries: Vec<Option<Entry>>) {
+        for (write, entry) in writes.iter().zip(entries) {
             let shard = locked.shard_mut(write.table, write.key);
-            match write.value {
-                Some(value) => {
-                    let access = self.stamp_of_write(shard.get(write.key));
-                    let object = Object::new(version, Bytes::copy_from_slice(value), access);
-                    if shard.insert(Bytes::copy_from_slice(write.key), object).is_none() {
-                        self.objects.fetch_add(1, Ordering::Relaxed);
-                    }
+            self.place(shard, write.key, version, entry);
+        }
+    }
+
+    /// Sets `key` in `shard` to `entry` (`None`: removed) at `version`.
+    pub(crate) fn place(&self, shard: &mut crate::locks::Shard, key: &[u8], version: u64, entry: Option<Entry>) {
+        match entry {
+            Some(entry) => {
+                if let Some(object) = shard.get_mut(key) {
+                    let stamp = self.stamp_of_write(Some(object));
+                    object.access.store(stamp, Ordering::Relaxed);
+                    object.version = version;
+                    object.entry = entry;
+                } else {
+                    let access = self.stamp_of_write(None);
+                    shard.insert(Bytes::copy_from_slice(key), Object::new(version, entry, access));
+                    self.objects.fetch_add(1, Ordering::Relaxed);
                 }
-                None => {
-                    if shard.remove(write.key).is_some() {
-                        self.objects.fetch_sub(1, Ordering::Relaxed);
-                        shard.deleted_at = shard.deleted_at.max(version);
-                    }
+            }
+            None => {
+                if shard.remove(key).is_some() {
+                    self.objects.fetch_sub(1, Ordering::Relaxed);
+                    shard.deleted_at = shard.deleted_at.max(version);
                 }
             }
         }
@@ -518,7 +635,7 @@ impl TenantStore {
                 shard
                     .read()
                     .iter()
-                    .map(|(key, object)| (key.clone(), object.version, object.value.clone()))
+                    .map(|(key, object)| (key.clone(), object.version, object.entry.encode()))
                     .collect::<Vec<_>>()
             })
             .collect();
@@ -631,18 +748,7 @@ mod tests {
                 version: vb,
             },
         ];
-        let writes = [
-            WriteRef {
-                table: "acct",
-                key: b"a",
-                value: Some(b"9"),
-            },
-            WriteRef {
-                table: "acct",
-                key: b"b",
-                value: Some(b"1"),
-            },
-        ];
+        let writes = [WriteRef::put("acct", b"a", b"9"), WriteRef::put("acct", b"b", b"1")];
         let version = store.commit(&reads, &writes).unwrap();
         assert_eq!(
             store.get("acct", b"a").unwrap().unwrap(),
@@ -706,22 +812,14 @@ mod tests {
     #[test]
     fn duplicate_writes_in_one_commit_keep_the_last() {
         let store = TenantStore::new(QUOTA);
-        let writes = [
-            WriteRef {
-                table: "t",
-                key: b"k",
-                value: Some(b"first"),
-            },
-            WriteRef {
-                table: "t",
-                key: b"k",
-                value: Some(b"last"),
-            },
-        ];
+        let writes = [WriteRef::put("t", b"k", b"first"), WriteRef::put("t", b"k", b"last")];
         store.commit(&[], &writes).unwrap();
         assert_eq!(store.get("t", b"k").unwrap().unwrap().1, Bytes::from_static(b"last"));
         assert_eq!(store.stats().objects, 1);
-        assert_eq!(store.stats().used_bytes, charge(b"k", b"last"));
+        assert_eq!(
+            store.stats().used_bytes,
+            charge(b"k", &Entry::string(Bytes::from_static(b"last")))
+        );
     }
 
     /// Concurrent transfers between accounts under OCC with retries keep the total: the
@@ -769,18 +867,7 @@ mod tests {
                                     version: vt,
                                 },
                             ];
-                            let writes = [
-                                WriteRef {
-                                    table: "acct",
-                                    key: &kf,
-                                    value: Some(&nf),
-                                },
-                                WriteRef {
-                                    table: "acct",
-                                    key: &kt,
-                                    value: Some(&nt),
-                                },
-                            ];
+                            let writes = [WriteRef::put("acct", &kf, &nf), WriteRef::put("acct", &kt, &nt)];
                             match store.commit(&reads, &writes) {
                                 Ok(_) => break,
                                 Err(StoreError::Conflict { .. }) => continue,

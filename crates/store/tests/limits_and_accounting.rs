@@ -54,16 +54,8 @@ fn the_quota_charges_key_value_and_overhead_and_gives_back_what_shrinks() {
     store.put("t", b"key", &[7; 100]).unwrap();
     let before = store.stats().used_bytes;
     let writes = [
-        WriteRef {
-            table: "t",
-            key: b"other",
-            value: Some(&[7; 20]),
-        },
-        WriteRef {
-            table: "t",
-            key: b"key",
-            value: Some(&[7; 50]),
-        },
+        WriteRef::put("t", b"other", &[7; 20]),
+        WriteRef::put("t", b"key", &[7; 50]),
     ];
     store.commit(&[], &writes).unwrap();
     assert_eq!(store.stats().used_bytes, before - 40);
@@ -87,16 +79,8 @@ fn a_write_past_the_quota_is_refused_and_changes_nothing() {
 fn a_transaction_may_touch_exactly_max_tx_objects() {
     let store = TenantStore::new(QUOTA);
     let keys: Vec<Vec<u8>> = (0..=MAX_TX_OBJECTS as u32).map(|i| i.to_le_bytes().to_vec()).collect();
-    let writes = |n: usize| -> Vec<WriteRef<'_>> {
-        keys[..n]
-            .iter()
-            .map(|key| WriteRef {
-                table: "t",
-                key,
-                value: Some(b"v"),
-            })
-            .collect()
-    };
+    let writes =
+        |n: usize| -> Vec<WriteRef<'_>> { keys[..n].iter().map(|key| WriteRef::put("t", key, b"v")).collect() };
     assert_eq!(
         store.commit(&[], &writes(MAX_TX_OBJECTS + 1)),
         Err(StoreError::TooManyObjects(MAX_TX_OBJECTS + 1))

@@ -395,14 +395,35 @@ pub fn decode(bytes: &Bytes, encodings: &Encodings) -> Result<Vec<Change>, Corru
     Ok(changes)
 }
 
+/// One key a command names, with its entry as tracked while commands change it: what the
+/// storage node hands a command (its stored entry, taken out under the shard's lock) and
+/// what a transaction over `Ctx` builds from what it read.
+#[derive(Debug)]
+pub struct Slot {
+    /// The key.
+    pub key: Bytes,
+    /// Its entry and the changes made to it.
+    pub tracked: Tracked,
+}
+
+impl Slot {
+    /// A key holding `entry` (`None`: absent).
+    pub fn new(key: Bytes, entry: Option<Entry>) -> Slot {
+        Slot {
+            key,
+            tracked: Tracked::new(entry),
+        }
+    }
+}
+
 /// A key's entry while a command changes it: the changes made, in order, and for each
 /// the change that takes it back.
 #[derive(Debug, Default)]
 pub struct Tracked {
     entry: Option<Entry>,
     redo: Vec<Change>,
-    /// Parallel to `redo`: its undo, none where it changed nothing.
-    undo: Vec<Option<Change>>,
+    /// Parallel to `redo`: what takes each back.
+    undo: Vec<Change>,
 }
 
 impl Tracked {
@@ -420,13 +441,16 @@ impl Tracked {
         self.entry.as_ref()
     }
 
-    /// Applies `change`; the change that undoes it (none when it changed nothing). A
-    /// change that does not apply changes nothing and is not kept.
+    /// Applies `change`; the change that undoes it. A change that changed nothing (a
+    /// member already there, a field not there) has none and is not kept, so it is
+    /// neither logged nor a new version; one that does not apply changes nothing.
     pub fn apply(&mut self, change: Change, encodings: &Encodings) -> Result<Option<&Change>, ChangeError> {
-        let undo = change.apply(&mut self.entry, encodings)?;
+        let Some(undo) = change.apply(&mut self.entry, encodings)? else {
+            return Ok(None);
+        };
         self.redo.push(change);
         self.undo.push(undo);
-        Ok(self.undo.last().and_then(Option::as_ref))
+        Ok(self.undo.last())
     }
 
     /// Whether a change was made.
@@ -443,7 +467,7 @@ impl Tracked {
     pub fn rollback_to(&mut self, kept: usize, encodings: &Encodings) {
         while self.redo.len() > kept {
             self.redo.pop();
-            if let Some(undo) = self.undo.pop().flatten() {
+            if let Some(undo) = self.undo.pop() {
                 // Invariant: an undo applies to the value its change left.
                 undo.apply(&mut self.entry, encodings)
                     .expect("an undo applies to what its change left");
@@ -459,6 +483,11 @@ impl Tracked {
     /// The entry it holds and the changes made.
     pub fn into_parts(self) -> (Option<Entry>, Vec<Change>) {
         (self.entry, self.redo)
+    }
+
+    /// Takes the entry out (the key reads as absent to this tracker afterwards).
+    pub fn take_entry(&mut self) -> Option<Entry> {
+        self.entry.take()
     }
 }
 

@@ -88,7 +88,7 @@ impl Value {
     }
 
     /// Elements of a collection (0 for a string).
-    pub fn len(&self) -> usize {
+    pub fn elements(&self) -> usize {
         match self {
             Value::Str(_) | Value::Raw(_) => 0,
             Value::Hash(hash) => hash.len(),
@@ -100,7 +100,7 @@ impl Value {
 
     /// Whether it is a collection with nothing in it (Redis deletes such a key).
     pub fn is_empty_collection(&self) -> bool {
-        !matches!(self, Value::Str(_) | Value::Raw(_)) && self.len() == 0
+        !matches!(self, Value::Str(_) | Value::Raw(_)) && self.elements() == 0
     }
 
     /// Bytes it holds in memory, estimated: a string's length, a collection's encoding's.

@@ -138,7 +138,7 @@ impl Hash {
                     pack.push_back(value);
                     return None;
                 }
-                _ => self.to_table(),
+                _ => self.make_table(),
             }
         }
         let Hash::Table(table, spilled) = self else {
@@ -194,7 +194,7 @@ impl Hash {
         }
     }
 
-    fn to_table(&mut self) {
+    fn make_table(&mut self) {
         let Hash::Pack(pack) = self else { return };
         let mut table = IndexMap::with_capacity_and_hasher(pack.len() / 2 + 1, Hasher::default());
         let mut spilled = 0;

@@ -27,7 +27,7 @@ pub mod set;
 pub mod skiplist;
 pub mod zset;
 
-pub use change::{Change, ChangeError, Tracked};
+pub use change::{Change, ChangeError, Slot, Tracked};
 pub use encodings::{Encodings, DEFAULT_ENCODINGS};
 pub use entry::{Entry, Value};
 pub use hash::Hash;

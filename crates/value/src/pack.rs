@@ -273,8 +273,8 @@ impl Pack {
     }
 
     /// The index of the first entry for which `matches` holds.
-    pub fn position(&self, mut matches: impl FnMut(&[u8]) -> bool) -> Option<usize> {
-        self.iter().position(|entry| matches(entry))
+    pub fn position(&self, matches: impl FnMut(&[u8]) -> bool) -> Option<usize> {
+        self.iter().position(matches)
     }
 
     /// Splits off the entries from `index` on into a pack of their own.

@@ -180,8 +180,8 @@ impl SkipList {
                 span: rank[0] - rank[i] + 1,
             };
         }
-        for i in level..self.level {
-            self.nodes[update[i] as usize].levels[i].span += 1;
+        for (i, &before) in update.iter().enumerate().take(self.level).skip(level) {
+            self.nodes[before as usize].levels[i].span += 1;
         }
         let next = self.nodes[slot as usize].levels[0].forward;
         if next == NIL {
@@ -221,9 +221,9 @@ impl SkipList {
             }
             update[i] = x;
         }
-        for i in 0..self.level {
+        for (i, &before) in update.iter().enumerate().take(self.level) {
             let gone = self.nodes[slot as usize].levels.get(i).copied();
-            let link = &mut self.nodes[update[i] as usize].levels[i];
+            let link = &mut self.nodes[before as usize].levels[i];
             match gone {
                 Some(gone) if link.forward == slot => {
                     link.span += gone.span;

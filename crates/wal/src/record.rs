@@ -3,11 +3,13 @@
 //!
 //! Frame: `payload_len: u32`, `crc32(payload): u32`, payload. Payload: `kind: u8` (1, a
 //! commit), `tenant: u32`, `version: u64`, `writes: u32`, then per write `table_len: u8`,
-//! table, `key_len: u16`, key, `op: u8` (0 delete, 1 put) and for a put `value_len: u32`,
-//! value. Integers are little-endian.
+//! table, `key_len: u16`, key, `op: u8` (0 delete, 1 put, 2 changes), for a put
+//! `value_len: u32`, value, and for changes `base: u64` (the version they apply to),
+//! `changes_len: u32`, changes (`ferry_value::change::encode`'s form). Integers are
+//! little-endian.
 
 use ferry_store::limits::{MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES};
-use ferry_store::WriteRef;
+use ferry_store::{Write, WriteRef};
 use thiserror::Error;
 
 /// Bytes before a record's payload: its length and checksum.
@@ -20,6 +22,7 @@ pub const MAX_RECORD_BYTES: usize = 256 * 1024 * 1024;
 const KIND_COMMIT: u8 = 1;
 const OP_DELETE: u8 = 0;
 const OP_PUT: u8 = 1;
+const OP_CHANGES: u8 = 2;
 const COMMIT_HEADER_BYTES: usize = 1 + 4 + 8 + 4;
 
 // The field widths hold every size the store accepts.
@@ -43,7 +46,17 @@ pub struct Commit<'a> {
 pub fn frame_len(writes: &[WriteRef<'_>]) -> usize {
     let body: usize = writes
         .iter()
-        .map(|w| 1 + w.table.len() + 2 + w.key.len() + 1 + w.value.map_or(0, |v| 4 + v.len()))
+        .map(|w| {
+            1 + w.table.len()
+                + 2
+                + w.key.len()
+                + 1
+                + match w.write {
+                    Write::Put(value) => 4 + value.len(),
+                    Write::Delete => 0,
+                    Write::Changes { changes, .. } => 8 + 4 + changes.len(),
+                }
+        })
         .sum();
     FRAME_HEADER_BYTES + COMMIT_HEADER_BYTES + body
 }
@@ -76,12 +89,18 @@ fn encode_commit(out: &mut Vec<u8>, tenant: u32, version: u64, writes: &[WriteRe
         out.extend_from_slice(write.table.as_bytes());
         out.extend_from_slice(&(write.key.len() as u16).to_le_bytes());
         out.extend_from_slice(write.key);
-        match write.value {
-            None => out.push(OP_DELETE),
-            Some(value) => {
+        match write.write {
+            Write::Delete => out.push(OP_DELETE),
+            Write::Put(value) => {
                 out.push(OP_PUT);
                 out.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 out.extend_from_slice(value);
+            }
+            Write::Changes { base, changes } => {
+                out.push(OP_CHANGES);
+                out.extend_from_slice(&base.to_le_bytes());
+                out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
+                out.extend_from_slice(changes);
             }
         }
     }
@@ -155,15 +174,23 @@ pub fn decode(payload: &[u8]) -> Result<Commit<'_>, BadRecord> {
         let table = std::str::from_utf8(input.take(table_len)?).map_err(|_| BadRecord::Malformed("table name"))?;
         let key_len = u16::from_le_bytes(input.array()?) as usize;
         let key = input.take(key_len)?;
-        let value = match input.u8()? {
-            OP_DELETE => None,
+        let write = match input.u8()? {
+            OP_DELETE => Write::Delete,
             OP_PUT => {
                 let value_len = u32::from_le_bytes(input.array()?) as usize;
-                Some(input.take(value_len)?)
+                Write::Put(input.take(value_len)?)
+            }
+            OP_CHANGES => {
+                let base = u64::from_le_bytes(input.array()?);
+                let changes_len = u32::from_le_bytes(input.array()?) as usize;
+                Write::Changes {
+                    base,
+                    changes: input.take(changes_len)?,
+                }
             }
             _ => return Err(BadRecord::Malformed("unknown write op")),
         };
-        writes.push(WriteRef { table, key, value });
+        writes.push(WriteRef { table, key, write });
     }
     if !input.0.is_empty() {
         return Err(BadRecord::Malformed("trailing bytes"));
@@ -215,15 +242,15 @@ mod tests {
             3,
             42,
             &[
+                WriteRef::put("accounts", b"alice", b"100"),
+                WriteRef::delete("accounts", b"bob"),
                 WriteRef {
-                    table: "accounts",
-                    key: b"alice",
-                    value: Some(b"100"),
-                },
-                WriteRef {
-                    table: "accounts",
-                    key: b"bob",
-                    value: None,
+                    table: "lists",
+                    key: b"queue",
+                    write: Write::Changes {
+                        base: 41,
+                        changes: b"\x01\x02",
+                    },
                 },
             ],
         )
@@ -235,9 +262,16 @@ mod tests {
         let (payload, len) = next_frame(&bytes).unwrap();
         assert_eq!(len, bytes.len());
         let commit = decode(payload).unwrap();
-        assert_eq!((commit.tenant, commit.version, commit.writes.len()), (3, 42, 2));
-        assert_eq!(commit.writes[0].value, Some(&b"100"[..]));
-        assert_eq!(commit.writes[1].value, None);
+        assert_eq!((commit.tenant, commit.version, commit.writes.len()), (3, 42, 3));
+        assert_eq!(commit.writes[0].write, Write::Put(b"100"));
+        assert_eq!(commit.writes[1].write, Write::Delete);
+        assert_eq!(
+            commit.writes[2].write,
+            Write::Changes {
+                base: 41,
+                changes: b"\x01\x02"
+            }
+        );
     }
 
     #[test]
@@ -278,7 +312,7 @@ mod tests {
         ) {
             let refs: Vec<WriteRef<'_>> = writes
                 .iter()
-                .map(|(table, key, value)| WriteRef { table, key, value: value.as_deref() })
+                .map(|(table, key, value)| WriteRef::put_or_delete(table, key, value.as_deref()))
                 .collect();
             let bytes = commit_bytes(tenant, version, &refs);
             let (payload, len) = next_frame(&bytes).unwrap();

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ferry_store::{StoreError, TenantStore, WriteRef};
+use ferry_store::{StoreError, TenantStore, Write, WriteRef};
 use ferry_wal::{replay, AppendError, DataDir, FsyncMode, Recovered, Wal, WalConfig};
 
 /// A fresh directory for one test, removed when the returned guard drops.
@@ -20,10 +20,10 @@ fn open(dir: &Path, config: WalConfig) -> (Arc<Wal>, Recovered, Vec<(u32, u64, S
     let data = DataDir::lock(dir).unwrap();
     let mut seen = Vec::new();
     let recovered = replay(&data, &Default::default(), |_, commit| {
-        let value = commit.writes[0]
-            .value
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .unwrap_or_default();
+        let value = match commit.writes[0].write {
+            Write::Put(v) => String::from_utf8_lossy(v).into_owned(),
+            _ => String::new(),
+        };
         seen.push((commit.tenant, commit.version, value));
         Ok(())
     })
@@ -32,11 +32,7 @@ fn open(dir: &Path, config: WalConfig) -> (Arc<Wal>, Recovered, Vec<(u32, u64, S
 }
 
 fn put<'a>(key: &'a [u8], value: &'a [u8]) -> [WriteRef<'a>; 1] {
-    [WriteRef {
-        table: "t",
-        key,
-        value: Some(value),
-    }]
+    [WriteRef::put("t", key, value)]
 }
 
 fn append_values(wal: &Wal, tenant: u32, versions: std::ops::Range<u64>) {
@@ -248,14 +244,7 @@ fn a_commit_too_large_for_one_record_is_refused() {
     let (wal, _, _) = open(dir, WalConfig::default());
     let value = vec![7u8; 1024 * 1024];
     let keys: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_le_bytes().to_vec()).collect();
-    let writes: Vec<WriteRef<'_>> = keys
-        .iter()
-        .map(|key| WriteRef {
-            table: "t",
-            key,
-            value: Some(&value),
-        })
-        .collect();
+    let writes: Vec<WriteRef<'_>> = keys.iter().map(|key| WriteRef::put("t", key, &value)).collect();
     assert!(matches!(wal.append(1, 1, &writes), Err(AppendError::TooLarge(_))));
 }
 

@@ -83,16 +83,8 @@ fn transfer(store: &TenantStore, from: u32, to: u32) -> bool {
     ];
     let (a, b) = ((a - 1).to_le_bytes(), (b + 1).to_le_bytes());
     let writes = [
-        WriteRef {
-            table: "accounts",
-            key: &from_key,
-            value: Some(&a),
-        },
-        WriteRef {
-            table: "accounts",
-            key: &to_key,
-            value: Some(&b),
-        },
+        WriteRef::put("accounts", &from_key, &a),
+        WriteRef::put("accounts", &to_key, &b),
     ];
     match store.commit(&reads, &writes) {
         Ok(_) => true,

@@ -34,7 +34,10 @@ fn open(dir: &Path) -> (Arc<Wal>, Vec<Seen>) {
         commits.push((
             tenant,
             commit.version,
-            commit.writes[0].value.unwrap_or_default().to_vec(),
+            match commit.writes[0].write {
+                ferry_store::Write::Put(value) => value.to_vec(),
+                _ => Vec::new(),
+            },
         ));
         Ok(())
     })
@@ -53,11 +56,7 @@ fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
     let value = vec![7u8; 300];
     for version in 1..=100u64 {
         let key = format!("k{version}");
-        let writes = [WriteRef {
-            table: "t",
-            key: key.as_bytes(),
-            value: Some(&value[..(version as usize % 300)]),
-        }];
+        let writes = [WriteRef::put("t", key.as_bytes(), &value[..(version as usize % 300)])];
         primary.append(1 + (version % 3) as u32, version, &writes).unwrap();
     }
     primary.sync_now().unwrap();
@@ -115,11 +114,7 @@ fn a_read_only_log_takes_copied_records_and_refuses_its_own() {
     let (primary, _) = open(primary_dir);
     let (replica, _) = open(replica_dir);
     replica.set_read_only(Some("of 127.0.0.1:1".into()));
-    let writes = [WriteRef {
-        table: "t",
-        key: b"k",
-        value: Some(b"v"),
-    }];
+    let writes = [WriteRef::put("t", b"k", b"v")];
     let refused = replica.append(1, 1, &writes).unwrap_err();
     assert!(matches!(refused, AppendError::ReadOnly(_)), "{refused:?}");
     assert!(refused.to_string().starts_with("READONLY"), "{refused}");

@@ -108,8 +108,8 @@ pub fn expire(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     }
     if at <= keys.now_ms() as i64 {
         keys.take(key)?;
-    } else if let Some(entry) = keys.entry_mut(key)? {
-        entry.expires_at_ms = Some(at as u64);
+    } else {
+        keys.set_expiry(key, Some(at as u64))?;
     }
     Ok(Reply::Integer(1))
 }
@@ -141,9 +141,7 @@ pub fn persist(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if !has_expiry {
         return Ok(Reply::Integer(0));
     }
-    if let Some(entry) = keys.entry_mut(&words[1])? {
-        entry.expires_at_ms = None;
-    }
+    keys.set_expiry(&words[1], None)?;
     Ok(Reply::Integer(1))
 }
 

@@ -3,7 +3,8 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::args::{bulks, float, float_reply, format_f64, int, is, parse_f64, parse_i64};
+use crate::args::{bulk, owned};
+use crate::args::{float, float_reply, format_f64, int, is, parse_f64, parse_i64};
 use crate::cmd::scan::scan_reply;
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, Keys};
@@ -17,10 +18,9 @@ pub fn hset(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if !words.len().is_multiple_of(2) {
         return Err(wrong_arity(&words[0]));
     }
-    let hash = keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?;
     let mut added = 0;
     for pair in words[2..].chunks(2) {
-        added += i64::from(hash.insert(pair[0].clone(), pair[1].clone()).is_none());
+        added += i64::from(keys.hset(&words[1], &pair[0], &pair[1])?);
     }
     Ok(if is(&words[0], "hmset") {
         Reply::ok()
@@ -33,12 +33,11 @@ pub fn hset(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn hsetnx(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if keys
         .read(&words[1], as_type::hash)?
-        .is_some_and(|hash| hash.contains_key(&words[2]))
+        .is_some_and(|hash| hash.contains(&words[2]))
     {
         return Ok(Reply::Integer(0));
     }
-    keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?
-        .insert(words[2].clone(), words[3].clone());
+    keys.hset(&words[1], &words[2], &words[3])?;
     Ok(Reply::Integer(1))
 }
 
@@ -47,7 +46,7 @@ pub fn hget(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     Ok(keys
         .read(&words[1], as_type::hash)?
         .and_then(|hash| hash.get(&words[2]))
-        .map_or(Reply::Null, |value| Reply::Bulk(value.clone())))
+        .map_or(Reply::Null, bulk))
 }
 
 /// HMGET key field [field ...].
@@ -56,24 +55,18 @@ pub fn hmget(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     Ok(Reply::Array(
         words[2..]
             .iter()
-            .map(|field| {
-                hash.and_then(|h| h.get(field))
-                    .map_or(Reply::Null, |v| Reply::Bulk(v.clone()))
-            })
+            .map(|field| hash.and_then(|h| h.get(field)).map_or(Reply::Null, bulk))
             .collect(),
     ))
 }
 
 /// HDEL key field [field ...].
 pub fn hdel(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let Some(hash) = keys.modify(&words[1], as_type::hash_mut)? else {
-        return Ok(Reply::Integer(0));
-    };
-    let removed = words[2..]
-        .iter()
-        .filter(|field| hash.shift_remove(&field[..]).is_some())
-        .count();
-    Ok(Reply::Integer(removed as i64))
+    let mut removed = 0;
+    for field in &words[2..] {
+        removed += i64::from(keys.hdel(&words[1], field)?);
+    }
+    Ok(Reply::Integer(removed))
 }
 
 /// HLEN key.
@@ -96,7 +89,7 @@ pub fn hstrlen(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn hexists(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     Ok(Reply::Integer(i64::from(
         keys.read(&words[1], as_type::hash)?
-            .is_some_and(|h| h.contains_key(&words[2])),
+            .is_some_and(|h| h.contains(&words[2])),
     )))
 }
 
@@ -110,15 +103,11 @@ pub fn hgetall(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         });
     };
     Ok(if is(&words[0], "hkeys") {
-        bulks(hash.keys())
+        Reply::Array(hash.iter().map(|(f, _)| bulk(f)).collect())
     } else if is(&words[0], "hvals") {
-        bulks(hash.values())
+        Reply::Array(hash.iter().map(|(_, v)| bulk(v)).collect())
     } else {
-        Reply::Map(
-            hash.iter()
-                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
-                .collect(),
-        )
+        Reply::Map(hash.iter().map(|(f, v)| (bulk(f), bulk(v))).collect())
     })
 }
 
@@ -132,8 +121,7 @@ pub fn hincrby(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let next = current
         .checked_add(delta)
         .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
-    keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?
-        .insert(words[2].clone(), Bytes::from(next.to_string()));
+    keys.hset(&words[1], &words[2], &Bytes::from(next.to_string()))?;
     Ok(Reply::Integer(next))
 }
 
@@ -148,8 +136,7 @@ pub fn hincrbyfloat(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if !next.is_finite() {
         return Err(Reply::err("increment would produce NaN or Infinity"));
     }
-    keys.upsert(&words[1], as_type::hash_mut, as_type::new_hash)?
-        .insert(words[2].clone(), format_f64(next));
+    keys.hset(&words[1], &words[2], &format_f64(next))?;
     Ok(float_reply(next))
 }
 
@@ -160,32 +147,26 @@ pub fn hrandfield(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     }
     let count = words.get(2).map(|c| int(c)).transpose()?;
     let with_values = words.len() == 4;
-    let Some(hash) = keys.read(&words[1], as_type::hash)?.cloned() else {
+    let Some(len) = keys.read(&words[1], as_type::hash)?.map(|h| h.len()) else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())
         } else {
             Reply::Null
         });
     };
-    let Some(count) = count else {
-        let at = keys.random_below(hash.len());
-        return Ok(Reply::Bulk(
-            hash.get_index(at).map(|(f, _)| f.clone()).unwrap_or_default(),
-        ));
+    let picks = match count {
+        None => vec![keys.random_below(len)],
+        Some(count) => random_picks(keys, len, count)?,
     };
-    let picks = random_picks(keys, hash.len(), count)?;
-    let picked = picks
-        .into_iter()
-        .map(|at| hash.get_index(at).expect("pick within the hash"));
+    let hash = keys
+        .read(&words[1], as_type::hash)?
+        .ok_or_else(crate::keys::wrong_type)?;
+    let picked = picks.into_iter().filter_map(|at| hash.get_index(at));
     // With values, pairs (nested in RESP3, as Redis answers).
-    Ok(if with_values {
-        Reply::Pairs(
-            picked
-                .map(|(field, value)| (Reply::Bulk(field.clone()), Reply::Bulk(value.clone())))
-                .collect(),
-        )
-    } else {
-        Reply::Array(picked.map(|(field, _)| Reply::Bulk(field.clone())).collect())
+    Ok(match (count, with_values) {
+        (None, _) => picked.map(|(field, _)| bulk(field)).next().unwrap_or(Reply::Null),
+        (Some(_), true) => Reply::Pairs(picked.map(|(field, value)| (bulk(field), bulk(value))).collect()),
+        (Some(_), false) => Reply::Array(picked.map(|(field, _)| bulk(field)).collect()),
     })
 }
 
@@ -193,7 +174,7 @@ pub fn hrandfield(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn hscan(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let hash = keys.read(&words[1], as_type::hash)?;
     let items: Vec<(Bytes, Option<Bytes>)> = hash
-        .map(|h| h.iter().map(|(f, v)| (f.clone(), Some(v.clone()))).collect())
+        .map(|h| h.iter().map(|(f, v)| (owned(f), Some(owned(v)))).collect())
         .unwrap_or_default();
     scan_reply(words, items, true)
 }

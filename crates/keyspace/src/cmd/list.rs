@@ -3,31 +3,24 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::args::{index_range, int, is, syntax};
+use crate::args::{bulk, index_range, int, is, syntax};
 use crate::cmd::Outcome;
 use crate::keys::{as_type, Keys};
-use crate::value::List;
 
 /// LPUSH, RPUSH, LPUSHX, RPUSHX key element [element ...].
 pub fn push(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let name = String::from_utf8_lossy(&words[0]).to_ascii_lowercase();
     let left = name.starts_with('l');
-    let list = if name.ends_with('x') {
-        match keys.modify(&words[1], as_type::list_mut)? {
-            Some(list) => list,
-            None => return Ok(Reply::Integer(0)),
-        }
-    } else {
-        keys.upsert(&words[1], as_type::list_mut, as_type::new_list)?
-    };
-    for item in &words[2..] {
-        if left {
-            list.push_front(item.clone());
-        } else {
-            list.push_back(item.clone());
-        }
+    if name.ends_with('x') && keys.read(&words[1], as_type::list)?.is_none() {
+        return Ok(Reply::Integer(0));
     }
-    Ok(Reply::Integer(list.len() as i64))
+    keys.push(&words[1], left, words[2..].to_vec())?;
+    Ok(Reply::Integer(list_len(keys, &words[1])? as i64))
+}
+
+/// A list's length (0 if absent).
+fn list_len(keys: &mut Keys, key: &[u8]) -> Result<usize, Reply> {
+    Ok(keys.read(key, as_type::list)?.map_or(0, |list| list.len()))
 }
 
 /// LPOP and RPOP key [count].
@@ -47,13 +40,13 @@ pub fn pop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
             n => Some(n as usize),
         },
     };
-    let Some(list) = keys.modify(&words[1], as_type::list_mut)? else {
+    if keys.read(&words[1], as_type::list)?.is_none() {
         return Ok(Reply::Null);
-    };
-    let take = |list: &mut List| if left { list.pop_front() } else { list.pop_back() };
+    }
+    let popped = keys.pop(&words[1], left, count.unwrap_or(1))?;
     Ok(match count {
-        None => take(list).map_or(Reply::Null, Reply::Bulk),
-        Some(count) => Reply::Array((0..count).map_while(|_| take(list)).map(Reply::Bulk).collect()),
+        None => popped.into_iter().next().map_or(Reply::Null, Reply::Bulk),
+        Some(_) => Reply::Array(popped.into_iter().map(Reply::Bulk).collect()),
     })
 }
 
@@ -71,7 +64,7 @@ pub fn lrange(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         return Ok(Reply::Array(Vec::new()));
     };
     Ok(Reply::Array(match index_range(start, stop, list.len()) {
-        Some((from, to)) => list.range(from..=to).cloned().map(Reply::Bulk).collect(),
+        Some((from, to)) => list.iter_from(from).take(to - from + 1).map(bulk).collect(),
         None => Vec::new(),
     }))
 }
@@ -86,18 +79,18 @@ pub fn lindex(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let index = int(&words[2])?;
     Ok(keys
         .read(&words[1], as_type::list)?
-        .and_then(|list| resolve(index, list.len()).map(|at| list[at].clone()))
-        .map_or(Reply::Null, Reply::Bulk))
+        .and_then(|list| resolve(index, list.len()).and_then(|at| list.get(at)))
+        .map_or(Reply::Null, bulk))
 }
 
 /// LSET key index element.
 pub fn lset(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let index = int(&words[2])?;
-    let Some(list) = keys.modify(&words[1], as_type::list_mut)? else {
+    let Some(list) = keys.read(&words[1], as_type::list)? else {
         return Err(Reply::err("no such key"));
     };
     let at = resolve(index, list.len()).ok_or_else(|| Reply::err("index out of range"))?;
-    list[at] = words[3].clone();
+    keys.list_set(&words[1], at, words[3].clone())?;
     Ok(Reply::ok())
 }
 
@@ -113,12 +106,11 @@ pub fn linsert(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let Some(list) = keys.read(&words[1], as_type::list)? else {
         return Ok(Reply::Integer(0));
     };
-    let Some(at) = list.iter().position(|item| *item == words[3]) else {
+    let Some(at) = list.iter().position(|item| item == &words[3][..]) else {
         return Ok(Reply::Integer(-1));
     };
-    let list = keys.modify(&words[1], as_type::list_mut)?.expect("read above");
-    list.insert(at + usize::from(after), words[4].clone());
-    Ok(Reply::Integer(list.len() as i64))
+    keys.list_insert(&words[1], at + usize::from(after), words[4].clone())?;
+    Ok(Reply::Integer(list_len(keys, &words[1])? as i64))
 }
 
 /// LREM key count element.
@@ -136,7 +128,7 @@ pub fn lrem(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let mut positions: Vec<usize> = list
         .iter()
         .enumerate()
-        .filter(|(_, i)| *i == element)
+        .filter(|(_, i)| *i == &element[..])
         .map(|(at, _)| at)
         .collect();
     if count < 0 {
@@ -147,9 +139,8 @@ pub fn lrem(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         return Ok(Reply::Integer(0));
     }
     positions.sort_unstable();
-    let list = keys.modify(&words[1], as_type::list_mut)?.expect("read above");
     for at in positions.iter().rev() {
-        list.remove(*at);
+        keys.list_remove(&words[1], *at)?;
     }
     Ok(Reply::Integer(positions.len() as i64))
 }
@@ -157,15 +148,19 @@ pub fn lrem(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 /// LTRIM key start stop.
 pub fn ltrim(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let (start, stop) = (int(&words[2])?, int(&words[3])?);
-    let Some(list) = keys.modify(&words[1], as_type::list_mut)? else {
+    let Some(len) = keys.read(&words[1], as_type::list)?.map(|list| list.len()) else {
         return Ok(Reply::ok());
     };
-    match index_range(start, stop, list.len()) {
-        Some((from, to)) => {
-            list.truncate(to + 1);
-            list.drain(..from);
-        }
-        None => list.clear(),
+    // Kept: items from..=to; the rest pops from both ends.
+    let (head, tail) = match index_range(start, stop, len) {
+        Some((from, to)) => (from, len - 1 - to),
+        None => (len, 0),
+    };
+    if head > 0 {
+        keys.pop(&words[1], true, head)?;
+    }
+    if tail > 0 {
+        keys.pop(&words[1], false, tail)?;
     }
     Ok(Reply::ok())
 }
@@ -207,11 +202,6 @@ pub fn lpos(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let list = keys.read(&words[1], as_type::list)?;
     let len = list.map_or(0, |l| l.len());
     let scanned = if maxlen == 0 { len } else { maxlen.min(len) };
-    let order: Box<dyn Iterator<Item = usize>> = if rank > 0 {
-        Box::new(0..scanned)
-    } else {
-        Box::new((len - scanned..len).rev())
-    };
     let mut skip = rank.unsigned_abs() - 1;
     let want = match count {
         Some(0) => usize::MAX,
@@ -220,8 +210,20 @@ pub fn lpos(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     };
     let mut found = Vec::new();
     if let Some(list) = list {
-        for at in order {
-            if list[at] == words[2] {
+        // Walked from the end the search starts at, item by item (not by index).
+        let items: Box<dyn Iterator<Item = (usize, &[u8])>> = if rank > 0 {
+            Box::new(list.iter().enumerate().take(scanned))
+        } else {
+            Box::new(
+                list.iter()
+                    .rev()
+                    .enumerate()
+                    .map(|(i, item)| (len - 1 - i, item))
+                    .take(scanned),
+            )
+        };
+        for (at, item) in items {
+            if item == &words[2][..] {
                 if skip > 0 {
                     skip -= 1;
                     continue;
@@ -261,15 +263,9 @@ pub fn lmove(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     }
     // The destination's type is checked before anything moves.
     keys.read(destination, as_type::list)?;
-    let list = keys.modify(source, as_type::list_mut)?.expect("read above");
-    let Some(item) = (if from_left { list.pop_front() } else { list.pop_back() }) else {
+    let Some(item) = keys.pop(source, from_left, 1)?.pop() else {
         return Ok(Reply::Null);
     };
-    let target = keys.upsert(destination, as_type::list_mut, as_type::new_list)?;
-    if to_left {
-        target.push_front(item.clone());
-    } else {
-        target.push_back(item.clone());
-    }
+    keys.push(destination, to_left, vec![item.clone()])?;
     Ok(Reply::Bulk(item))
 }

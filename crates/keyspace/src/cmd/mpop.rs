@@ -40,11 +40,10 @@ fn parse<'w>(words: &'w [Bytes], sides: [&str; 2]) -> Result<(&'w [Bytes], bool,
 pub fn lmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let (names, left, count) = parse(words, ["LEFT", "RIGHT"])?;
     for name in names {
-        let Some(list) = keys.modify(name, as_type::list_mut)? else {
+        if keys.read(name, as_type::list)?.is_none() {
             continue;
-        };
-        let take = |list: &mut crate::value::List| if left { list.pop_front() } else { list.pop_back() };
-        let popped = (0..count).map_while(|_| take(list)).map(Reply::Bulk).collect();
+        }
+        let popped = keys.pop(name, left, count)?.into_iter().map(Reply::Bulk).collect();
         return Ok(Reply::Array(vec![Reply::Bulk(name.clone()), Reply::Array(popped)]));
     }
     Ok(Reply::Null)
@@ -55,18 +54,13 @@ pub fn lmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn zmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let (names, min, count) = parse(words, ["MIN", "MAX"])?;
     for name in names {
-        let Some(zset) = keys.modify(name, as_type::zset_mut)? else {
+        if keys.read(name, as_type::zset)?.is_none() {
             continue;
-        };
-        let mut popped = Vec::new();
-        for _ in 0..count.min(zset.len()) {
-            let rank = if min { 0 } else { zset.len() - 1 };
-            let Some((score, member)) = zset.at(rank).map(|(s, m)| (s, m.clone())) else {
-                break;
-            };
-            zset.remove(&member);
-            popped.push(Reply::Array(vec![Reply::Bulk(member), Reply::Double(score)]));
         }
+        let popped = crate::cmd::zset::pop_ends(keys, name, !min, count)?
+            .into_iter()
+            .map(|(score, member)| Reply::Array(vec![Reply::Bulk(member), Reply::Double(score)]))
+            .collect();
         return Ok(Reply::Array(vec![Reply::Bulk(name.clone()), Reply::Array(popped)]));
     }
     Ok(Reply::Null)
@@ -75,7 +69,7 @@ pub fn zmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Keys;
+    use crate::keys::{Keys, Slot};
 
     fn words(text: &str) -> Vec<Bytes> {
         text.split(' ').map(|w| Bytes::from(w.to_owned())).collect()
@@ -87,7 +81,8 @@ mod tests {
 
     #[test]
     fn the_first_key_that_holds_anything_is_popped() {
-        let mut keys = Keys::new([(Bytes::from("a"), None), (Bytes::from("b"), None)], 0, 1);
+        let mut slots = [Slot::new(Bytes::from("a"), None), Slot::new(Bytes::from("b"), None)];
+        let mut keys = Keys::new(&mut slots, 0, 1, ferry_value::DEFAULT_ENCODINGS, true);
         run(&mut keys, "RPUSH b x y z");
         assert_eq!(
             run(&mut keys, "LMPOP 2 a b RIGHT COUNT 2"),

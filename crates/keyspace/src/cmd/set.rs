@@ -3,26 +3,32 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::args::{bulks, int, is, syntax};
+use std::sync::Arc;
+
+use ferry_value::{Entry, Set, Value};
+use indexmap::IndexSet;
+
+use crate::args::{bulk, int, is, owned, syntax};
 use crate::cmd::scan::scan_reply;
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, Keys};
-use crate::value::{Entry, Set, Value};
 
 /// SADD key member [member ...].
 pub fn sadd(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let set = keys.upsert(&words[1], as_type::set_mut, as_type::new_set)?;
-    let added = words[2..].iter().filter(|m| set.insert((*m).clone())).count();
-    Ok(Reply::Integer(added as i64))
+    let mut added = 0;
+    for member in &words[2..] {
+        added += i64::from(keys.sadd(&words[1], member)?);
+    }
+    Ok(Reply::Integer(added))
 }
 
 /// SREM key member [member ...].
 pub fn srem(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let Some(set) = keys.modify(&words[1], as_type::set_mut)? else {
-        return Ok(Reply::Integer(0));
-    };
-    let removed = words[2..].iter().filter(|m| set.swap_remove(&m[..])).count();
-    Ok(Reply::Integer(removed as i64))
+    let mut removed = 0;
+    for member in &words[2..] {
+        removed += i64::from(keys.srem(&words[1], member)?);
+    }
+    Ok(Reply::Integer(removed))
 }
 
 /// SCARD key.
@@ -55,7 +61,9 @@ pub fn smismember(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn smembers(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     Ok(keys
         .read(&words[1], as_type::set)?
-        .map_or(Reply::Array(Vec::new()), |s| bulks(s.iter())))
+        .map_or(Reply::Array(Vec::new()), |s| {
+            Reply::Array(s.iter().map(|m| bulk(&m)).collect())
+        }))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -65,24 +73,36 @@ enum Algebra {
     Diff,
 }
 
-/// The sets of `names` combined; every key's type is checked first, as Redis does.
-fn combine(keys: &mut Keys, names: &[Bytes], algebra: Algebra) -> Result<Set, Reply> {
-    let mut sets: Vec<Option<Set>> = Vec::with_capacity(names.len());
+/// The members of the sets of `names` combined; every key's type is checked first, as
+/// Redis does.
+fn combine(keys: &mut Keys, names: &[Bytes], algebra: Algebra) -> Result<IndexSet<Bytes>, Reply> {
     for name in names {
-        sets.push(keys.read(name, as_type::set)?.cloned());
+        keys.read(name, as_type::set)?;
     }
-    let mut sets = sets.into_iter();
-    let mut result = sets.next().flatten().unwrap_or_default();
-    for set in sets {
-        match (algebra, set) {
-            (Algebra::Inter, None) => result.clear(),
-            (Algebra::Inter, Some(set)) => result.retain(|m| set.contains(m)),
-            (Algebra::Union, Some(set)) => result.extend(set),
-            (Algebra::Diff, Some(set)) => result.retain(|m| !set.contains(m)),
-            (_, None) => {}
-        }
-    }
-    Ok(result)
+    let sets: Vec<Option<&Set>> = names.iter().map(|name| keys.view(name, as_type::set)).collect();
+    let others = || sets.iter().skip(1);
+    let first = sets.first().copied().flatten();
+    Ok(match algebra {
+        Algebra::Inter if others().any(Option::is_none) => IndexSet::new(),
+        Algebra::Inter => first
+            .into_iter()
+            .flat_map(Set::iter)
+            .filter(|m| others().flatten().all(|set| set.contains(m)))
+            .map(|m| owned(&m))
+            .collect(),
+        Algebra::Union => sets
+            .iter()
+            .flatten()
+            .flat_map(|set| set.iter())
+            .map(|m| owned(&m))
+            .collect(),
+        Algebra::Diff => first
+            .into_iter()
+            .flat_map(Set::iter)
+            .filter(|m| !others().flatten().any(|set| set.contains(m)))
+            .map(|m| owned(&m))
+            .collect(),
+    })
 }
 
 fn algebra_of(name: &[u8]) -> Algebra {
@@ -98,14 +118,20 @@ fn algebra_of(name: &[u8]) -> Algebra {
 
 /// SINTER, SUNION, SDIFF key [key ...].
 pub fn algebra(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    Ok(bulks(combine(keys, &words[1..], algebra_of(&words[0]))?.iter()))
+    Ok(Reply::Array(
+        combine(keys, &words[1..], algebra_of(&words[0]))?
+            .into_iter()
+            .map(Reply::Bulk)
+            .collect(),
+    ))
 }
 
 /// SINTERSTORE, SUNIONSTORE, SDIFFSTORE destination key [key ...].
 pub fn algebra_store(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let result = combine(keys, &words[2..], algebra_of(&words[0]))?;
     let len = result.len();
-    keys.put(&words[1], (len > 0).then(|| Entry::new(Value::Set(result))))?;
+    let set = Set::from_members(result.iter().map(|m| &m[..]), keys.encodings());
+    keys.put(&words[1], (len > 0).then(|| Entry::new(Value::Set(Arc::new(set)))))?;
     Ok(Reply::Integer(len as i64))
 }
 
@@ -156,10 +182,14 @@ pub fn spop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         });
     };
     let picks = random_picks(keys, len, count.unwrap_or(1))?;
-    let set = keys.modify(&words[1], as_type::set_mut)?.expect("read above");
-    let mut popped: Vec<Bytes> = picks.iter().filter_map(|&at| set.get_index(at).cloned()).collect();
+    let set = keys.view(&words[1], as_type::set).ok_or_else(crate::keys::wrong_type)?;
+    let mut popped: Vec<Bytes> = picks
+        .iter()
+        .filter_map(|&at| set.get_index(at))
+        .map(|m| owned(&m))
+        .collect();
     for member in &popped {
-        set.swap_remove(member);
+        keys.srem(&words[1], member)?;
     }
     Ok(match count {
         None => popped.pop().map_or(Reply::Null, Reply::Bulk),
@@ -173,18 +203,16 @@ pub fn srandmember(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         return Err(syntax());
     }
     let count = words.get(2).map(|c| int(c)).transpose()?;
-    let Some(set) = keys.read(&words[1], as_type::set)?.cloned() else {
+    let Some(len) = keys.read(&words[1], as_type::set)?.map(|s| s.len()) else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())
         } else {
             Reply::Null
         });
     };
-    let picks = random_picks(keys, set.len(), count.unwrap_or(1))?;
-    let members = picks
-        .iter()
-        .filter_map(|&at| set.get_index(at).cloned())
-        .map(Reply::Bulk);
+    let picks = random_picks(keys, len, count.unwrap_or(1))?;
+    let set = keys.view(&words[1], as_type::set).ok_or_else(crate::keys::wrong_type)?;
+    let members = picks.iter().filter_map(|&at| set.get_index(at)).map(|m| bulk(&m));
     Ok(match count {
         None => members.into_iter().next().unwrap_or(Reply::Null),
         Some(_) => Reply::Array(members.collect()),
@@ -204,11 +232,8 @@ pub fn smove(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if source == destination {
         return Ok(Reply::Integer(1));
     }
-    keys.modify(source, as_type::set_mut)?
-        .expect("read above")
-        .swap_remove(&member[..]);
-    keys.upsert(destination, as_type::set_mut, as_type::new_set)?
-        .insert(member.clone());
+    keys.srem(source, member)?;
+    keys.sadd(destination, member)?;
     Ok(Reply::Integer(1))
 }
 
@@ -216,7 +241,7 @@ pub fn smove(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn sscan(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let items = keys
         .read(&words[1], as_type::set)?
-        .map(|s| s.iter().map(|m| (m.clone(), None)).collect())
+        .map(|s| s.iter().map(|m| (owned(&m), None)).collect())
         .unwrap_or_default();
     scan_reply(words, items, false)
 }

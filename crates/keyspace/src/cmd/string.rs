@@ -2,12 +2,12 @@
 
 use bytes::{Bytes, BytesMut};
 use ferry_resp::Reply;
+use ferry_value::{Change, Entry, Value};
 
 use crate::args::{float, float_reply, int, is, syntax};
 use crate::cmd::expiry::{expiry_option, ExpiryOption};
 use crate::cmd::Outcome;
 use crate::keys::{as_type, Keys};
-use crate::value::{Entry, Value};
 
 /// Longest string a command may build (Redis's `proto-max-bulk-len` default); the store's
 /// own value limit refuses less.
@@ -154,8 +154,8 @@ pub fn getex(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         let now_ms = keys.now_ms();
         if expires_at_ms.is_some_and(|at| at <= now_ms) {
             keys.take(key)?;
-        } else if let Some(entry) = keys.entry_mut(key)? {
-            entry.expires_at_ms = expires_at_ms;
+        } else {
+            keys.set_expiry(key, expires_at_ms)?;
         }
     }
     Ok(bulk_or_null(value))
@@ -203,25 +203,25 @@ pub fn msetnx(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 
 /// APPEND key value.
 pub fn append(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let old = string_of(keys, &words[1])?.unwrap_or_default();
-    if old.len() + words[2].len() > MAX_STRING_BYTES {
+    let len = string_of(keys, &words[1])?.map_or(0, |old| old.len()) + words[2].len();
+    if len > MAX_STRING_BYTES {
         return Err(too_long());
     }
-    let mut joined = BytesMut::with_capacity(old.len() + words[2].len());
-    joined.extend_from_slice(&old);
-    joined.extend_from_slice(&words[2]);
-    let len = joined.len();
-    set_keeping_expiry(keys, &words[1], joined.freeze())?;
+    // Logged as the bytes appended, not the string.
+    keys.change(&words[1], Change::Append(words[2].clone()))?;
     Ok(Reply::Integer(len as i64))
 }
 
 /// Stores a string, keeping the key's expiry (APPEND, SETRANGE, INCR keep it in Redis).
 fn set_keeping_expiry(keys: &mut Keys, key: &[u8], value: Bytes) -> Result<(), Reply> {
-    match keys.entry_mut(key)? {
-        Some(entry) => entry.value = Value::Str(value),
-        None => keys.put(key, Some(Entry::new(Value::Str(value))))?,
-    }
-    Ok(())
+    let expires_at_ms = keys.entry(key)?.and_then(|entry| entry.expires_at_ms);
+    keys.put(
+        key,
+        Some(Entry {
+            value: Value::Str(value),
+            expires_at_ms,
+        }),
+    )
 }
 
 /// STRLEN key.

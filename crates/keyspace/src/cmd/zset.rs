@@ -3,12 +3,15 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::args::{float, format_f64, int, is, parse_f64, syntax};
+use std::sync::Arc;
+
+use ferry_value::{Entry, Value, ZSet};
+use indexmap::IndexMap;
+
+use crate::args::{bulk, float, format_f64, int, is, owned, parse_f64, syntax};
 use crate::cmd::scan::scan_reply;
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, wrong_type, Keys};
-use crate::value::{Entry, Value};
-use crate::zset::ZSet;
 
 fn nan() -> Reply {
     Reply::err("resulting score is not a number (NaN)")
@@ -53,11 +56,10 @@ pub fn zadd(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if keys.read(&words[1], as_type::zset)?.is_none() && xx {
         return Ok(if incr { Reply::Null } else { Reply::Integer(0) });
     }
-    let zset = keys.upsert(&words[1], as_type::zset_mut, as_type::new_zset)?;
     let (mut added, mut changed) = (0, 0);
     let mut incremented = None;
     for (score, member) in scores {
-        let old = zset.score(&member);
+        let old = keys.view(&words[1], as_type::zset).and_then(|z| z.score(&member));
         if (nx && old.is_some()) || (xx && old.is_none()) {
             continue;
         }
@@ -76,11 +78,11 @@ pub fn zadd(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         incremented = Some(new);
         match old {
             None => {
-                zset.insert(member, new);
+                keys.zadd(&words[1], &member, new)?;
                 added += 1;
             }
             Some(old) if old != new => {
-                zset.insert(member, new);
+                keys.zadd(&words[1], &member, new)?;
                 changed += 1;
             }
             Some(_) => {}
@@ -96,12 +98,12 @@ pub fn zadd(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 /// ZINCRBY key increment member.
 pub fn zincrby(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let delta = float(&words[2])?;
-    let zset = keys.upsert(&words[1], as_type::zset_mut, as_type::new_zset)?;
-    let new = zset.score(&words[3]).unwrap_or(0.0) + delta;
+    let old = keys.read(&words[1], as_type::zset)?.and_then(|z| z.score(&words[3]));
+    let new = old.unwrap_or(0.0) + delta;
     if new.is_nan() {
         return Err(nan());
     }
-    zset.insert(words[3].clone(), new);
+    keys.zadd(&words[1], &words[3], new)?;
     Ok(Reply::Double(new))
 }
 
@@ -189,65 +191,54 @@ enum Range {
     Lex(Lex, Lex),
 }
 
-/// The ranks `from..to` (ascending) a score or lex range selects.
-fn span(zset: &ZSet, range: &Range) -> (usize, usize) {
-    match range {
-        Range::Ranks(..) => unreachable!("rank ranges are resolved by index_range"),
-        Range::Scores((min, min_ex), (max, max_ex)) => {
-            let from = zset.first_rank_from(*min, *min_ex);
-            let to = zset.first_rank_after(*max, *max_ex);
-            (from, to.max(from))
-        }
-        Range::Lex(min, max) => {
-            let from = match min {
-                Lex::Min => 0,
-                Lex::Max => zset.len(),
-                Lex::Inclusive(b) => zset.first_rank_lex(b, false),
-                Lex::Exclusive(b) => zset.first_rank_lex(b, true),
-            };
-            let to = match max {
-                Lex::Min => 0,
-                Lex::Max => zset.len(),
-                Lex::Inclusive(b) => zset.first_rank_lex(b, true),
-                Lex::Exclusive(b) => zset.first_rank_lex(b, false),
-            };
-            (from, to.max(from))
-        }
+/// How many members come before a lex bound's first one.
+fn lex_rank(zset: &ZSet, bound: &Lex, upper: bool) -> usize {
+    match bound {
+        Lex::Min => 0,
+        Lex::Max => zset.len(),
+        // A lower bound's first member is the first at or past it (past it, exclusive);
+        // an upper bound ends before the first past it (at or past it, exclusive).
+        Lex::Inclusive(b) => zset.count_before(|_, m| if upper { m <= &b[..] } else { m < &b[..] }),
+        Lex::Exclusive(b) => zset.count_before(|_, m| if upper { m < &b[..] } else { m <= &b[..] }),
     }
+}
+
+/// The ranks `from..to` (ascending) a range selects; rank ranges count from the highest
+/// score when `rev`.
+fn span(zset: &ZSet, range: &Range, rev: bool) -> (usize, usize) {
+    let len = zset.len();
+    let (from, to) = match range {
+        Range::Ranks(start, stop) => match crate::args::index_range(*start, *stop, len) {
+            Some((from, to)) if rev => (len - 1 - to, len - from),
+            Some((from, to)) => (from, to + 1),
+            None => (0, 0),
+        },
+        Range::Scores((min, min_ex), (max, max_ex)) => (
+            zset.count_before(|s, _| if *min_ex { s <= *min } else { s < *min }),
+            zset.count_before(|s, _| if *max_ex { s < *max } else { s <= *max }),
+        ),
+        Range::Lex(min, max) => (lex_rank(zset, min, false), lex_rank(zset, max, true)),
+    };
+    (from, to.max(from))
 }
 
 /// The (score, member) pairs a range selects, in reply order.
 fn select(zset: &ZSet, range: &Range, rev: bool, limit: Option<(i64, i64)>) -> Vec<(f64, Bytes)> {
-    let len = zset.len();
-    let ascending: Vec<usize> = match range {
-        Range::Ranks(start, stop) => match crate::args::index_range(*start, *stop, len) {
-            // REV counts ranks from the highest score.
-            Some((from, to)) if rev => (len - 1 - to..=len - 1 - from).collect(),
-            Some((from, to)) => (from..=to).collect(),
-            None => Vec::new(),
-        },
-        _ => {
-            let (from, to) = span(zset, range);
-            (from..to).collect()
-        }
-    };
-    let ordered: Box<dyn Iterator<Item = usize>> = if rev {
-        Box::new(ascending.into_iter().rev())
-    } else {
-        Box::new(ascending.into_iter())
-    };
+    let (from, to) = span(zset, range, rev);
     let (offset, count) = limit.unwrap_or((0, -1));
-    if offset < 0 {
+    if offset < 0 || from == to {
         return Vec::new();
     }
-    let ordered = ordered.skip(offset as usize);
-    let ordered: Box<dyn Iterator<Item = usize>> = if count < 0 {
-        Box::new(ordered)
+    let run = if rev {
+        zset.iter_from(to - 1, true)
     } else {
-        Box::new(ordered.take(count as usize))
+        zset.iter_from(from, false)
     };
-    ordered
-        .filter_map(|rank| zset.at(rank).map(|(s, m)| (s, m.clone())))
+    let count = if count < 0 { usize::MAX } else { count as usize };
+    run.take(to - from)
+        .skip(offset as usize)
+        .take(count)
+        .map(|(score, member)| (score, owned(member)))
         .collect()
 }
 
@@ -363,13 +354,21 @@ pub fn zrangestore(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         Some(zset) => select(zset, &query.range, query.rev, query.limit),
         None => Vec::new(),
     };
-    let mut result = ZSet::default();
-    for (score, member) in selected {
-        result.insert(member, score);
-    }
-    let len = result.len();
-    keys.put(&words[1], (len > 0).then(|| Entry::new(Value::ZSet(result))))?;
+    let len = selected.len();
+    store_zset(keys, &words[1], selected.iter().map(|(s, m)| (*s, &m[..])))?;
     Ok(Reply::Integer(len as i64))
+}
+
+/// Stores a sorted set of `pairs` (distinct members) at `key`, or deletes `key` when
+/// there are none.
+fn store_zset<'a>(
+    keys: &mut Keys,
+    key: &[u8],
+    pairs: impl Iterator<Item = (f64, &'a [u8])> + Clone,
+) -> Result<(), Reply> {
+    let zset = ZSet::from_pairs(pairs, keys.encodings());
+    let entry = (!zset.is_empty()).then(|| Entry::new(Value::ZSet(Arc::new(zset))));
+    keys.put(key, entry)
 }
 
 /// ZCOUNT key min max, ZLEXCOUNT key min max.
@@ -382,18 +381,17 @@ pub fn zcount(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let Some(zset) = keys.read(&words[1], as_type::zset)? else {
         return Ok(Reply::Integer(0));
     };
-    let (from, to) = span(zset, &range);
+    let (from, to) = span(zset, &range, false);
     Ok(Reply::Integer((to - from) as i64))
 }
 
 /// ZREM key member [member ...].
 pub fn zrem(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let Some(zset) = keys.modify(&words[1], as_type::zset_mut)? else {
-        return Ok(Reply::Integer(0));
-    };
-    Ok(Reply::Integer(
-        words[2..].iter().filter(|m| zset.remove(m).is_some()).count() as i64,
-    ))
+    let mut removed = 0;
+    for member in &words[2..] {
+        removed += i64::from(keys.zrem(&words[1], member)?.is_some());
+    }
+    Ok(Reply::Integer(removed))
 }
 
 /// ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX key min max.
@@ -404,20 +402,19 @@ pub fn zremrange(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         "zremrangebyscore" => Range::Scores(score_bound(&words[2])?, score_bound(&words[3])?),
         _ => Range::Lex(lex_bound(&words[2])?, lex_bound(&words[3])?),
     };
-    let Some(zset) = keys.modify(&words[1], as_type::zset_mut)? else {
+    let Some(zset) = keys.read(&words[1], as_type::zset)? else {
         return Ok(Reply::Integer(0));
     };
-    let (from, to) = match range {
-        Range::Ranks(start, stop) => match crate::args::index_range(start, stop, zset.len()) {
-            Some((from, to)) => (from, to + 1),
-            None => return Ok(Reply::Integer(0)),
-        },
-        _ => span(zset, &range),
-    };
-    if from >= to {
-        return Ok(Reply::Integer(0));
+    let (from, to) = span(zset, &range, false);
+    let doomed: Vec<Bytes> = zset
+        .iter_from(from, false)
+        .take(to - from)
+        .map(|(_, m)| owned(m))
+        .collect();
+    for member in &doomed {
+        keys.zrem(&words[1], member)?;
     }
-    Ok(Reply::Integer(zset.remove_ranks(from, to - 1) as i64))
+    Ok(Reply::Integer(doomed.len() as i64))
 }
 
 /// ZPOPMIN and ZPOPMAX key [count].
@@ -433,18 +430,10 @@ pub fn zpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         },
     };
     let max = is(&words[0], "zpopmax");
-    let Some(zset) = keys.modify(&words[1], as_type::zset_mut)? else {
+    if keys.read(&words[1], as_type::zset)?.is_none() {
         return Ok(Reply::Array(Vec::new()));
-    };
-    let mut popped = Vec::new();
-    for _ in 0..count.min(zset.len()) {
-        let rank = if max { zset.len() - 1 } else { 0 };
-        let Some((score, member)) = zset.at(rank).map(|(s, m)| (s, m.clone())) else {
-            break;
-        };
-        zset.remove(&member);
-        popped.push((score, member));
     }
+    let popped = pop_ends(keys, &words[1], max, count)?;
     // With a count, pairs (nested in RESP3); without, one flat member and score.
     if words.len() == 3 {
         return Ok(pairs_reply(popped, true));
@@ -463,23 +452,24 @@ pub fn zrandmember(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         return Err(syntax());
     }
     let count = words.get(2).map(|c| int(c)).transpose()?;
-    let Some(zset) = keys.read(&words[1], as_type::zset)?.cloned() else {
+    let Some(len) = keys.read(&words[1], as_type::zset)?.map(ZSet::len) else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())
         } else {
             Reply::Null
         });
     };
-    let picks = random_picks(keys, zset.len(), count.unwrap_or(1))?;
+    let picks = random_picks(keys, len, count.unwrap_or(1))?;
+    let zset = keys.view(&words[1], as_type::zset).ok_or_else(wrong_type)?;
     let Some(_) = count else {
         return Ok(picks
             .first()
             .and_then(|&at| zset.at(at))
-            .map_or(Reply::Null, |(_, m)| Reply::Bulk(m.clone())));
+            .map_or(Reply::Null, |(_, m)| bulk(m)));
     };
     let pairs = picks
         .iter()
-        .filter_map(|&at| zset.at(at).map(|(s, m)| (s, m.clone())))
+        .filter_map(|&at| zset.at(at).map(|(s, m)| (s, owned(m))))
         .collect();
     Ok(pairs_reply(pairs, words.len() == 4))
 }
@@ -515,11 +505,29 @@ fn source(keys: &mut Keys, key: &[u8]) -> Result<Option<Vec<(Bytes, f64)>>, Repl
     Ok(match keys.entry(key)? {
         None => None,
         Some(entry) => match &entry.value {
-            Value::ZSet(zset) => Some(zset.iter().map(|(s, m)| (m.clone(), s)).collect()),
-            Value::Set(set) => Some(set.iter().map(|m| (m.clone(), 1.0)).collect()),
+            Value::ZSet(zset) => Some(zset.iter().map(|(s, m)| (owned(m), s)).collect()),
+            Value::Set(set) => Some(set.iter().map(|m| (owned(&m), 1.0)).collect()),
             _ => return Err(wrong_type()),
         },
     })
+}
+
+/// Pops up to `count` members from the highest (`max`) or lowest end of `key`'s sorted
+/// set, in pop order.
+pub(crate) fn pop_ends(keys: &mut Keys, key: &[u8], max: bool, count: usize) -> Result<Vec<(f64, Bytes)>, Reply> {
+    let popped: Vec<(f64, Bytes)> = match keys.view(key, as_type::zset) {
+        None => Vec::new(),
+        Some(zset) if max => zset
+            .iter_from(zset.len().saturating_sub(1), true)
+            .take(count)
+            .map(|(s, m)| (s, owned(m)))
+            .collect(),
+        Some(zset) => zset.iter().take(count).map(|(s, m)| (s, owned(m))).collect(),
+    };
+    for (_, member) in &popped {
+        keys.zrem(key, member)?;
+    }
+    Ok(popped)
 }
 
 /// ZUNION, ZINTER, ZDIFF numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]
@@ -582,7 +590,7 @@ pub fn zalgebra(keys: &mut Keys, words: &[Bytes]) -> Outcome {
             product
         }
     };
-    let mut result = ZSet::default();
+    let mut result: IndexMap<Bytes, f64> = IndexMap::new();
     let mut loaded = loaded.into_iter().enumerate();
     if let Some((_, first)) = loaded.next() {
         for (member, score) in first.unwrap_or_default() {
@@ -593,41 +601,39 @@ pub fn zalgebra(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         let next = next.unwrap_or_default();
         if diff {
             for (member, _) in &next {
-                result.remove(member);
+                result.shift_remove(member);
             }
         } else if inter {
             let scores: std::collections::HashMap<&Bytes, f64> = next.iter().map(|(m, s)| (m, *s)).collect();
-            let members: Vec<(f64, Bytes)> = result.iter().map(|(s, m)| (s, m.clone())).collect();
-            for (score, member) in members {
-                match scores.get(&member) {
-                    Some(&other) => {
-                        result.insert(member, aggregate.apply(score, weigh(other, weights[n])));
-                    }
-                    None => {
-                        result.remove(&member);
-                    }
+            result.retain(|member, score| match scores.get(member) {
+                Some(&other) => {
+                    *score = aggregate.apply(*score, weigh(other, weights[n]));
+                    true
                 }
-            }
+                None => false,
+            });
         } else {
             for (member, score) in next {
                 let score = weigh(score, weights[n]);
-                let combined = match result.score(&member) {
-                    Some(old) => aggregate.apply(old, score),
+                let combined = match result.get(&member) {
+                    Some(&old) => aggregate.apply(old, score),
                     None => score,
                 };
                 result.insert(member, combined);
             }
         }
     }
+    let mut ordered: Vec<(f64, Bytes)> = result.into_iter().map(|(m, s)| (s, m)).collect();
+    ordered.sort_by(|a, b| {
+        a.0.partial_cmp(&b.0)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.1.cmp(&b.1))
+    });
     if store {
-        let len = result.len();
-        keys.put(&words[1], (len > 0).then(|| Entry::new(Value::ZSet(result))))?;
-        return Ok(Reply::Integer(len as i64));
+        store_zset(keys, &words[1], ordered.iter().map(|(s, m)| (*s, &m[..])))?;
+        return Ok(Reply::Integer(ordered.len() as i64));
     }
-    Ok(pairs_reply(
-        result.iter().map(|(s, m)| (s, m.clone())).collect(),
-        with_scores,
-    ))
+    Ok(pairs_reply(ordered, with_scores))
 }
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit].
@@ -668,7 +674,7 @@ pub fn zintercard(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn zscan(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let items = keys
         .read(&words[1], as_type::zset)?
-        .map(|z| z.iter().map(|(s, m)| (m.clone(), Some(format_f64(s)))).collect())
+        .map(|z| z.iter().map(|(s, m)| (owned(m), Some(format_f64(s)))).collect())
         .unwrap_or_default();
     scan_reply(words, items, false)
 }

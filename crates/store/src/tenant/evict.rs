@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::{ExpiryReader, ObjectRef, TenantStore, WriteRef};
+use super::{ObjectRef, TenantStore, WriteRef};
 use crate::eviction::{
     self, EvictionPolicy, Stamping, MAXMEMORY_SAMPLES, MAX_EVICTIONS_PER_WRITE, MAX_SAMPLES_PER_EVICTION,
     NEVER_EVICTED_TABLE_PREFIX,
@@ -93,12 +93,6 @@ impl TenantStore {
         self.lru_clock.store(eviction::lru_clock(now_ms), Ordering::Relaxed);
     }
 
-    /// Gives the store the way to read an object's expiry from its bytes, for the volatile
-    /// policies; a second reader is ignored.
-    pub fn set_expiry_reader(&self, reader: ExpiryReader) {
-        let _ = self.expiry_reader.set(reader);
-    }
-
     fn stamping(&self) -> Option<Stamping> {
         self.eviction().stamps()
     }
@@ -144,11 +138,7 @@ impl TenantStore {
                 key: &victim.key,
                 version: victim.version,
             };
-            let delete = WriteRef {
-                table: &victim.table,
-                key: &victim.key,
-                value: None,
-            };
+            let delete = WriteRef::delete(&victim.table, &victim.key);
             // Conditional on the version sampled: a key written meanwhile is ranked again.
             match self.transact_once(&[read], &[], &[delete]) {
                 Ok(_) => {
@@ -175,7 +165,6 @@ impl TenantStore {
         if tables.is_empty() {
             return None;
         }
-        let expiry_of = |value: &[u8]| self.expiry_reader.get().and_then(|read| read(value));
         let clock = self.lru_clock.load(Ordering::Relaxed);
         let mut best: Option<(u64, Victim)> = None;
         let mut sampled = 0;
@@ -191,7 +180,7 @@ impl TenantStore {
             }
             let from = ((draw >> 32) % shard.len() as u64) as usize;
             for (key, object) in shard.iter().skip(from).take(MAXMEMORY_SAMPLES - sampled) {
-                let expires_at_ms = expiry_of(&object.value);
+                let expires_at_ms = object.entry.expires_at_ms;
                 if policy.volatile_only() && expires_at_ms.is_none() {
                     continue;
                 }
@@ -270,10 +259,13 @@ mod tests {
     #[test]
     fn volatile_policies_take_only_keys_with_an_expiry_and_never_ferry_tables() {
         let store = store(EvictionPolicy::VolatileTtl);
-        // This test's encoding: a value that starts with `E` expires at its second byte.
-        store.set_expiry_reader(|value| (value.first() == Some(&b'E')).then(|| u64::from(value[1])));
-        let mut expiring = VALUE;
-        expiring[0] = b'E';
+        let expiring = |at: u64| {
+            ferry_value::Entry {
+                value: ferry_value::Value::Str(Bytes::copy_from_slice(&VALUE)),
+                expires_at_ms: Some(at),
+            }
+            .encode()
+        };
         for i in 0..50 {
             store.put("ferry.lua", &key(i), &VALUE).unwrap();
         }
@@ -281,8 +273,7 @@ mod tests {
             store.put("db0", &key(i), &VALUE).unwrap();
         }
         for i in 90..100 {
-            expiring[1] = i as u8;
-            store.put("db0", &key(i), &expiring).unwrap();
+            store.put("db0", &key(i), &expiring(u64::from(i))).unwrap();
         }
         // Room for ten more is made from the ten expiring keys alone, soonest first.
         for i in 100..110 {

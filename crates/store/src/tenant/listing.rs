@@ -16,13 +16,30 @@ pub struct TableKeys {
     pub expires: u64,
 }
 
+/// A key and what the commands over a whole database, and active expiry, need of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// The key.
+    pub key: Bytes,
+    /// Its value's type (TYPE's answer).
+    pub type_name: &'static str,
+    /// When it expires, in milliseconds since the Unix epoch.
+    pub expires_at_ms: Option<u64>,
+}
+
+fn info_of(key: &Bytes, object: &crate::locks::Object) -> KeyInfo {
+    KeyInfo {
+        key: key.clone(),
+        type_name: object.entry.value.type_name(),
+        expires_at_ms: object.entry.expires_at_ms,
+    }
+}
+
 impl TenantStore {
-    /// Every table that holds objects, with its counts, in name order. The key counts
-    /// cost O(shards); the expiries are read from each object's bytes (Redis keeps a
-    /// second dictionary of them; ferry does not), so O(n) in the tenant's objects, each
-    /// shard under its lock in turn.
+    /// Every table that holds objects, with its counts, in name order. O(n) in the
+    /// tenant's objects (Redis keeps a second dictionary of the expiring ones; ferry does
+    /// not), each shard under its lock in turn.
     pub fn keyspace(&self) -> Vec<TableKeys> {
-        let expiry_of = self.expiry_reader.get();
         let tables = self.tables.read();
         let mut out: Vec<TableKeys> = tables
             .iter()
@@ -31,12 +48,10 @@ impl TenantStore {
                 for shard in &table.shards {
                     let shard = shard.read();
                     keys += shard.len() as u64;
-                    if let Some(expiry_of) = expiry_of {
-                        expires += shard
-                            .iter()
-                            .filter(|(_, object)| expiry_of(&object.value).is_some())
-                            .count() as u64;
-                    }
+                    expires += shard
+                        .values()
+                        .filter(|object| object.entry.expires_at_ms.is_some())
+                        .count() as u64;
                 }
                 (keys > 0).then(|| TableKeys {
                     table: name.clone(),
@@ -49,31 +64,26 @@ impl TenantStore {
         out
     }
 
-    /// Every object of a table as its key and value, in no order: what a command over a
+    /// Every key of a table with its type and expiry, in no order: what a command over a
     /// whole database (KEYS, SCAN, FLUSHDB) reads. Each shard is read under its lock in
     /// turn, so the list is not one snapshot; O(n) in the table's objects.
-    pub fn objects(&self, table: &str) -> Vec<(Bytes, Bytes)> {
+    pub fn objects(&self, table: &str) -> Vec<KeyInfo> {
         let tables = self.tables.read();
         let Some(table) = tables.get(table) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for shard in &table.shards {
-            out.extend(
-                shard
-                    .read()
-                    .iter()
-                    .map(|(key, object)| (key.clone(), object.value.clone())),
-            );
+            out.extend(shard.read().iter().map(|(key, object)| info_of(key, object)));
         }
         out
     }
 
-    /// Up to `count` objects of a table, as key and value, from a place `seed` picks: the
-    /// objects after a pseudo-random position in a pseudo-random shard, then the next
-    /// shards'. What active expiry samples (Redis samples keys at random the same way).
-    /// O(objects of one shard) for the skip, under that shard's lock alone.
-    pub fn sample(&self, table: &str, count: usize, seed: u64) -> Vec<(Bytes, Bytes)> {
+    /// Up to `count` keys of a table, from a place `seed` picks: the keys after a
+    /// pseudo-random position in a pseudo-random shard, then the next shards'. What
+    /// active expiry samples (Redis samples keys at random the same way). O(objects of
+    /// one shard) for the skip, under that shard's lock alone.
+    pub fn sample(&self, table: &str, count: usize, seed: u64) -> Vec<KeyInfo> {
         let tables = self.tables.read();
         let Some(table) = tables.get(table) else {
             return Vec::new();
@@ -96,7 +106,7 @@ impl TenantStore {
                     .iter()
                     .skip(skip)
                     .take(wanted)
-                    .map(|(key, object)| (key.clone(), object.value.clone())),
+                    .map(|(key, object)| info_of(key, object)),
             );
         }
         out
@@ -110,10 +120,13 @@ mod tests {
     #[test]
     fn the_keyspace_counts_keys_and_expiries_of_tables_that_hold_any() {
         let store = TenantStore::new(1 << 30);
-        // This test's encoding: a value that starts with `E` has an expiry.
-        store.set_expiry_reader(|value| (value.first() == Some(&b'E')).then_some(1));
+        let expiring = ferry_value::Entry {
+            value: ferry_value::Value::Str(bytes::Bytes::from_static(b"v")),
+            expires_at_ms: Some(1),
+        }
+        .encode();
         for i in 0..30u32 {
-            let value: &[u8] = if i % 3 == 0 { b"E1" } else { b"v" };
+            let value: &[u8] = if i % 3 == 0 { &expiring } else { b"v" };
             store.put("db1", &i.to_be_bytes(), value).unwrap();
         }
         store.put("db0", b"k", b"v").unwrap();
@@ -130,18 +143,14 @@ mod tests {
         assert!(store.sample("t", 5, 7).is_empty(), "no table");
         for i in 0..200u32 {
             let key = i.to_be_bytes();
-            let write = WriteRef {
-                table: "t",
-                key: &key,
-                value: Some(b"v"),
-            };
+            let write = WriteRef::put("t", &key, b"v");
             store.commit(&[], &[write]).unwrap();
         }
         let mut seen = std::collections::HashSet::new();
         for seed in 0..2_000u64 {
             let sample = store.sample("t", 5, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
             assert_eq!(sample.len(), 5);
-            seen.extend(sample.into_iter().map(|(key, _)| key));
+            seen.extend(sample.into_iter().map(|info| info.key));
         }
         assert_eq!(seen.len(), 200, "every object turns up in some sample");
         assert_eq!(store.sample("t", 500, 3).len(), 200, "never more than the table holds");

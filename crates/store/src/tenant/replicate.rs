@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{check_write, last_writes, TenantStore};
+use super::{check_write_ref, last_writes, TenantStore};
 use crate::error::StoreError;
 use crate::limits::MAX_TX_OBJECTS;
 use crate::locks::LockPlan;
@@ -39,7 +39,7 @@ impl TenantStore {
             return Err(StoreError::TooManyObjects(writes.len()).into());
         }
         for write in writes {
-            check_write(write.table, write.key, write.value)?;
+            check_write_ref(write)?;
         }
         for write in writes {
             self.ensure_table(write.table)?;
@@ -56,8 +56,10 @@ impl TenantStore {
         let mut locked = plan.lock();
         let _installing = self.installing.read();
         log().map_err(ReplicateError::Log)?;
-        self.charge(&locked, &writes, false)?;
-        self.apply(&mut locked, version, &writes);
+        let encodings = self.encodings();
+        for write in writes.iter() {
+            self.replay_write(locked.shard_mut(write.table, write.key), write, version, &encodings)?;
+        }
         self.clock.fetch_max(version, Ordering::AcqRel);
         self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -69,11 +71,7 @@ mod tests {
     use super::*;
 
     fn put<'a>(table: &'a str, key: &'a [u8], value: &'a [u8]) -> WriteRef<'a> {
-        WriteRef {
-            table,
-            key,
-            value: Some(value),
-        }
+        WriteRef::put(table, key, value)
     }
 
     #[test]
@@ -109,11 +107,7 @@ mod tests {
         let store = TenantStore::new(1 << 20);
         store.replicate::<()>(1, &[put("t", b"a", b"1")], || Ok(())).unwrap();
         store.replicate::<()>(2, &[put("t", b"a", b"22")], || Ok(())).unwrap();
-        let delete = WriteRef {
-            table: "t",
-            key: b"a",
-            value: None,
-        };
+        let delete = WriteRef::delete("t", b"a");
         store.replicate::<()>(3, &[delete], || Ok(())).unwrap();
         assert_eq!(store.get("t", b"a").unwrap(), None);
         let stats = store.stats();

@@ -61,13 +61,14 @@ impl TenantStore {
         let mut batch = Vec::with_capacity(SCAN_BATCH_OBJECTS);
         for (name, table) in &tables {
             for shard in table.shards.iter() {
-                let copied: Vec<(Bytes, u64, Bytes)> = shard
+                // Handles under the lock, byte forms after it.
+                let copied: Vec<(Bytes, u64, ferry_value::Entry)> = shard
                     .read()
                     .iter()
-                    .map(|(key, object)| (key.clone(), object.version, object.value.clone()))
+                    .map(|(key, object)| (key.clone(), object.version, object.entry.clone()))
                     .collect();
-                for object in copied {
-                    batch.push(object);
+                for (key, version, entry) in copied {
+                    batch.push((key, version, entry.encode()));
                     if batch.len() == SCAN_BATCH_OBJECTS {
                         each(name, &batch)?;
                         handed += batch.len() as u64;

@@ -71,7 +71,8 @@ impl TenantStore {
             // A table that does not exist was never written: absent at every version.
             return Ok(vec![None; keys.len()]);
         };
-        keys.iter()
+        let entries: Vec<Option<(u64, ferry_value::Entry)>> = keys
+            .iter()
             .map(|key| {
                 let shard = found.shards[shard_of(key)].read();
                 let object = shard.get(*key);
@@ -86,10 +87,11 @@ impl TenantStore {
                 }
                 Ok(object.map(|object| {
                     self.touch(object);
-                    (object.version, object.value.clone())
+                    (object.version, object.entry.clone())
                 }))
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(super::encoded(entries))
     }
 
     /// Whether every object of `reads` still has the version it was read at, as of
@@ -184,16 +186,7 @@ mod tests {
         ];
         store.put("t", b"other", b"x").unwrap();
         assert_eq!(store.still_current(&reads, store.read_version()), Ok(()));
-        store
-            .commit(
-                &[],
-                &[WriteRef {
-                    table: "t",
-                    key: b"a",
-                    value: Some(b"2"),
-                }],
-            )
-            .unwrap();
+        store.commit(&[], &[WriteRef::put("t", b"a", b"2")]).unwrap();
         assert!(matches!(
             store.still_current(&reads, store.read_version()),
             Err(StoreError::Conflict { .. })
