@@ -99,6 +99,16 @@ pub fn handler(name: &str) -> Option<Handler> {
     })
 }
 
+/// [`handler`] by the command table's names, found once: a match over a hundred names
+/// costs more than the hash of one.
+static HANDLERS: std::sync::LazyLock<std::collections::HashMap<&'static str, Handler, ahash::RandomState>> =
+    std::sync::LazyLock::new(|| {
+        ferry_resp::table::COMMANDS
+            .iter()
+            .filter_map(|spec| Some((spec.name, handler(spec.name)?)))
+            .collect()
+    });
+
 /// Runs the data command `words` (arity checked by the command table) over `keys`, which
 /// hold every key the table says it names. The reply, error replies included; a command
 /// that errs is taken back whole (it changes nothing), and one that leaves a collection
@@ -107,7 +117,12 @@ pub fn run(words: &[Bytes], keys: &mut Keys) -> Reply {
     let Some(spec) = words.first().and_then(|name| ferry_resp::table::lookup(name)) else {
         return ferry_resp::command::unknown(words);
     };
-    let Some(handler) = handler(spec.name) else {
+    run_spec(spec, words, keys)
+}
+
+/// [`run`], for a caller that looked the command up already.
+pub fn run_spec(spec: &ferry_resp::table::CommandSpec, words: &[Bytes], keys: &mut Keys) -> Reply {
+    let Some(handler) = HANDLERS.get(spec.name).copied() else {
         return Reply::err(format!("'{}' is not a data command", spec.name));
     };
     let mark = keys.mark();

@@ -365,16 +365,18 @@ fn handle<S: RespService>(service: &S, session: &mut Session<S::Tenant>, args: V
     } else {
         Vec::new()
     };
-    let plain_read = ferry_resp::table::lookup(&args[0])
-        .is_some_and(|spec| spec.is(ferry_resp::table::READ_ONLY) && spec.is(ferry_resp::table::KEYSPACE));
-    let replica_read = session.replica_reads && plain_read;
+    // Only a connection that asked for READONLY reads from a replica.
+    let replica_read = session.replica_reads
+        && ferry_resp::table::lookup(&args[0])
+            .is_some_and(|spec| spec.is(ferry_resp::table::READ_ONLY) && spec.is(ferry_resp::table::KEYSPACE));
     let command = match Command::parse(args) {
         Ok(command) => command,
         Err(_) if session.tenant.is_none() => return Handled::Answered(noauth(), After::Continue),
         Err(reply) => return Handled::Answered(session.multi.refused(reply), After::Continue),
     };
     if let Some(tenant) = &session.tenant {
-        if session.multi.refused_when_out_of_memory(&command) && service.out_of_memory(tenant) {
+        // The tenant's state first: it is two loads, the command's flags a table lookup.
+        if service.out_of_memory(tenant) && session.multi.refused_when_out_of_memory(&command) {
             return Handled::Answered(session.multi.out_of_memory(&command), After::Continue);
         }
     }

@@ -286,11 +286,26 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("script", -2, NO_SCRIPT, NO_KEYS),
 ];
 
+/// Longest command name served: a longer word is no command, and a name is lowered
+/// into a buffer this long on the stack.
+const MAX_NAME_BYTES: usize = 32;
+
+/// The table by lower-case name: every command of a pipeline is looked up several times
+/// (parse, keys, execution), and a scan of the table was a tenth of a pipelined HSET.
+static BY_NAME: std::sync::LazyLock<
+    std::collections::HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>,
+> = std::sync::LazyLock::new(|| COMMANDS.iter().map(|spec| (spec.name.as_bytes(), spec)).collect());
+
 /// The command named `name` (any case), if served.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    COMMANDS
-        .iter()
-        .find(|spec| spec.name.as_bytes().eq_ignore_ascii_case(name))
+    if name.len() > MAX_NAME_BYTES {
+        return None;
+    }
+    let mut lower = [0u8; MAX_NAME_BYTES];
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    BY_NAME.get(&*lower).copied()
 }
 
 impl CommandSpec {
@@ -431,6 +446,10 @@ mod tests {
         assert!(set.is(DENY_OOM) && lookup(b"lpush").unwrap().is(DENY_OOM));
         assert!(!lookup(b"del").unwrap().is(DENY_OOM) && !lookup(b"lpop").unwrap().is(DENY_OOM));
         assert_eq!(lookup(b"bgrewriteaof"), None);
+        assert_eq!(lookup(&[b'x'; 100]), None);
+        assert!(COMMANDS.iter().all(|spec| spec.name.len() <= MAX_NAME_BYTES
+            && spec.name == spec.name.to_ascii_lowercase()
+            && lookup(spec.name.to_ascii_uppercase().as_bytes()) == Some(spec)));
         assert_eq!(
             lookup(b"mset").unwrap().info(),
             Reply::Array(vec![

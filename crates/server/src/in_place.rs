@@ -44,32 +44,30 @@ fn keys_of(words: &[Bytes]) -> Vec<Bytes> {
     ferry_resp::table::keys_of(words)
 }
 
-/// Runs the data commands of `commands` in order over `slots` (every key they name):
-/// each command's reply; a command that errs is taken back alone, as in Redis's EXEC.
-fn run_all(
-    commands: &[&Command],
+/// Runs `command` over `slots` (every key it names): its reply, and whether it met an
+/// expired key it left in place. A command that errs is taken back alone, as in Redis's
+/// EXEC.
+fn run_one(
+    command: &Command,
     slots: &mut [Slot],
     encodings: &Encodings,
     now_us: u64,
     write: bool,
     deletes_expired: bool,
-) -> (Vec<Reply>, bool) {
+) -> (Reply, bool) {
     let seed = now_us ^ 0x9e37_79b9_7f4a_7c15;
     let mut keys = if write {
         Keys::new(slots, now_us, seed, *encodings, deletes_expired)
     } else {
         Keys::read_only(slots, now_us, seed, *encodings)
     };
-    let replies = commands
-        .iter()
-        .map(|command| match command {
-            Command::Ping(None) => Reply::Simple("PONG".into()),
-            Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.clone()),
-            Command::Data(words) => ferry_keyspace::run(words, &mut keys),
-            _ => Reply::err("this command is not a data command"),
-        })
-        .collect();
-    (replies, keys.expired_met())
+    let reply = match command {
+        Command::Ping(None) => Reply::Simple("PONG".into()),
+        Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.clone()),
+        Command::Data(words) => ferry_keyspace::run(words, &mut keys),
+        _ => Reply::err("this command is not a data command"),
+    };
+    (reply, keys.expired_met())
 }
 
 /// Runs one data command; `cluster`: the ownership its keys are checked against (none:
@@ -84,9 +82,7 @@ pub(crate) fn data_command(
 ) -> Reply {
     let words = match command {
         Command::Ping(_) | Command::Echo(_) => {
-            return run_all(&[command], &mut [], &Encodings::default(), 0, false, false)
-                .0
-                .remove(0)
+            return run_one(command, &mut [], &Encodings::default(), 0, false, false).0;
         }
         Command::Data(words) => words,
         _ => return Reply::err("this command is not a data command"),
@@ -94,7 +90,7 @@ pub(crate) fn data_command(
     let Some(spec) = lookup(&words[0]) else {
         return ferry_resp::command::unknown(words);
     };
-    let keys = keys_of(words);
+    let keys: smallvec::SmallVec<[Bytes; 2]> = spec.keys(words).into_iter().cloned().collect();
     if let Err(refused) = check_keys(cluster, &keys) {
         return refused;
     }
@@ -104,11 +100,20 @@ pub(crate) fn data_command(
         let updated = tenant
             .store
             .update(table, &keys, write, &[], now_us / 1000, |slots, encodings| {
-                run_all(&[command], slots, encodings, now_us, write, writes_allowed)
+                let seed = now_us ^ 0x9e37_79b9_7f4a_7c15;
+                let mut keys = if write {
+                    Keys::new(slots, now_us, seed, *encodings, writes_allowed)
+                } else {
+                    Keys::read_only(slots, now_us, seed, *encodings)
+                };
+                (
+                    ferry_keyspace::exec::run_spec(spec, words, &mut keys),
+                    keys.expired_met(),
+                )
             });
         match updated {
             Ok(Some(Updated {
-                outcome: (mut replies, expired_met),
+                outcome: (reply, expired_met),
                 ..
             })) => {
                 if expired_met && !write && writes_allowed {
@@ -116,7 +121,7 @@ pub(crate) fn data_command(
                     write = true;
                     continue;
                 }
-                return replies.remove(0);
+                return reply;
             }
             Ok(None) => return Reply::err("internal error: a command without WATCH was refused as watched"),
             Err(err) => return refusal(&err),
@@ -145,12 +150,14 @@ pub(crate) fn exec(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &
             token: watched.token,
         })
         .collect();
-    let commands: Vec<&Command> = tx.commands.iter().collect();
     let now_us = crate::store_ctx::unix_time_us();
     let updated = tenant
         .store
         .update(table, &keys, true, &watched, now_us / 1000, |slots, encodings| {
-            run_all(&commands, slots, encodings, now_us, true, true).0
+            tx.commands
+                .iter()
+                .map(|command| run_one(command, slots, encodings, now_us, true, true).0)
+                .collect::<Vec<Reply>>()
         });
     match updated {
         Ok(Some(Updated { outcome, .. })) => Reply::Array(outcome),

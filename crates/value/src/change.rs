@@ -421,9 +421,10 @@ impl Slot {
 #[derive(Debug, Default)]
 pub struct Tracked {
     entry: Option<Entry>,
-    redo: Vec<Change>,
+    /// Most commands make one change to a key: held inline, no allocation.
+    redo: smallvec::SmallVec<[Change; 1]>,
     /// Parallel to `redo`: what takes each back.
-    undo: Vec<Change>,
+    undo: smallvec::SmallVec<[Change; 1]>,
 }
 
 impl Tracked {
@@ -431,8 +432,8 @@ impl Tracked {
     pub fn new(entry: Option<Entry>) -> Tracked {
         Tracked {
             entry,
-            redo: Vec::new(),
-            undo: Vec::new(),
+            redo: smallvec::SmallVec::new(),
+            undo: smallvec::SmallVec::new(),
         }
     }
 
@@ -482,7 +483,7 @@ impl Tracked {
 
     /// The entry it holds and the changes made.
     pub fn into_parts(self) -> (Option<Entry>, Vec<Change>) {
-        (self.entry, self.redo)
+        (self.entry, self.redo.into_vec())
     }
 
     /// Takes the entry out (the key reads as absent to this tracker afterwards).

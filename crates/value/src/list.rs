@@ -17,6 +17,9 @@ const NODE_OVERHEAD_BYTES: usize = 48;
 pub struct List {
     nodes: VecDeque<Pack>,
     len: usize,
+    /// The nodes' bytes, kept as they change: a command charges a list's memory before
+    /// and after it, so this must not walk the nodes.
+    node_bytes: usize,
     /// Past one node once, and not back at half the limit since: Redis's quicklist.
     quick: bool,
 }
@@ -61,9 +64,18 @@ impl List {
         }
     }
 
-    /// Bytes it holds in memory, estimated from its nodes.
+    /// Bytes it holds in memory, estimated from its nodes: O(1).
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.iter().map(|n| n.byte_len() + NODE_OVERHEAD_BYTES).sum()
+        self.node_bytes + self.nodes.len() * NODE_OVERHEAD_BYTES
+    }
+
+    /// Runs `change` on node `at`, keeping the byte count.
+    fn on_node<T>(&mut self, at: usize, change: impl FnOnce(&mut Pack) -> T) -> T {
+        let node = &mut self.nodes[at];
+        self.node_bytes -= node.byte_len();
+        let out = change(node);
+        self.node_bytes += node.byte_len();
+        out
     }
 
     /// Whether `node` takes one more item of `len` bytes under `encodings`.
@@ -106,10 +118,10 @@ impl List {
             }
         }
         if left {
-            self.nodes[0].push_front(item);
+            self.on_node(0, |node| node.push_front(item));
         } else {
             let last = self.nodes.len() - 1;
-            self.nodes[last].push_back(item);
+            self.on_node(last, |node| node.push_back(item));
         }
         self.len += 1;
         self.settle(encodings);
@@ -119,9 +131,8 @@ impl List {
     pub fn pop(&mut self, left: bool, encodings: &Encodings) -> Option<Blob> {
         let last = self.nodes.len().checked_sub(1)?;
         let at = if left { 0 } else { last };
-        let node = &mut self.nodes[at];
-        let item = if left { node.pop_front() } else { node.pop_back() }?;
-        if node.is_empty() {
+        let item = self.on_node(at, |node| if left { node.pop_front() } else { node.pop_back() })?;
+        if self.nodes[at].is_empty() {
             self.nodes.remove(at);
         }
         self.len -= 1;
@@ -164,7 +175,7 @@ impl List {
     /// Replaces item `index` (below `len`); what it was.
     pub fn set(&mut self, index: usize, item: &[u8], encodings: &Encodings) -> Blob {
         let (node, at) = self.locate(index);
-        let old = self.nodes[node].replace(at, item);
+        let old = self.on_node(node, |pack| pack.replace(at, item));
         self.split_if_over(node, encodings);
         self.settle(encodings);
         old
@@ -176,7 +187,7 @@ impl List {
             return self.push(index == 0, item, encodings);
         }
         let (node, at) = self.locate(index);
-        self.nodes[node].insert(at, item);
+        self.on_node(node, |pack| pack.insert(at, item));
         self.len += 1;
         self.split_if_over(node, encodings);
         self.settle(encodings);
@@ -185,7 +196,7 @@ impl List {
     /// Removes item `index` (below `len`); what it was.
     pub fn remove(&mut self, index: usize, encodings: &Encodings) -> Blob {
         let (node, at) = self.locate(index);
-        let item = self.nodes[node].remove(at);
+        let item = self.on_node(node, |pack| pack.remove(at));
         self.len -= 1;
         if self.nodes[node].is_empty() {
             self.nodes.remove(node);
@@ -341,6 +352,7 @@ mod tests {
                     let from = model.len() / 3;
                     prop_assert_eq!(list.iter_from(from).map(<[u8]>::to_vec).collect::<Vec<_>>(), model.iter().skip(from).cloned().collect::<Vec<_>>());
                 }
+                prop_assert_eq!(list.node_bytes, list.nodes.iter().map(Pack::byte_len).sum::<usize>());
                 let (max_bytes, max_items) = list_node_limits(size);
                 for node in &list.nodes {
                     prop_assert!(!node.is_empty());
