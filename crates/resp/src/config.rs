@@ -3,16 +3,15 @@
 //!
 //! Each parameter is one of three kinds (docs/ARCHITECTURE.md, "Speaking Redis", lists them):
 //!
-//! - **per tenant**: `maxmemory` and `maxmemory-policy` are the connected tenant's memory
-//!   limit and eviction policy, read from and set through the process that holds its data
-//!   ([`TenantParams`]); a process that holds none (a gateway) does not list them.
-//! - **fixed**: ferry's real value (`databases`, `proto-max-bulk-len`, …).
-//!   CONFIG SET to the value it has is accepted; any other value is refused with Redis's
-//!   "can't set immutable config" error, because ferry does not change it at run time.
-//! - **no effect**: Redis's encoding thresholds (`hash-max-listpack-entries`, …). ferry
-//!   has one encoding per type, so the value is checked, kept and reported, and changes
-//!   nothing else. Clients and tests set these before their commands; refusing them would
-//!   fail commands whose results do not depend on them.
+//! - **per tenant**: `maxmemory` and `maxmemory-policy` (the connected tenant's memory
+//!   limit and eviction policy) and Redis's encoding thresholds (`hash-max-listpack-entries`
+//!   and the others: when the tenant's collections leave their compact encodings), read
+//!   from and set through the process that holds its data ([`TenantParams`]); a process
+//!   that holds none (a gateway) does not list them.
+//! - **fixed**: ferry's real value (`databases`, `proto-max-bulk-len`,
+//!   `list-compress-depth` 0: ferry does not compress list nodes, …). CONFIG SET to the
+//!   value it has is accepted; any other value is refused with Redis's "can't set
+//!   immutable config" error, because ferry does not change it at run time.
 //!
 //! The other settings are the listener's (one per process), as Redis's are the server's.
 
@@ -30,8 +29,6 @@ use crate::Reply;
 enum Kind {
     /// ferry's real value; only a SET to that value is accepted.
     Fixed,
-    /// Kept and reported, with no effect; the value must be a whole number ≥ `min`.
-    NoEffectNumber { min: i64 },
     /// The connected tenant's, through [`TenantParams`].
     PerTenant,
 }
@@ -58,7 +55,18 @@ impl TenantParams for NoTenantParams {
 }
 
 /// The per-tenant parameters' names.
-pub const PER_TENANT: [&str; 2] = ["maxmemory", "maxmemory-policy"];
+pub const PER_TENANT: [&str; 10] = [
+    "maxmemory",
+    "maxmemory-policy",
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "list-max-listpack-size",
+    "set-max-intset-entries",
+    "set-max-listpack-entries",
+    "set-max-listpack-value",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+];
 
 /// A memory size as Redis's CONFIG takes it: bytes, or a whole number with `k`, `kb`, `m`,
 /// `mb`, `g` or `gb` (any case; `k` is 1000, `kb` 1024, as in Redis).
@@ -94,11 +102,11 @@ const fn fixed(name: &'static str, initial: fn() -> String) -> Param {
     }
 }
 
-const fn no_effect(name: &'static str, initial: fn() -> String, min: i64) -> Param {
+const fn per_tenant(name: &'static str) -> Param {
     Param {
         name,
-        initial,
-        kind: Kind::NoEffectNumber { min },
+        initial: String::new,
+        kind: Kind::PerTenant,
     }
 }
 
@@ -110,29 +118,21 @@ pub const DATABASES: u32 = 1024;
 const PARAMS: &[Param] = &[
     fixed("databases", || DATABASES.to_string()),
     fixed("proto-max-bulk-len", || MAX_BULK_BYTES.to_string()),
-    Param {
-        name: "maxmemory",
-        initial: String::new,
-        kind: Kind::PerTenant,
-    },
-    Param {
-        name: "maxmemory-policy",
-        initial: String::new,
-        kind: Kind::PerTenant,
-    },
+    per_tenant("maxmemory"),
+    per_tenant("maxmemory-policy"),
     // Durability is ferry's own log and snapshots (`--wal-dir`), not RDB or AOF.
     fixed("save", String::new),
     fixed("appendonly", || "no".into()),
     fixed("lazyfree-lazy-user-flush", || "no".into()),
-    no_effect("hash-max-listpack-entries", || "128".into(), 0),
-    no_effect("hash-max-listpack-value", || "64".into(), 0),
-    no_effect("list-max-listpack-size", || "-2".into(), -5),
-    no_effect("list-compress-depth", || "0".into(), 0),
-    no_effect("set-max-intset-entries", || "512".into(), 0),
-    no_effect("set-max-listpack-entries", || "128".into(), 0),
-    no_effect("set-max-listpack-value", || "64".into(), 0),
-    no_effect("zset-max-listpack-entries", || "128".into(), 0),
-    no_effect("zset-max-listpack-value", || "64".into(), 0),
+    per_tenant("hash-max-listpack-entries"),
+    per_tenant("hash-max-listpack-value"),
+    per_tenant("list-max-listpack-size"),
+    fixed("list-compress-depth", || "0".into()),
+    per_tenant("set-max-intset-entries"),
+    per_tenant("set-max-listpack-entries"),
+    per_tenant("set-max-listpack-value"),
+    per_tenant("zset-max-listpack-entries"),
+    per_tenant("zset-max-listpack-value"),
 ];
 
 /// Redis 7's old names of the listpack parameters.
@@ -218,9 +218,15 @@ impl Settings {
                 }
             }
             for (alias, canonical) in ALIASES {
-                if matches(&lower, alias.as_bytes()) {
-                    matched.insert(alias, &self.values[canonical]);
+                if !matches(&lower, alias.as_bytes()) {
+                    continue;
                 }
+                let tenant_value = tenant_values.iter().find(|(name, _)| name == canonical);
+                match tenant_value {
+                    Some((_, value)) => matched.insert(alias, value),
+                    None if PER_TENANT.contains(canonical) => None,
+                    None => matched.insert(alias, &self.values[canonical]),
+                };
             }
         }
         Reply::Map(
@@ -264,10 +270,6 @@ impl Settings {
                     return refusal("can't set immutable config")
                 }
                 Kind::Fixed => {}
-                Kind::NoEffectNumber { min } => match value.parse::<i64>() {
-                    Ok(n) if n >= min => {}
-                    _ => return refusal("argument must be a whole number in range"),
-                },
                 Kind::PerTenant => {
                     tenant_changes.push((param.name, value));
                     continue;
@@ -299,7 +301,11 @@ mod tests {
 
     impl TenantParams for Tenant {
         fn value(&self, name: &str) -> Option<String> {
-            let default = if name == "maxmemory" { "1000" } else { "noeviction" };
+            let default = match name {
+                "maxmemory" => "1000",
+                "maxmemory-policy" => "noeviction",
+                _ => "128",
+            };
             Some(self.0.borrow().get(name).cloned().unwrap_or_else(|| default.into()))
         }
         fn set(&self, pairs: &[(&'static str, String)]) -> Result<(), String> {
@@ -341,17 +347,25 @@ mod tests {
     fn per_tenant_parameters_are_read_and_set_through_the_tenant_all_or_nothing() {
         let mut settings = Settings::default();
         let tenant = Tenant::default();
-        let set = "SET maxmemory 2mb maxmemory-policy allkeys-lru hash-max-listpack-entries 9";
+        let set = "SET maxmemory 2mb maxmemory-policy allkeys-lru hash-max-ziplist-entries 9";
         assert_eq!(settings.run(&words(set), &tenant), Reply::ok());
         assert_eq!(tenant.value("maxmemory").as_deref(), Some("2mb"));
-        assert_eq!(settings.value("hash-max-listpack-entries"), Some("9"));
-        // The tenant refuses: the listener's own change is not made either.
-        let reply = settings.run(&words("SET maxmemory-policy bad hash-max-listpack-entries 3"), &tenant);
+        assert_eq!(tenant.value("hash-max-listpack-entries").as_deref(), Some("9"));
+        let got = pairs(settings.run(&words("GET hash-max-*-entries"), &tenant));
+        assert_eq!(
+            got,
+            vec![
+                ("hash-max-listpack-entries".into(), "9".into()),
+                ("hash-max-ziplist-entries".into(), "9".into())
+            ]
+        );
+        // The tenant refuses: nothing of the call is set.
+        let reply = settings.run(&words("SET maxmemory-policy bad zset-max-listpack-entries 3"), &tenant);
         assert!(
             matches!(&reply, Reply::Error(text) if text.contains("bad value")),
             "{reply:?}"
         );
-        assert_eq!(settings.value("hash-max-listpack-entries"), Some("9"));
+        assert_eq!(tenant.value("zset-max-listpack-entries").as_deref(), Some("128"));
         // A process that keeps none neither lists nor sets them.
         assert!(pairs(settings.run(&words("GET maxmemory*"), &NoTenantParams)).is_empty());
         assert!(matches!(
@@ -384,28 +398,26 @@ mod tests {
                 ("maxmemory-policy".into(), "noeviction".into())
             ]
         );
-        let got = pairs(settings.run_for(&words("get hash-max-ziplist-entries")));
-        assert_eq!(got, vec![("hash-max-ziplist-entries".into(), "128".into())]);
+        let got = pairs(settings.run_for(&words("get list-max-ziplist-size")));
+        assert_eq!(got, vec![("list-max-ziplist-size".into(), "128".into())]);
         assert!(pairs(settings.run_for(&words("GET nothing-like-this"))).is_empty());
         let all = pairs(settings.run_for(&words("GET *")));
         assert_eq!(all.len(), PARAMS.len() + ALIASES.len());
     }
 
     #[test]
-    fn set_keeps_no_effect_values_and_refuses_changing_fixed_ones() {
+    fn set_refuses_changing_fixed_ones() {
         let mut settings = Settings::default();
-        assert_eq!(settings.run_for(&words("SET zset-max-ziplist-entries 0")), Reply::ok());
-        assert_eq!(settings.value("zset-max-listpack-entries"), Some("0"));
         // Setting a fixed parameter to the value it has is accepted.
         assert_eq!(settings.run_for(&words("SET appendonly no")), Reply::ok());
         let Reply::Error(text) = settings.run_for(&words("SET databases 3")) else {
             panic!("refused")
         };
         assert!(text.contains("immutable"), "{text}");
-        // All or nothing: the bad second pair leaves the first unset.
-        let reply = settings.run_for(&words("SET hash-max-listpack-entries 7 set-max-intset-entries x"));
-        assert!(matches!(reply, Reply::Error(_)));
-        assert_eq!(settings.value("hash-max-listpack-entries"), Some("128"));
+        assert!(matches!(
+            settings.run_for(&words("SET list-compress-depth 1")),
+            Reply::Error(_)
+        ));
         let Reply::Error(text) = settings.run_for(&words("SET no-such-thing 1")) else {
             panic!("refused")
         };

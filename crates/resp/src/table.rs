@@ -264,6 +264,18 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("zdiffstore", -4, G, STORE_COUNTED),
     spec("zintercard", -3, R, COUNTED),
     spec("zscan", -3, R, ONE_KEY),
+    // OBJECT's key is its third word (OBJECT ENCODING key); it reads the stored object's
+    // encoding and access stamp, so it runs on the node like the database-wide commands.
+    spec(
+        "object",
+        -2,
+        READ_ONLY | DATABASE | NO_SCRIPT,
+        KeySpec::Range {
+            first: 2,
+            last: 2,
+            step: 1,
+        },
+    ),
     spec("command", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("info", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("config", -2, ADMIN | NO_SCRIPT, NO_KEYS),

@@ -1,5 +1,6 @@
 //! The commands over a whole database on the node that holds it: KEYS, SCAN, DBSIZE and
-//! RANDOMKEY read the table's objects and answer with `ferry_keyspace::database`;
+//! RANDOMKEY read the table's objects and answer with `ferry_keyspace::database`; OBJECT
+//! reads one stored object's encoding and access stamp;
 //! FLUSHDB and FLUSHALL delete the tenant's own objects (FLUSHALL: of every database,
 //! the tables `db0` … `db1023`; the function libraries stay, as in Redis).
 //!
@@ -48,6 +49,7 @@ pub(crate) fn run(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &s
             }
             Reply::ok()
         }
+        "object" => object(cluster, tenant, table, words),
         _ => {
             let now_us = crate::store_ctx::unix_time_us();
             let listed: Vec<Listed> = tenant
@@ -62,6 +64,70 @@ pub(crate) fn run(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &s
                 .collect();
             ferry_keyspace::database::run(words, &listed, now_us / 1000, now_us.rotate_left(17))
         }
+    }
+}
+
+/// Redis's words for OBJECT FREQ when no LFU policy is in force.
+const NO_LFU: &str = "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
+/// Redis's words for OBJECT IDLETIME under an LFU policy.
+const LFU: &str = "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
+/// OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key, and OBJECT HELP.
+fn object(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, words: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&words[1]).to_ascii_uppercase();
+    if sub == "HELP" && words.len() == 2 {
+        return Reply::Array(
+            [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>.",
+                "FREQ <key>",
+                "    Return the access frequency index of the <key>. The returned integer is",
+                "    proportional to the logarithm of the recent access frequency of the key.",
+                "IDLETIME <key>",
+                "    Return the idle time of the <key>, that is the approximated number of",
+                "    seconds elapsed since the last access to the key.",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key>.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .into_iter()
+            .map(|line| Reply::Simple(line.into()))
+            .collect(),
+        );
+    }
+    let known = ["ENCODING", "FREQ", "IDLETIME", "REFCOUNT"].contains(&sub.as_str());
+    if !known || words.len() != 3 {
+        return Reply::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(&words[1]).chars().take(64).collect::<String>()
+        ));
+    }
+    let key = &words[2];
+    if let Some(role) = cluster {
+        if let Some(why) = crate::routing::not_owned(role, key) {
+            return Reply::err(why);
+        }
+    }
+    let now_ms = crate::store_ctx::unix_time_us() / 1000;
+    let info = match tenant.store.object_info(table, key, now_ms) {
+        Ok(Some(info)) => info,
+        Ok(None) => return Reply::Null,
+        Err(err) => return ferry_lua::resp::error_reply(&err.to_string()),
+    };
+    match sub.as_str() {
+        "ENCODING" => Reply::text(info.encoding),
+        "FREQ" => info
+            .frequency
+            .map_or_else(|| Reply::err(NO_LFU), |f| Reply::Integer(i64::from(f))),
+        "IDLETIME" => info
+            .idle_ms
+            .map_or_else(|| Reply::err(LFU), |ms| Reply::Integer((ms / 1000) as i64)),
+        _ => Reply::Integer(info.refcount as i64),
     }
 }
 

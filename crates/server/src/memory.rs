@@ -1,11 +1,14 @@
 //! A tenant's memory as Redis's clients see it: CONFIG's `maxmemory` (the tenant's limit,
-//! at most its configured quota) and `maxmemory-policy`, and INFO's memory and eviction
-//! lines. The store does the limiting and the evicting (`ferry_store::eviction`).
+//! at most its configured quota), `maxmemory-policy` and the encoding thresholds
+//! (`hash-max-listpack-entries` and the others: when collections leave their compact
+//! encodings), and INFO's memory and eviction lines. The store does the limiting, the
+//! evicting (`ferry_store::eviction`) and the encoding (`ferry_value`).
 
 use ferry_resp::config::memory_bytes;
 use ferry_resp::reply::OUT_OF_MEMORY;
 use ferry_store::eviction::POLICIES;
 use ferry_store::{EvictionPolicy, StoreError, TableKeys};
+use ferry_value::Encodings;
 
 use crate::node::TenantState;
 
@@ -20,12 +23,62 @@ pub(crate) fn refusal_text(err: &StoreError) -> String {
     }
 }
 
+/// A field of the tenant's encoding thresholds, by its CONFIG name.
+fn threshold<'e>(encodings: &'e mut Encodings, name: &str) -> Option<Threshold<'e>> {
+    Some(match name {
+        "hash-max-listpack-entries" => Threshold::Count(&mut encodings.hash_max_listpack_entries),
+        "hash-max-listpack-value" => Threshold::Count(&mut encodings.hash_max_listpack_value),
+        "set-max-intset-entries" => Threshold::Count(&mut encodings.set_max_intset_entries),
+        "set-max-listpack-entries" => Threshold::Count(&mut encodings.set_max_listpack_entries),
+        "set-max-listpack-value" => Threshold::Count(&mut encodings.set_max_listpack_value),
+        "zset-max-listpack-entries" => Threshold::Count(&mut encodings.zset_max_listpack_entries),
+        "zset-max-listpack-value" => Threshold::Count(&mut encodings.zset_max_listpack_value),
+        "list-max-listpack-size" => Threshold::ListSize(&mut encodings.list_max_listpack_size),
+        _ => return None,
+    })
+}
+
+/// An encoding threshold to read or set.
+enum Threshold<'e> {
+    /// A count or a length (Redis takes 0 and up).
+    Count(&'e mut usize),
+    /// `list-max-listpack-size`: items per node if positive, -1 to -5 a node's bytes.
+    ListSize(&'e mut i64),
+}
+
+impl Threshold<'_> {
+    fn get(&self) -> String {
+        match self {
+            Threshold::Count(value) => value.to_string(),
+            Threshold::ListSize(value) => value.to_string(),
+        }
+    }
+
+    /// Sets it from CONFIG's text, checked as Redis checks it.
+    fn set(&mut self, text: &str) -> Result<(), String> {
+        let number: i64 = text
+            .parse()
+            .map_err(|_| format!("argument couldn't be parsed into an integer: {text:?}"))?;
+        match self {
+            Threshold::Count(value) => {
+                **value = usize::try_from(number)
+                    .map_err(|_| "argument must be between 0 and 9223372036854775807 inclusive".to_string())?;
+            }
+            Threshold::ListSize(value) if number >= -5 && number != 0 => **value = number,
+            Threshold::ListSize(_) => {
+                return Err("argument must be between -5 and 9223372036854775807 inclusive, not 0".into())
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The tenant's value of a per-tenant CONFIG parameter.
 pub(crate) fn param(tenant: &TenantState, name: &str) -> Option<String> {
     match name {
         "maxmemory" => Some(tenant.store.limit_bytes().to_string()),
         "maxmemory-policy" => Some(tenant.store.eviction().name().to_string()),
-        _ => None,
+        other => threshold(&mut tenant.store.encodings(), other).map(|t| t.get()),
     }
 }
 
@@ -33,6 +86,7 @@ pub(crate) fn param(tenant: &TenantState, name: &str) -> Option<String> {
 pub(crate) fn set_params(tenant: &TenantState, pairs: &[(&'static str, String)]) -> Result<(), String> {
     let mut limit = None;
     let mut policy = None;
+    let mut encodings = tenant.store.encodings();
     for (name, value) in pairs {
         match *name {
             "maxmemory" => {
@@ -51,7 +105,10 @@ pub(crate) fn set_params(tenant: &TenantState, pairs: &[(&'static str, String)])
                     format!("argument must be one of the following: {}", names.join(", "))
                 })?);
             }
-            other => return Err(format!("{other} is not kept per tenant")),
+            other => match threshold(&mut encodings, other) {
+                Some(mut field) => field.set(value)?,
+                None => return Err(format!("{other} is not kept per tenant")),
+            },
         }
     }
     if let Some(bytes) = limit {
@@ -64,6 +121,7 @@ pub(crate) fn set_params(tenant: &TenantState, pairs: &[(&'static str, String)])
     if let Some(policy) = policy {
         tenant.store.set_eviction(policy);
     }
+    tenant.store.set_encodings(encodings);
     Ok(())
 }
 

@@ -14,6 +14,7 @@ mod pushback;
 mod resp;
 mod resp_blocking;
 mod resp_database;
+mod resp_encodings;
 mod resp_functions;
 mod resp_memory;
 mod resp_scripts;

@@ -115,12 +115,13 @@ impl EvictionPolicy {
         )
     }
 
-    /// Whether the objects' access stamps must be kept up to date.
-    pub fn stamps(self) -> Option<Stamping> {
+    /// What the objects' access stamps count: LFU's under an LFU policy, the last access
+    /// (LRU) under every other, as Redis keeps them (OBJECT IDLETIME reads it, and a
+    /// switch to an LRU policy finds it kept).
+    pub fn stamps(self) -> Stamping {
         match self {
-            EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru => Some(Stamping::Lru),
-            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu => Some(Stamping::Lfu),
-            _ => None,
+            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu => Stamping::Lfu,
+            _ => Stamping::Lru,
         }
     }
 
@@ -253,7 +254,7 @@ mod tests {
         assert!(ttl.rank(0, Some(1_000), 0, 0) > ttl.rank(0, Some(2_000), 0, 0));
         assert!(ttl.volatile_only() && !EvictionPolicy::AllKeysRandom.volatile_only());
         assert_eq!(EvictionPolicy::AllKeysRandom.rank(0, None, 0, 42), 42);
-        assert_eq!(EvictionPolicy::NoEviction.stamps(), None);
-        assert_eq!(EvictionPolicy::VolatileLfu.stamps(), Some(Stamping::Lfu));
+        assert_eq!(EvictionPolicy::NoEviction.stamps(), Stamping::Lru);
+        assert_eq!(EvictionPolicy::VolatileLfu.stamps(), Stamping::Lfu);
     }
 }

@@ -23,8 +23,8 @@ pub(crate) struct Object {
     /// Its value and expiry, in allocations of their own (never a slice of a request
     /// buffer, which would pin the whole request in memory).
     pub(crate) entry: Entry,
-    /// When it was last used (LRU) or how often (LFU), for eviction
-    /// (`crate::eviction`); 0 and untouched under a policy that ranks by neither.
+    /// When it was last used (LRU), or how often under an LFU policy (LFU), for eviction
+    /// and OBJECT IDLETIME / FREQ (`crate::eviction`).
     /// Atomic: readers stamp it under the shard's read lock.
     pub(crate) access: AtomicU32,
 }

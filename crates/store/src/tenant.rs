@@ -19,6 +19,7 @@ use crate::VERSION_ABSENT;
 
 mod evict;
 mod listing;
+mod object;
 mod recover;
 mod replay;
 mod replicate;
@@ -27,6 +28,7 @@ mod snapshot;
 mod update;
 
 pub use listing::{KeyInfo, TableKeys};
+pub use object::ObjectInfo;
 pub use replicate::ReplicateError;
 pub use scan::{ScanMark, SCAN_BATCH_OBJECTS};
 pub use update::{Updated, Watched};

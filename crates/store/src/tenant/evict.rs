@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::{ObjectRef, TenantStore, WriteRef};
 use crate::eviction::{
-    self, EvictionPolicy, Stamping, MAXMEMORY_SAMPLES, MAX_EVICTIONS_PER_WRITE, MAX_SAMPLES_PER_EVICTION,
+    self, EvictionPolicy, MAXMEMORY_SAMPLES, MAX_EVICTIONS_PER_WRITE, MAX_SAMPLES_PER_EVICTION,
     NEVER_EVICTED_TABLE_PREFIX,
 };
 use crate::limits::SHARDS_PER_TABLE;
@@ -93,13 +93,9 @@ impl TenantStore {
         self.lru_clock.store(eviction::lru_clock(now_ms), Ordering::Relaxed);
     }
 
-    fn stamping(&self) -> Option<Stamping> {
-        self.eviction().stamps()
-    }
-
-    /// Records an access to `object` for the LRU and LFU policies (nothing under others).
+    /// Records an access to `object`: its LRU stamp, or LFU's under an LFU policy.
     pub(crate) fn touch(&self, object: &Object) {
-        let Some(stamping) = self.stamping() else { return };
+        let stamping = self.eviction().stamps();
         let clock = self.lru_clock.load(Ordering::Relaxed);
         let old = object.access.load(Ordering::Relaxed);
         let new = eviction::touched(stamping, old, clock, random());
@@ -111,7 +107,7 @@ impl TenantStore {
     /// The access stamp of an object being written over `old` (None: a new key). An
     /// overwrite counts as an access and keeps LFU's count, as in Redis.
     pub(crate) fn stamp_of_write(&self, old: Option<&Object>) -> u32 {
-        let Some(stamping) = self.stamping() else { return 0 };
+        let stamping = self.eviction().stamps();
         let clock = self.lru_clock.load(Ordering::Relaxed);
         match old {
             Some(old) => eviction::touched(stamping, old.access.load(Ordering::Relaxed), clock, random()),
