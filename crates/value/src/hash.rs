@@ -186,6 +186,25 @@ impl Hash {
         }
     }
 
+    /// One step of HSCAN from `cursor` (0: the start), visiting about `count` fields:
+    /// the pairs visited and the next cursor (0: done). A packed hash is visited whole,
+    /// as Redis does; a table from its last position down, so a field moved by a
+    /// removal (the last one fills the hole) only moves down and is never skipped: a
+    /// field present for the whole scan is returned at least once.
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<(&[u8], &[u8])>) {
+        match self {
+            Hash::Pack(_) => (0, self.iter().collect()),
+            Hash::Table(table, _) => {
+                let (next, positions) = crate::scan::downwards(cursor, count, table.len());
+                let pairs = positions
+                    .filter_map(|at| table.get_index(at))
+                    .map(|(f, v)| (&f[..], &v[..]))
+                    .collect();
+                (next, pairs)
+            }
+        }
+    }
+
     /// (field, value) pairs, in order.
     pub fn iter(&self) -> Iter<'_> {
         match self {

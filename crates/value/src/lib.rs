@@ -13,7 +13,7 @@
 //! moves and the ferry protocol carry, and what a storage function reading a key sees.
 //!
 //! Layout: [`pack`], [`hash`], [`set`], [`list`], [`skiplist`], [`zset`] (the types and
-//! their encodings), [`encodings`] (the thresholds), [`entry`] (values, expiry, byte
+//! their encodings), [`scan`] (HSCAN's and SSCAN's cursors), [`encodings`] (the thresholds), [`entry`] (values, expiry, byte
 //! form), [`change`] (changes, their undo and their log form), [`codec`] (LEB128).
 
 pub mod change;
@@ -23,6 +23,7 @@ pub mod entry;
 pub mod hash;
 pub mod list;
 pub mod pack;
+pub mod scan;
 pub mod set;
 pub mod skiplist;
 pub mod zset;

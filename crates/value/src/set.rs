@@ -199,6 +199,22 @@ impl Set {
         }
     }
 
+    /// One step of SSCAN from `cursor` (0: the start), visiting about `count` members:
+    /// the members visited and the next cursor (0: done); see [`crate::Hash::scan`].
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Cow<'_, [u8]>>) {
+        match self {
+            Set::Ints(_) | Set::Pack(_) => (0, self.iter().collect()),
+            Set::Table(table, _) => {
+                let (next, positions) = crate::scan::downwards(cursor, count, table.len());
+                let members = positions
+                    .filter_map(|at| table.get_index(at))
+                    .map(|m| Cow::Borrowed(&m[..]))
+                    .collect();
+                (next, members)
+            }
+        }
+    }
+
     /// Members, in order (integers ascending; others in insertion order).
     pub fn iter(&self) -> Iter<'_> {
         match self {

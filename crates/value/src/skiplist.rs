@@ -16,6 +16,10 @@ const MAX_LEVEL: usize = 32;
 /// One level up is taken with this chance in 2^16 (Redis's `ZSKIPLIST_P` of 1/4).
 const LEVEL_UP_IN_65536: u64 = 65536 / 4;
 
+/// Slots a scan looks at per member asked for (Redis visits up to ten empty buckets per
+/// element asked for).
+pub const SCAN_SLOTS_PER_COUNT: usize = 10;
+
 /// The arena slot that means "none": the head's, which no link points to.
 const NIL: u32 = 0;
 
@@ -309,6 +313,28 @@ impl SkipList {
         }
         let node = &self.nodes[self.node_at(rank) as usize];
         Some((node.score, &node.member))
+    }
+
+    /// One step of a scan by arena slot from `cursor` (0: the start): about `count`
+    /// members and the next cursor (0: done). A member keeps its slot while it is in the
+    /// list, so one present for the whole scan is returned exactly once; a slot freed and
+    /// taken again may show a new member or not. At most [`SCAN_SLOTS_PER_COUNT`] slots
+    /// are looked at per member asked for, so a list emptied by removals is scanned in
+    /// bounded steps.
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<(f64, &[u8])>) {
+        let start = usize::try_from(cursor).unwrap_or(usize::MAX).max(1);
+        let budget = count.max(1).saturating_mul(SCAN_SLOTS_PER_COUNT);
+        let mut out = Vec::with_capacity(count);
+        let mut slot = start;
+        while slot < self.nodes.len() && out.len() < count && slot - start < budget {
+            let node = &self.nodes[slot];
+            if !node.levels.is_empty() {
+                out.push((node.score, &node.member[..]));
+            }
+            slot += 1;
+        }
+        let next = if slot >= self.nodes.len() { 0 } else { slot as u64 };
+        (next, out)
     }
 
     /// (score, member) from `rank` on, towards the highest (or the lowest, `rev`).

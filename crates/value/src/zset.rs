@@ -209,6 +209,17 @@ impl ZSet {
         }
     }
 
+    /// One step of ZSCAN from `cursor` (0: the start), visiting about `count` members:
+    /// (score, member) visited and the next cursor (0: done). A packed set is visited
+    /// whole, as Redis does; a skip list by its nodes' arena slots, which a member keeps
+    /// for as long as it is in the set, so one present for the whole scan is returned.
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<(f64, &[u8])>) {
+        match self {
+            ZSet::Pack(_) => (0, self.iter().collect()),
+            ZSet::Skip(list) => list.scan(cursor, count),
+        }
+    }
+
     /// (score, member) from the lowest.
     pub fn iter(&self) -> Iter<'_> {
         self.iter_from(0, false)

@@ -5,7 +5,7 @@ use ferry_resp::Reply;
 
 use crate::args::{bulk, owned};
 use crate::args::{float, float_reply, format_f64, int, is, parse_f64, parse_i64};
-use crate::cmd::scan::scan_reply;
+use crate::cmd::scan::{scan_args, scan_reply};
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, Keys};
 
@@ -172,9 +172,14 @@ pub fn hrandfield(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 
 /// HSCAN key cursor [MATCH pattern] [COUNT n] [NOVALUES].
 pub fn hscan(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let hash = keys.read(&words[1], as_type::hash)?;
-    let items: Vec<(Bytes, Option<Bytes>)> = hash
-        .map(|h| h.iter().map(|(f, v)| (owned(f), Some(owned(v)))).collect())
-        .unwrap_or_default();
-    scan_reply(words, items, true)
+    let args = scan_args(words, true)?;
+    let Some(hash) = keys.read(&words[1], as_type::hash)? else {
+        return Ok(scan_reply(&args, 0, std::iter::empty()));
+    };
+    let (next, pairs) = hash.scan(args.cursor, args.count);
+    Ok(scan_reply(
+        &args,
+        next,
+        pairs.into_iter().map(|(f, v)| (f, Some(owned(v)))),
+    ))
 }

@@ -9,7 +9,7 @@ use ferry_value::{Entry, Set, Value};
 use indexmap::IndexSet;
 
 use crate::args::{bulk, int, is, owned, syntax};
-use crate::cmd::scan::scan_reply;
+use crate::cmd::scan::{scan_args, scan_reply};
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, Keys};
 
@@ -239,9 +239,10 @@ pub fn smove(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 
 /// SSCAN key cursor [MATCH pattern] [COUNT n].
 pub fn sscan(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let items = keys
-        .read(&words[1], as_type::set)?
-        .map(|s| s.iter().map(|m| (owned(&m), None)).collect())
-        .unwrap_or_default();
-    scan_reply(words, items, false)
+    let args = scan_args(words, false)?;
+    let Some(set) = keys.read(&words[1], as_type::set)? else {
+        return Ok(scan_reply(&args, 0, std::iter::empty()));
+    };
+    let (next, members) = set.scan(args.cursor, args.count);
+    Ok(scan_reply(&args, next, members.iter().map(|m| (&m[..], None))))
 }

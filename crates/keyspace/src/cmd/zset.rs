@@ -9,7 +9,7 @@ use ferry_value::{Entry, Value, ZSet};
 use indexmap::IndexMap;
 
 use crate::args::{bulk, float, format_f64, int, is, owned, parse_f64, syntax};
-use crate::cmd::scan::scan_reply;
+use crate::cmd::scan::{scan_args, scan_reply};
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, wrong_type, Keys};
 
@@ -672,9 +672,14 @@ pub fn zintercard(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT n].
 pub fn zscan(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let items = keys
-        .read(&words[1], as_type::zset)?
-        .map(|z| z.iter().map(|(s, m)| (owned(m), Some(format_f64(s)))).collect())
-        .unwrap_or_default();
-    scan_reply(words, items, false)
+    let args = scan_args(words, false)?;
+    let Some(zset) = keys.read(&words[1], as_type::zset)? else {
+        return Ok(scan_reply(&args, 0, std::iter::empty()));
+    };
+    let (next, members) = zset.scan(args.cursor, args.count);
+    Ok(scan_reply(
+        &args,
+        next,
+        members.into_iter().map(|(s, m)| (m, Some(format_f64(s)))),
+    ))
 }
