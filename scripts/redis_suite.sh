@@ -19,6 +19,9 @@
 #   needs:repl              Redis's replication stream (ferry replicates its own log)
 # ferry runs with a default tenant (connections need no AUTH), as Redis's `default` user.
 # Needs tclsh (installed with apt if missing) and Redis 7 (scripts/redis.sh installs it).
+# REDIS_SERVER=PATH runs that redis-server instead of the installed one: one built from
+# the suite's own checkout (`make -C SUITE_PATH`), so the server and the suite are the
+# same version (ferry answers as Redis 7.2; Debian's Redis is 7.0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite="${1:?usage: scripts/redis_suite.sh SUITE_PATH [UNIT ...]}"
@@ -42,15 +45,27 @@ ferry_resp=6396
 out="${REDIS_SUITE_OUT:-target/redis-suite}"
 mkdir -p "$out"
 
-scripts/redis.sh "$redis_port" 0
+redis_pid=
+if [ -n "${REDIS_SERVER:-}" ]; then
+  taskset -c 0 "$REDIS_SERVER" --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+    >"$out/redis.log" 2>&1 &
+  redis_pid=$!
+else
+  scripts/redis.sh "$redis_port" 0
+fi
 cargo build --release -q -p ferry-cli
 target/release/ferry server --listen 127.0.0.1:$ferry_port --resp 127.0.0.1:$ferry_resp \
   --tenant 1:ferry --default-tenant 1 --cpu-set 0 >"$out/ferry.log" 2>&1 &
 ferry_pid=$!
-trap 'kill $ferry_pid 2>/dev/null || true; scripts/redis.sh stop $redis_port' EXIT
-for _ in $(seq 50); do
-  redis-cli -p $ferry_resp ping >/dev/null 2>&1 && break
-  sleep 0.1
+stop_redis() {
+  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; else scripts/redis.sh stop $redis_port; fi
+}
+trap 'kill $ferry_pid 2>/dev/null || true; stop_redis' EXIT
+for port in $ferry_resp $redis_port; do
+  for _ in $(seq 50); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
 done
 
 # PORT UNIT LOG: runs one unit; the log keeps the suite's own lines.
@@ -61,7 +76,8 @@ run_unit() {
 }
 passed() { grep -a -c '^\[ok\]: ' "$1" || true; }
 
-printf '| unit | Redis 7 passes | ferry passes | ferry / Redis |\n|---|---|---|---|\n'
+version=$(redis-cli -p $redis_port info server | sed -n 's/^redis_version:\([0-9.]*\).*/\1/p')
+printf '| unit | Redis %s passes | ferry passes | ferry / Redis |\n|---|---|---|---|\n' "$version"
 for unit in "${units[@]}"; do
   name="${unit//\//_}"
   run_unit $redis_port "$unit" "$out/redis-$name.log"

@@ -135,6 +135,10 @@ impl<S: Service> RespFront<S> {
 impl<S: Service> RespService for RespFront<S> {
     type Tenant = u32;
 
+    fn tenant_label(&self, tenant: &u32) -> String {
+        tenant.to_string()
+    }
+
     fn sign_in(&self, id: u32, password: &[u8]) -> Option<u32> {
         self.0.signs_in(id, password).then_some(id)
     }

@@ -23,7 +23,6 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use ferry_resp::blocking::Blocking;
-use ferry_resp::command::unknown;
 use ferry_resp::config::{NoTenantParams, Settings, TenantParams};
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
@@ -87,6 +86,12 @@ pub trait RespService: Send + Sync + 'static {
     /// one (Redis's `default` user with no password); none by default.
     fn default_tenant(&self) -> Option<Self::Tenant> {
         None
+    }
+
+    /// How CLIENT LIST names a connection's tenant (its `user=`), and the set of
+    /// connections CLIENT LIST and KILL show: a tenant sees only its own.
+    fn tenant_label(&self, _tenant: &Self::Tenant) -> String {
+        "default".into()
     }
 
     /// Whether commands should carry their keys ([`Queued::keys`]): a cluster node routes
@@ -159,6 +164,11 @@ pub(crate) struct Session<T> {
     settings: Arc<Mutex<Settings>>,
     /// MULTI's queue and the WATCHed keys.
     multi: MultiState,
+    /// The database SELECT chose (its table is `table`).
+    db: u32,
+    /// This connection as CLIENT sees it, and the listener's connections.
+    client: Arc<crate::resp_clients::Client>,
+    clients: Arc<crate::resp_clients::Clients>,
 }
 
 /// What to do after a command.
@@ -176,6 +186,7 @@ pub async fn serve<S: RespService>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = Arc::new(Mutex::new(Settings::default()));
+    let clients = Arc::new(crate::resp_clients::Clients::default());
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -190,6 +201,10 @@ pub async fn serve<S: RespService>(
         let mut shutdown = shutdown.clone();
         let tls = tls.clone();
         let settings = Arc::clone(&settings);
+        let local = stream
+            .local_addr()
+            .map_or_else(|_| String::new(), |addr| addr.to_string());
+        let registered = clients.register(peer.to_string(), local);
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             let connections = service.connections();
@@ -198,14 +213,35 @@ pub async fn serve<S: RespService>(
             let ticket = connections.preauth.admit();
             let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
             match tls {
-                None => connection(&*service, stream, ticket, hello_deadline, shutdown, settings).await,
+                None => {
+                    connection(
+                        &*service,
+                        stream,
+                        ticket,
+                        hello_deadline,
+                        shutdown,
+                        settings,
+                        &registered,
+                    )
+                    .await
+                }
                 Some(tls) => {
                     let handshake = tls.handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown);
                     if let Some(stream) = handshake.await {
-                        connection(&*service, stream, ticket, hello_deadline, shutdown, settings).await;
+                        connection(
+                            &*service,
+                            stream,
+                            ticket,
+                            hello_deadline,
+                            shutdown,
+                            settings,
+                            &registered,
+                        )
+                        .await;
                     }
                 }
             }
+            drop(registered);
             drop(open);
         });
     }
@@ -218,6 +254,7 @@ async fn connection<S, IO>(
     hello_deadline: tokio::time::Instant,
     mut shutdown: watch::Receiver<bool>,
     settings: Arc<Mutex<Settings>>,
+    registered: &crate::resp_clients::Registered,
 ) where
     S: RespService,
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -231,12 +268,16 @@ async fn connection<S, IO>(
         replica_reads: false,
         settings,
         multi: MultiState::default(),
+        db: 0,
+        client: Arc::clone(&registered.client),
+        clients: Arc::clone(&registered.clients),
     };
     let connections = service.connections();
     if let Some(tenant) = service.default_tenant() {
         // Without a seat it stays unauthenticated, and AUTH says why.
         if let Ok(seat) = connections.take_seat() {
             session.seat = Some(seat);
+            session.client.signed_in(service.tenant_label(&tenant));
             session.tenant = Some(tenant);
         }
     }
@@ -251,6 +292,7 @@ async fn connection<S, IO>(
         let read = tokio::select! {
             read = stream.read_buf(&mut input) => read,
             _ = shutdown.changed() => break,
+            _ = session.client.kill.notified() => break,
             _ = unauthenticated_over(ticket.as_ref(), hello_deadline) => {
                 connections.counters.unauthenticated_closed.fetch_add(1, Ordering::Relaxed);
                 break;
@@ -259,9 +301,13 @@ async fn connection<S, IO>(
         if !matches!(read, Ok(n) if n > 0) {
             break;
         }
+        let mut last_command: Option<Bytes> = None;
         loop {
             let args = match parser.next(&mut input) {
-                Ok(Some(args)) => args,
+                Ok(Some(args)) => {
+                    last_command = args.first().cloned();
+                    args
+                }
                 Ok(None) => break,
                 Err(err) => {
                     connections.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
@@ -333,6 +379,10 @@ async fn connection<S, IO>(
             }
         }
         run_batch(service, &session, &mut batch, &mut output).await;
+        if let Some(name) = &last_command {
+            let resp = if session.protocol == Protocol::Resp3 { 3 } else { 2 };
+            session.client.used(session.db, resp, name);
+        }
         if !output.is_empty() {
             if !send(service, &mut stream, &output).await {
                 break;
@@ -520,6 +570,7 @@ fn session_command<S: RespService>(
         Command::Select(index) => match std::str::from_utf8(&index).ok().and_then(|i| i.parse::<u32>().ok()) {
             Some(index) if index < MAX_DATABASES => {
                 session.table = table_of(index);
+                session.db = index;
                 Reply::ok()
             }
             _ => Reply::err(format!("DB index is out of range (0 to {})", MAX_DATABASES - 1)),
@@ -550,10 +601,14 @@ fn session_command<S: RespService>(
             session.replica_reads = false;
             Reply::ok()
         }
-        Command::Client(sub) => match &sub[..] {
-            b"SETNAME" | b"SETINFO" => Reply::ok(),
-            _ => unknown(&[Bytes::from_static(b"CLIENT"), sub]),
-        },
+        Command::Client(words) => {
+            // CLIENT LIST and INFO show themselves as the connection's command, as Redis's do.
+            let this = format!("client|{}", String::from_utf8_lossy(&words[0]).to_ascii_lowercase());
+            let resp = if session.protocol == Protocol::Resp3 { 3 } else { 2 };
+            session.client.used(session.db, resp, this.as_bytes());
+            let (reply, close) = session.clients.run(&session.client, &words);
+            return Ok((reply, if close { After::Close } else { After::Continue }));
+        }
         other => return Err(other),
     };
     Ok((reply, After::Continue))
@@ -595,6 +650,7 @@ fn auth<S: RespService>(
             Err(_) => return Reply::err("max number of clients reached"),
         }
     }
+    session.client.signed_in(service.tenant_label(&tenant));
     session.tenant = Some(tenant);
     Reply::ok()
 }

@@ -113,8 +113,8 @@ pub enum Command {
         /// BGSAVE.
         background: bool,
     },
-    /// CLIENT subcommand ...: SETNAME and SETINFO are accepted (and ignored), the rest refused.
-    Client(Bytes),
+    /// CLIENT subcommand [argument ...]: the words after CLIENT.
+    Client(Vec<Bytes>),
     /// CLUSTER subcommand (upper case): SLOTS and SHARDS are served.
     Cluster(Bytes),
     /// FUNCTION subcommand.
@@ -305,7 +305,7 @@ impl Command {
             }
             "client" => {
                 arity(n >= 2)?;
-                Command::Client(Bytes::from(upper(&next())))
+                Command::Client((1..n).map(|_| next()).collect())
             }
             "cluster" => {
                 arity(n >= 2)?;

@@ -39,6 +39,10 @@ impl RespService for Node {
         self.tenants.get(&self.resp_default_tenant?).cloned()
     }
 
+    fn tenant_label(&self, tenant: &Arc<TenantState>) -> String {
+        tenant.id.to_string()
+    }
+
     fn routes_by_key(&self) -> bool {
         self.cluster.is_some()
     }

@@ -13,6 +13,7 @@ mod operations;
 mod pushback;
 mod resp;
 mod resp_blocking;
+mod resp_clients;
 mod resp_database;
 mod resp_encodings;
 mod resp_functions;
