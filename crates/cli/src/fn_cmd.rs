@@ -77,7 +77,7 @@ fn show(reply: &Reply, indent: usize, out: &mut String) {
         Reply::Error(text) => out.push_str(&format!("{pad}(error) {text}\n")),
         Reply::Integer(n) => out.push_str(&format!("{pad}(integer) {n}\n")),
         Reply::Bulk(bytes) => out.push_str(&format!("{pad}{}\n", show_bytes(bytes))),
-        Reply::Null => out.push_str(&format!("{pad}(nil)\n")),
+        Reply::Null | Reply::NullArray => out.push_str(&format!("{pad}(nil)\n")),
         Reply::Array(items) if items.is_empty() => out.push_str(&format!("{pad}(empty array)\n")),
         Reply::Array(items) => {
             for (i, item) in items.iter().enumerate() {

@@ -30,8 +30,9 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value
     Ok(match reply {
         Reply::Integer(n) => Value::Integer(*n),
         Reply::Bulk(bytes) => Value::String(lua.create_string(bytes)?),
-        Reply::Null if resp3 => Value::Nil,
-        Reply::Null => Value::Boolean(false),
+        Reply::Null | Reply::NullArray if resp3 => Value::Nil,
+        // Redis converts both RESP2 nulls to false.
+        Reply::Null | Reply::NullArray => Value::Boolean(false),
         Reply::Simple(text) => {
             let table = lua.create_table()?;
             table.raw_set("ok", text.as_str())?;

@@ -29,6 +29,10 @@ pub enum Reply {
     Bulk(Bytes),
     /// The null reply (`$-1` in RESP2, `_` in RESP3).
     Null,
+    /// The null array (`*-1` in RESP2, `_` in RESP3): what Redis answers where an array
+    /// would be and there is none (a blocking pop that timed out, EXEC after a changed
+    /// WATCH, LPOP with a count on a missing key).
+    NullArray,
     /// An array.
     Array(Vec<Reply>),
     /// A map (a flat array of keys and values in RESP2).
@@ -96,6 +100,10 @@ impl Reply {
             Reply::Null => match protocol {
                 Protocol::Resp2 => out.put_slice(b"$-1\r\n"),
                 Protocol::Resp3 | Protocol::Ferry => out.put_slice(b"_\r\n"),
+            },
+            Reply::NullArray => match protocol {
+                Protocol::Resp2 | Protocol::Ferry => out.put_slice(b"*-1\r\n"),
+                Protocol::Resp3 => out.put_slice(b"_\r\n"),
             },
             Reply::Double(value) => match protocol {
                 Protocol::Resp2 => Reply::Bulk(Bytes::from(format_double(*value))).encode(protocol, out),
@@ -197,6 +205,7 @@ fn decode_at(bytes: &Bytes, at: &mut usize, depth: usize) -> Result<Reply, Decod
         b':' => Reply::Integer(decode_number(line)?),
         b'_' => Reply::Null,
         b'$' if line == b"-1" => Reply::Null,
+        b'*' if line == b"-1" => Reply::NullArray,
         b'$' => {
             let len = usize::try_from(decode_number(line)?).map_err(|_| DecodeError("bad length"))?;
             let end = at.checked_add(len).ok_or(DecodeError("bad length"))?;
@@ -269,6 +278,8 @@ mod tests {
         assert_eq!(encoded(&Reply::text("hi"), Protocol::Resp2), b"$2\r\nhi\r\n");
         assert_eq!(encoded(&Reply::Null, Protocol::Resp2), b"$-1\r\n");
         assert_eq!(encoded(&Reply::Null, Protocol::Resp3), b"_\r\n");
+        assert_eq!(encoded(&Reply::NullArray, Protocol::Resp2), b"*-1\r\n");
+        assert_eq!(encoded(&Reply::NullArray, Protocol::Resp3), b"_\r\n");
         let map = Reply::Map(vec![(Reply::text("a"), Reply::Integer(1))]);
         assert_eq!(encoded(&map, Protocol::Resp2), b"*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(encoded(&map, Protocol::Resp3), b"%1\r\n$1\r\na\r\n:1\r\n");
