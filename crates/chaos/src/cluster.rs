@@ -26,15 +26,14 @@ use ferry_client::{ClientConfig, ClusterClient};
 use ferry_cluster::{ClusterMap, NodeEntry};
 use ferry_config::ClusterConfig;
 
+use crate::invoke::{invoke, random_program, random_route, Route};
 use crate::link::Link;
 use crate::nemesis::{nemesis, Cluster, Fault, ALL, UNDER_ACK_PRIMARY};
 use crate::partition::GroupLink;
 use crate::program::{Program, Step};
 use crate::record::{Record, Seen};
-use crate::{
-    client_runtime, invoke, judge, random_program, random_route, registry, ChaosConfig, ChaosError, ChaosReport, Route,
-    Shared, REQUEST_TIMEOUT, TENANT, TOKEN,
-};
+use crate::report::judge;
+use crate::{client_runtime, registry, ChaosConfig, ChaosError, ChaosReport, Shared, REQUEST_TIMEOUT, TENANT, TOKEN};
 
 /// Builds the `ferry cluster up` command for a data dir and the JSON file it writes.
 pub type ClusterLauncher = Arc<dyn Fn(&Path, &Path) -> Command + Send + Sync>;
@@ -421,9 +420,9 @@ async fn drive(
                         }
                     },
                 };
-                seq += 1;
                 let route = random_route(&mut rng);
-                let program = random_program(&mut rng, (client + 1) << 32 | seq, route, &chaos, &shared);
+                let tag = crate::program::next_tag(client, &mut seq);
+                let program = random_program(&mut rng, tag, route, &chaos, &shared);
                 let record = invoke(client, &connected, &program, route, &shared).await?;
                 if !matches!(record.seen, Seen::Committed { .. }) {
                     // A node may have been restarted: connect afresh.

@@ -2,9 +2,10 @@
 //! data dir, and a nemesis kills it with SIGKILL at random moments, mid-request,
 //! mid-commit, mid-snapshot or mid-recovery, and starts it again on the same data dir.
 //!
-//! The nemesis binds the node's listening socket once and hands it to every incarnation
-//! (as `cluster up` does), so the address never changes: clients that reconnect while the
-//! node is down wait in the socket's backlog for the next one. The history of the whole
+//! The nemesis binds the node's listening sockets (ferry's protocol and RESP) once and
+//! hands them to every incarnation (as `cluster up` does), so the addresses never change:
+//! clients that reconnect while the node is down wait in the sockets' backlogs for the
+//! next one. The history of the whole
 //! run, across every restart, goes to the checker, and the final read comes after one
 //! last crash, so what the last incarnation acknowledged must have survived too.
 
@@ -23,9 +24,19 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::ChaosError;
 
-/// Builds the command that starts one node process serving the listener inherited as the
-/// given descriptor, on the given data dir (`ferry check` runs its hidden `check-node`).
-pub type Launcher = Arc<dyn Fn(RawFd, &Path) -> Command + Send + Sync>;
+/// Builds the command that starts one node process serving the listeners inherited as
+/// the given descriptors, on the given data dir (`ferry check` runs its hidden
+/// `check-node`).
+pub type Launcher = Arc<dyn Fn(NodeFds, &Path) -> Command + Send + Sync>;
+
+/// The listening sockets a node process inherits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeFds {
+    /// ferry's protocol.
+    pub listen: RawFd,
+    /// RESP.
+    pub resp: RawFd,
+}
 
 /// Shortest time a node runs before it may be killed: long enough to recover and serve.
 pub const MIN_UPTIME: Duration = Duration::from_millis(200);
@@ -60,6 +71,7 @@ impl std::fmt::Debug for CrashConfig {
 /// The node process and the one who kills it.
 pub(crate) struct Nemesis {
     listener: TcpListener,
+    resp: TcpListener,
     config: CrashConfig,
     child: Mutex<Child>,
     crashes: AtomicU64,
@@ -67,12 +79,14 @@ pub(crate) struct Nemesis {
 }
 
 impl Nemesis {
-    /// Binds the node's address and starts its first incarnation.
+    /// Binds the node's addresses and starts its first incarnation.
     pub(crate) fn start(config: CrashConfig, seed: u64) -> Result<Nemesis, ChaosError> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| ChaosError::Start(format!("bind: {e}")))?;
-        let child = spawn(&config, &listener)?;
+        let bind = || TcpListener::bind("127.0.0.1:0").map_err(|e| ChaosError::Start(format!("bind: {e}")));
+        let (listener, resp) = (bind()?, bind()?);
+        let child = spawn(&config, &listener, &resp)?;
         Ok(Nemesis {
             listener,
+            resp,
             config,
             child: Mutex::new(child),
             crashes: AtomicU64::new(0),
@@ -85,6 +99,11 @@ impl Nemesis {
         self.listener.local_addr().map_err(|e| ChaosError::Start(e.to_string()))
     }
 
+    /// The node's RESP address, the same for every incarnation.
+    pub(crate) fn resp_addr(&self) -> Result<SocketAddr, ChaosError> {
+        self.resp.local_addr().map_err(|e| ChaosError::Start(e.to_string()))
+    }
+
     /// Kills the node with SIGKILL, waits for it, and starts it again on its data dir.
     pub(crate) fn crash_and_restart(&self) -> Result<(), ChaosError> {
         let mut child = self.child.lock();
@@ -94,7 +113,7 @@ impl Nemesis {
         let _ = child.kill();
         let _ = child.wait();
         self.crashes.fetch_add(1, Ordering::Relaxed);
-        *child = spawn(&self.config, &self.listener)?;
+        *child = spawn(&self.config, &self.listener, &self.resp)?;
         Ok(())
     }
 
@@ -151,15 +170,19 @@ impl Drop for Nemesis {
     }
 }
 
-fn spawn(config: &CrashConfig, listener: &TcpListener) -> Result<Child, ChaosError> {
+fn spawn(config: &CrashConfig, listener: &TcpListener, resp: &TcpListener) -> Result<Child, ChaosError> {
     let stderr_path = config.data_dir.join(NODE_STDERR_FILE);
     let stderr = OpenOptions::new()
         .create(true)
         .append(true)
         .open(&stderr_path)
         .map_err(|e| ChaosError::Start(format!("{}: {e}", stderr_path.display())))?;
-    let mut command = (config.launcher)(listener.as_raw_fd(), &config.data_dir);
-    ferry_os::inherit::pass_listeners(&mut command, &[listener]);
+    let fds = NodeFds {
+        listen: listener.as_raw_fd(),
+        resp: resp.as_raw_fd(),
+    };
+    let mut command = (config.launcher)(fds, &config.data_dir);
+    ferry_os::inherit::pass_listeners(&mut command, &[listener, resp]);
     command
         .stdin(Stdio::null())
         .stdout(Stdio::null())

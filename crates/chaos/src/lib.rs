@@ -3,44 +3,57 @@
 //!
 //! A run starts a node in this process and many clients that invoke [`program::NAME`]
 //! (random reads, writes and read-modify-writes of a few hot keys, so OCC conflicts are
-//! constant; the keys hold strings, hashes, sorted sets and lists) remotely, locally and with pushback allowed, all at once. Faults: a proxy
-//! cuts connections at random byte offsets (mid-request, mid-answer, so mid-commit too),
-//! and some remote invocations stall without yielding until the watchdog replaces their
-//! worker. Every invocation is recorded with the versions it read and installed; at the
+//! constant; the keys hold strings, hashes, sorted sets and lists) remotely, locally and
+//! with pushback allowed, all at once; one client in four ([`resp::RESP_CLIENT_EVERY`])
+//! instead sends MULTI/EXEC transactions of Redis commands to the node's RESP port, which
+//! runs them in place on the stored values. Faults: a proxy cuts connections at random
+//! byte offsets (mid-request, mid-answer, so mid-commit too), and some remote
+//! invocations stall without yielding until the watchdog replaces their worker. Every invocation is recorded with the versions it read and installed (a RESP
+//! transaction with the tags it read, placed among the versions by [`resolve`]); at the
 //! end one more reads every key, so a lost acknowledged write shows up as a cycle.
 //!
 //! With crashes ([`run_with_crashes`], `ferry check --crash`) the node is a child process
 //! on a data dir that [`crash`]'s nemesis kills with SIGKILL at random and restarts; the
 //! history across every restart is judged as one.
 //!
-//! Layout: [`program`] (the function), [`proxy`] (the cutting proxy), [`link`] (a proxy the
+//! Layout: [`program`] (the function), [`invoke`] (the clients that invoke it), [`resp`]
+//! (the clients that speak RESP), [`proxy`] (the cutting proxy), [`link`] (a proxy the
 //! nemesis opens, cuts or makes one-way), [`partition`] (a node's links to the config
-//! group), [`typed`] (the keys of Redis's types), [`record`] (records
-//! to history), [`crash`] (the node process and its nemesis), [`run`] here.
+//! group), [`typed`] (the keys of Redis's types), [`record`] (records to history),
+//! [`resolve`] (RESP transactions' versions), [`report`] (what a run did and the
+//! verdict), [`crash`] (the node process and its nemesis), [`run`] here.
 
 pub mod cluster;
 pub mod crash;
+pub mod invoke;
 pub mod link;
 pub mod nemesis;
 pub mod partition;
 pub mod program;
 pub mod proxy;
 pub mod record;
+pub mod report;
+pub mod resolve;
+pub mod resp;
 pub mod typed;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use ferry_client::{Client, ClientConfig, ClientError};
+use ferry_client::{Client, ClientConfig};
 use ferry_func::Registry;
 use ferry_server::{PushbackConfig, ServerConfig, TenantConfig};
 
+use invoke::{invoke, Route};
 use program::{Program, Step};
-use record::{Finished, Record, Seen};
+use record::{Record, Seen};
+use report::judge;
+pub use report::ChaosReport;
 
 /// Tenant the run acts as.
 const TENANT: u32 = 1;
@@ -87,6 +100,9 @@ pub struct ChaosConfig {
     pub cut_mean_bytes: Option<u64>,
     /// Chance that a remote invocation stalls its worker until the watchdog replaces it.
     pub stall_probability: f64,
+    /// Whether one client in [`resp::RESP_CLIENT_EVERY`] speaks RESP (runs on one node,
+    /// with or without crashes; cluster runs invoke functions only).
+    pub resp: bool,
 }
 
 impl ChaosConfig {
@@ -100,6 +116,7 @@ impl ChaosConfig {
             workers: 2,
             cut_mean_bytes: Some(32 * 1024),
             stall_probability: 0.002,
+            resp: true,
         }
     }
 
@@ -118,92 +135,6 @@ impl ChaosConfig {
             return bad("a mean of 0 bytes to a cut leaves nothing to run".into());
         }
         Ok(())
-    }
-}
-
-/// What a run did and what the checker found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChaosReport {
-    /// Invocations recorded (the final read included).
-    pub invocations: usize,
-    /// Acknowledged as committed.
-    pub committed: usize,
-    /// Failed, with nothing applied.
-    pub failed: usize,
-    /// Outcome unknown to the client.
-    pub unknown: usize,
-    /// Committed invocations by where they finished: on the node, here, here after a pushback.
-    pub remote: usize,
-    /// See `remote`.
-    pub local: usize,
-    /// See `remote`.
-    pub pushed_back: usize,
-    /// Attempts beyond the first (OCC conflicts retried, on either side).
-    pub retries: u64,
-    /// Connections the proxy cut.
-    pub cuts: u64,
-    /// Workers the watchdog replaced (in a crash run: by the last node process).
-    pub worker_replacements: u64,
-    /// Times the node was killed with SIGKILL and restarted (crash runs; in a cluster run,
-    /// storage nodes killed).
-    pub crashes: u64,
-    /// Slot moves of the hot keys' slot (cluster runs).
-    pub moves: u64,
-    /// Failovers: the hot slot's primary stopped until its replica took over (cluster runs).
-    pub failovers: u64,
-    /// Partitions: the hot slot's primary cut off the config group, its clients still
-    /// reaching it, until its replica took over (cluster runs).
-    pub partitions: u64,
-    /// The hot slot's primary cut off its clients, both ways (cluster runs).
-    pub client_partitions: u64,
-    /// The link between the hot slot's primary and its clients open one way only: the
-    /// requests arrive and no answer comes back, or the reverse (cluster runs).
-    pub one_way_partitions: u64,
-    /// The hot slot's primary cut off its replicas, both ways or one way (cluster runs).
-    pub replication_partitions: u64,
-    /// Storage nodes killed with their data dir deleted (a lost disk; cluster runs).
-    pub disks_lost: u64,
-    /// Acknowledged writes the final read does not see (each would also be a violation).
-    pub lost_writes: usize,
-    /// Invocations the checker placed in its graph.
-    pub judged: usize,
-    /// Why the history is not strictly serializable, if it is not.
-    pub violation: Option<String>,
-}
-
-impl ChaosReport {
-    /// The faults of a cluster run, counted, for a line of output.
-    pub fn cluster_faults(&self) -> String {
-        format!(
-            "{} slot moves, {} failovers, {} partitions from the config group, {} from the clients, {} one-way, \
-             {} from the replicas, {} storage nodes killed, {} disks lost",
-            self.moves,
-            self.failovers,
-            self.partitions,
-            self.client_partitions,
-            self.one_way_partitions,
-            self.replication_partitions,
-            self.crashes,
-            self.disks_lost
-        )
-    }
-
-    /// Adds `other`'s counts to this one's (the totals of several runs).
-    pub fn add(&mut self, other: &ChaosReport) {
-        self.invocations += other.invocations;
-        self.committed += other.committed;
-        self.failed += other.failed;
-        self.unknown += other.unknown;
-        self.judged += other.judged;
-        self.crashes += other.crashes;
-        self.moves += other.moves;
-        self.failovers += other.failovers;
-        self.partitions += other.partitions;
-        self.client_partitions += other.client_partitions;
-        self.one_way_partitions += other.one_way_partitions;
-        self.replication_partitions += other.replication_partitions;
-        self.disks_lost += other.disks_lost;
-        self.lost_writes += other.lost_writes;
     }
 }
 
@@ -269,10 +200,18 @@ pub fn run(config: &ChaosConfig) -> Result<ChaosReport, ChaosError> {
     config.validate()?;
     let start = |e: &dyn std::fmt::Display| ChaosError::Start(e.to_string());
     let registry = registry()?;
-    let server = ferry_server::start(node_config(config.workers), registry.clone()).map_err(|e| start(&e))?;
+    let mut node_config = node_config(config.workers);
+    node_config.resp_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = ferry_server::start(node_config, registry.clone()).map_err(|e| start(&e))?;
+    let node = Node {
+        ferry: server.local_addr(),
+        resp: server
+            .resp_addr()
+            .ok_or_else(|| ChaosError::Start("the node serves no RESP".into()))?,
+    };
     let runtime = client_runtime()?;
     let shared = Shared::new(config.duration);
-    let outcome = runtime.block_on(drive(config, server.local_addr(), registry.clone(), &shared));
+    let outcome = runtime.block_on(drive(config, node, registry.clone(), &shared));
     let outcome = outcome.and_then(|(mut records, cuts)| {
         records.push(runtime.block_on(final_read(config, server.local_addr(), registry, &shared))?);
         Ok((records, cuts))
@@ -291,7 +230,10 @@ pub fn run_with_crashes(config: &ChaosConfig, crash: &crash::CrashConfig) -> Res
     config.validate()?;
     let registry = registry()?;
     let nemesis = Arc::new(crash::Nemesis::start(crash.clone(), config.seed ^ 0x5eed_c4a5)?);
-    let node = nemesis.addr()?;
+    let node = Node {
+        ferry: nemesis.addr()?,
+        resp: nemesis.resp_addr()?,
+    };
     let runtime = client_runtime()?;
     let shared = Shared::new(config.duration);
     let killer = std::thread::spawn({
@@ -305,8 +247,8 @@ pub fn run_with_crashes(config: &ChaosConfig, crash: &crash::CrashConfig) -> Res
     let (mut records, cuts) = outcome?;
     killed?;
     nemesis.crash_and_restart()?;
-    records.push(runtime.block_on(final_read(config, node, registry, &shared))?);
-    let replacements = server_replacements(&runtime, node);
+    records.push(runtime.block_on(final_read(config, node.ferry, registry, &shared))?);
+    let replacements = server_replacements(&runtime, node.ferry);
     drop(runtime);
     let crashes = nemesis.crashes();
     drop(nemesis);
@@ -319,20 +261,6 @@ fn client_runtime() -> Result<tokio::runtime::Runtime, ChaosError> {
         .enable_all()
         .build()
         .map_err(|e| ChaosError::Start(e.to_string()))
-}
-
-/// The report of a run's records, with the checker's verdict.
-fn judge(records: &[Record], cuts: u64, replacements: u64, crashes: u64) -> Result<ChaosReport, ChaosError> {
-    let mut report = summarize(records);
-    report.cuts = cuts;
-    report.worker_replacements = replacements;
-    report.crashes = crashes;
-    report.lost_writes = record::lost_writes(records);
-    let history = record::history(records)?;
-    let verdict = ferry_check::check(&history);
-    report.judged = verdict.judged;
-    report.violation = verdict.violation.map(|v| v.to_string());
-    Ok(report)
 }
 
 /// The node's count of replaced workers, from its stats (0 if it cannot be read).
@@ -348,37 +276,6 @@ fn server_replacements(runtime: &tokio::runtime::Runtime, addr: std::net::Socket
             .and_then(|s| s.into_iter().find(|e| e.name == "node.worker_replacements"))
             .map_or(0, |e| e.value)
     })
-}
-
-fn summarize(records: &[Record]) -> ChaosReport {
-    let mut report = ChaosReport {
-        invocations: records.len(),
-        ..ChaosReport::default()
-    };
-    for r in records {
-        match r.seen {
-            Seen::Committed { finished, retries, .. } => {
-                report.committed += 1;
-                report.retries += u64::from(retries);
-                match finished {
-                    Finished::Remote => report.remote += 1,
-                    Finished::Local => report.local += 1,
-                    Finished::PushedBack => report.pushed_back += 1,
-                }
-            }
-            Seen::Failed => report.failed += 1,
-            Seen::Unknown => report.unknown += 1,
-        }
-    }
-    report
-}
-
-/// Where a client sends an invocation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Route {
-    Remote,
-    Local,
-    Pushable,
 }
 
 /// What all clients share while running.
@@ -399,31 +296,55 @@ impl Shared {
     }
 }
 
-/// The clients' invocations until the deadline, through the cutting proxy if any; returns
-/// their records and the cuts.
+/// Where the node under test listens.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    /// ferry's protocol.
+    ferry: SocketAddr,
+    /// RESP.
+    resp: SocketAddr,
+}
+
+/// A cutting proxy to `upstream` if the run cuts connections (seeded apart by `stream`),
+/// and the address clients then connect to.
+async fn cut(
+    config: &ChaosConfig,
+    upstream: SocketAddr,
+    stream: u64,
+) -> Result<(Option<proxy::CuttingProxy>, SocketAddr), ChaosError> {
+    let Some(mean) = config.cut_mean_bytes else {
+        return Ok((None, upstream));
+    };
+    let proxy = proxy::CuttingProxy::start(upstream, mean, config.seed ^ 0x9e37_79b9 ^ stream)
+        .await
+        .map_err(|e| ChaosError::Start(e.to_string()))?;
+    let addr = proxy.addr();
+    Ok((Some(proxy), addr))
+}
+
+/// The clients' invocations and RESP transactions until the deadline, through the cutting
+/// proxies if any; returns their records and the cuts.
 async fn drive(
     config: &ChaosConfig,
-    node: std::net::SocketAddr,
+    node: Node,
     registry: Registry,
     shared: &Arc<Shared>,
 ) -> Result<(Vec<Record>, u64), ChaosError> {
-    let proxy = match config.cut_mean_bytes {
-        Some(mean) => Some(
-            proxy::CuttingProxy::start(node, mean, config.seed ^ 0x9e37_79b9)
-                .await
-                .map_err(|e| ChaosError::Start(e.to_string()))?,
-        ),
-        None => None,
-    };
-    let addr = proxy.as_ref().map_or(node, |p| p.addr());
+    let (proxy, addr) = cut(config, node.ferry, 0).await?;
+    let (resp_proxy, resp_addr) = cut(config, node.resp, 0x7265_7370).await?;
     let mut tasks = Vec::new();
     for client in 0..config.clients as u64 {
+        let rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_mul(1_000_003).wrapping_add(client));
+        if config.resp && resp::speaks_resp(client) {
+            let task = resp::client_loop(client, resp_addr, rng, config.clone(), Arc::clone(shared));
+            tasks.push(tokio::spawn(task));
+            continue;
+        }
         let mut client_config = ClientConfig::new(addr.to_string(), TENANT, TOKEN);
         client_config.registry = registry.clone();
         client_config.trace = true;
         client_config.request_timeout = REQUEST_TIMEOUT;
-        let rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_mul(1_000_003).wrapping_add(client));
-        tasks.push(tokio::spawn(client_loop(
+        tasks.push(tokio::spawn(invoke::client_loop(
             client,
             client_config,
             rng,
@@ -435,14 +356,14 @@ async fn drive(
     for task in tasks {
         records.extend(task.await.map_err(|e| ChaosError::Client(e.to_string()))??);
     }
-    let cuts = proxy.as_ref().map_or(0, |p| p.cuts());
+    let cuts = [proxy, resp_proxy].iter().flatten().map(|p| p.cuts()).sum();
     Ok((records, cuts))
 }
 
 /// The final read, directly (no cuts): every key, after every other invocation ended.
 async fn final_read(
     config: &ChaosConfig,
-    node: std::net::SocketAddr,
+    node: SocketAddr,
     registry: Registry,
     shared: &Shared,
 ) -> Result<Record, ChaosError> {
@@ -461,121 +382,4 @@ async fn final_read(
         return Err(ChaosError::Client(format!("the final read failed: {:?}", record.seen)));
     }
     Ok(record)
-}
-
-async fn client_loop(
-    client_id: u64,
-    config: ClientConfig,
-    mut rng: ChaCha8Rng,
-    chaos: ChaosConfig,
-    shared: Arc<Shared>,
-) -> Result<Vec<Record>, ChaosError> {
-    let mut records = Vec::new();
-    let mut client: Option<Client> = None;
-    let mut seq = 0u64;
-    while Instant::now() < shared.deadline {
-        let connected = match &client {
-            Some(c) => c.clone(),
-            None => match Client::connect(config.clone()).await {
-                Ok(c) => {
-                    client = Some(c.clone());
-                    c
-                }
-                // The proxy may cut the hello itself: try again.
-                Err(_) => continue,
-            },
-        };
-        seq += 1;
-        let route = random_route(&mut rng);
-        let program = random_program(&mut rng, (client_id + 1) << 32 | seq, route, &chaos, &shared);
-        records.push(invoke(client_id, &connected, &program, route, &shared).await?);
-    }
-    Ok(records)
-}
-
-/// Where an invocation goes: remote, local or pushable, equally often.
-fn random_route(rng: &mut impl Rng) -> Route {
-    match rng.gen_range(0..3) {
-        0 => Route::Remote,
-        1 => Route::Local,
-        _ => Route::Pushable,
-    }
-}
-
-fn random_program(rng: &mut ChaCha8Rng, tag: u64, route: Route, chaos: &ChaosConfig, shared: &Shared) -> Program {
-    let mut keys: Vec<u8> = (0..chaos.keys).collect();
-    let touched = rng.gen_range(1..=4);
-    let mut steps = Vec::new();
-    for _ in 0..touched {
-        let k = keys.swap_remove(rng.gen_range(0..keys.len()));
-        steps.push(match rng.gen_range(0..10) {
-            0..=3 => Step::Read(k),
-            4..=5 if typed::kind(k) == typed::Kind::Str => Step::Write(k),
-            _ => Step::Rmw(k),
-        });
-        if rng.gen_bool(0.2) {
-            steps.push(Step::Compute(rng.gen_range(10..=200)));
-        }
-    }
-    if route == Route::Remote
-        && rng.gen_bool(chaos.stall_probability)
-        && shared.stalls.fetch_add(1, Ordering::Relaxed) < MAX_STALLS_PER_RUN
-    {
-        let at = rng.gen_range(0..=steps.len());
-        steps.insert(at, Step::Stall(STALL_MS));
-    }
-    Program { tag, steps }
-}
-
-/// Runs one invocation and records what the client saw.
-async fn invoke<B: ferry_client::Backend + ?Sized>(
-    client_id: u64,
-    client: &B,
-    program: &Program,
-    route: Route,
-    shared: &Shared,
-) -> Result<Record, ChaosError> {
-    let args = program.encode();
-    let invoke_ns = shared.started.elapsed().as_nanos() as u64;
-    let result = match route {
-        Route::Remote => client.invoke_remote(program::NAME, args).await,
-        Route::Local => client.invoke_local(program::NAME, args).await,
-        Route::Pushable => client.invoke_pushable(program::NAME, args).await,
-    };
-    let complete_ns = shared.started.elapsed().as_nanos() as u64;
-    let seen = match result {
-        Ok(done) => {
-            let finished = match (done.placement, done.pushed_back) {
-                (_, true) => Finished::PushedBack,
-                (ferry_client::Placement::Remote, false) => Finished::Remote,
-                _ => Finished::Local,
-            };
-            let trace = done
-                .trace
-                .ok_or_else(|| ChaosError::Client("a traced invocation came back without its trace".into()))?;
-            let tags = program::decode_result(&done.result)
-                .ok_or_else(|| ChaosError::Client(format!("result of {} bytes is not tags", done.result.len())))?;
-            Seen::Committed {
-                trace,
-                tags,
-                finished,
-                retries: done.cost.attempts.saturating_sub(1),
-            }
-        }
-        Err(ClientError::CommitOutcomeUnknown(_)) => Seen::Unknown,
-        Err(
-            ClientError::Server { .. }
-            | ClientError::Disconnected(_)
-            | ClientError::Connect { .. }
-            | ClientError::Timeout(_),
-        ) => Seen::Failed,
-        Err(other) => return Err(ChaosError::Client(other.to_string())),
-    };
-    Ok(Record {
-        client: client_id,
-        program: program.clone(),
-        invoke_ns,
-        complete_ns,
-        seen,
-    })
 }

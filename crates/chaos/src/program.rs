@@ -19,8 +19,9 @@ use crate::typed::{self, Kind};
 /// Registered name.
 pub const NAME: &str = "chaos.ops";
 
-/// Table the hot keys live in.
-pub const TABLE: &str = "chaos";
+/// Table the hot keys live in: RESP's database 0 (`ferry_net::resp::table_of(0)`), so
+/// RESP clients and storage functions share them.
+pub const TABLE: &str = "db0";
 
 /// Most steps in one program.
 pub const MAX_STEPS: usize = 16;
@@ -63,6 +64,22 @@ pub struct Program {
     pub tag: u64,
     /// The steps, in order.
     pub steps: Vec<Step>,
+}
+
+/// First byte of a value ferry reads as a typed value's byte form
+/// (`ferry_value::entry::TAG`): a function's put of bytes that start with it may be
+/// stored as another value (8 bytes `FF 00 …` are a 6-byte string to RESP's GET).
+const BYTE_FORM_TAG: u8 = 0xFF;
+
+/// The tag of `client`'s next invocation or transaction, after `seq` (advanced): unique
+/// per client, never [`TAG_ABSENT`], and never starting (little-endian, as stored) with
+/// the byte-form byte, so every client reads back exactly the 8 bytes it wrote.
+pub fn next_tag(client: u64, seq: &mut u64) -> u64 {
+    *seq += 1;
+    if (*seq & 0xFF) as u8 == BYTE_FORM_TAG {
+        *seq += 1;
+    }
+    (client + 1) << 32 | *seq
 }
 
 /// The key of hot key `index`, as stored: every one under the hashtag `{hot}`, so in a
@@ -232,6 +249,12 @@ mod tests {
             steps: vec![Step::Read(1), Step::Write(1)],
         };
         assert!(Program::decode(&twice.encode()).is_err());
+        let mut seq = 0;
+        let tags: Vec<u64> = (0..1_000).map(|_| next_tag(3, &mut seq)).collect();
+        assert!(tags
+            .iter()
+            .all(|tag| tag.to_le_bytes()[0] != BYTE_FORM_TAG && *tag != TAG_ABSENT));
+        assert!(tags.windows(2).all(|pair| pair[0] < pair[1]));
         let absent = Program { tag: 0, steps: vec![] };
         assert!(Program::decode(&absent.encode()).is_err());
         assert!(Program::decode(b"short").is_err());

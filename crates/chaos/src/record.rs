@@ -7,6 +7,9 @@
 //! outcome (which therefore committed, at that version) or one that failed (whose write
 //! must never be seen: it enters the history as an aborted write, for the checker to
 //! report).
+//!
+//! RESP transactions report tags and no versions; [`crate::resolve`] places them among
+//! the versions the traces report.
 
 use std::collections::HashMap;
 
@@ -14,6 +17,7 @@ use ferry_check::{History, Invocation, Outcome};
 use ferry_client::InvokeTrace;
 
 use crate::program::{Program, TABLE, TAG_ABSENT};
+use crate::resolve::{self, Placed};
 
 /// How one invocation ended, as its client saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,11 +33,26 @@ pub enum Seen {
         /// Attempts beyond the first (OCC conflicts retried).
         retries: u32,
     },
+    /// A RESP transaction whose EXEC answered with its replies: committed, at a version
+    /// RESP does not say.
+    Executed {
+        /// The tag each read returned, in the order of its program's reads.
+        tags: Vec<u64>,
+    },
     /// Failed with an answer that says nothing was applied (an abort, a refusal, a
     /// broken connection before anything that could commit was sent).
     Failed,
     /// The client could not tell whether it was applied.
     Unknown,
+}
+
+/// How an invocation reached the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// A storage function invoked over ferry's protocol ([`crate::program::NAME`]).
+    Function,
+    /// A MULTI/EXEC of data commands over RESP ([`crate::resp`]).
+    Resp,
 }
 
 /// Where a committed invocation finished.
@@ -60,6 +79,8 @@ pub struct Record {
     pub complete_ns: u64,
     /// How it ended.
     pub seen: Seen,
+    /// How it reached the node.
+    pub via: Via,
 }
 
 /// The records contradict themselves before any ordering is considered.
@@ -89,6 +110,45 @@ pub enum RecordError {
         /// The tag its installer wrote.
         installed: u64,
     },
+    /// A RESP transaction reported a number of tags other than its program's reads.
+    #[error("client {client}, tag {tag}: {tags} tags for program {program:?}")]
+    TagCount {
+        /// The client.
+        client: u64,
+        /// The transaction's tag.
+        tag: u64,
+        /// How many tags it reported.
+        tags: usize,
+        /// Its program.
+        program: Program,
+    },
+    /// A RESP transaction's writes were read at two versions, though the node installs
+    /// a transaction's changes at one.
+    #[error("the writes of RESP transaction {tag} were read at versions {first} and {second}")]
+    SplitVersion {
+        /// The transaction's tag.
+        tag: u64,
+        /// One version a read saw.
+        first: u64,
+        /// Another.
+        second: u64,
+    },
+    /// A RESP read returned a tag nobody wrote to that key.
+    #[error("{key} was read with tag {tag}, which no invocation wrote to it")]
+    UnwrittenTag {
+        /// The key.
+        key: String,
+        /// The tag.
+        tag: u64,
+    },
+    /// RESP reads say each of these transactions read a key after the next one wrote it.
+    #[error("{key}: RESP transactions read each other's writes in a cycle: tags {tags:?}")]
+    TagCycle {
+        /// The key.
+        key: String,
+        /// The tags of the cycle.
+        tags: Vec<u64>,
+    },
 }
 
 /// How the checker names a hot key.
@@ -96,36 +156,60 @@ pub fn key_name(index: u8) -> String {
     format!("{TABLE}/k{index}")
 }
 
-fn trace_key(table: &str, k: &[u8]) -> Option<u8> {
+/// The hot key a trace's (table, key) names, if any.
+pub(crate) fn trace_key(table: &str, k: &[u8]) -> Option<u8> {
     let hot = crate::program::key(0);
     let prefix = &hot[..hot.len() - 1];
     (table == TABLE && k.len() == hot.len() && k.starts_with(prefix)).then(|| k[prefix.len()])
 }
 
-/// Acknowledged writes the final read (the last record) does not see: a committed write
-/// of a key at a version above the version the final read found. Versions of a key only
-/// grow and the final read starts after every acknowledgement, so each one is a write
-/// lost (by a crash, say). The checker reports the same as a violation; this counts them.
-pub fn lost_writes(records: &[Record]) -> usize {
-    let Some((last, rest)) = records.split_last() else {
+/// Acknowledged writes the final read (the last invocation of `history`) does not see: a
+/// committed write of a key at a version above the version the final read found.
+/// Versions of a key only grow and the final read starts after every acknowledgement, so
+/// each one is a write lost (by a crash, say). A RESP write's version is a lower bound of
+/// its real one ([`crate::resolve`]), so it is counted only if surely lost. The checker
+/// reports the same as a violation; this counts them.
+pub fn lost_writes(history: &History) -> usize {
+    let Some((last, rest)) = history.invocations.split_last() else {
         return 0;
     };
-    let Seen::Committed { trace: final_read, .. } = &last.seen else {
+    if last.outcome != Outcome::Committed {
         return 0;
-    };
-    let seen: HashMap<u8, u64> = final_read
-        .reads
-        .iter()
-        .filter_map(|rv| Some((trace_key(&rv.table, &rv.key)?, rv.version)))
-        .collect();
+    }
+    let seen: HashMap<&str, u64> = last.reads.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     rest.iter()
-        .filter_map(|r| match &r.seen {
-            Seen::Committed { trace, .. } => Some(trace),
-            _ => None,
-        })
-        .flat_map(|trace| &trace.writes)
-        .filter(|w| trace_key(&w.table, &w.key).is_some_and(|k| seen.get(&k).is_none_or(|v| w.version > *v)))
+        .filter(|inv| inv.outcome == Outcome::Committed)
+        .flat_map(|inv| &inv.writes)
+        .filter(|(k, v)| v.is_some_and(|v| seen.get(k.as_str()).is_none_or(|seen| v > *seen)))
         .count()
+}
+
+/// What the history made of a run's RESP transactions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RespJudged {
+    /// Placed in the checker's graph: committed, or of unknown outcome but seen to have
+    /// written (as the checker counts its own).
+    pub judged: usize,
+    /// Reads and writes of judged transactions with no place among the versions (a tag
+    /// of a writer whose version nobody learned): left out of the graph.
+    pub unplaced: usize,
+}
+
+/// Counts [`RespJudged`] of `records` in the `history` built from them.
+pub fn resp_judged(records: &[Record], history: &History) -> RespJudged {
+    let mut out = RespJudged::default();
+    for (record, inv) in records.iter().zip(&history.invocations) {
+        if record.via != Via::Resp {
+            continue;
+        }
+        let wrote = inv.writes.iter().any(|(_, v)| v.is_some());
+        if inv.outcome == Outcome::Committed || (inv.outcome == Outcome::Unknown && wrote) {
+            out.judged += 1;
+            out.unplaced += record.program.reads().count() - inv.reads.len();
+            out.unplaced += inv.writes.iter().filter(|(_, v)| v.is_none()).count();
+        }
+    }
+    out
 }
 
 /// Builds the history of `records`, checking traces and values on the way.
@@ -135,8 +219,17 @@ pub fn history(records: &[Record]) -> Result<History, RecordError> {
     let mut installed: HashMap<(u8, u64), u64> = HashMap::new();
     let mut reads_of: Vec<Vec<(u8, u64, u64)>> = vec![Vec::new(); records.len()];
     for (i, r) in records.iter().enumerate() {
-        let Seen::Committed { trace, tags, .. } = &r.seen else {
-            continue;
+        let (trace, tags) = match &r.seen {
+            Seen::Committed { trace, tags, .. } => (trace, tags),
+            Seen::Executed { tags } if tags.len() != r.program.reads().count() => {
+                return Err(RecordError::TagCount {
+                    client: r.client,
+                    tag: r.program.tag,
+                    tags: tags.len(),
+                    program: r.program.clone(),
+                })
+            }
+            _ => continue,
         };
         let mismatch = || RecordError::TraceMismatch {
             client: r.client,
@@ -173,9 +266,61 @@ pub fn history(records: &[Record]) -> Result<History, RecordError> {
             .map(|((&k, rv), &tag)| (k, rv.version, tag))
             .collect();
     }
-    // Versions of writers that were not acknowledged, learned from the tags others read.
-    let mut learned: HashMap<(usize, u8), u64> = HashMap::new();
-    for reads in &reads_of {
+    let learned = learn(records, &by_tag, &installed, &reads_of)?;
+    let placed = resolve::place(records, &by_tag, &learned)?;
+    let invocations = records
+        .iter()
+        .zip(placed)
+        .enumerate()
+        .map(|(i, (r, placed))| {
+            let name = |(k, v): (u8, Option<u64>)| (key_name(k), v);
+            let (outcome, reads, writes) = match (&r.seen, placed) {
+                (Seen::Committed { trace, .. }, _) => (
+                    Outcome::Committed,
+                    reads_of[i].iter().map(|&(k, v, _)| (key_name(k), v)).collect(),
+                    trace
+                        .writes
+                        .iter()
+                        .map(|w| (key_name(trace_key(&w.table, &w.key).expect("checked")), Some(w.version)))
+                        .collect(),
+                ),
+                (seen, Some(Placed { reads, writes })) => (
+                    match seen {
+                        Seen::Failed => Outcome::Aborted,
+                        Seen::Unknown => Outcome::Unknown,
+                        _ => Outcome::Committed,
+                    },
+                    // A read with no place among the versions stays out of the graph.
+                    reads.into_iter().filter_map(|(k, v)| Some((key_name(k), v?))).collect(),
+                    writes.into_iter().map(name).collect(),
+                ),
+                // Invariant: `resolve::place` places every record without a trace.
+                (seen, None) => unreachable!("{seen:?} left unplaced"),
+            };
+            Invocation {
+                client: r.client,
+                invoke_ns: r.invoke_ns,
+                complete_ns: r.complete_ns,
+                outcome,
+                reads,
+                writes,
+            }
+        })
+        .collect();
+    Ok(History { invocations })
+}
+
+/// Versions of writers that did not report them (not acknowledged, or RESP transactions),
+/// learned from the tags functions read at versions, checking each read's tag against its
+/// version's installer on the way.
+fn learn(
+    records: &[Record],
+    by_tag: &HashMap<u64, usize>,
+    installed: &HashMap<(u8, u64), u64>,
+    reads_of: &[Vec<(u8, u64, u64)>],
+) -> Result<resolve::Learned, RecordError> {
+    let mut learned = resolve::Learned::default();
+    for reads in reads_of {
         for &(k, version, tag) in reads {
             let wrong = |installed: u64| RecordError::WrongValue {
                 key: key_name(k),
@@ -195,101 +340,43 @@ pub fn history(records: &[Record]) -> Result<History, RecordError> {
                 None => {
                     if let Some(&w) = by_tag.get(&tag) {
                         if records[w].program.writes().any(|wk| wk == k) {
-                            learned.insert((w, k), version);
+                            learned.learn(records, w, k, version)?;
                         }
                     }
                 }
             }
         }
     }
-    let invocations = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let (outcome, reads, writes) = match &r.seen {
-                Seen::Committed { trace, .. } => (
-                    Outcome::Committed,
-                    reads_of[i].iter().map(|&(k, v, _)| (key_name(k), v)).collect(),
-                    trace
-                        .writes
-                        .iter()
-                        .map(|w| (key_name(trace_key(&w.table, &w.key).expect("checked")), Some(w.version)))
-                        .collect(),
-                ),
-                Seen::Failed | Seen::Unknown => (
-                    if r.seen == Seen::Failed {
-                        Outcome::Aborted
-                    } else {
-                        Outcome::Unknown
-                    },
-                    Vec::new(),
-                    r.program
-                        .writes()
-                        .map(|k| (key_name(k), learned.get(&(i, k)).copied()))
-                        .collect(),
-                ),
-            };
-            Invocation {
-                client: r.client,
-                invoke_ns: r.invoke_ns,
-                complete_ns: r.complete_ns,
-                outcome,
-                reads,
-                writes,
-            }
-        })
-        .collect();
-    Ok(History { invocations })
+    Ok(learned)
 }
 
 #[cfg(test)]
 mod tests {
-    use ferry_client::InvokeTrace;
-    use ferry_proto::message::ReadVersion;
-
     use super::*;
-    use crate::program::{key, Step};
 
-    fn at(k: u8, version: u64) -> ReadVersion {
-        ReadVersion {
-            table: TABLE.into(),
-            key: bytes::Bytes::copy_from_slice(&key(k)),
-            version,
-        }
-    }
-
-    fn committed(tag: u64, reads: Vec<ReadVersion>, writes: Vec<ReadVersion>) -> Record {
-        Record {
+    fn committed(reads: &[(u8, u64)], writes: &[(u8, Option<u64>)]) -> Invocation {
+        Invocation {
             client: 0,
-            program: Program {
-                tag,
-                steps: vec![Step::Read(0)],
-            },
             invoke_ns: 0,
             complete_ns: 0,
-            seen: Seen::Committed {
-                tags: vec![0; reads.len()],
-                trace: InvokeTrace { reads, writes },
-                finished: Finished::Remote,
-                retries: 0,
-            },
+            outcome: Outcome::Committed,
+            reads: reads.iter().map(|&(k, v)| (key_name(k), v)).collect(),
+            writes: writes.iter().map(|&(k, v)| (key_name(k), v)).collect(),
         }
     }
 
     #[test]
     fn a_write_above_what_the_final_read_saw_is_lost() {
-        let final_read = |v0, v1| committed(u64::MAX, vec![at(0, v0), at(1, v1)], vec![]);
-        let writes = || {
-            vec![
-                committed(1, vec![], vec![at(0, 3)]),
-                committed(2, vec![], vec![at(0, 5), at(1, 4)]),
-            ]
+        let history = |v0, v1| History {
+            invocations: vec![
+                committed(&[], &[(0, Some(3))]),
+                committed(&[], &[(0, Some(5)), (1, Some(4))]),
+                // A write with no place among the versions is not counted either way.
+                committed(&[], &[(1, None)]),
+                committed(&[(0, v0), (1, v1)], &[]),
+            ],
         };
-        let mut records = writes();
-        records.push(final_read(5, 4));
-        assert_eq!(lost_writes(&records), 0);
-        let mut records = writes();
-        records.push(final_read(3, 0));
-        assert_eq!(lost_writes(&records), 2);
+        assert_eq!(lost_writes(&history(5, 4)), 0);
+        assert_eq!(lost_writes(&history(3, 0)), 2);
     }
 }

@@ -8,6 +8,9 @@
 //! member (each writer scores one above the top it read), the queue's tail. Every write to
 //! one of them reads it first (a command on a collection loads it), so programs only read
 //! or read-modify-write these keys, never write them blind.
+//!
+//! RESP clients (`crate::resp`) send the same reads ([`read_command`], understood by
+//! [`seen`]) and writes that keep the same meaning ([`queued_write`]), inside MULTI/EXEC.
 
 use bytes::Bytes;
 use ferry_func::{Ctx, FnError};
@@ -53,43 +56,115 @@ pub struct Seen {
 
 /// Reads typed key `key` of kind `kind` (not [`Kind::Str`]).
 pub async fn read(ctx: &mut dyn Ctx, kind: Kind, key: &[u8]) -> Result<Seen, FnError> {
+    if kind == Kind::Str {
+        return Err(FnError::Failed("a string key is read with get".into()));
+    }
+    let words = read_command(kind, key);
+    let words: Vec<&[u8]> = words.iter().map(|word| &word[..]).collect();
+    seen(kind, &call(ctx, &words).await?)
+}
+
+/// The command that reads the last writer's tag of hot key `key` of kind `kind`: what
+/// [`read`] runs, and what a RESP transaction queues (`ferry_chaos::resp`).
+pub fn read_command(kind: Kind, key: &[u8]) -> Vec<Bytes> {
     let key = Bytes::copy_from_slice(key);
+    let words: &[&'static [u8]] = match kind {
+        Kind::Str => &[b"GET"],
+        Kind::Hash => &[b"HGET", b"w"],
+        Kind::Leaderboard => &[b"ZREVRANGE", b"0", b"0", b"WITHSCORES"],
+        Kind::Queue => &[b"LINDEX", b"-1"],
+    };
+    let mut command = vec![Bytes::from_static(words[0]), key];
+    command.extend(words[1..].iter().map(|word| Bytes::from_static(word)));
+    command
+}
+
+/// What the reply to [`read_command`] says, in whichever form it came: in the process
+/// (sorted-set pairs with double scores) or over RESP2 (a flat array, scores as text).
+pub fn seen(kind: Kind, reply: &Reply) -> Result<Seen, FnError> {
     let absent = Seen {
         tag: TAG_ABSENT,
         top: 0.0,
     };
+    match (kind, reply) {
+        (Kind::Str | Kind::Hash | Kind::Queue, Reply::Null) => Ok(absent),
+        (Kind::Str | Kind::Hash | Kind::Queue, reply) => Ok(Seen {
+            tag: tag_of(reply)?,
+            top: 0.0,
+        }),
+        // An absent key answers an empty array, as Redis does (no pairs to type).
+        (Kind::Leaderboard, Reply::Array(empty)) if empty.is_empty() => Ok(absent),
+        (Kind::Leaderboard, Reply::Pairs(pairs)) if pairs.is_empty() => Ok(absent),
+        (Kind::Leaderboard, Reply::Pairs(pairs)) => top_of(&pairs[0].0, &pairs[0].1),
+        (Kind::Leaderboard, Reply::Array(flat)) if flat.len() == 2 => top_of(&flat[0], &flat[1]),
+        (Kind::Leaderboard, reply) => Err(unexpected("ZREVRANGE", reply)),
+    }
+}
+
+/// The leaderboard's top member and its score (a double, or its text over RESP2).
+fn top_of(member: &Reply, score: &Reply) -> Result<Seen, FnError> {
+    let top = match score {
+        Reply::Double(top) => *top,
+        Reply::Bulk(text) => std::str::from_utf8(text)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| unexpected("ZREVRANGE's score", score))?,
+        other => return Err(unexpected("ZREVRANGE's score", other)),
+    };
+    Ok(Seen {
+        tag: tag_of(member)?,
+        top,
+    })
+}
+
+/// What the reply to a queued write must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// `+OK`.
+    Ok,
+    /// An integer (a count).
+    Integer,
+}
+
+/// The commands a RESP transaction queues to make `tag` the last writer's tag of hot key
+/// `key` of kind `kind`, with the answer each must get. Unlike [`write`] they cannot
+/// depend on what the transaction read (MULTI queues every command before any runs), so
+/// the leaderboard does not score one above the top it read: it keeps its best
+/// `MAX_MEMBERS - 1`, scores them all 0 and adds the tag at 1 (the top, as for a
+/// function's write, which then scores above it).
+pub fn queued_write(kind: Kind, key: &[u8], tag: u64) -> Vec<(Vec<Bytes>, Answer)> {
+    let key = Bytes::copy_from_slice(key);
+    let tag = Bytes::copy_from_slice(&tag.to_le_bytes());
+    let word = |text: &'static str| Bytes::from_static(text.as_bytes());
+    let number = |n: i64| Bytes::from(n.to_string());
     match kind {
-        Kind::Str => Err(FnError::Failed("a string key is read with get".into())),
-        Kind::Hash => match call(ctx, &[b"HGET", &key, b"w"]).await? {
-            Reply::Null => Ok(absent),
-            reply => Ok(Seen {
-                tag: tag_of(&reply)?,
-                top: 0.0,
-            }),
-        },
-        Kind::Leaderboard => match call(ctx, &[b"ZREVRANGE", &key, b"0", b"0", b"WITHSCORES"]).await? {
-            // An absent key answers an empty array, as Redis does (no pairs to type).
-            Reply::Array(empty) if empty.is_empty() => Ok(absent),
-            Reply::Pairs(pairs) if pairs.is_empty() => Ok(absent),
-            Reply::Pairs(pairs) => {
-                let (member, score) = &pairs[0];
-                let Reply::Double(top) = score else {
-                    return Err(unexpected("ZREVRANGE's score", score));
-                };
-                Ok(Seen {
-                    tag: tag_of(member)?,
-                    top: *top,
-                })
-            }
-            reply => Err(unexpected("ZREVRANGE", &reply)),
-        },
-        Kind::Queue => match call(ctx, &[b"LINDEX", &key, b"-1"]).await? {
-            Reply::Null => Ok(absent),
-            reply => Ok(Seen {
-                tag: tag_of(&reply)?,
-                top: 0.0,
-            }),
-        },
+        Kind::Str => vec![(vec![word("SET"), key, tag], Answer::Ok)],
+        Kind::Hash => vec![
+            (vec![word("HSET"), key.clone(), word("w"), tag], Answer::Integer),
+            (vec![word("HINCRBY"), key, word("n"), word("1")], Answer::Integer),
+        ],
+        Kind::Leaderboard => vec![
+            (
+                vec![word("ZREMRANGEBYRANK"), key.clone(), word("0"), number(-MAX_MEMBERS)],
+                Answer::Integer,
+            ),
+            (
+                vec![
+                    word("ZUNIONSTORE"),
+                    key.clone(),
+                    word("1"),
+                    key.clone(),
+                    word("WEIGHTS"),
+                    word("0"),
+                ],
+                Answer::Integer,
+            ),
+            (vec![word("ZADD"), key, word("1"), tag], Answer::Integer),
+        ],
+        Kind::Queue => vec![
+            (vec![word("RPUSH"), key.clone(), tag], Answer::Integer),
+            (vec![word("LTRIM"), key, number(-MAX_MEMBERS), word("-1")], Answer::Ok),
+        ],
     }
 }
 
@@ -183,6 +258,59 @@ mod tests {
             };
             assert_eq!(size, expected, "{kind:?}");
         }
+    }
+
+    /// Runs a queued write as EXEC would, checking each answer.
+    fn run_queued(ctx: &mut MemoryCtx, kind: Kind, key: &[u8], tag: u64) {
+        for (command, answer) in queued_write(kind, key, tag) {
+            let words: Vec<&[u8]> = command.iter().map(|word| &word[..]).collect();
+            let reply = block_on(call(ctx, &words)).unwrap();
+            match answer {
+                Answer::Ok => assert_eq!(reply, Reply::Simple("OK".into()), "{kind:?}"),
+                Answer::Integer => assert!(matches!(reply, Reply::Integer(_)), "{kind:?}: {reply:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn queued_writes_and_function_writes_agree_on_the_last_writer_and_stay_bounded() {
+        for kind in [Kind::Str, Kind::Hash, Kind::Leaderboard, Kind::Queue] {
+            let mut ctx = MemoryCtx::default();
+            let key = b"{hot}k";
+            for tag in 1..=30u64 {
+                let words = read_command(kind, key);
+                let words: Vec<&[u8]> = words.iter().map(|word| &word[..]).collect();
+                let before = seen(kind, &block_on(call(&mut ctx, &words)).unwrap()).unwrap();
+                assert_eq!(before.tag, if tag == 1 { TAG_ABSENT } else { tag - 1 }, "{kind:?}");
+                // Every third write comes over RESP; a function puts a string whole.
+                if tag % 3 == 0 {
+                    run_queued(&mut ctx, kind, key, tag);
+                } else if kind == Kind::Str {
+                    let value = Bytes::copy_from_slice(&tag.to_le_bytes());
+                    block_on(ctx.put(TABLE, key, value)).unwrap();
+                } else {
+                    block_on(write(&mut ctx, kind, key, tag, before)).unwrap();
+                }
+            }
+            let size = match kind {
+                Kind::Str | Kind::Hash => continue,
+                Kind::Leaderboard => block_on(call(&mut ctx, &[b"ZCARD", key])).unwrap(),
+                Kind::Queue => block_on(call(&mut ctx, &[b"LLEN", key])).unwrap(),
+            };
+            assert_eq!(size, Reply::Integer(MAX_MEMBERS), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_leaderboard_read_over_resp2_means_what_it_means_in_the_process() {
+        let tag = Reply::Bulk(Bytes::copy_from_slice(&7u64.to_le_bytes()));
+        let pairs = Reply::Pairs(vec![(tag.clone(), Reply::Double(3.0))]);
+        let flat = Reply::Array(vec![tag, Reply::Bulk(Bytes::from_static(b"3"))]);
+        let expected = Seen { tag: 7, top: 3.0 };
+        assert_eq!(seen(Kind::Leaderboard, &pairs).unwrap(), expected);
+        assert_eq!(seen(Kind::Leaderboard, &flat).unwrap(), expected);
+        assert_eq!(seen(Kind::Leaderboard, &Reply::Array(vec![])).unwrap().tag, TAG_ABSENT);
+        assert!(seen(Kind::Leaderboard, &Reply::Integer(3)).is_err());
     }
 
     #[test]

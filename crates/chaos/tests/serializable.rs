@@ -1,6 +1,7 @@
 //! Randomized concurrency against a real node, with faults: every run's recorded history
 //! must be strictly serializable, and the faults must actually have happened (a run in
-//! which no connection was cut or no outcome was unknown would prove nothing).
+//! which no connection was cut or no outcome was unknown would prove nothing). RESP
+//! clients' MULTI/EXEC transactions are judged in the same histories.
 //!
 //! Seeded; the node's interleavings are not reproducible, so a failure prints the seed and
 //! the checker's explanation. The longer soak is `ferry check --duration 60s --seed S`.
@@ -32,6 +33,9 @@ fn histories_under_connection_cuts_and_worker_replacement_are_strictly_serializa
         "no stall reached the watchdog: {report:?}"
     );
     assert!(report.judged >= report.committed, "{report:?}");
+    // RESP transactions ran in place beside the invocations, and were judged with them.
+    assert!(report.resp_committed > 100, "too few RESP transactions: {report:?}");
+    assert!(report.resp_judged >= report.resp_committed, "{report:?}");
 }
 
 #[test]
@@ -46,4 +50,9 @@ fn histories_without_faults_are_strictly_serializable_and_all_decided() {
     assert_eq!(report.unknown, 0, "{report:?}");
     assert_eq!(report.judged, report.committed, "{report:?}");
     assert!(report.committed > 500, "{report:?}");
+    // Every RESP transaction committed, and each of its reads and writes has its place
+    // among the versions (only a writer of unknown outcome leaves one without).
+    assert!(report.resp > 100, "{report:?}");
+    assert_eq!(report.resp_judged, report.resp, "{report:?}");
+    assert_eq!(report.resp_unplaced, 0, "{report:?}");
 }

@@ -1,5 +1,7 @@
 //! `ferry check`: the soak — randomized invocations against an embedded node with
 //! connections cut and workers replaced, every history checked for strict serializability.
+//! One client in four sends MULTI/EXEC transactions over RESP instead (`--no-resp`: none),
+//! judged in the same history.
 //! With `--crash`, the node is a process of its own (`ferry check-node`, hidden) on a data
 //! dir, killed with SIGKILL at random and restarted, and the history is judged across the
 //! restarts.
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_chaos::crash::CrashConfig;
+use ferry_chaos::crash::{CrashConfig, NodeFds};
 use ferry_chaos::{ChaosConfig, ChaosReport};
 use ferry_wal::FsyncMode;
 
@@ -47,6 +49,11 @@ pub struct CheckArgs {
     /// Do not stall workers into replacement by the watchdog.
     #[arg(long)]
     no_stalls: bool,
+    /// No RESP clients: every client invokes the storage function (by default one in
+    /// four sends MULTI/EXEC transactions of Redis commands to the node's RESP port,
+    /// judged with the invocations).
+    #[arg(long)]
+    no_resp: bool,
     /// Run the node as a process on a data dir, kill it with SIGKILL at random moments and
     /// restart it on its data; the history is judged across the restarts, and every
     /// acknowledged write must survive.
@@ -97,6 +104,9 @@ pub struct CheckNodeArgs {
     /// The inherited listening socket.
     #[arg(long)]
     listen_fd: i32,
+    /// The inherited RESP listening socket.
+    #[arg(long)]
+    resp_fd: i32,
     /// The data dir.
     #[arg(long)]
     data_dir: PathBuf,
@@ -118,10 +128,13 @@ pub fn run_node(args: CheckNodeArgs) -> CmdResult {
     durability.wal.fsync = args.fsync.parse::<FsyncMode>()?;
     durability.snapshot_log_bytes = args.snapshot_log_bytes.max(1);
     config.durability = Some(durability);
-    let listener = ferry_os::inherit::inherited_listener(args.listen_fd)
-        .map_err(|err| format!("--listen-fd {}: {err}", args.listen_fd))?;
+    let inherited =
+        |fd: i32, flag: &str| ferry_os::inherit::inherited_listener(fd).map_err(|err| format!("{flag} {fd}: {err}"));
+    let listener = inherited(args.listen_fd, "--listen-fd")?;
+    let resp = inherited(args.resp_fd, "--resp-fd")?;
     config.listen = listener.local_addr()?;
-    let listeners = ferry_server::Listeners::adopt(&config, listener, None)?;
+    config.resp_listen = Some(resp.local_addr()?);
+    let listeners = ferry_server::Listeners::adopt(&config, listener, Some(resp))?;
     let handle = ferry_server::start_on(config, ferry_chaos::registry()?, listeners)?;
     handle.wait_for_signal()?;
     handle.shutdown();
@@ -134,11 +147,12 @@ fn crash_config(args: &CheckArgs, data_dir: PathBuf) -> Result<CrashConfig, Stri
     let (workers, fsync, snapshot_log_bytes) = (args.workers, args.fsync.clone(), args.snapshot_log_bytes);
     let mean_uptime = duration_flag("--mean-uptime", &args.mean_uptime)?;
     Ok(CrashConfig {
-        launcher: Arc::new(move |fd: std::os::fd::RawFd, dir: &Path| {
+        launcher: Arc::new(move |fds: NodeFds, dir: &Path| {
             let mut command = std::process::Command::new(&exe);
             command
                 .arg("check-node")
-                .args(["--listen-fd", &fd.to_string()])
+                .args(["--listen-fd", &fds.listen.to_string()])
+                .args(["--resp-fd", &fds.resp.to_string()])
                 .arg("--data-dir")
                 .arg(dir)
                 .args(["--workers", &workers.to_string()])
@@ -216,6 +230,23 @@ fn crash_dir(seed: u64) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// The RESP part of a count of judged invocations (nothing if the run had no RESP
+/// clients): of the RESP transactions sent, how many were judged, and how many of their
+/// reads and writes had no version to be judged at.
+fn resp_judged(resp: bool, report: &ChaosReport) -> String {
+    if !resp {
+        return String::new();
+    }
+    let unplaced = match report.resp_unplaced {
+        0 => String::new(),
+        n => format!(" ({n} of their reads and writes unplaced)"),
+    };
+    format!(
+        ", {} of {} RESP transactions{unplaced}",
+        report.resp_judged, report.resp
+    )
+}
+
 pub fn run(args: CheckArgs) -> CmdResult {
     let total = duration_flag("--duration", &args.duration)?;
     if total < Duration::from_secs(1) {
@@ -236,6 +267,9 @@ pub fn run(args: CheckArgs) -> CmdResult {
         }
         if args.no_stalls {
             config.stall_probability = 0.0;
+        }
+        if args.no_resp || args.cluster {
+            config.resp = false;
         }
         if args.cluster {
             config.cut_mean_bytes = None;
@@ -265,8 +299,8 @@ pub fn run(args: CheckArgs) -> CmdResult {
             _ => String::new(),
         };
         println!(
-            "run {}/{runs} (seed {}): {} invocations: {} committed ({} remote, {} local, {} pushed back), \
-             {} failed, {} unknown; {} retries, {} cuts, {} workers replaced; {crashed}{} judged: {}",
+            "run {}/{runs} (seed {}): {} invocations: {} committed ({} remote, {} local, {} pushed back{}), \
+             {} failed, {} unknown; {} retries, {} cuts, {} workers replaced; {crashed}{} judged{}: {}",
             i + 1,
             config.seed,
             report.invocations,
@@ -274,12 +308,18 @@ pub fn run(args: CheckArgs) -> CmdResult {
             report.remote,
             report.local,
             report.pushed_back,
+            if config.resp {
+                format!(", {} over RESP", report.resp_committed)
+            } else {
+                String::new()
+            },
             report.failed,
             report.unknown,
             report.retries,
             report.cuts,
             report.worker_replacements,
             report.judged,
+            resp_judged(config.resp, &report),
             report.violation.as_deref().unwrap_or("strictly serializable"),
         );
         if let Some(violation) = &report.violation {
@@ -306,9 +346,10 @@ pub fn run(args: CheckArgs) -> CmdResult {
         _ => String::new(),
     };
     println!(
-        "checked {} invocations ({} judged, {} of unknown outcome) in {runs} runs, {:.0} s{crashed}: strictly serializable",
+        "checked {} invocations ({} judged{}, {} of unknown outcome) in {runs} runs, {:.0} s{crashed}: strictly serializable",
         totals.invocations,
         totals.judged,
+        resp_judged(!args.no_resp && !args.cluster, &totals),
         totals.unknown,
         started.elapsed().as_secs_f64()
     );

@@ -38,6 +38,7 @@ fn a_short_run_reports_what_it_checked() {
     );
     let checked: u64 = last.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(checked > 100, "{stdout}");
+    assert!(resp_judged(last) > 10, "{stdout}");
 }
 
 #[test]
@@ -45,6 +46,17 @@ fn a_short_crash_run_survives_its_kills_with_nothing_acknowledged_lost() {
     let (stdout, last) = nothing_lost(&["--crash", "--duration", "6s", "--seed", "11", "--mean-uptime", "1s"]);
     // The nemesis kills at least once during the run, and once more before the final read.
     assert!(count(&last, " crashes survived") >= 2, "{stdout}");
+    // RESP transactions, whose changes the node logs at base versions and replays after
+    // each kill, were judged across the crashes with the invocations.
+    assert!(resp_judged(&last) > 100, "{stdout}");
+}
+
+/// How many RESP transactions a summary line says were judged (`N of M RESP transactions`).
+fn resp_judged(last: &str) -> u64 {
+    last.split(", ")
+        .find(|part| part.contains(" RESP transactions"))
+        .and_then(|part| part.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count of RESP transactions in {last}"))
 }
 
 #[test]
