@@ -45,43 +45,60 @@ ferry_resp=6396
 out="${REDIS_SUITE_OUT:-target/redis-suite}"
 mkdir -p "$out"
 
-redis_pid=
-if [ -n "${REDIS_SERVER:-}" ]; then
-  taskset -c 0 "$REDIS_SERVER" --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
-    >"$out/redis.log" 2>&1 &
-  redis_pid=$!
-else
-  scripts/redis.sh "$redis_port" 0
-fi
 cargo build --release -q -p ferry-cli
-target/release/ferry server --listen 127.0.0.1:$ferry_port --resp 127.0.0.1:$ferry_resp \
-  --tenant 1:ferry --default-tenant 1 --cpu-set 0 >"$out/ferry.log" 2>&1 &
-ferry_pid=$!
-stop_redis() {
-  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; else scripts/redis.sh stop $redis_port; fi
-}
-trap 'kill $ferry_pid 2>/dev/null || true; stop_redis' EXIT
-for port in $ferry_resp $redis_port; do
-  for _ in $(seq 50); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && break
-    sleep 0.1
+redis_pid=
+ferry_pid=
+# Both servers start afresh for every unit: a unit's failures (a CONFIG SET a failed test
+# never undid) then cost that unit alone, on either side.
+start_servers() {
+  if [ -n "${REDIS_SERVER:-}" ]; then
+    taskset -c 0 "$REDIS_SERVER" --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+      >>"$out/redis.log" 2>&1 &
+    redis_pid=$!
+  else
+    scripts/redis.sh "$redis_port" 0
+  fi
+  target/release/ferry server --listen 127.0.0.1:$ferry_port --resp 127.0.0.1:$ferry_resp \
+    --tenant 1:ferry --default-tenant 1 --cpu-set 0 >>"$out/ferry.log" 2>&1 &
+  ferry_pid=$!
+  for port in $ferry_resp $redis_port; do
+    for _ in $(seq 50); do
+      redis-cli -p "$port" ping >/dev/null 2>&1 && break
+      sleep 0.1
+    done
   done
-done
+}
+stop_servers() {
+  [ -n "$ferry_pid" ] && { kill "$ferry_pid" 2>/dev/null || true; wait "$ferry_pid" 2>/dev/null || true; }
+  if [ -n "$redis_pid" ]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+  else
+    scripts/redis.sh stop $redis_port
+  fi
+  ferry_pid=
+  redis_pid=
+}
+trap stop_servers EXIT
 
 # PORT UNIT LOG: runs one unit; the log keeps the suite's own lines.
 run_unit() {
-  (cd "$suite" && timeout 1800 ./runtest --host 127.0.0.1 --port "$1" --durable --single "unit/$2" --clients 1 \
+  (cd "$suite" && timeout 900 ./runtest --host 127.0.0.1 --port "$1" --durable --single "unit/$2" --clients 1 \
     --tags "-needs:debug -needs:repl") 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >"$3" || true
 }
 passed() { grep -a -c '^\[ok\]: ' "$1" || true; }
 
+start_servers
 version=$(redis-cli -p $redis_port info server | sed -n 's/^redis_version:\([0-9.]*\).*/\1/p')
+stop_servers
 printf '| unit | Redis %s passes | ferry passes | ferry / Redis |\n|---|---|---|---|\n' "$version"
 for unit in "${units[@]}"; do
   name="${unit//\//_}"
+  start_servers
   run_unit $redis_port "$unit" "$out/redis-$name.log"
   run_unit $ferry_resp "$unit" "$out/ferry-$name.log"
+  stop_servers
   r=$(passed "$out/redis-$name.log")
   f=$(passed "$out/ferry-$name.log")
   ratio=$(awk -v f="$f" -v r="$r" 'BEGIN { if (r > 0) printf "%.0f %%", 100 * f / r; else print "-" }')

@@ -208,6 +208,17 @@ impl<'s> Keys<'s> {
             .and_then(|entry| project(&entry.value))
     }
 
+    /// The key's string (an integer's digits), if it exists; WRONGTYPE for another type.
+    pub fn string(&mut self, key: &[u8]) -> Result<Option<Bytes>, Reply> {
+        match self.entry(key)? {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Raw(_), ..
+            }) => Err(raw(key)),
+            Some(entry) => entry.value.string_bytes().map(Some).ok_or_else(wrong_type),
+        }
+    }
+
     /// Applies `change` to `key`: the change that undoes it, from which a command reads
     /// what was there (an old value, whether a member was new). WRONGTYPE if the key holds
     /// another type; a change to a key holding bytes no Redis command wrote is refused.
@@ -340,13 +351,6 @@ pub fn wrong_type() -> Reply {
 pub mod as_type {
     use super::*;
 
-    /// A string.
-    pub fn str(value: &Value) -> Option<&Bytes> {
-        match value {
-            Value::Str(bytes) => Some(bytes),
-            _ => None,
-        }
-    }
     /// A hash.
     pub fn hash(value: &Value) -> Option<&Hash> {
         match value {

@@ -283,7 +283,12 @@ async fn connection<S, IO>(
     }
     // Dropped once the connection signs in.
     let mut ticket = session.tenant.is_none().then_some(ticket);
-    let mut parser = Parser::new();
+    // A stranger's commands are held to Redis's small limits until it signs in.
+    let mut parser = if session.tenant.is_some() {
+        Parser::new()
+    } else {
+        Parser::before_sign_in()
+    };
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::new();
     let mut batch = Vec::new();
@@ -367,6 +372,7 @@ async fn connection<S, IO>(
             };
             if session.tenant.is_some() {
                 ticket = None;
+                parser.signed_in();
             }
             if matches!(after, After::Close) || output.len() >= MAX_PENDING_REPLY_BYTES {
                 if !send(service, &mut stream, &output).await {

@@ -20,7 +20,8 @@ use crate::resp::{Queued, RespService, Session};
 pub const RECHECK_MS: u64 = 100;
 
 /// Runs `blocking` (naming `keys`) for the session until it pops or times out: the reply,
-/// null on a timeout (`$-1`, which clients read as nil like Redis's `*-1`).
+/// or on a timeout the step's empty one (the null array for BLPOP, BZPOPMIN, BLMPOP…,
+/// null for BLMOVE and BRPOPLPUSH, as Redis answers).
 pub(crate) async fn run<S: RespService>(
     service: &S,
     session: &Session<S::Tenant>,
@@ -42,14 +43,14 @@ pub(crate) async fn run<S: RespService>(
             .await
             .pop()
             .unwrap_or(Reply::Null);
-        if reply != Reply::Null {
+        if !matches!(reply, Reply::Null | Reply::NullArray) {
             return blocking.shape.reply(reply);
         }
         let now = tokio::time::Instant::now();
         let mut wake = now + Duration::from_millis(RECHECK_MS);
         if let Some(deadline) = deadline {
             if now >= deadline {
-                return Reply::Null;
+                return reply;
             }
             wake = wake.min(deadline);
         }

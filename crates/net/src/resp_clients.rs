@@ -348,8 +348,8 @@ impl Kill {
 
     fn selects(&self, client: &Client, me: &Client) -> bool {
         let state = client.state();
-        !self.no_type_match
-            && !(self.skip_me && client.id == me.id)
+        let skipped = self.no_type_match || (self.skip_me && client.id == me.id);
+        !skipped
             && self.id.is_none_or(|id| id == client.id)
             && self
                 .addr

@@ -157,13 +157,17 @@ impl MultiState {
             Command::Multi => Multi::Answer(Reply::err("MULTI calls can not be nested")),
             Command::Watch(_) => Multi::Answer(Reply::err("WATCH inside MULTI is not allowed")),
             Command::Quit => Multi::Pass(Command::Quit, keys),
-            Command::Data(_) | Command::Ping(_) | Command::Echo(_) if queue.commands.len() < MAX_QUEUED_COMMANDS => {
+            // A blocking pop inside a transaction does not block: it runs its step once,
+            // as in Redis.
+            Command::Data(_) | Command::Ping(_) | Command::Echo(_) | Command::Blocking(_)
+                if queue.commands.len() < MAX_QUEUED_COMMANDS =>
+            {
                 queue.grows |= grows_memory(&command);
                 queue.commands.push(command);
                 queue.keys.extend(keys);
                 Multi::Answer(Reply::Simple("QUEUED".into()))
             }
-            Command::Data(_) | Command::Ping(_) | Command::Echo(_) => {
+            Command::Data(_) | Command::Ping(_) | Command::Echo(_) | Command::Blocking(_) => {
                 queue.aborted = true;
                 Multi::Answer(Reply::err(format!(
                     "a transaction holds at most {MAX_QUEUED_COMMANDS} commands"

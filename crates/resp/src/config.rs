@@ -8,10 +8,12 @@
 //!   and the others: when the tenant's collections leave their compact encodings), read
 //!   from and set through the process that holds its data ([`TenantParams`]); a process
 //!   that holds none (a gateway) does not list them.
-//! - **fixed**: ferry's real value (`databases`, `proto-max-bulk-len`,
-//!   `list-compress-depth` 0: ferry does not compress list nodes, …). CONFIG SET to the
-//!   value it has is accepted; any other value is refused with Redis's "can't set
+//! - **fixed**: ferry's real value (`databases`, `proto-max-bulk-len`, …). CONFIG SET to
+//!   the value it has is accepted; any other value is refused with Redis's "can't set
 //!   immutable config" error, because ferry does not change it at run time.
+//! - **no effect**: `list-compress-depth`. ferry does not compress list nodes; the value
+//!   is checked, kept and reported, and changes nothing (no command's answer depends on
+//!   it, and clients and Redis's tests set it before their commands).
 //!
 //! The other settings are the listener's (one per process), as Redis's are the server's.
 
@@ -29,6 +31,8 @@ use crate::Reply;
 enum Kind {
     /// ferry's real value; only a SET to that value is accepted.
     Fixed,
+    /// Kept and reported, with no effect; the value must be a whole number ≥ `min`.
+    NoEffectNumber { min: i64 },
     /// The connected tenant's, through [`TenantParams`].
     PerTenant,
 }
@@ -127,7 +131,11 @@ const PARAMS: &[Param] = &[
     per_tenant("hash-max-listpack-entries"),
     per_tenant("hash-max-listpack-value"),
     per_tenant("list-max-listpack-size"),
-    fixed("list-compress-depth", || "0".into()),
+    Param {
+        name: "list-compress-depth",
+        initial: || "0".into(),
+        kind: Kind::NoEffectNumber { min: 0 },
+    },
     per_tenant("set-max-intset-entries"),
     per_tenant("set-max-listpack-entries"),
     per_tenant("set-max-listpack-value"),
@@ -270,6 +278,10 @@ impl Settings {
                     return refusal("can't set immutable config")
                 }
                 Kind::Fixed => {}
+                Kind::NoEffectNumber { min } => match value.parse::<i64>() {
+                    Ok(n) if n >= min => {}
+                    _ => return refusal("argument must be a whole number in range"),
+                },
                 Kind::PerTenant => {
                     tenant_changes.push((param.name, value));
                     continue;
@@ -414,8 +426,10 @@ mod tests {
             panic!("refused")
         };
         assert!(text.contains("immutable"), "{text}");
+        assert_eq!(settings.run_for(&words("SET list-compress-depth 2")), Reply::ok());
+        assert_eq!(settings.value("list-compress-depth"), Some("2"));
         assert!(matches!(
-            settings.run_for(&words("SET list-compress-depth 1")),
+            settings.run_for(&words("SET list-compress-depth -1")),
             Reply::Error(_)
         ));
         let Reply::Error(text) = settings.run_for(&words("SET no-such-thing 1")) else {

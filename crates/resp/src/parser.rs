@@ -10,10 +10,16 @@ use thiserror::Error;
 
 /// Most arguments in one command (Redis's own limit is 1,048,576).
 pub const MAX_ARGS: usize = 1 << 20;
-/// Largest bulk string (an argument), bytes.
-pub const MAX_BULK_BYTES: usize = 16 * 1024 * 1024;
-/// Largest command, all arguments together, bytes.
-pub const MAX_COMMAND_BYTES: usize = 64 * 1024 * 1024;
+/// Largest bulk string (an argument), bytes: Redis's `proto-max-bulk-len` default.
+pub const MAX_BULK_BYTES: usize = 512 * 1024 * 1024;
+/// Largest command, all arguments together, bytes (Redis's `client-query-buffer-limit`).
+pub const MAX_COMMAND_BYTES: usize = 1024 * 1024 * 1024;
+/// Most arguments of a command from a connection that has not signed in (Redis's limit
+/// for an unauthenticated client): AUTH and HELLO need no more.
+pub const MAX_ARGS_BEFORE_SIGN_IN: usize = 10;
+/// Largest argument from a connection that has not signed in (Redis's): a stranger must
+/// not make the process reserve a large value's memory.
+pub const MAX_BULK_BYTES_BEFORE_SIGN_IN: usize = 16 * 1024;
 /// Longest header or inline line, bytes.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
@@ -62,6 +68,8 @@ struct Pending {
 #[derive(Debug, Default)]
 pub struct Parser {
     pending: Option<Pending>,
+    /// The connection has not signed in: the small limits apply.
+    before_sign_in: bool,
 }
 
 /// The position of the first CRLF-terminated line in `buf`, or an error if it runs past
@@ -95,9 +103,32 @@ fn shown(byte: u8) -> String {
 }
 
 impl Parser {
-    /// A parser at the start of a stream.
+    /// A parser at the start of a stream of a signed-in connection.
     pub fn new() -> Parser {
         Parser::default()
+    }
+
+    /// A parser at the start of a stream of a connection that has not signed in yet:
+    /// commands of at most [`MAX_ARGS_BEFORE_SIGN_IN`] arguments of at most
+    /// [`MAX_BULK_BYTES_BEFORE_SIGN_IN`] bytes, until [`Parser::signed_in`].
+    pub fn before_sign_in() -> Parser {
+        Parser {
+            pending: None,
+            before_sign_in: true,
+        }
+    }
+
+    /// The connection signed in: the full limits apply from the next command.
+    pub fn signed_in(&mut self) {
+        self.before_sign_in = false;
+    }
+
+    fn max_args(&self) -> usize {
+        if self.before_sign_in {
+            MAX_ARGS_BEFORE_SIGN_IN
+        } else {
+            MAX_ARGS
+        }
     }
 
     /// The next whole command in `buf` (consumed), `None` if more input is needed. An
@@ -120,10 +151,10 @@ impl Parser {
                     continue;
                 }
                 let count = count as usize;
-                if count > MAX_ARGS {
+                if count > self.max_args() {
                     return Err(ParseError::TooLarge {
                         what: "multibulk length",
-                        limit: MAX_ARGS,
+                        limit: self.max_args(),
                     });
                 }
                 self.pending = Some(Pending {
@@ -133,6 +164,11 @@ impl Parser {
                     bytes: 0,
                 });
                 continue;
+            };
+            let max_bulk = if self.before_sign_in {
+                MAX_BULK_BYTES_BEFORE_SIGN_IN
+            } else {
+                MAX_BULK_BYTES
             };
             while pending.remaining > 0 {
                 let Some(&first) = buf.first() else { return Ok(None) };
@@ -148,10 +184,10 @@ impl Parser {
                     return Err(ParseError::BadLength { what: "bulk" });
                 }
                 let len = len as usize;
-                if len > MAX_BULK_BYTES {
+                if len > max_bulk {
                     return Err(ParseError::TooLarge {
                         what: "bulk length",
-                        limit: MAX_BULK_BYTES,
+                        limit: max_bulk,
                     });
                 }
                 if pending.bytes + len > MAX_COMMAND_BYTES {

@@ -276,6 +276,17 @@ pub const COMMANDS: &[CommandSpec] = &[
             step: 1,
         },
     ),
+    // MEMORY USAGE key: the key is the third word too.
+    spec(
+        "memory",
+        -2,
+        READ_ONLY | DATABASE | NO_SCRIPT,
+        KeySpec::Range {
+            first: 2,
+            last: 2,
+            step: 1,
+        },
+    ),
     spec("command", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("info", -1, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("config", -2, ADMIN | NO_SCRIPT, NO_KEYS),

@@ -50,6 +50,7 @@ pub(crate) fn run(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &s
             Reply::ok()
         }
         "object" => object(cluster, tenant, table, words),
+        "memory" => memory(cluster, tenant, table, words),
         _ => {
             let now_us = crate::store_ctx::unix_time_us();
             let listed: Vec<Listed> = tenant
@@ -62,7 +63,7 @@ pub(crate) fn run(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &s
                     expires_at_ms: info.expires_at_ms,
                 })
                 .collect();
-            ferry_keyspace::database::run(words, &listed, now_us / 1000, now_us.rotate_left(17))
+            ferry_keyspace::database::run(words, &listed, now_us / 1000, mixed(now_us))
         }
     }
 }
@@ -129,6 +130,63 @@ fn object(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, word
             .map_or_else(|| Reply::err(LFU), |ms| Reply::Integer((ms / 1000) as i64)),
         _ => Reply::Integer(info.refcount as i64),
     }
+}
+
+/// MEMORY USAGE key [SAMPLES count], and MEMORY HELP: what a key costs against the
+/// tenant's memory limit (its key, its value as held, the per-object overhead; ferry
+/// counts a collection's encoding whole, so SAMPLES changes nothing).
+fn memory(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, words: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&words[1]).to_ascii_uppercase();
+    match (sub.as_str(), &words[2..]) {
+        ("HELP", []) => Reply::Array(
+            [
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value, as counted against the tenant's limit.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .into_iter()
+            .map(|line| Reply::Simple(line.into()))
+            .collect(),
+        ),
+        ("USAGE", [key, rest @ ..]) => {
+            match rest {
+                [] => {}
+                [option, count] if option.eq_ignore_ascii_case(b"SAMPLES") => {
+                    let count = std::str::from_utf8(count).ok().and_then(|c| c.parse::<i64>().ok());
+                    if count.is_none_or(|c| c < 0) {
+                        return Reply::err("value is out of range, must be positive");
+                    }
+                }
+                _ => return ferry_resp::command::syntax_error(),
+            }
+            if let Some(role) = cluster {
+                if let Some(why) = crate::routing::not_owned(role, key) {
+                    return Reply::err(why);
+                }
+            }
+            let now_ms = crate::store_ctx::unix_time_us() / 1000;
+            match tenant.store.object_info(table, key, now_ms) {
+                Ok(Some(info)) => Reply::Integer(info.memory_bytes as i64),
+                Ok(None) => Reply::Null,
+                Err(err) => ferry_lua::resp::error_reply(&err.to_string()),
+            }
+        }
+        _ => Reply::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(&words[1]).chars().take(64).collect::<String>()
+        )),
+    }
+}
+
+/// A well-spread seed from the time (splitmix64's finalizer): RANDOMKEY picks by it, and
+/// the microseconds' low bits alone pick the same key call after call.
+fn mixed(now_us: u64) -> u64 {
+    let mut z = now_us.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Whether `table` is one of RESP's databases (`db<n>`, n < 1024, as SELECT names them).

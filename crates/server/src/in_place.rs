@@ -65,6 +65,11 @@ fn run_one(
         Command::Ping(None) => Reply::Simple("PONG".into()),
         Command::Ping(Some(message)) | Command::Echo(message) => Reply::Bulk(message.clone()),
         Command::Data(words) => ferry_keyspace::run(words, &mut keys),
+        // Inside a transaction a blocking pop runs its step once and does not wait.
+        Command::Blocking(blocking) => match ferry_keyspace::run(&blocking.step, &mut keys) {
+            empty @ (Reply::Null | Reply::NullArray) => empty,
+            popped => blocking.shape.reply(popped),
+        },
         _ => Reply::err("this command is not a data command"),
     };
     (reply, keys.expired_met())
@@ -134,8 +139,10 @@ pub(crate) fn data_command(
 pub(crate) fn exec(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &str, tx: &Transaction) -> Reply {
     let mut keys: Vec<Bytes> = Vec::new();
     for command in &tx.commands {
-        if let Command::Data(words) = command {
-            keys.extend(keys_of(words));
+        match command {
+            Command::Data(words) => keys.extend(keys_of(words)),
+            Command::Blocking(blocking) => keys.extend(keys_of(&blocking.step)),
+            _ => {}
         }
     }
     if let Err(refused) = check_keys(cluster, &keys) {
@@ -161,7 +168,8 @@ pub(crate) fn exec(cluster: Option<&ClusterRole>, tenant: &TenantState, table: &
         });
     match updated {
         Ok(Some(Updated { outcome, .. })) => Reply::Array(outcome),
-        Ok(None) => Reply::Null,
+        // A watched key changed: EXEC's null array, as Redis answers.
+        Ok(None) => Reply::NullArray,
         Err(err) => refusal(&err),
     }
 }

@@ -142,11 +142,11 @@ impl Change {
                     Some(Change::Delete)
                 }
                 Some(entry) => {
-                    let Value::Str(head) = &entry.value else {
+                    let Some(head) = entry.value.string_bytes() else {
                         return Err(ChangeError::WrongType);
                     };
                     let mut joined = Vec::with_capacity(head.len() + tail.len());
-                    joined.extend_from_slice(head);
+                    joined.extend_from_slice(&head);
                     joined.extend_from_slice(tail);
                     let before = std::mem::replace(&mut entry.value, Value::Str(Bytes::from(joined)));
                     Some(Change::Replace(Entry {

@@ -117,6 +117,11 @@ impl Reader {
         Ok(value)
     }
 
+    /// The first byte of the rest, if any.
+    pub fn rest_starts_with(&self) -> Option<u8> {
+        self.source.get(self.at).copied()
+    }
+
     /// The rest of the source.
     pub fn rest(&mut self) -> Bytes {
         let rest = self.source.slice(self.at..);

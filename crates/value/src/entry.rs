@@ -9,6 +9,10 @@
 //!   count and items; a set's count and members; a sorted set's count and (score, member)
 //!   pairs in order (a score as its eight IEEE-754 bytes).
 //!
+//! A string that is the canonical decimal form of a 64-bit integer is held as the integer
+//! ([`Value::Int`], Redis's `int` encoding: eight bytes, no allocation) and written out
+//! as its digits, so its byte form is the same.
+//!
 //! `0xFF` never starts UTF-8 text, so only binary strings that start with it pay for the
 //! two header bytes. Bytes that start with [`TAG`] but are not this form (a storage
 //! function may write any bytes) are kept as they came ([`Value::Raw`]), so reading a key
@@ -37,6 +41,8 @@ pub const ENTRY_BYTES: usize = 16;
 pub enum Value {
     /// A string.
     Str(Bytes),
+    /// A string that is an integer's canonical decimal form, held as the integer.
+    Int(i64),
     /// A hash.
     Hash(Arc<Hash>),
     /// A list.
@@ -54,10 +60,28 @@ pub enum Value {
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 impl Value {
+    /// A string value: held as an integer when it is one's canonical decimal form (what
+    /// Redis holds as `int`: no sign but `-`, no leading zeros, within `i64`).
+    pub fn string(bytes: Bytes) -> Value {
+        match crate::set::as_integer(&bytes) {
+            Some(n) => Value::Int(n),
+            None => Value::Str(bytes),
+        }
+    }
+
+    /// A string value's bytes (an integer's digits); `None` for other types.
+    pub fn string_bytes(&self) -> Option<Bytes> {
+        match self {
+            Value::Str(bytes) => Some(bytes.clone()),
+            Value::Int(n) => Some(Bytes::from(n.to_string())),
+            _ => None,
+        }
+    }
+
     /// TYPE's answer.
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) | Value::Raw(_) => "string",
+            Value::Str(_) | Value::Int(_) | Value::Raw(_) => "string",
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::Set(_) => "set",
@@ -66,9 +90,10 @@ impl Value {
     }
 
     /// OBJECT ENCODING's answer: for a collection, which of its two (or three) encodings
-    /// holds it; every string is one buffer in ferry, so `raw`.
+    /// holds it; a string is `int` when held as an integer, else one buffer (`raw`).
     pub fn encoding(&self) -> &'static str {
         match self {
+            Value::Int(_) => "int",
             Value::Str(_) | Value::Raw(_) => "raw",
             Value::Hash(hash) => hash.encoding(),
             Value::List(list) => list.encoding(),
@@ -79,7 +104,7 @@ impl Value {
 
     fn kind(&self) -> u8 {
         match self {
-            Value::Str(_) | Value::Raw(_) => 0,
+            Value::Str(_) | Value::Int(_) | Value::Raw(_) => 0,
             Value::Hash(_) => 1,
             Value::List(_) => 2,
             Value::Set(_) => 3,
@@ -90,7 +115,7 @@ impl Value {
     /// Elements of a collection (0 for a string).
     pub fn elements(&self) -> usize {
         match self {
-            Value::Str(_) | Value::Raw(_) => 0,
+            Value::Str(_) | Value::Int(_) | Value::Raw(_) => 0,
             Value::Hash(hash) => hash.len(),
             Value::List(list) => list.len(),
             Value::Set(set) => set.len(),
@@ -100,13 +125,14 @@ impl Value {
 
     /// Whether it is a collection with nothing in it (Redis deletes such a key).
     pub fn is_empty_collection(&self) -> bool {
-        !matches!(self, Value::Str(_) | Value::Raw(_)) && self.elements() == 0
+        !matches!(self, Value::Str(_) | Value::Int(_) | Value::Raw(_)) && self.elements() == 0
     }
 
     /// Bytes it holds in memory, estimated: a string's length, a collection's encoding's.
     pub fn memory_bytes(&self) -> usize {
         match self {
             Value::Str(bytes) | Value::Raw(bytes) => bytes.len(),
+            Value::Int(_) => 8,
             Value::Hash(hash) => hash.memory_bytes(),
             Value::List(list) => list.memory_bytes(),
             Value::Set(set) => set.memory_bytes(),
@@ -133,9 +159,9 @@ impl Entry {
         }
     }
 
-    /// A string that does not expire.
+    /// A string that does not expire (held as an integer when it is one).
     pub fn string(bytes: Bytes) -> Entry {
-        Entry::new(Value::Str(bytes))
+        Entry::new(Value::string(bytes))
     }
 
     /// Whether it has expired at `now_ms` (Redis: expired once the time is past the expiry).
@@ -164,6 +190,9 @@ impl Entry {
         if let Some(bytes) = self.plain_bytes() {
             return bytes.clone();
         }
+        if let (Value::Int(n), None) = (&self.value, self.expires_at_ms) {
+            return Bytes::from(n.to_string());
+        }
         let mut out = BytesMut::with_capacity(self.encoded_len());
         self.encode_into(&mut out);
         out.freeze()
@@ -174,6 +203,9 @@ impl Entry {
         if let Some(bytes) = self.plain_bytes() {
             return out.put_slice(bytes);
         }
+        if let (Value::Int(n), None) = (&self.value, self.expires_at_ms) {
+            return out.put_slice(n.to_string().as_bytes());
+        }
         let expiry = if self.expires_at_ms.is_some() { HAS_EXPIRY } else { 0 };
         out.put_u8(TAG);
         out.put_u8(self.value.kind() | expiry);
@@ -182,6 +214,7 @@ impl Entry {
         }
         match &self.value {
             Value::Str(bytes) | Value::Raw(bytes) => out.put_slice(bytes),
+            Value::Int(n) => out.put_slice(n.to_string().as_bytes()),
             Value::Hash(hash) => {
                 put_len(out, hash.len());
                 for (field, value) in hash.iter() {
@@ -216,9 +249,14 @@ impl Entry {
         if let Some(bytes) = self.plain_bytes() {
             return bytes.len();
         }
+        let digits = |n: &i64| n.to_string().len();
+        if let (Value::Int(n), None) = (&self.value, self.expires_at_ms) {
+            return digits(n);
+        }
         let header = 2 + if self.expires_at_ms.is_some() { 8 } else { 0 };
         let payload = match &self.value {
             Value::Str(bytes) | Value::Raw(bytes) => bytes.len(),
+            Value::Int(n) => digits(n),
             Value::Hash(hash) => {
                 len_len(hash.len()) + hash.iter().map(|(f, v)| bytes_len(f) + bytes_len(v)).sum::<usize>()
             }
@@ -279,7 +317,10 @@ impl Entry {
             None
         };
         let value = match header & KIND_MASK {
-            0 => Value::Str(reader.rest()),
+            // Only a string that needs the header has one: the same bytes otherwise are
+            // not this form (a storage function's binary data), so they stay as written.
+            0 if expires_at_ms.is_none() && reader.rest_starts_with() != Some(TAG) => return Err(Corrupt),
+            0 => Value::string(reader.rest()),
             1 => {
                 let count = reader.count(2)?;
                 let mut pairs = Vec::with_capacity(count);
@@ -362,6 +403,7 @@ mod tests {
         let values = [
             Value::Str(Bytes::from_static(b"\xffbinary")),
             Value::Str(b("text")),
+            Value::Int(-42),
             Value::Hash(Arc::new(hash)),
             Value::List(Arc::new(List::from_items([&b"x"[..], b"y"].into_iter(), e))),
             Value::Set(Arc::new(set)),
@@ -381,6 +423,8 @@ mod tests {
     fn bytes_that_are_no_value_are_kept_as_written() {
         for bad in [
             &b"\xff"[..],
+            b"\xff\x00text",
+            b"\xff\x00\x00\x00\x00\x00\x00\x00",
             b"\xff\x09",
             b"\xff\x01\x05",
             b"\xff\x12\x01",

@@ -11,6 +11,9 @@ use crate::encodings::Encodings;
 use crate::pack::Pack;
 use crate::{spilled_bytes, Blob, Hasher, BLOB_BYTES};
 
+/// A field and its value, as a hash holds them.
+pub type Pair<'a> = (&'a [u8], &'a [u8]);
+
 /// A hash's fields.
 #[derive(Clone, Debug)]
 pub enum Hash {
@@ -191,7 +194,7 @@ impl Hash {
     /// as Redis does; a table from its last position down, so a field moved by a
     /// removal (the last one fills the hole) only moves down and is never skipped: a
     /// field present for the whole scan is returned at least once.
-    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<(&[u8], &[u8])>) {
+    pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Pair<'_>>) {
         match self {
             Hash::Pack(_) => (0, self.iter().collect()),
             Hash::Table(table, _) => {

@@ -41,7 +41,8 @@ pub fn pop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         },
     };
     if keys.read(&words[1], as_type::list)?.is_none() {
-        return Ok(Reply::Null);
+        // With a count, Redis answers a missing key with the null array.
+        return Ok(if count.is_some() { Reply::NullArray } else { Reply::Null });
     }
     let popped = keys.pop(&words[1], left, count.unwrap_or(1))?;
     Ok(match count {

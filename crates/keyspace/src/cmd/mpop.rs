@@ -36,7 +36,8 @@ fn parse<'w>(words: &'w [Bytes], sides: [&str; 2]) -> Result<(&'w [Bytes], bool,
     Ok((names, first, count))
 }
 
-/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: `[key, [element ...]]`, or null.
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: `[key, [element ...]]`, or the
+/// null array.
 pub fn lmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let (names, left, count) = parse(words, ["LEFT", "RIGHT"])?;
     for name in names {
@@ -46,11 +47,11 @@ pub fn lmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         let popped = keys.pop(name, left, count)?.into_iter().map(Reply::Bulk).collect();
         return Ok(Reply::Array(vec![Reply::Bulk(name.clone()), Reply::Array(popped)]));
     }
-    Ok(Reply::Null)
+    Ok(Reply::NullArray)
 }
 
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: `[key, [[member, score] ...]]`, or
-/// null.
+/// the null array.
 pub fn zmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let (names, min, count) = parse(words, ["MIN", "MAX"])?;
     for name in names {
@@ -63,7 +64,7 @@ pub fn zmpop(keys: &mut Keys, words: &[Bytes]) -> Outcome {
             .collect();
         return Ok(Reply::Array(vec![Reply::Bulk(name.clone()), Reply::Array(popped)]));
     }
-    Ok(Reply::Null)
+    Ok(Reply::NullArray)
 }
 
 #[cfg(test)]
@@ -91,7 +92,7 @@ mod tests {
                 Reply::Array(vec![Reply::text("z"), Reply::text("y")])
             ])
         );
-        assert_eq!(run(&mut keys, "LMPOP 1 a LEFT"), Reply::Null);
+        assert_eq!(run(&mut keys, "LMPOP 1 a LEFT"), Reply::NullArray);
         run(&mut keys, "ZADD a 2 two 1 one");
         assert_eq!(
             run(&mut keys, "ZMPOP 2 a b MAX"),

@@ -7,7 +7,7 @@ use ferry_value::{Change, Entry, Value};
 use crate::args::{float, float_reply, int, is, syntax};
 use crate::cmd::expiry::{expiry_option, ExpiryOption};
 use crate::cmd::Outcome;
-use crate::keys::{as_type, Keys};
+use crate::keys::Keys;
 
 /// Longest string a command may build (Redis's `proto-max-bulk-len` default); the store's
 /// own value limit refuses less.
@@ -18,7 +18,7 @@ fn too_long() -> Reply {
 }
 
 fn string_of(keys: &mut Keys, key: &[u8]) -> Result<Option<Bytes>, Reply> {
-    Ok(keys.read(key, as_type::str)?.cloned())
+    keys.string(key)
 }
 
 fn bulk_or_null(value: Option<Bytes>) -> Reply {
@@ -58,12 +58,9 @@ pub fn set(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         i += 1;
     }
     let old = keys.entry(key)?.cloned();
-    let old_string = match &old {
-        Some(Entry {
-            value: Value::Str(bytes),
-            ..
-        }) => Some(bytes.clone()),
-        Some(_) if get => return Err(crate::keys::wrong_type()),
+    let old_string = match old.as_ref().map(|entry| entry.value.string_bytes()) {
+        Some(Some(bytes)) => Some(bytes),
+        Some(None) if get => return Err(crate::keys::wrong_type()),
         _ => None,
     };
     let allowed = !(nx && old.is_some() || xx && old.is_none());
@@ -76,7 +73,7 @@ pub fn set(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         keys.put(
             key,
             Some(Entry {
-                value: Value::Str(value.clone()),
+                value: Value::string(value.clone()),
                 expires_at_ms,
             }),
         )?;
@@ -93,7 +90,7 @@ pub fn setnx(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if keys.exists(&words[1])? {
         return Ok(Reply::Integer(0));
     }
-    keys.put(&words[1], Some(Entry::new(Value::Str(words[2].clone()))))?;
+    keys.put(&words[1], Some(Entry::string(words[2].clone())))?;
     Ok(Reply::Integer(1))
 }
 
@@ -107,7 +104,7 @@ pub fn setex(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     keys.put(
         &words[1],
         Some(Entry {
-            value: Value::Str(words[3].clone()),
+            value: Value::string(words[3].clone()),
             expires_at_ms: Some(at),
         }),
     )?;
@@ -117,7 +114,7 @@ pub fn setex(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 /// GETSET key value.
 pub fn getset(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let old = string_of(keys, &words[1])?;
-    keys.put(&words[1], Some(Entry::new(Value::Str(words[2].clone()))))?;
+    keys.put(&words[1], Some(Entry::string(words[2].clone())))?;
     Ok(bulk_or_null(old))
 }
 
@@ -165,12 +162,9 @@ pub fn getex(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 pub fn mget(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let mut values = Vec::with_capacity(words.len() - 1);
     for key in &words[1..] {
-        values.push(match keys.entry(key)? {
-            Some(Entry {
-                value: Value::Str(bytes),
-                ..
-            }) => Reply::Bulk(bytes.clone()),
-            _ => Reply::Null,
+        values.push(match keys.entry(key)?.and_then(|entry| entry.value.string_bytes()) {
+            Some(bytes) => Reply::Bulk(bytes),
+            None => Reply::Null,
         });
     }
     Ok(Reply::Array(values))
@@ -182,7 +176,7 @@ pub fn mset(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         return Err(ferry_resp::command::wrong_arity("mset"));
     }
     for pair in words[1..].chunks(2) {
-        keys.put(&pair[0], Some(Entry::new(Value::Str(pair[1].clone()))))?;
+        keys.put(&pair[0], Some(Entry::string(pair[1].clone())))?;
     }
     Ok(Reply::ok())
 }
@@ -212,16 +206,11 @@ pub fn append(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     Ok(Reply::Integer(len as i64))
 }
 
-/// Stores a string, keeping the key's expiry (APPEND, SETRANGE, INCR keep it in Redis).
-fn set_keeping_expiry(keys: &mut Keys, key: &[u8], value: Bytes) -> Result<(), Reply> {
+/// Stores a string, keeping the key's expiry (SETRANGE, INCR and the others keep it in
+/// Redis).
+fn set_keeping_expiry(keys: &mut Keys, key: &[u8], value: Value) -> Result<(), Reply> {
     let expires_at_ms = keys.entry(key)?.and_then(|entry| entry.expires_at_ms);
-    keys.put(
-        key,
-        Some(Entry {
-            value: Value::Str(value),
-            expires_at_ms,
-        }),
-    )
+    keys.put(key, Some(Entry { value, expires_at_ms }))
 }
 
 /// STRLEN key.
@@ -267,7 +256,8 @@ pub fn setrange(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     }
     value[offset..offset + patch.len()].copy_from_slice(patch);
     let len = value.len();
-    set_keeping_expiry(keys, &words[1], value.freeze())?;
+    // SETRANGE leaves a buffer (`raw`), whatever its bytes, as in Redis.
+    set_keeping_expiry(keys, &words[1], Value::Str(value.freeze()))?;
     Ok(Reply::Integer(len as i64))
 }
 
@@ -292,7 +282,7 @@ pub fn incrby(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let next = current
         .checked_add(delta)
         .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
-    set_keeping_expiry(keys, &words[1], Bytes::from(next.to_string()))?;
+    set_keeping_expiry(keys, &words[1], Value::Int(next))?;
     Ok(Reply::Integer(next))
 }
 
@@ -308,6 +298,6 @@ pub fn incrbyfloat(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         return Err(Reply::err("increment would produce NaN or Infinity"));
     }
     let text = crate::args::format_f64(next);
-    set_keeping_expiry(keys, &words[1], text)?;
+    set_keeping_expiry(keys, &words[1], Value::Str(text))?;
     Ok(float_reply(next))
 }

@@ -141,11 +141,13 @@ pub fn zrank(keys: &mut Keys, words: &[Bytes]) -> Outcome {
         _ => return Err(syntax()),
     };
     let rev = is(&words[0], "zrevrank");
+    // WITHSCORE asks for an array, so a missing member is the null array (Redis 7.2).
+    let missing = if with_score { Reply::NullArray } else { Reply::Null };
     let Some(zset) = keys.read(&words[1], as_type::zset)? else {
-        return Ok(Reply::Null);
+        return Ok(missing);
     };
     let Some(rank) = zset.rank(&words[2]) else {
-        return Ok(Reply::Null);
+        return Ok(missing);
     };
     let rank = if rev { zset.len() - 1 - rank } else { rank } as i64;
     Ok(if with_score {

@@ -22,6 +22,9 @@ pub struct ObjectInfo {
     pub frequency: Option<u8>,
     /// Holders of the value: the store, and readers holding it at this moment.
     pub refcount: usize,
+    /// What it costs against the tenant's memory limit (MEMORY USAGE): its key, its value
+    /// as held and the per-object overhead.
+    pub memory_bytes: u64,
 }
 
 impl TenantStore {
@@ -51,9 +54,10 @@ impl TenantStore {
             Value::List(list) => std::sync::Arc::strong_count(list),
             Value::Set(set) => std::sync::Arc::strong_count(set),
             Value::ZSet(zset) => std::sync::Arc::strong_count(zset),
-            Value::Str(_) | Value::Raw(_) => 1,
+            Value::Str(_) | Value::Int(_) | Value::Raw(_) => 1,
         };
         Ok(Some(ObjectInfo {
+            memory_bytes: super::charge(key, &object.entry),
             encoding: object.entry.value.encoding(),
             idle_ms,
             frequency,
