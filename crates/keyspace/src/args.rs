@@ -36,6 +36,23 @@ pub fn int(arg: &[u8]) -> Result<i64, Reply> {
     parse_i64(arg).ok_or_else(not_integer)
 }
 
+/// A count above 0 (numkeys, COUNT), with Redis's one error for anything else (a
+/// non-integer too): `ERR <what> should be greater than 0`.
+pub fn positive(arg: &[u8], what: &str) -> Result<usize, Reply> {
+    match parse_i64(arg) {
+        Some(n) if n > 0 => Ok(n as usize),
+        _ => Err(Reply::err(format!("{what} should be greater than 0"))),
+    }
+}
+
+/// A LIMIT at least 0, with Redis's one error for anything else.
+pub fn limit(arg: &[u8]) -> Result<usize, Reply> {
+    match parse_i64(arg) {
+        Some(n) if n >= 0 => Ok(n as usize),
+        _ => Err(Reply::err("LIMIT can't be negative")),
+    }
+}
+
 /// An integer argument that must not be negative, with the error Redis gives for it.
 pub fn non_negative(arg: &[u8], message: &str) -> Result<u64, Reply> {
     match int(arg)? {

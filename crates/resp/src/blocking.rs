@@ -58,11 +58,25 @@ impl BlockingShape {
 /// Most a blocking pop may wait: bounds the timeout's arithmetic (about 31 years).
 pub const MAX_BLOCKING_TIMEOUT_MS: u64 = 1 << 40;
 
+/// A number as C's `strtold` reads it, which Redis's timeouts go through: a decimal
+/// float, or a hexadecimal integer (`0x…`).
+fn read_seconds(text: &str) -> Option<f64> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        let value = u128::from_str_radix(hex, 16).ok()? as f64;
+        return Some(if negative { -value } else { value });
+    }
+    text.parse::<f64>().ok()
+}
+
 /// A blocking pop's timeout in seconds (a float, as Redis 6+ takes it).
 fn blocking_timeout(word: &Bytes) -> Result<Option<u64>, Reply> {
     let seconds = std::str::from_utf8(word)
         .ok()
-        .and_then(|text| text.parse::<f64>().ok())
+        .and_then(read_seconds)
         .filter(|seconds| seconds.is_finite())
         .ok_or_else(|| Reply::err("timeout is not a float or out of range"))?;
     if seconds < 0.0 {

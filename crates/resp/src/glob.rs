@@ -1,8 +1,15 @@
 //! Redis's glob-style patterns (KEYS, SCAN MATCH, HSCAN, FUNCTION LIST): `*`, `?`,
 //! `[abc]`, `[^a-z]`, `\x`, matched over bytes.
 
+/// Most `*` a pattern may hold and match anything: Redis bounds the nesting of its
+/// matcher to bound a pattern's work, and a pattern past the bound matches nothing.
+pub const MAX_PATTERN_STARS: usize = 1000;
+
 /// Whether `text` matches `pattern`.
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
+    if pattern.iter().filter(|&&b| b == b'*').count() > MAX_PATTERN_STARS {
+        return false;
+    }
     // Iterative, with one backtrack point for the last `*`: linear in practice and never
     // recursive, so a hostile pattern cannot exhaust the stack.
     let (mut p, mut t) = (0, 0);

@@ -57,8 +57,50 @@ pub fn format_double(value: f64) -> String {
         // Redis prints -0 as "-0" (its %.17g); the shortest form agrees.
         if value.is_sign_negative() { "-0" } else { "0" }.into()
     } else {
-        format!("{value}")
+        shortest(value)
     }
+}
+
+/// The shortest digits that read back as `value`, laid out as Redis 7.2's `fpconv_dtoa`
+/// lays them out: an integer up to 7 zeros past its digits, a decimal down to 7 places
+/// (or an exponent below 4), scientific notation (`1.7976931348623157e+308`) otherwise.
+fn shortest(value: f64) -> String {
+    let scientific = format!("{:e}", value.abs());
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let ndigits = digits.len() as i32;
+    let k = exponent - (ndigits - 1);
+    let exp = (k + ndigits - 1).abs();
+    let mut out = String::with_capacity(24);
+    if value.is_sign_negative() {
+        out.push('-');
+    }
+    if k >= 0 && exp < ndigits + 7 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', k as usize));
+    } else if k < 0 && (k > -7 || exp < 4) {
+        let offset = ndigits + k;
+        if offset <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-offset) as usize));
+            out.push_str(&digits);
+        } else {
+            out.push_str(&digits[..offset as usize]);
+            out.push('.');
+            out.push_str(&digits[offset as usize..]);
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if ndigits > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if k + ndigits - 1 < 0 { '-' } else { '+' });
+        out.push_str(&exp.to_string());
+    }
+    out
 }
 
 /// Redis's words for a command refused past `maxmemory`.
@@ -304,6 +346,27 @@ mod tests {
         assert_eq!(encoded(&Reply::Double(3.0), Protocol::Resp3), b",3\r\n");
         assert_eq!(format_double(0.1), "0.1");
         assert_eq!(format_double(-0.0), "-0");
+    }
+
+    #[test]
+    fn doubles_are_laid_out_as_redis_lays_them_out() {
+        for (value, text) in [
+            (f64::MAX, "1.7976931348623157e+308"),
+            (1e21, "1e+21"),
+            (123456789.0, "123456789"),
+            (1.5, "1.5"),
+            (-2.25, "-2.25"),
+            (0.000001, "0.000001"),
+            (1e-7, "1e-7"),
+            (3.0e10, "3e+10"),
+            (1234567e3, "1234567000"),
+            (1e17, "1e+17"),
+            (0.3, "0.3"),
+            (5e-324, "5e-324"),
+        ] {
+            assert_eq!(format_double(value), text, "{value:e}");
+            assert_eq!(format_double(value).parse::<f64>().unwrap(), value);
+        }
     }
 
     #[test]

@@ -20,3 +20,4 @@ mod resp_functions;
 mod resp_memory;
 mod resp_scripts;
 mod resp_transactions;
+mod three_paths;

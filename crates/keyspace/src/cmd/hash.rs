@@ -128,6 +128,9 @@ pub fn hincrby(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 /// HINCRBYFLOAT key field increment.
 pub fn hincrbyfloat(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     let delta = float(&words[3])?;
+    if !delta.is_finite() {
+        return Err(Reply::err("value is NaN or Infinity"));
+    }
     let current = match keys.read(&words[1], as_type::hash)?.and_then(|h| h.get(&words[2])) {
         None => 0.0,
         Some(text) => parse_f64(text).ok_or_else(|| Reply::err("hash value is not a float"))?,

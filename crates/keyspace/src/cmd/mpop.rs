@@ -5,17 +5,13 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::args::{int, is, syntax};
+use crate::args::{is, positive, syntax};
 use crate::cmd::Outcome;
 use crate::keys::{as_type, Keys};
 
 /// The keys, the side (`first`: LEFT or MIN) and the count of `numkeys key … SIDE [COUNT n]`.
 fn parse<'w>(words: &'w [Bytes], sides: [&str; 2]) -> Result<(&'w [Bytes], bool, usize), Reply> {
-    let numkeys = int(&words[1])?;
-    if numkeys <= 0 {
-        return Err(Reply::err("numkeys should be greater than 0"));
-    }
-    let numkeys = numkeys as usize;
+    let numkeys = positive(&words[1], "numkeys")?;
     if words.len() < 3 + numkeys {
         return Err(syntax());
     }
@@ -27,10 +23,7 @@ fn parse<'w>(words: &'w [Bytes], sides: [&str; 2]) -> Result<(&'w [Bytes], bool,
     };
     let count = match &words[3 + numkeys..] {
         [] => 1,
-        [option, count] if is(option, "COUNT") => match int(count)? {
-            n if n > 0 => n as usize,
-            _ => return Err(Reply::err("count should be greater than 0")),
-        },
+        [option, count] if is(option, "COUNT") => positive(count, "count")?,
         _ => return Err(syntax()),
     };
     Ok((names, first, count))

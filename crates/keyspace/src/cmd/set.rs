@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ferry_value::{Entry, Set, Value};
 use indexmap::IndexSet;
 
-use crate::args::{bulk, int, is, owned, syntax};
+use crate::args::{bulk, int, is, owned, positive, syntax};
 use crate::cmd::scan::{scan_args, scan_reply};
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, Keys};
@@ -137,27 +137,15 @@ pub fn algebra_store(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit].
 pub fn sintercard(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let numkeys = int(&words[1])?;
-    if numkeys <= 0 {
-        return Err(Reply::err("numkeys should be greater than 0"));
-    }
-    let numkeys = numkeys as usize;
+    let numkeys = positive(&words[1], "numkeys")?;
     if numkeys > words.len() - 2 {
         return Err(Reply::err("Number of keys can't be greater than number of args"));
     }
-    let mut limit = 0usize;
-    let rest = &words[2 + numkeys..];
-    match rest {
-        [] => {}
-        [option, value] if is(option, "LIMIT") => {
-            let n = int(value)?;
-            if n < 0 {
-                return Err(Reply::err("LIMIT can't be negative"));
-            }
-            limit = n as usize;
-        }
+    let limit = match &words[2 + numkeys..] {
+        [] => 0,
+        [option, value] if is(option, "LIMIT") => crate::args::limit(value)?,
         _ => return Err(syntax()),
-    }
+    };
     let len = combine(keys, &words[2..2 + numkeys], Algebra::Inter)?.len();
     Ok(Reply::Integer(if limit == 0 { len } else { len.min(limit) } as i64))
 }

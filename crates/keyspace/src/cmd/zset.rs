@@ -640,20 +640,17 @@ pub fn zalgebra(keys: &mut Keys, words: &[Bytes]) -> Outcome {
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit].
 pub fn zintercard(keys: &mut Keys, words: &[Bytes]) -> Outcome {
-    let numkeys = int(&words[1])?;
-    if numkeys <= 0 {
-        return Err(Reply::err("numkeys should be greater than 0"));
-    }
-    let numkeys = numkeys as usize;
+    let numkeys = match crate::args::parse_i64(&words[1]) {
+        Some(n) if n > 0 => n as usize,
+        Some(_) => return Err(Reply::err("at least 1 input key is needed for 'zintercard' command")),
+        None => return Err(crate::args::not_integer()),
+    };
     if numkeys > words.len() - 2 {
         return Err(Reply::err("Number of keys can't be greater than number of args"));
     }
     let limit = match &words[2 + numkeys..] {
         [] => 0,
-        [option, value] if is(option, "LIMIT") => match int(value)? {
-            n if n < 0 => return Err(Reply::err("LIMIT can't be negative")),
-            n => n as usize,
-        },
+        [option, value] if is(option, "LIMIT") => crate::args::limit(value)?,
         _ => return Err(syntax()),
     };
     let mut members: Option<Vec<Bytes>> = None;
