@@ -309,8 +309,14 @@ impl ReplicationListened {
 
 /// Writes the JSON whole, then renames it into place: a reader never sees half a file.
 fn write_json(path: &Path, cluster: &ClusterInfo) -> CmdResult {
+    write_whole(path, serde_json::to_string_pretty(cluster)?.as_bytes())
+}
+
+/// Writes a file others poll for: whole, then renamed into place, so a reader that finds
+/// the file never reads it half written.
+fn write_whole(path: &Path, contents: &[u8]) -> CmdResult {
     let partial = path.with_extension("partial");
-    std::fs::write(&partial, serde_json::to_string_pretty(cluster)?)
+    std::fs::write(&partial, contents)
         .and_then(|()| std::fs::rename(&partial, path))
         .map_err(|err| format!("cannot write {}: {err}", path.display()).into())
 }
@@ -425,8 +431,7 @@ fn up(args: UpArgs) -> CmdResult {
         .map(|listener| Ok(listener.local_addr()?.to_string()))
         .collect::<std::io::Result<Vec<String>>>()?;
     if !group.is_empty() {
-        let path = dir.join("config-group");
-        std::fs::write(&path, group.join(",")).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        write_whole(&dir.join("config-group"), group.join(",").as_bytes())?;
     }
     let node_groups = id_flags(&args.node_config_group, "--node-config-group")?;
     let members_flag: Vec<String> = group

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use ferry_resp::Reply;
 
-use crate::cmd::{expiry, generic, hash, list, mpop, set, string, zset, Outcome};
+use crate::cmd::{bits, expiry, generic, hash, lcs, list, mpop, set, string, zset, Outcome};
 use crate::keys::Keys;
 
 /// A data command's implementation.
@@ -28,6 +28,12 @@ pub fn handler(name: &str) -> Option<Handler> {
         "setrange" => string::setrange,
         "incr" | "decr" | "incrby" | "decrby" => string::incrby,
         "incrbyfloat" => string::incrbyfloat,
+        "lcs" => lcs::lcs,
+        "setbit" => bits::setbit,
+        "getbit" => bits::getbit,
+        "bitcount" => bits::bitcount,
+        "bitpos" => bits::bitpos,
+        "bitop" => bits::bitop,
         "del" | "unlink" => generic::del,
         "exists" => generic::exists,
         "touch" => generic::touch,

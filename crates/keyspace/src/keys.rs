@@ -64,7 +64,7 @@ impl<'s> Keys<'s> {
         Keys {
             slots,
             now_us,
-            rng: seed | 1,
+            rng: spread(seed) | 1,
             encodings,
             deletes_expired,
             expired_met: false,
@@ -101,6 +101,8 @@ impl<'s> Keys<'s> {
     }
 
     /// A pseudo-random number (xorshift64*): enough to pick members, not for secrets.
+    /// Seeded through [`spread`], so nearby seeds (consecutive clock readings) start far
+    /// apart and a single pick is not skewed.
     pub fn random(&mut self) -> u64 {
         self.rng ^= self.rng >> 12;
         self.rng ^= self.rng << 25;
@@ -381,6 +383,22 @@ pub mod as_type {
     }
 }
 
+/// Where seeds for random picks come from: the time mixed with a count of the seeds
+/// handed out, so two commands in the same microsecond still pick independently.
+pub fn fresh_seed(now_us: u64) -> u64 {
+    static HANDED_OUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = HANDED_OUT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    now_us ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// splitmix64's finaliser: every bit of `seed` reaches every bit of the result.
+fn spread(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use ferry_value::DEFAULT_ENCODINGS;
@@ -450,5 +468,18 @@ mod tests {
         let mut slots = [Slot::new(b("h"), None)];
         let mut keys = Keys::read_only(&mut slots, 0, 1, DEFAULT_ENCODINGS);
         assert!(keys.hset(b"h", &b("f"), &b("v")).is_err());
+    }
+
+    #[test]
+    fn first_picks_of_commands_at_one_clock_reading_are_spread_evenly() {
+        // Commands of one pipelined batch may all run at one clock reading.
+        let now_us = 1_765_000_000_000_000u64;
+        let mut counts = [0u32; 3];
+        for _ in 0..3000 {
+            let mut slots: Vec<Slot> = Vec::new();
+            let mut keys = Keys::new(&mut slots, now_us, fresh_seed(now_us), DEFAULT_ENCODINGS, true);
+            counts[keys.random_below(3)] += 1;
+        }
+        assert!(counts.iter().all(|&count| (850..=1150).contains(&count)), "{counts:?}");
     }
 }

@@ -91,7 +91,7 @@ pub async fn run_with(
     let mut keys = Keys::new(
         &mut slots,
         now_us,
-        now_us ^ 0x9e37_79b9_7f4a_7c15,
+        ferry_keyspace::keys::fresh_seed(now_us),
         DEFAULT_ENCODINGS,
         writes_allowed,
     );

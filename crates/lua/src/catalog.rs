@@ -52,6 +52,10 @@ pub struct FunctionEntry {
     pub hash: String,
     /// Flagged `no-writes`.
     pub no_writes: bool,
+    /// Its flags, as FUNCTION LIST shows them.
+    pub flags: Vec<String>,
+    /// Its description, if it gave one.
+    pub description: Option<String>,
 }
 
 fn function_key(name: &str) -> Vec<u8> {
@@ -72,14 +76,21 @@ pub async fn function_entry(ctx: &mut dyn Ctx, name: &str) -> Result<Option<Func
     let Some(value) = ctx.get(TABLE, &function_key(name)).await? else {
         return Ok(None);
     };
+    // Lines: library, hash, flags (space-separated), then the description, if any, to
+    // the end (it may hold line ends).
     let text = std::str::from_utf8(&value).map_err(|_| corrupt("function entry"))?;
-    let mut lines = text.split('\n');
+    let mut lines = text.splitn(4, '\n');
     match (lines.next(), lines.next(), lines.next()) {
-        (Some(library), Some(hash), Some(flags)) => Ok(Some(FunctionEntry {
-            library: library.to_string(),
-            hash: hash.to_string(),
-            no_writes: flags == "no-writes",
-        })),
+        (Some(library), Some(hash), Some(flags)) => {
+            let flags: Vec<String> = flags.split_ascii_whitespace().map(str::to_string).collect();
+            Ok(Some(FunctionEntry {
+                library: library.to_string(),
+                hash: hash.to_string(),
+                no_writes: flags.iter().any(|flag| flag == "no-writes"),
+                flags,
+                description: lines.next().map(str::to_string),
+            }))
+        }
         _ => Err(corrupt("function entry")),
     }
 }
@@ -145,18 +156,23 @@ pub fn load(ctx: &mut dyn Ctx) -> FnFuture<'_> {
         let args = LoadArgs::decode(ctx.args())?;
         let code = String::from_utf8(args.code.to_vec())
             .map_err(|_| FnError::Failed("ERR library text is not UTF-8".into()))?;
-        let name = load_text(ctx, code, args.replace).await?;
+        let name = load_text(ctx, code, args.replace, false).await?;
         Ok(Bytes::from(name))
     })
 }
 
 /// Loads one library's text into the catalog (FUNCTION LOAD's work, and RESTORE's for
 /// each library): its name.
-async fn load_text(ctx: &mut dyn Ctx, code: String, replace: bool) -> Result<String, FnError> {
+/// `restoring`: RESTORE's call (Redis words the name collision differently there).
+async fn load_text(ctx: &mut dyn Ctx, code: String, replace: bool, restoring: bool) -> Result<String, FnError> {
     let (vm, header, functions) = Vm::load(&code).map_err(|err| FnError::Failed(err.0))?;
     let mut index = index(ctx).await?;
     if index.contains_key(&header.name) && !replace {
-        return Err(FnError::Failed(format!("ERR Library '{}' already exists", header.name)));
+        return Err(FnError::Failed(if restoring {
+            format!("ERR Library {} already exists", header.name)
+        } else {
+            format!("ERR Library '{}' already exists", header.name)
+        }));
     }
     if !index.contains_key(&header.name) && index.len() >= MAX_LIBRARIES {
         return Err(FnError::Failed(format!(
@@ -177,8 +193,11 @@ async fn load_text(ctx: &mut dyn Ctx, code: String, replace: bool) -> Result<Str
         }
     }
     for function in &functions {
-        let flags = if function.no_writes { "no-writes" } else { "" };
-        let entry = format!("{}\n{text_hash}\n{flags}", header.name);
+        let mut entry = format!("{}\n{text_hash}\n{}", header.name, function.flags.join(" "));
+        if let Some(description) = &function.description {
+            entry.push('\n');
+            entry.push_str(description);
+        }
         ctx.put(TABLE, &function_key(&function.name), Bytes::from(entry))
             .await?;
     }
@@ -318,7 +337,7 @@ pub fn restore(ctx: &mut dyn Ctx) -> FnFuture<'_> {
             flush_all(ctx).await?;
         }
         for text in texts {
-            load_text(ctx, text, policy == 1).await?;
+            load_text(ctx, text, policy == 1, true).await?;
         }
         Ok(Bytes::new())
     })
@@ -357,14 +376,19 @@ pub fn list(ctx: &mut dyn Ctx) -> FnFuture<'_> {
             }
             let mut described = Vec::new();
             for function in functions {
-                let flags = match function_entry(ctx, &function).await? {
-                    Some(entry) if entry.no_writes => vec![Reply::text("no-writes")],
-                    _ => Vec::new(),
-                };
+                let entry = function_entry(ctx, &function).await?;
+                let flags = entry
+                    .iter()
+                    .flat_map(|entry| &entry.flags)
+                    .map(|flag| Reply::text(flag.clone()));
+                let description = entry
+                    .as_ref()
+                    .and_then(|entry| entry.description.clone())
+                    .map_or(Reply::Null, Reply::text);
                 described.push(Reply::Map(vec![
                     (Reply::text("name"), Reply::text(function)),
-                    (Reply::text("description"), Reply::Null),
-                    (Reply::text("flags"), Reply::Array(flags)),
+                    (Reply::text("description"), description),
+                    (Reply::text("flags"), Reply::Array(flags.collect())),
                 ]));
             }
             let mut fields = vec![

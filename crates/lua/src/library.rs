@@ -14,8 +14,8 @@ pub const MAX_NAME_BYTES: usize = 64;
 /// Most functions one library may register.
 pub const MAX_FUNCTIONS_PER_LIBRARY: usize = 256;
 
-/// The function flags Redis defines; only `no-writes` changes what ferry does, the others
-/// are accepted so that libraries written for Redis load unchanged.
+/// The function flags Redis defines (any case); only `no-writes` changes what ferry does,
+/// the others are accepted (and listed) so that libraries written for Redis load unchanged.
 pub const KNOWN_FLAGS: &[&str] = &[
     "no-writes",
     "allow-oom",
@@ -36,8 +36,18 @@ pub struct Header {
 pub struct FunctionInfo {
     /// Its name.
     pub name: String,
-    /// Flagged `no-writes`: it may run under FCALL_RO and may not write.
-    pub no_writes: bool,
+    /// Its flags, lower case, each once (`no-writes`: it may run under FCALL_RO and may
+    /// not write).
+    pub flags: Vec<String>,
+    /// Its description, if it gave one.
+    pub description: Option<String>,
+}
+
+impl FunctionInfo {
+    /// Flagged `no-writes`.
+    pub fn no_writes(&self) -> bool {
+        self.flags.iter().any(|flag| flag == "no-writes")
+    }
 }
 
 /// Whether `name` is a valid library or function name (Redis's rule).

@@ -181,27 +181,62 @@ local redis = {
   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
   REPL_NONE = 0, REPL_AOF = 1, REPL_SLAVE = 2, REPL_REPLICA = 2, REPL_ALL = 3,
   REDIS_VERSION = redis_version, REDIS_VERSION_NUM = redis_version_num,
-  register_function = function(a, b)
+  -- Positional (name, callback) or named ({function_name=, callback=, flags=,
+  -- description=}) arguments, checked with Redis's words.
+  register_function = function(...)
     if not loading then
       error('ERR redis.register_function can only be called on FUNCTION LOAD command', 2)
     end
-    local name, callback, flags
-    if type(a) == 'table' then
-      name, callback, flags = a.function_name, a.callback, a.flags
+    local argc = select('#', ...)
+    if argc < 1 or argc > 2 then raise('wrong number of arguments to redis.register_function') end
+    local name, callback, flags, description
+    if argc == 1 then
+      local named = ...
+      if type(named) ~= 'table' then
+        raise('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+      end
+      for key, value in pairs(named) do
+        if type(key) ~= 'string' then
+          raise('named argument key given to redis.register_function is not a string')
+        elseif key == 'function_name' then
+          if type(value) ~= 'string' then
+            raise('function_name argument given to redis.register_function must be a string')
+          end
+          name = value
+        elseif key == 'description' then
+          if type(value) ~= 'string' then
+            raise('description argument given to redis.register_function must be a string')
+          end
+          description = value
+        elseif key == 'callback' then
+          if type(value) ~= 'function' then
+            raise('callback argument given to redis.register_function must be a function')
+          end
+          callback = value
+        elseif key == 'flags' then
+          if type(value) ~= 'table' then
+            raise('flags argument to redis.register_function must be a table representing function flags')
+          end
+          -- Each flag's name is checked against Redis's once the library has loaded.
+          for _, flag in ipairs(value) do
+            if type(flag) ~= 'string' then raise('unknown flag given') end
+          end
+          flags = value
+        else
+          raise('unknown argument given to redis.register_function')
+        end
+      end
+      if name == nil then raise('redis.register_function must get a function name argument') end
+      if callback == nil then raise('redis.register_function must get a callback argument') end
     else
-      name, callback = a, b
+      name, callback = ...
+      if type(name) ~= 'string' then raise('first argument to redis.register_function must be a string') end
+      if type(callback) ~= 'function' then
+        raise('second argument to redis.register_function must be a function')
+      end
     end
-    if type(name) ~= 'string' then
-      error('ERR function name argument given to redis.register_function must be a string', 2)
-    end
-    if type(callback) ~= 'function' then
-      error('ERR callback argument given to redis.register_function must be a function', 2)
-    end
-    if flags ~= nil and type(flags) ~= 'table' then
-      error('ERR flags argument to redis.register_function must be a table representing function flags', 2)
-    end
-    if registered[name] then error('ERR Function already exists in the library', 2) end
-    registered[name] = { callback = callback, flags = flags or {} }
+    if registered[name] then raise('Function already exists in the library') end
+    registered[name] = { callback = callback, flags = flags or {}, description = description }
   end,
 }
 

@@ -48,7 +48,7 @@ pub enum FunctionCall {
     /// SCRIPT FLUSH.
     ScriptFlush,
     /// SCRIPT KILL.
-    ScriptKill,
+    Kill,
 }
 
 impl FunctionCall {
@@ -112,7 +112,7 @@ impl FunctionCall {
                     .collect(),
             ),
             Command::Script(ScriptCommand::Flush) => FunctionCall::ScriptFlush,
-            Command::Script(ScriptCommand::Kill) => FunctionCall::ScriptKill,
+            Command::Script(ScriptCommand::Kill) | Command::Function(FunctionCommand::Kill) => FunctionCall::Kill,
             other => return Err(other),
         })
     }
@@ -168,7 +168,7 @@ impl FunctionCall {
             }
             FunctionCall::ScriptFlush => (script::FLUSH.to_string(), Bytes::new()),
             // A script ends at its budget; none can be found running to kill by hand.
-            FunctionCall::ScriptKill => return Err(Reply::Error("NOTBUSY No scripts in execution right now.".into())),
+            FunctionCall::Kill => return Err(Reply::Error("NOTBUSY No scripts in execution right now.".into())),
         })
     }
 
@@ -185,7 +185,7 @@ impl FunctionCall {
             | FunctionCall::Flush
             | FunctionCall::Restore(..)
             | FunctionCall::ScriptFlush
-            | FunctionCall::ScriptKill => Reply::ok(),
+            | FunctionCall::Kill => Reply::ok(),
             FunctionCall::Stats => stats(&reply_of(result), &functions()),
         }
     }
@@ -227,7 +227,7 @@ fn stats(list: &Reply, functions: &[FunctionStat]) -> Reply {
             Reply::Integer(described().count() as i64),
         ),
     ]);
-    let per_function = functions
+    let per_function: Vec<(Reply, Reply)> = functions
         .iter()
         .filter_map(|f| {
             let name = f.name.strip_prefix(crate::fcall::FAMILY)?;
@@ -241,11 +241,16 @@ fn stats(list: &Reply, functions: &[FunctionStat]) -> Reply {
             (Reply::text(name), Reply::Map(fields.collect()))
         })
         .collect();
-    Reply::Map(vec![
+    let mut fields = vec![
         (Reply::text("running_script"), Reply::Null),
         (Reply::text("engines"), Reply::Map(vec![(Reply::text("LUA"), lua)])),
-        (Reply::text("functions"), Reply::Map(per_function)),
-    ])
+    ];
+    // ferry's own field, left out when there is nothing in it, so the reply is Redis's
+    // exactly for a client that compares it whole.
+    if !per_function.is_empty() {
+        fields.push((Reply::text("functions"), Reply::Map(per_function)));
+    }
+    Reply::Map(fields)
 }
 
 /// A storage node's error message as a RESP error: kept as is if it starts with an error

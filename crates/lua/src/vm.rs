@@ -278,28 +278,39 @@ impl Vm {
         for pair in registered.pairs::<String, Table>() {
             let (name, entry) = pair.map_err(|e| LuaError::library(lua_failure(&e)))?;
             if !valid_name(&name) {
+                // Redis's words for a bad function name too.
                 return Err(LuaError::library(
-                    "Function names can only contain letters, numbers, or underscores(_) and must be at least one character long",
+                    "Library names can only contain letters, numbers, or underscores(_) and must be at least one character long",
                 ));
             }
-            let (callback, flags) = entry
+            let (callback, flag_list, description) = entry
                 .get::<Function>("callback")
-                .and_then(|callback| Ok((callback, entry.get::<Table>("flags")?)))
+                .and_then(|callback| {
+                    Ok((
+                        callback,
+                        entry.get::<Table>("flags")?,
+                        entry.get::<Option<String>>("description")?,
+                    ))
+                })
                 .map_err(|e| LuaError::library(lua_failure(&e)))?;
-            let mut no_writes = false;
-            for flag in flags.sequence_values::<Value>() {
+            let mut flags = Vec::new();
+            for flag in flag_list.sequence_values::<Value>() {
                 let flag = match flag {
-                    Ok(Value::String(flag)) => flag.to_string_lossy(),
-                    _ => return Err(LuaError::library("Unknown flag given")),
+                    Ok(Value::String(flag)) => flag.to_string_lossy().to_ascii_lowercase(),
+                    _ => return Err(LuaError::library("unknown flag given")),
                 };
                 if !KNOWN_FLAGS.contains(&flag.as_str()) {
-                    return Err(LuaError::library("Unknown flag given"));
+                    return Err(LuaError::library("unknown flag given"));
                 }
-                no_writes |= flag == "no-writes";
+                if !flags.contains(&flag) {
+                    flags.push(flag);
+                }
             }
+            let no_writes = flags.iter().any(|flag| flag == "no-writes");
             infos.push(FunctionInfo {
                 name: name.clone(),
-                no_writes,
+                flags,
+                description,
             });
             functions.insert(name, Registered { callback, no_writes });
         }

@@ -174,7 +174,9 @@ fn the_catalog_refuses_clashes_and_replaces_and_deletes_libraries() {
     );
     load(
         &mut ctx,
-        "#!lua name=other\nredis.register_function('other_f', function() return 1 end)",
+        "#!lua name=other\nredis.register_function('other_f', function() return 1 end)\n\
+         redis.register_function{function_name='described', callback=function() return 2 end,\n\
+           description='adds\\nup', flags={'No-Writes', 'allow-oom'}}",
         false,
     )
     .unwrap();
@@ -189,6 +191,15 @@ fn the_catalog_refuses_clashes_and_replaces_and_deletes_libraries() {
         panic!("an array")
     };
     assert_eq!(all.len(), 2);
+    // A function's description and flags, as it gave them (flags lower case).
+    let Reply::Array(other) = list(&mut ctx, "other", false) else {
+        panic!("an array")
+    };
+    let text = format!("{other:?}");
+    assert!(
+        text.contains(r#"Bulk(b"adds\nup")"#) && text.contains(r#"Bulk(b"no-writes"), Bulk(b"allow-oom")"#),
+        "{text}"
+    );
     let Reply::Array(one) = list(&mut ctx, "coun*", true) else {
         panic!("an array")
     };
@@ -222,15 +233,32 @@ fn bad_libraries_get_redis_errors() {
         ("#!lua name=x\nlocal a = 1", "No functions registered"),
         (
             "#!lua name=x\nredis.register_function{function_name='f', callback=function() end, flags={'fast'}}",
-            "Unknown flag given",
+            "unknown flag given",
         ),
         (
             "#!lua name=x\nredis.register_function('bad-name', function() end)",
-            "Function names can only contain",
+            // Redis's words for a function name too.
+            "Library names can only contain",
         ),
         (
             "#!lua name=x\nredis.register_function('f', 'not a function')",
-            "callback argument",
+            "second argument to redis.register_function must be a function",
+        ),
+        (
+            "#!lua name=x\nredis.register_function('f', function() end, 'extra')",
+            "wrong number of arguments to redis.register_function",
+        ),
+        (
+            "#!lua name=x\nredis.register_function{function_name='f', callback=function() end, other=1}",
+            "unknown argument given to redis.register_function",
+        ),
+        (
+            "#!lua name=x\nredis.register_function{callback=function() end}",
+            "redis.register_function must get a function name argument",
+        ),
+        (
+            "#!lua name=x\nredis.register_function('f')",
+            "calling redis.register_function with a single argument is only applicable to Lua table",
         ),
         ("return 1", "Missing library metadata"),
         ("#!lua name=x\nwhile true do end", "Script killed"),

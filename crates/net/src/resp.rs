@@ -36,6 +36,10 @@ use crate::tls::Acceptor;
 /// Bytes requested from the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// Most bytes read ahead from a client while its blocking pop waits (Redis, too, reads
+/// what a blocked client sends and runs it after); past it the connection is left unread.
+const MAX_INPUT_WHILE_BLOCKED_BYTES: usize = 1024 * 1024;
+
 /// Replies buffered before they are written even if more commands are waiting: bounds
 /// the memory one pipelining client can make the process hold.
 pub const MAX_PENDING_REPLY_BYTES: usize = 4 * 1024 * 1024;
@@ -167,7 +171,7 @@ pub(crate) struct Session<T> {
     /// The database SELECT chose (its table is `table`).
     db: u32,
     /// This connection as CLIENT sees it, and the listener's connections.
-    client: Arc<crate::resp_clients::Client>,
+    pub(crate) client: Arc<crate::resp_clients::Client>,
     clients: Arc<crate::resp_clients::Clients>,
 }
 
@@ -347,9 +351,27 @@ async fn connection<S, IO>(
                         }
                         output.clear();
                     }
-                    let reply = tokio::select! {
-                        reply = crate::resp_blocking::run(service, &session, blocking, keys) => reply,
-                        _ = shutdown.changed() => break 'read,
+                    if let Some(name) = &last_command {
+                        let resp = if session.protocol == Protocol::Resp3 { 3 } else { 2 };
+                        session.client.used(session.db, resp, name);
+                    }
+                    // While it waits the connection is still read (up to a bound), so a
+                    // client that hangs up or is killed ends its pop: a pop left waiting for
+                    // a gone client would take an element nobody receives.
+                    let waiting = crate::resp_blocking::run(service, &session, blocking, keys);
+                    tokio::pin!(waiting);
+                    let reply = loop {
+                        input.reserve(READ_CHUNK_BYTES);
+                        tokio::select! {
+                            reply = &mut waiting => break reply,
+                            _ = shutdown.changed() => break 'read,
+                            _ = session.client.kill.notified() => break 'read,
+                            read = stream.read_buf(&mut input), if input.len() < MAX_INPUT_WHILE_BLOCKED_BYTES => {
+                                if !matches!(read, Ok(n) if n > 0) {
+                                    break 'read;
+                                }
+                            }
+                        }
                     };
                     reply.encode(session.protocol, &mut output);
                     After::Continue
@@ -584,10 +606,12 @@ fn session_command<S: RespService>(
         Command::CommandInfo(args) => command_info(&args),
         Command::Info(sections) => {
             let tenant_info = session.tenant.as_ref().map(|tenant| service.tenant_info(tenant));
+            let clients_info = session.client.signed_in_as().map(|user| session.clients.info(&user));
             let text = format!(
-                "# Server\r\nredis_version:7.2.0\r\nferry_version:{}\r\nredis_mode:{}\r\n{}",
+                "# Server\r\nredis_version:7.2.0\r\nferry_version:{}\r\nredis_mode:{}\r\n\r\n{}{}",
                 env!("CARGO_PKG_VERSION"),
                 service.mode(),
+                clients_info.unwrap_or_default(),
                 tenant_info.unwrap_or_default()
             );
             Reply::Bulk(Bytes::from(crate::resp_info::sections(&text, &sections)))

@@ -14,6 +14,10 @@ use ferry_resp::blocking::Blocking;
 use ferry_resp::{Command, Reply};
 
 use crate::resp::{Queued, RespService, Session};
+use crate::resp_clients::Unblock;
+
+/// CLIENT UNBLOCK ... ERROR's reply to the pop it ends, in Redis's words.
+const UNBLOCKED: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
 
 /// Longest a waiting pop goes without trying again, for changes the service does not
 /// announce (a write over the ferry protocol, a commit on another node).
@@ -32,6 +36,10 @@ pub(crate) async fn run<S: RespService>(
     let deadline = blocking
         .timeout_ms
         .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+    let mut blocked = None;
+    // The step's answer when there is nothing to pop (null or the null array), given on a
+    // timeout.
+    let mut empty = Reply::Null;
     loop {
         let queued = Queued {
             command: Command::Data(blocking.step.clone()),
@@ -43,20 +51,35 @@ pub(crate) async fn run<S: RespService>(
             .await
             .pop()
             .unwrap_or(Reply::Null);
-        if !matches!(reply, Reply::Null | Reply::NullArray) {
+        // A key that became another type while the pop waited does not wake it (as in
+        // Redis, which serves a blocked client only when a list or sorted set is there);
+        // on the first try it is the pop's error.
+        let wrong_type_later =
+            blocked.is_some() && matches!(&reply, Reply::Error(text) if text.starts_with("WRONGTYPE"));
+        if !matches!(reply, Reply::Null | Reply::NullArray) && !wrong_type_later {
             return blocking.shape.reply(reply);
+        }
+        if !wrong_type_later {
+            empty = reply;
         }
         let now = tokio::time::Instant::now();
         let mut wake = now + Duration::from_millis(RECHECK_MS);
         if let Some(deadline) = deadline {
             if now >= deadline {
-                return reply;
+                return empty;
             }
             wake = wake.min(deadline);
         }
+        // Blocked (INFO's blocked_clients) from its first wait on; CLIENT UNBLOCK ends it.
+        blocked.get_or_insert_with(|| session.client.blocking());
         tokio::select! {
             () = service.written(tenant) => {}
             () = tokio::time::sleep_until(wake) => {}
+            () = session.client.unblocked.notified() => match session.client.take_unblock() {
+                Some(Unblock::Timeout) => return empty,
+                Some(Unblock::Error) => return Reply::Error(UNBLOCKED.into()),
+                None => {}
+            },
         }
     }
 }

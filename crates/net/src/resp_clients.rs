@@ -8,7 +8,7 @@
 //! is listed as 0, so a client parsing the line finds every field Redis 7.2 gives.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -31,6 +31,28 @@ pub struct Client {
     state: Mutex<ClientState>,
     /// Wakes the connection's loop to close it (CLIENT KILL).
     pub(crate) kill: Notify,
+    /// Whether it waits in a blocking pop (INFO's blocked_clients, flag `b`).
+    blocked: AtomicBool,
+    /// How CLIENT UNBLOCK asked its blocking pop to end, and the wake-up for it.
+    unblock: Mutex<Option<Unblock>>,
+    pub(crate) unblocked: Notify,
+}
+
+/// How CLIENT UNBLOCK ends a blocking pop: as if it timed out, or with an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unblock {
+    Timeout,
+    Error,
+}
+
+/// Marks a connection blocked while it lives.
+pub struct BlockedGuard<'a>(&'a Client);
+
+impl Drop for BlockedGuard<'_> {
+    fn drop(&mut self) {
+        self.0.blocked.store(false, Ordering::Relaxed);
+        self.0.take_unblock();
+    }
 }
 
 /// What changes as a connection is used.
@@ -90,6 +112,9 @@ impl Clients {
                 last_command: "NULL".into(),
             }),
             kill: Notify::new(),
+            blocked: AtomicBool::new(false),
+            unblock: Mutex::new(None),
+            unblocked: Notify::new(),
         });
         self.lock().insert(client.id, Arc::clone(&client));
         Registered {
@@ -108,6 +133,34 @@ impl Clients {
             .collect();
         clients.sort_by_key(|client| client.id);
         clients
+    }
+
+    /// INFO's `# Clients` section for `user`'s connections, in Redis 7.2's fields (what
+    /// ferry does not keep is 0).
+    pub fn info(&self, user: &str) -> String {
+        let clients = self.of_user(user);
+        let blocked = clients.iter().filter(|client| client.is_blocked()).count();
+        format!(
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:10000\r\n\
+             client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\n\
+             blocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:{blocked}\r\n\
+             total_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
+            clients.len()
+        )
+    }
+
+    /// CLIENT UNBLOCK: ends `id`'s blocking pop (if it is `user`'s and blocked) the way
+    /// `how` says; whether it did.
+    fn unblock(&self, user: &str, id: u64, how: Unblock) -> bool {
+        let Some(client) = self.of_user(user).into_iter().find(|client| client.id == id) else {
+            return false;
+        };
+        if !client.is_blocked() {
+            return false;
+        }
+        *client.unblock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(how);
+        client.unblocked.notify_one();
+        true
     }
 
     /// Runs `CLIENT words…` (the words after CLIENT) for connection `me`: the reply, and
@@ -159,6 +212,19 @@ impl Clients {
                 }
                 (other, Ok(_)) => Reply::err(format!("Unrecognized option '{other}'")),
             },
+            ("UNBLOCK", [id, rest @ ..]) if rest.len() <= 1 => {
+                let how = match rest.first().map(|how| how.to_ascii_uppercase()) {
+                    None => Some(Unblock::Timeout),
+                    Some(how) if how == b"TIMEOUT" => Some(Unblock::Timeout),
+                    Some(how) if how == b"ERROR" => Some(Unblock::Error),
+                    Some(_) => None,
+                };
+                match (std::str::from_utf8(id).ok().and_then(|id| id.parse::<u64>().ok()), how) {
+                    (None, _) => Reply::err("value is not an integer or out of range"),
+                    (_, None) => Reply::err("CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+                    (Some(id), Some(how)) => Reply::Integer(i64::from(self.unblock(&user, id, how))),
+                }
+            }
             ("NO-EVICT" | "NO-TOUCH", [flag]) if is_on_off(flag) => Reply::ok(),
             ("KILL", [addr]) => {
                 // The old form: one client by address; an error if there is none.
@@ -201,6 +267,8 @@ impl Clients {
                     "    Assign the name <name> to the current connection.",
                     "SETINFO <option> <value>",
                     "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+                    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                    "    Unblock the specified blocked client.",
                     "HELP",
                     "    Print this help.",
                 ]
@@ -374,6 +442,29 @@ impl Client {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Marks it blocked until the guard drops.
+    pub fn blocking(&self) -> BlockedGuard<'_> {
+        self.blocked.store(true, Ordering::Relaxed);
+        BlockedGuard(self)
+    }
+
+    fn is_blocked(&self) -> bool {
+        self.blocked.load(Ordering::Relaxed)
+    }
+
+    /// What CLIENT UNBLOCK asked, if it did (taken: asked once, answered once).
+    pub fn take_unblock(&self) -> Option<Unblock> {
+        self.unblock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
+
+    /// The tenant label it signed in as, if it did.
+    pub fn signed_in_as(&self) -> Option<String> {
+        self.state().user.clone()
+    }
+
     /// Records that it signed in as `user`.
     pub fn signed_in(&self, user: String) {
         self.state().user = Some(user);
@@ -395,7 +486,7 @@ impl Client {
     fn line(&self) -> String {
         let state = self.state();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 \
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 \
              qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r \
              cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}\n",
             self.id,
@@ -404,6 +495,7 @@ impl Client {
             state.name,
             self.created.elapsed().as_secs(),
             state.last_at.elapsed().as_secs(),
+            if self.is_blocked() { "b" } else { "N" },
             state.db,
             state.last_command,
             state.user.as_deref().unwrap_or(""),

@@ -29,6 +29,8 @@ pub enum FunctionCommand {
     Stats,
     /// FUNCTION FLUSH [ASYNC|SYNC]: every library of the tenant (both modes do it now).
     Flush,
+    /// FUNCTION KILL.
+    Kill,
     /// FUNCTION DUMP: every library as one payload.
     Dump,
     /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
@@ -424,7 +426,7 @@ fn parse_script(sub: &str, rest: Vec<Bytes>) -> Result<ScriptCommand, Reply> {
 fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply> {
     let unknown_sub = || {
         Reply::err(format!(
-            "unknown subcommand '{sub}'. Try FUNCTION LOAD, LIST, DELETE, FLUSH, STATS, DUMP or RESTORE."
+            "unknown subcommand '{sub}'. Try FUNCTION LOAD, LIST, DELETE, FLUSH, KILL, STATS, DUMP or RESTORE."
         ))
     };
     let arity = |ok: bool| {
@@ -433,6 +435,13 @@ fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply>
         } else {
             Err(wrong_arity(&format!("function|{sub}")))
         }
+    };
+    // Past the table's arity, Redis's own check of the subcommand's words.
+    let subcommand_syntax = || {
+        Reply::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            sub.to_ascii_lowercase()
+        ))
     };
     match sub {
         "LOAD" => {
@@ -482,8 +491,15 @@ fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply>
             arity(rest.is_empty())?;
             Ok(FunctionCommand::Dump)
         }
+        "KILL" => {
+            arity(rest.is_empty())?;
+            Ok(FunctionCommand::Kill)
+        }
         "RESTORE" => {
-            arity(!rest.is_empty() && rest.len() <= 2)?;
+            arity(!rest.is_empty())?;
+            if rest.len() > 2 {
+                return Err(subcommand_syntax());
+            }
             let mut rest = rest.into_iter();
             let payload = rest.next().expect("arity checked");
             let policy = match rest.next().map(|p| upper(&p)).as_deref() {
@@ -502,7 +518,7 @@ fn parse_function(sub: &str, rest: Vec<Bytes>) -> Result<FunctionCommand, Reply>
             [] => Ok(FunctionCommand::Flush),
             [mode] if matches!(upper(mode).as_str(), "ASYNC" | "SYNC") => Ok(FunctionCommand::Flush),
             [_] => Err(Reply::err("FUNCTION FLUSH only supports SYNC|ASYNC option")),
-            _ => Err(wrong_arity("function|flush")),
+            _ => Err(subcommand_syntax()),
         },
         _ => Err(unknown_sub()),
     }
@@ -568,7 +584,11 @@ mod tests {
             Ok(Command::Function(FunctionCommand::Dump))
         );
         assert!(parse(&["FUNCTION", "DUMP", "extra"]).is_err());
-        assert!(parse(&["FUNCTION", "KILL"]).is_err(), "not served yet");
+        assert_eq!(
+            parse(&["FUNCTION", "KILL"]),
+            Ok(Command::Function(FunctionCommand::Kill))
+        );
+        assert!(parse(&["FUNCTION", "KILL", "now"]).is_err());
         assert_eq!(
             parse(&["FCALL_RO", "f", "1", "k", "a", "b"]),
             Ok(Command::FCall {

@@ -97,6 +97,12 @@ const TWO_KEYS: KeySpec = KeySpec::Range {
     last: 2,
     step: 1,
 };
+/// Every word from the second on (BITOP's destination and sources).
+const ALL_FROM_SECOND: KeySpec = KeySpec::Range {
+    first: 2,
+    last: -1,
+    step: 1,
+};
 const NO_KEYS: KeySpec = KeySpec::None;
 /// Every word after the name but the last (BLPOP's keys before its timeout).
 const ALL_BUT_LAST: KeySpec = KeySpec::Range {
@@ -145,6 +151,13 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("incrby", 3, G, ONE_KEY),
     spec("decrby", 3, G, ONE_KEY),
     spec("incrbyfloat", 3, G, ONE_KEY),
+    spec("lcs", -3, R, TWO_KEYS),
+    // Bits of strings.
+    spec("setbit", 4, G, ONE_KEY),
+    spec("getbit", 3, R, ONE_KEY),
+    spec("bitcount", -2, R, ONE_KEY),
+    spec("bitpos", -3, R, ONE_KEY),
+    spec("bitop", -4, G, ALL_FROM_SECOND),
     // Keys of any type, and expiry.
     spec("del", -2, W, ALL_KEYS),
     spec("unlink", -2, W, ALL_KEYS),

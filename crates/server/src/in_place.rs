@@ -55,7 +55,7 @@ fn run_one(
     write: bool,
     deletes_expired: bool,
 ) -> (Reply, bool) {
-    let seed = now_us ^ 0x9e37_79b9_7f4a_7c15;
+    let seed = ferry_keyspace::keys::fresh_seed(now_us);
     let mut keys = if write {
         Keys::new(slots, now_us, seed, *encodings, deletes_expired)
     } else {
@@ -105,7 +105,7 @@ pub(crate) fn data_command(
         let updated = tenant
             .store
             .update(table, &keys, write, &[], now_us / 1000, |slots, encodings| {
-                let seed = now_us ^ 0x9e37_79b9_7f4a_7c15;
+                let seed = ferry_keyspace::keys::fresh_seed(now_us);
                 let mut keys = if write {
                     Keys::new(slots, now_us, seed, *encodings, writes_allowed)
                 } else {

@@ -42,7 +42,7 @@ fn threshold<'e>(encodings: &'e mut Encodings, name: &str) -> Option<Threshold<'
 enum Threshold<'e> {
     /// A count or a length (Redis takes 0 and up).
     Count(&'e mut usize),
-    /// `list-max-listpack-size`: items per node if positive, -1 to -5 a node's bytes.
+    /// `list-max-listpack-size`: items per node if 0 and up, -1 to -5 a node's bytes.
     ListSize(&'e mut i64),
 }
 
@@ -64,9 +64,11 @@ impl Threshold<'_> {
                 **value = usize::try_from(number)
                     .map_err(|_| "argument must be between 0 and 9223372036854775807 inclusive".to_string())?;
             }
-            Threshold::ListSize(value) if number >= -5 && number != 0 => **value = number,
+            // Redis takes any int: a count if 0 and up (0 meaning 1), a size class below
+            // (-6 and lower meaning -5's).
+            Threshold::ListSize(value) if i32::try_from(number).is_ok() => **value = number,
             Threshold::ListSize(_) => {
-                return Err("argument must be between -5 and 9223372036854775807 inclusive, not 0".into())
+                return Err("argument must be between -2147483648 and 2147483647 inclusive".into())
             }
         }
         Ok(())
@@ -131,7 +133,7 @@ pub(crate) fn set_params(tenant: &TenantState, pairs: &[(&'static str, String)])
 pub(crate) fn info(tenant: &TenantState) -> String {
     let stats = tenant.store.stats();
     let mut text = format!(
-        "\r\n# Memory\r\nused_memory:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\n\r\n# Stats\r\nevicted_keys:{}\r\n\r\n# Keyspace\r\n",
+        "# Memory\r\nused_memory:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\n\r\n# Stats\r\nevicted_keys:{}\r\n\r\n# Keyspace\r\n",
         stats.used_bytes,
         stats.quota_bytes,
         tenant.store.eviction().name(),

@@ -118,3 +118,88 @@ fn bad_timeouts_and_blocking_pops_in_transactions_or_scripts_are_refused() {
         ]
     );
 }
+
+/// The `field:value` of INFO's `field`, as a number.
+fn info_field(con: &mut redis::Connection, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("clients").query(con).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("{field} in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits (generously) until `count` of the tenant's connections block.
+fn wait_for_blocked(con: &mut redis::Connection, count: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field(con, "blocked_clients") != count {
+        assert!(Instant::now() < deadline, "{count} blocked clients");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_blocked_client_is_counted_listed_and_can_be_unblocked() {
+    let server = node();
+    let mut watcher = connect(&server);
+    assert_eq!(info_field(&mut watcher, "blocked_clients"), 0);
+    for (how, expected) in [("TIMEOUT", Ok(Value::Nil)), ("ERROR", Err("UNBLOCKED"))] {
+        let mut waiter = connect(&server);
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut waiter).unwrap();
+        let popping = std::thread::spawn(move || redis::cmd("BLPOP").arg("none").arg(0).query::<Value>(&mut waiter));
+        wait_for_blocked(&mut watcher, 1);
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut watcher).unwrap();
+        let line = list
+            .lines()
+            .find(|line| line.starts_with(&format!("id={id} ")))
+            .unwrap();
+        assert!(line.contains(" flags=b "), "{line}");
+        let unblocked: i64 = redis::cmd("CLIENT")
+            .arg("UNBLOCK")
+            .arg(id)
+            .arg(how)
+            .query(&mut watcher)
+            .unwrap();
+        assert_eq!(unblocked, 1);
+        match (popping.join().unwrap(), expected) {
+            (Ok(reply), Ok(want)) => assert_eq!(reply, want),
+            (Err(err), Err(code)) => assert_eq!(err.code(), Some(code), "{err}"),
+            (got, want) => panic!("{how}: {got:?}, wanted {want:?}"),
+        }
+        wait_for_blocked(&mut watcher, 0);
+        // A client that is not blocked is not unblocked.
+        let unblocked: i64 = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).query(&mut watcher).unwrap();
+        assert_eq!(unblocked, 0);
+    }
+    // The waiters have hung up; only the watcher is left (once the node sees them go).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info_field(&mut watcher, "connected_clients") != 1 {
+        assert!(Instant::now() < deadline, "the closed connections leave the count");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_client_that_hangs_up_while_blocked_pops_nothing_later() {
+    use std::io::Write;
+    let server = node();
+    let mut watcher = connect(&server);
+    let mut raw = std::net::TcpStream::connect(server.resp_addr().unwrap()).unwrap();
+    let auth = format!(
+        "*3\r\n$4\r\nAUTH\r\n${}\r\n{TENANT_A}\r\n${}\r\n{TOKEN_A}\r\n",
+        TENANT_A.to_string().len(),
+        TOKEN_A.len()
+    );
+    raw.write_all(auth.as_bytes()).unwrap();
+    raw.write_all(b"*3\r\n$5\r\nBLPOP\r\n$5\r\nqueue\r\n$1\r\n0\r\n")
+        .unwrap();
+    wait_for_blocked(&mut watcher, 1);
+    drop(raw);
+    wait_for_blocked(&mut watcher, 0);
+    let _: i64 = watcher.rpush("queue", "job").unwrap();
+    // Time for a pop left waiting to take it, were there one.
+    std::thread::sleep(Duration::from_millis(300));
+    let left: i64 = watcher.llen("queue").unwrap();
+    assert_eq!(left, 1, "the element waits for a client that is there");
+}

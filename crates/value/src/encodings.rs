@@ -44,13 +44,13 @@ pub const LIST_NODE_SAFETY_BYTES: usize = 8192;
 /// The most bytes a list node holds, and the most items (`usize::MAX`: no count limit).
 pub fn list_node_limits(size: i64) -> (usize, usize) {
     match size {
-        n if n > 0 => (LIST_NODE_SAFETY_BYTES, n as usize),
+        // A count (0 still lets a node hold one item), under the bytes safety limit.
+        n if n >= 0 => (LIST_NODE_SAFETY_BYTES, (n as usize).max(1)),
         -1 => (4096, usize::MAX),
+        -2 => (8192, usize::MAX),
         -3 => (16384, usize::MAX),
         -4 => (32768, usize::MAX),
-        n if n <= -5 => (65536, usize::MAX),
-        // -2 and 0 (which Redis treats as -2).
-        _ => (8192, usize::MAX),
+        _ => (65536, usize::MAX),
     }
 }
 

@@ -6,9 +6,11 @@ use ferry_resp::Reply;
 
 use crate::keys::Keys;
 
+pub mod bits;
 pub mod expiry;
 pub mod generic;
 pub mod hash;
+pub mod lcs;
 pub mod list;
 pub mod mpop;
 pub mod scan;
