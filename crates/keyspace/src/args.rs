@@ -86,6 +86,29 @@ pub fn format_f64(value: f64) -> Bytes {
     Bytes::from(ferry_resp::reply::format_double(value))
 }
 
+/// Most digits after the point in [`format_human`]: Redis's `%.17Lf`.
+const HUMAN_DECIMALS: usize = 17;
+
+/// A float as INCRBYFLOAT and HINCRBYFLOAT store and answer it (Redis's `LD_STR_HUMAN`):
+/// fixed point, never an exponent, at most 17 digits after the point, no trailing zeros,
+/// and `0` for a zero of either sign. Redis computes in long double; the shortest text
+/// that reads back as the f64 is what a long double's 17 rounded decimals show for the
+/// sums clients make (`10.5 + 0.1` is `10.6` in both).
+pub fn format_human(value: f64) -> Bytes {
+    let shortest = format!("{value}");
+    let decimals = shortest.split_once('.').map_or(0, |(_, fraction)| fraction.len());
+    let mut text = if decimals > HUMAN_DECIMALS {
+        let rounded = format!("{value:.HUMAN_DECIMALS$}");
+        rounded.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        shortest
+    };
+    if text == "-0" {
+        text = "0".into();
+    }
+    Bytes::from(text)
+}
+
 /// A float reply (RESP2's bulk string).
 pub fn float_reply(value: f64) -> Reply {
     Reply::Bulk(format_f64(value))
@@ -123,6 +146,23 @@ pub fn index_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_floats_are_fixed_point_with_at_most_17_decimals() {
+        let cases: [(f64, &str); 8] = [
+            (10.5 + 0.1, "10.6"),
+            (0.0000005, "0.0000005"),
+            (17179869185.5, "17179869185.5"),
+            (3.0, "3"),
+            (-0.0, "0"),
+            (1e-20, "0"),
+            (-1.25e-18, "0"),
+            (1e21, "1000000000000000000000"),
+        ];
+        for (value, text) in cases {
+            assert_eq!(format_human(value), text, "{value:e}");
+        }
+    }
 
     #[test]
     fn integers_are_strict() {

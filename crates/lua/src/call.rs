@@ -59,10 +59,12 @@ pub async fn run_with(
     command: &Command,
     writes_allowed: bool,
 ) -> Result<Option<Reply>, CtxError> {
-    let words = match command {
+    let (words, blocking_shape) = match command {
         Command::Ping(None) => return Ok(Some(Reply::Simple("PONG".into()))),
         Command::Ping(Some(message)) | Command::Echo(message) => return Ok(Some(Reply::Bulk(message.clone()))),
-        Command::Data(words) => words,
+        Command::Data(words) => (words, None),
+        // In a script a blocking pop runs its step once and does not wait (as in Redis).
+        Command::Blocking(blocking) => (&blocking.step, Some(blocking.shape)),
         _ => return Ok(None),
     };
     let Some(spec) = lookup(&words[0]) else {
@@ -109,5 +111,8 @@ pub async fn run_with(
             None => {}
         }
     }
-    Ok(Some(reply))
+    Ok(Some(match (blocking_shape, reply) {
+        (Some(shape), popped) if !matches!(popped, Reply::Null | Reply::NullArray) => shape.reply(popped),
+        (_, reply) => reply,
+    }))
 }

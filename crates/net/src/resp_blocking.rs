@@ -23,6 +23,30 @@ const UNBLOCKED: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
 /// announce (a write over the ferry protocol, a commit on another node).
 pub const RECHECK_MS: u64 = 100;
 
+/// Whether a key `blocking` pops from holds the type it pops: what would wake a blocked
+/// client in Redis.
+async fn any_source_ready<S: RespService>(service: &S, session: &Session<S::Tenant>, blocking: &Blocking) -> bool {
+    let Some(tenant) = session.tenant.as_ref() else {
+        return false;
+    };
+    let types = blocking
+        .sources()
+        .into_iter()
+        .map(|key| Queued {
+            command: Command::Data(vec![bytes::Bytes::from_static(b"TYPE"), key.clone()]),
+            keys: vec![key],
+            replica_read: false,
+        })
+        .collect();
+    let wanted = blocking.source_type();
+
+    service
+        .execute(tenant, &session.table, types)
+        .await
+        .iter()
+        .any(|reply| matches!(reply, Reply::Simple(name) if name == wanted))
+}
+
 /// Runs `blocking` (naming `keys`) for the session until it pops or times out: the reply,
 /// or on a timeout the step's empty one (the null array for BLPOP, BZPOPMIN, BLMPOP…,
 /// null for BLMOVE and BRPOPLPUSH, as Redis answers).
@@ -52,10 +76,12 @@ pub(crate) async fn run<S: RespService>(
             .pop()
             .unwrap_or(Reply::Null);
         // A key that became another type while the pop waited does not wake it (as in
-        // Redis, which serves a blocked client only when a list or sorted set is there);
-        // on the first try it is the pop's error.
-        let wrong_type_later =
-            blocked.is_some() && matches!(&reply, Reply::Error(text) if text.starts_with("WRONGTYPE"));
+        // Redis, which serves a blocked client only once a key it pops from holds a list
+        // or sorted set); on the first try, or once such a key is there (LMOVE's
+        // destination of another type), it is the pop's error.
+        let wrong_type_later = blocked.is_some()
+            && matches!(&reply, Reply::Error(text) if text.starts_with("WRONGTYPE"))
+            && !any_source_ready(service, session, &blocking).await;
         if !matches!(reply, Reply::Null | Reply::NullArray) && !wrong_type_later {
             return blocking.shape.reply(reply);
         }

@@ -55,6 +55,30 @@ impl BlockingShape {
     }
 }
 
+impl Blocking {
+    /// The TYPE a key must have for the pop to take from it: `zset` for ZMPOP, `list`
+    /// for the others.
+    pub fn source_type(&self) -> &'static str {
+        if self.step[0].eq_ignore_ascii_case(b"ZMPOP") {
+            "zset"
+        } else {
+            "list"
+        }
+    }
+
+    /// The keys it pops from, as the command table names the step's keys: all of them,
+    /// but for LMOVE and RPOPLPUSH only the first (the other is the destination).
+    pub fn sources(&self) -> Vec<Bytes> {
+        let Some(spec) = crate::table::lookup(&self.step[0]) else {
+            return Vec::new();
+        };
+        let keys = spec.keys(&self.step);
+        let moves = self.step[0].eq_ignore_ascii_case(b"LMOVE") || self.step[0].eq_ignore_ascii_case(b"RPOPLPUSH");
+        let sources = if moves { &keys[..keys.len().min(1)] } else { &keys[..] };
+        sources.iter().map(|key| (*key).clone()).collect()
+    }
+}
+
 /// Most a blocking pop may wait: bounds the timeout's arithmetic (about 31 years).
 pub const MAX_BLOCKING_TIMEOUT_MS: u64 = 1 << 40;
 

@@ -81,7 +81,7 @@ fn a_blocking_pop_waits_for_another_connections_push_and_times_out_with_nil() {
 }
 
 #[test]
-fn bad_timeouts_and_blocking_pops_in_transactions_or_scripts_are_refused() {
+fn bad_timeouts_are_refused_and_blocking_pops_in_transactions_or_scripts_do_not_wait() {
     let server = node();
     let mut con = connect(&server);
     let err = redis::cmd("BLPOP")
@@ -96,12 +96,32 @@ fn bad_timeouts_and_blocking_pops_in_transactions_or_scripts_are_refused() {
         .query::<Value>(&mut con)
         .unwrap_err();
     assert!(err.to_string().contains("not a float"), "{err}");
-    let err = redis::cmd("EVAL")
-        .arg("return redis.call('BLPOP', 'l', 0)")
-        .arg(0)
-        .query::<Value>(&mut con)
-        .unwrap_err();
-    assert!(err.to_string().contains("not allowed"), "{err}");
+    // In a script a blocking pop runs once: what is there, or nil at once (as in Redis).
+    let started = Instant::now();
+    let popped: Value = redis::cmd("EVAL")
+        .arg("return redis.call('BLPOP', KEYS[1], 0)")
+        .arg(1)
+        .arg("nothing")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(popped, Value::Nil);
+    assert!(started.elapsed() < Duration::from_secs(30), "did not wait forever");
+    let () = redis::cmd("RPUSH").arg("s").arg("a").arg("b").query(&mut con).unwrap();
+    let popped: Vec<String> = redis::cmd("EVAL")
+        .arg("return redis.call('BRPOP', KEYS[1], 0)")
+        .arg(1)
+        .arg("s")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(popped, ["s", "b"]);
+    let moved: String = redis::cmd("EVAL")
+        .arg("return redis.call('BLMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT', 0)")
+        .arg(2)
+        .arg("s")
+        .arg("t")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(moved, "a");
     // Inside a transaction a blocking pop does not block: it pops or answers nil, as in
     // Redis.
     let () = redis::cmd("MULTI").query(&mut con).unwrap();
@@ -202,4 +222,43 @@ fn a_client_that_hangs_up_while_blocked_pops_nothing_later() {
     std::thread::sleep(Duration::from_millis(300));
     let left: i64 = watcher.llen("queue").unwrap();
     assert_eq!(left, 1, "the element waits for a client that is there");
+}
+
+#[test]
+fn a_key_of_another_type_keeps_a_pop_waiting_but_a_destination_of_another_type_ends_it() {
+    let server = node();
+    let mut other = connect(&server);
+
+    // The key a BLPOP waits on becomes a string: the pop goes on waiting (as in Redis),
+    // and takes the list pushed after.
+    let mut waiter = connect(&server);
+    let popping = std::thread::spawn(move || redis::cmd("BLPOP").arg("q").arg(0).query::<Value>(&mut waiter));
+    wait_for_blocked(&mut other, 1);
+    let _: () = other.set("q", "now a string").unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // a few of the waiter's tries
+    assert_eq!(info_field(&mut other, "blocked_clients"), 1, "still waiting");
+    let _: i64 = other.del("q").unwrap();
+    let _: i64 = other.rpush("q", "item").unwrap();
+    let popped: Vec<String> = redis::from_redis_value(&popping.join().unwrap().unwrap()).unwrap();
+    assert_eq!(popped, ["q", "item"]);
+
+    // A BLMOVE whose destination is a string: the push to its source ends it with
+    // WRONGTYPE, and the element stays where it was.
+    let _: () = other.set("dst", "a string").unwrap();
+    let mut waiter = connect(&server);
+    let moving = std::thread::spawn(move || {
+        redis::cmd("BLMOVE")
+            .arg("src")
+            .arg("dst")
+            .arg("LEFT")
+            .arg("RIGHT")
+            .arg(0)
+            .query::<Value>(&mut waiter)
+    });
+    wait_for_blocked(&mut other, 1);
+    let _: i64 = other.rpush("src", "kept").unwrap();
+    let err = moving.join().unwrap().unwrap_err();
+    assert_eq!(err.code(), Some("WRONGTYPE"), "{err}");
+    let src: Vec<String> = other.lrange("src", 0, -1).unwrap();
+    assert_eq!(src, ["kept"]);
 }

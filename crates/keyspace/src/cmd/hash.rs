@@ -4,7 +4,7 @@ use bytes::Bytes;
 use ferry_resp::Reply;
 
 use crate::args::{bulk, owned};
-use crate::args::{float, float_reply, format_f64, int, is, parse_f64, parse_i64};
+use crate::args::{float, int, is, parse_f64, parse_i64};
 use crate::cmd::scan::{scan_args, scan_reply};
 use crate::cmd::{random_picks, Outcome};
 use crate::keys::{as_type, Keys};
@@ -139,8 +139,9 @@ pub fn hincrbyfloat(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if !next.is_finite() {
         return Err(Reply::err("increment would produce NaN or Infinity"));
     }
-    keys.hset(&words[1], &words[2], &format_f64(next))?;
-    Ok(float_reply(next))
+    let text = crate::args::format_human(next);
+    keys.hset(&words[1], &words[2], &text)?;
+    Ok(Reply::Bulk(text))
 }
 
 /// HRANDFIELD key [count [WITHVALUES]].

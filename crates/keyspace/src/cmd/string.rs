@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 use ferry_resp::Reply;
 use ferry_value::{Change, Entry, Value};
 
-use crate::args::{float, float_reply, int, is, syntax};
+use crate::args::{float, int, is, syntax};
 use crate::cmd::expiry::{expiry_option, ExpiryOption};
 use crate::cmd::Outcome;
 use crate::keys::Keys;
@@ -297,7 +297,7 @@ pub fn incrbyfloat(keys: &mut Keys, words: &[Bytes]) -> Outcome {
     if !next.is_finite() {
         return Err(Reply::err("increment would produce NaN or Infinity"));
     }
-    let text = crate::args::format_f64(next);
-    set_keeping_expiry(keys, &words[1], Value::Str(text))?;
-    Ok(float_reply(next))
+    let text = crate::args::format_human(next);
+    set_keeping_expiry(keys, &words[1], Value::Str(text.clone()))?;
+    Ok(Reply::Bulk(text))
 }
