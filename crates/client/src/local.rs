@@ -30,8 +30,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use ferry_func::registry::panic_text;
-use ferry_func::{Ctx, CtxError, CtxFuture, FnError, FnFuture, TxState};
-use ferry_proto::{PushbackState, ReadVersion, Request, Response, ResponseBody, Snapshot, Status, MAX_SNAPSHOTS};
+use ferry_func::{Ctx, CtxError, CtxFuture, FnError, FnFuture, Listed, TxState};
+use ferry_proto::{
+    PushbackState, ReadVersion, Request, Response, ResponseBody, Snapshot, Status, LISTING_NEEDS_ONE_NODE,
+    MAX_SNAPSHOTS,
+};
 
 use crate::client::check_status;
 use crate::error::ClientError;
@@ -151,6 +154,43 @@ impl<'c> RemoteCtx<'c> {
         Ok(())
     }
 
+    /// Lists `tables` at this attempt's snapshot of the node (or at a new one the answer
+    /// names), one round trip; a cluster's tables span nodes, so there it is refused.
+    async fn list_tables(&mut self, tables: &[String]) -> Result<Vec<Vec<Listed>>, CtxError> {
+        let Route::Node(client) = self.route else {
+            return Err(CtxError::Refused(LISTING_NEEDS_ONE_NODE.to_string()));
+        };
+        let request = Request::List {
+            tables: tables.to_vec(),
+            snapshots: self.snapshots.clone(),
+        };
+        self.cost.round_trips += 1;
+        let response = client.call(&request).await.map_err(ctx_error)?;
+        self.cost.storage_cpu_ns += response.cpu_ns;
+        self.cost.bytes_returned += u64::from(response.bytes_returned);
+        let ResponseBody::List {
+            tables: listed,
+            snapshot,
+        } = check_status(response).map_err(ctx_error)?.body
+        else {
+            return Err(CtxError::Unavailable("unexpected list answer".into()));
+        };
+        if listed.len() != tables.len() {
+            return Err(CtxError::Unavailable(format!(
+                "list of {} tables answered with {}",
+                tables.len(),
+                listed.len()
+            )));
+        }
+        self.remember(snapshot)?;
+        let mut out = Vec::with_capacity(tables.len());
+        for (table, keys) in tables.iter().zip(listed) {
+            self.tx.record_listing(table, snapshot.version)?;
+            out.push(self.tx.overlay(table, keys));
+        }
+        Ok(out)
+    }
+
     fn buffer(&mut self, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), CtxError> {
         ferry_store::tenant::check_write(table, key, value.as_deref())
             .map_err(|err| CtxError::Refused(err.to_string()))?;
@@ -199,6 +239,10 @@ impl Ctx for RemoteCtx<'_> {
 
     fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()> {
         Box::pin(async move { self.buffer(table, key, None) })
+    }
+
+    fn list<'a>(&'a mut self, tables: &'a [String]) -> CtxFuture<'a, Vec<Vec<Listed>>> {
+        Box::pin(async move { self.list_tables(tables).await })
     }
 }
 
@@ -378,6 +422,10 @@ async fn commit(route: Route<'_>, tx: &TxState, nodes_read: usize, cost: &mut In
     };
     let client = match route {
         Route::Node(client) => client,
+        Route::Cluster(..) if tx.reads().iter().any(|read| read.key.is_empty()) => {
+            // A listing (pushed back by a node of the cluster) covers that node alone.
+            return Err(ClientError::server(Status::CrossSlot, LISTING_NEEDS_ONE_NODE));
+        }
         Route::Cluster(cluster, home) => {
             // The catalog was read on the home node: the commit goes there with the rest.
             let sharded = |table: &str| !ferry_cluster::is_node_local(table);

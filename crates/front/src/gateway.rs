@@ -265,6 +265,7 @@ impl Service for Gateway {
                     Err(err) => error_response(err),
                 },
                 Request::Hello { .. } | Request::Stats => not_served("answered by the listener"),
+                Request::List { .. } => Response::error(Status::CrossSlot, ferry_proto::LISTING_NEEDS_ONE_NODE),
             }
         })
     }

@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
+use ferry_proto::ListedKey;
 use thiserror::Error;
 
 /// Future returned by every data access. Boxed so that `Ctx` is object-safe and one
@@ -66,6 +67,41 @@ pub trait Ctx: Send {
 
     /// Buffers a delete; it takes effect when the invocation commits.
     fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()>;
+
+    /// Lists the keys of each of `tables` as this invocation sees them (what KEYS, SCAN,
+    /// DBSIZE, RANDOMKEY and FLUSHDB read): the stored keys at its snapshot with its own
+    /// writes over them. Each listing joins the read set, so the invocation conflicts with
+    /// a commit that creates, removes, retypes or re-expires a key of those tables
+    /// meanwhile. The default refuses: a runtime that cannot list.
+    fn list<'a>(&'a mut self, tables: &'a [String]) -> CtxFuture<'a, Vec<Vec<Listed>>> {
+        let _ = tables;
+        Box::pin(async { Err(CtxError::Refused("this runtime cannot list keys".into())) })
+    }
+}
+
+/// A key of a table as a listing shows it to a function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listed {
+    /// A stored key with its type and expiry.
+    Known(ListedKey),
+    /// A key with the bytes of its value (the invocation's own write, or a store that
+    /// keeps no types): the reader takes the type and expiry from them.
+    Value {
+        /// The key.
+        key: Bytes,
+        /// Its value's bytes.
+        value: Bytes,
+    },
+}
+
+impl Listed {
+    /// The key.
+    pub fn key(&self) -> &Bytes {
+        match self {
+            Listed::Known(known) => &known.key,
+            Listed::Value { key, .. } => key,
+        }
+    }
 }
 
 /// Polls of an access [`Ctx::immediate`] promised before it is given up on: it may ask once

@@ -2,7 +2,7 @@
 //!
 //! Layout:
 //! - [`ctx`]: the [`Ctx`] trait a storage function is written against (get, put, delete,
-//!   multiget, args) and [`CtxError`].
+//!   multiget, list, args) and [`CtxError`].
 //! - [`tx`]: [`TxState`], the read set with versions and the buffered write set that both
 //!   sides' `Ctx` implementations keep, so OCC behaves identically wherever a function runs.
 //! - [`registry`]: functions registered by name; the same registry is linked into the
@@ -20,6 +20,6 @@ pub mod registry;
 pub mod tx;
 pub mod work;
 
-pub use ctx::{Ctx, CtxError, CtxFuture};
+pub use ctx::{Ctx, CtxError, CtxFuture, Listed};
 pub use registry::{FnError, FnFuture, Registry, StorageFn};
 pub use tx::{TxState, TxWrite};

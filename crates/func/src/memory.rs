@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 
-use crate::ctx::{Ctx, CtxFuture};
+use crate::ctx::{Ctx, CtxFuture, Listed};
 
 /// Objects by (table, key).
 #[derive(Clone, Debug, Default)]
@@ -72,6 +72,23 @@ impl Ctx for MemoryCtx {
         Box::pin(async move {
             self.data.remove(&(table.to_string(), Bytes::copy_from_slice(key)));
             Ok(())
+        })
+    }
+    fn list<'a>(&'a mut self, tables: &'a [String]) -> CtxFuture<'a, Vec<Vec<Listed>>> {
+        Box::pin(async move {
+            Ok(tables
+                .iter()
+                .map(|table| {
+                    self.data
+                        .iter()
+                        .filter(|((t, _), _)| t == table)
+                        .map(|((_, key), value)| Listed::Value {
+                            key: key.clone(),
+                            value: value.clone(),
+                        })
+                        .collect()
+                })
+                .collect())
         })
     }
 }

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use ferry_proto::{CommitWrite, InvokeTrace, PushbackRead, ReadVersion};
+use ferry_proto::{CommitWrite, InvokeTrace, ListedKey, PushbackRead, ReadVersion};
 
-use crate::ctx::CtxError;
+use crate::ctx::{CtxError, Listed};
 
 /// Most distinct objects one invocation may read, and separately write: bounds the memory
 /// of its sets and the locks its commit takes (matches the protocol's per-message limit).
@@ -183,6 +183,38 @@ impl TxState {
             .collect()
     }
 
+    /// Records the listing of `table` made at read version `version` (the first listing
+    /// of a table stands, as the first read of an object does).
+    pub fn record_listing(&mut self, table: &str, version: u64) -> Result<(), CtxError> {
+        self.record_read(table, Bytes::new(), version, None)
+    }
+
+    /// `stored`, the keys of `table` listed from storage, as this transaction sees them:
+    /// a key it wrote shows its buffered value (or is gone, deleted), and the keys it
+    /// created are added.
+    pub fn overlay(&self, table: &str, stored: Vec<ListedKey>) -> Vec<Listed> {
+        let mut out: Vec<Listed> = stored
+            .into_iter()
+            .filter(|listed| {
+                self.find_write(hash_of(table, &listed.key), table, &listed.key)
+                    .is_none()
+            })
+            .map(Listed::Known)
+            .collect();
+        out.extend(
+            self.writes
+                .iter()
+                .filter(|write| write.table == table)
+                .filter_map(|write| {
+                    write.value.as_ref().map(|value| Listed::Value {
+                        key: write.key.clone(),
+                        value: value.clone(),
+                    })
+                }),
+        );
+        out
+    }
+
     /// The read set in protocol form, for validation by the storage node.
     pub fn read_versions(&self) -> Vec<ReadVersion> {
         self.reads
@@ -241,7 +273,12 @@ impl TxState {
     /// history checker takes (`installed` is ignored when it wrote nothing).
     pub fn trace(&self, installed: u64) -> InvokeTrace {
         InvokeTrace {
-            reads: self.read_versions(),
+            // A listing is no object's version: a history of objects leaves it out.
+            reads: self
+                .read_versions()
+                .into_iter()
+                .filter(|read| !read.is_listing())
+                .collect(),
             writes: self
                 .writes
                 .iter()
@@ -276,6 +313,45 @@ impl TxState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listing_shows_the_transactions_own_writes_and_joins_the_read_set() {
+        let mut tx = TxState::new();
+        let stored = |key: &'static [u8]| ListedKey {
+            key: Bytes::from_static(key),
+            type_name: "string",
+            expires_at_ms: None,
+        };
+        tx.buffer_write("t", b"changed", Some(Bytes::from_static(b"v2")))
+            .unwrap();
+        tx.buffer_write("t", b"gone", None).unwrap();
+        tx.buffer_write("t", b"new", Some(Bytes::from_static(b"v"))).unwrap();
+        tx.buffer_write("other", b"elsewhere", Some(Bytes::from_static(b"v")))
+            .unwrap();
+        let listed = tx.overlay("t", vec![stored(b"kept"), stored(b"changed"), stored(b"gone")]);
+        assert_eq!(
+            listed,
+            vec![
+                Listed::Known(stored(b"kept")),
+                Listed::Value {
+                    key: Bytes::from_static(b"changed"),
+                    value: Bytes::from_static(b"v2")
+                },
+                Listed::Value {
+                    key: Bytes::from_static(b"new"),
+                    value: Bytes::from_static(b"v")
+                },
+            ]
+        );
+        tx.record_listing("t", 7).unwrap();
+        tx.record_listing("t", 9).unwrap();
+        assert_eq!(
+            tx.read_versions(),
+            vec![ReadVersion::listing("t", 7)],
+            "the first stands"
+        );
+        assert!(tx.trace(0).reads.is_empty(), "no object was read");
+    }
 
     #[test]
     fn writes_shadow_reads_and_reads_are_repeatable() {

@@ -65,6 +65,7 @@ pub async fn run_with(
         Command::Data(words) => (words, None),
         // In a script a blocking pop runs its step once and does not wait (as in Redis).
         Command::Blocking(blocking) => (&blocking.step, Some(blocking.shape)),
+        Command::Database(words) => return crate::listing::run(ctx, table, words).await,
         _ => return Ok(None),
     };
     let Some(spec) = lookup(&words[0]) else {

@@ -14,6 +14,8 @@
 //! - [`vm`]: the sandboxed VM, its instruction budget and memory cap, one call driven as a
 //!   coroutine;
 //! - [`call`]: `redis.call`'s commands against a `Ctx`;
+//! - [`listing`]: KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB and FLUSHALL in a script, over the
+//!   `Ctx`'s listings;
 //! - [`convert`]: Lua values and replies, by Redis's rules;
 //! - [`cjson`], [`cmsgpack`], [`lua_struct`]: the `cjson`, `cmsgpack` and `struct`
 //!   libraries Redis preloads (`bit` is Lua, in the prelude), the last two over [`clib`]:
@@ -36,6 +38,7 @@ pub mod cmsgpack;
 pub mod convert;
 pub mod fcall;
 pub mod library;
+pub mod listing;
 pub mod lua_struct;
 pub mod resp;
 pub mod script;

@@ -137,9 +137,22 @@ redis.register_function{function_name = 'run_ro', callback = function(_, args) r
     assert_eq!(fcall(&mut ctx, "run", &[], &["INCR", "n"]), Ok(Reply::Integer(1)));
     // Unknown commands and wrong arity as Redis words them.
     refused(fcall(&mut ctx, "run", &[], &["BGREWRITEAOF"]), "unknown command");
-    // Commands over a whole database run only where the database is, not in a script.
-    refused(fcall(&mut ctx, "run", &[], &["FLUSHALL"]), "not allowed from script");
-    refused(fcall(&mut ctx, "run", &[], &["KEYS", "*"]), "not allowed from script");
+    // Commands over a whole database list the script's database; OBJECT, which reads how
+    // the node holds a key, is not for scripts.
+    assert_eq!(
+        fcall(&mut ctx, "run", &[], &["KEYS", "*"]),
+        Ok(Reply::Array(vec![Reply::Bulk(Bytes::from_static(b"n"))]))
+    );
+    refused(
+        fcall(&mut ctx, "run_ro", &[], &["FLUSHALL"]),
+        "Write commands are not allowed",
+    );
+    assert_eq!(fcall(&mut ctx, "run", &[], &["FLUSHALL"]), Ok(Reply::ok()));
+    assert_eq!(fcall(&mut ctx, "run", &[], &["DBSIZE"]), Ok(Reply::Integer(0)));
+    refused(
+        fcall(&mut ctx, "run", &[], &["OBJECT", "ENCODING", "n"]),
+        "not allowed from script",
+    );
     // TIME is the call's own time, the same for every access of one call.
     let Ok(Reply::Array(time)) = fcall(&mut ctx, "run", &[], &["TIME"]) else {
         panic!("TIME answers an array")

@@ -52,7 +52,7 @@ pub const DEFAULT_TENANT: u32 = 1;
 
 /// The table of database `index`.
 pub fn table_of(index: u32) -> String {
-    format!("db{index}")
+    ferry_resp::config::database_table(index)
 }
 
 /// Most commands of one pipeline handed to the service at once: a batch runs as one job

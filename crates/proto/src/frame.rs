@@ -50,6 +50,9 @@ pub enum Opcode {
     Commit = 7,
     /// Counters of the storage node, for operators and benchmarks.
     Stats = 8,
+    /// List tables' keys at the reader's snapshot (KEYS, SCAN, FLUSHDB in a function run
+    /// on the app side).
+    List = 9,
 }
 
 impl Opcode {
@@ -64,6 +67,7 @@ impl Opcode {
             6 => Opcode::Invoke,
             7 => Opcode::Commit,
             8 => Opcode::Stats,
+            9 => Opcode::List,
             _ => return None,
         })
     }
@@ -79,6 +83,7 @@ impl Opcode {
             Opcode::Invoke => "invoke",
             Opcode::Commit => "commit",
             Opcode::Stats => "stats",
+            Opcode::List => "list",
         }
     }
 }

@@ -5,6 +5,7 @@
 //!   sans-I/O splitter that turns a byte buffer into whole frames (or a fatal framing error).
 //! - [`wire`]: bounded primitive readers/writers (length-prefixed bytes and strings).
 //! - [`message`]: typed requests and responses and their body encodings.
+//! - [`listing`]: tables' listings (`list`) and the listing read a transaction validates.
 //! - [`costs`]: the costs record a compute node or gateway answers an invocation with
 //!   (both sides' CPU, round trips, bytes), when asked.
 //!
@@ -13,6 +14,7 @@
 
 pub mod costs;
 pub mod frame;
+pub mod listing;
 pub mod message;
 pub mod wire;
 
@@ -21,6 +23,7 @@ pub use frame::{
     Decoded, Frame, FrameDecoder, FrameError, FrameKind, Header, Opcode, Status, UnknownOpcode, HEADER_LEN, MAGIC,
     MAX_BODY_BYTES, PROTOCOL_VERSION,
 };
+pub use listing::{ListedKey, LISTING_NEEDS_ONE_NODE, MAX_LISTED_KEYS, MAX_LIST_TABLES, TYPE_NAMES};
 pub use message::{
     encode_unknown_opcode_response, CommitWrite, DecodeError, HelloInfo, InvokeTrace, MultiGetEntry, PushbackRead,
     PushbackState, ReadVersion, Request, Response, ResponseBody, Snapshot, StatEntry, MAX_MULTIGET_KEYS, MAX_SNAPSHOTS,

@@ -201,6 +201,14 @@ pub enum Request {
     },
     /// Ask for the node's counters.
     Stats,
+    /// List the keys of `tables` at the reader's snapshot of this node (as `MultiGet`), or
+    /// at one that starts now.
+    List {
+        /// Tables to list, answered in order.
+        tables: Vec<String>,
+        /// The reader's snapshots so far, one per node it has read from.
+        snapshots: Vec<Snapshot>,
+    },
 }
 
 impl Request {
@@ -232,7 +240,7 @@ impl Request {
                 .map(read)
                 .chain(writes.iter().map(|w| (w.table.as_str(), &w.key[..])))
                 .collect(),
-            Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => Vec::new(),
+            Request::Hello { .. } | Request::Stats | Request::Invoke { .. } | Request::List { .. } => Vec::new(),
         }
     }
 
@@ -247,6 +255,7 @@ impl Request {
             Request::Invoke { .. } => Opcode::Invoke,
             Request::Commit { .. } => Opcode::Commit,
             Request::Stats => Opcode::Stats,
+            Request::List { .. } => Opcode::List,
         }
     }
 
@@ -322,6 +331,14 @@ impl Request {
                 put_write_set(out, writes)
             }
             Request::Stats => Ok(()),
+            Request::List { tables, snapshots } => {
+                crate::listing::put_tables(out, tables)?;
+                put_count(out, snapshots.len(), "snapshots")?;
+                for snapshot in snapshots {
+                    put_snapshot(out, snapshot);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -390,6 +407,12 @@ impl Request {
                 writes: read_write_set(&mut r)?,
             },
             Opcode::Stats => Request::Stats,
+            Opcode::List => {
+                let tables = crate::listing::read_tables(&mut r)?;
+                let count = r.count(MAX_SNAPSHOTS, "snapshots")?;
+                let snapshots = (0..count).map(|_| read_snapshot(&mut r)).collect::<Result<_, _>>()?;
+                Request::List { tables, snapshots }
+            }
         };
         r.finish()?;
         Ok(request)
@@ -492,6 +515,13 @@ pub enum ResponseBody {
     Stats(Vec<StatEntry>),
     /// Invocation handed back to the client.
     Pushback(PushbackState),
+    /// `list` answers: each table's keys, in the order asked.
+    List {
+        /// One listing per table asked for, in no order within it.
+        tables: Vec<Vec<crate::listing::ListedKey>>,
+        /// The snapshot they were listed at.
+        snapshot: Snapshot,
+    },
     /// Any status other than `ok` and `pushback`: a human-readable reason.
     Error {
         /// Why the request failed.
@@ -619,6 +649,10 @@ impl Response {
                 put_optional_snapshot(out, state.snapshot.as_ref());
                 Ok(())
             }
+            ResponseBody::List { tables, snapshot } => {
+                put_snapshot(out, snapshot);
+                crate::listing::put_listings(out, tables)
+            }
             ResponseBody::Error { message } => {
                 // Messages are for humans; cut rather than fail on an absurdly long one.
                 let cut = truncate_utf8(message, u16::MAX as usize);
@@ -737,6 +771,11 @@ fn decode_ok_body(opcode: Opcode, costs: bool, r: &mut Reader) -> Result<Respons
                 None
             };
             ResponseBody::Invoke { result, costs, trace }
+        }
+        Opcode::List => {
+            let snapshot = read_snapshot(r)?;
+            let tables = crate::listing::read_listings(r)?;
+            ResponseBody::List { tables, snapshot }
         }
         Opcode::Stats => {
             let count = r.count(MAX_STAT_ENTRIES, "stats")?;

@@ -43,7 +43,7 @@ fn drive(chunks: &[Vec<u8>]) -> usize {
 /// often than uniformly random bytes, which almost always fail the magic check.
 fn header_then_garbage() -> impl Strategy<Value = Vec<u8>> {
     (
-        1u8..=9,
+        1u8..=10,
         any::<bool>(),
         0u8..=9,
         0u32..64,
@@ -140,6 +140,17 @@ fn request_strategy() -> impl Strategy<Value = Request> {
         )
             .prop_map(|(reads, writes)| Request::Commit { reads, writes }),
         Just(Request::Stats),
+        (
+            proptest::collection::vec("[a-z0-9]{0,8}", 0..4),
+            proptest::collection::vec((any::<u64>(), any::<u64>()), 0..3)
+        )
+            .prop_map(|(tables, snapshots)| Request::List {
+                tables,
+                snapshots: snapshots
+                    .into_iter()
+                    .map(|(clock, version)| ferry_proto::Snapshot { clock, version })
+                    .collect(),
+            }),
     ]
 }
 
@@ -187,6 +198,37 @@ proptest! {
         };
         let mut buf = BytesMut::new();
         response.encode_frame(Opcode::MultiGet, 3, 9, &mut buf).unwrap();
+        let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
+            panic!("a whole frame was encoded");
+        };
+        prop_assert_eq!(Response::decode(&frame.header, frame.body).unwrap(), response);
+    }
+
+    #[test]
+    fn list_responses_round_trip(
+        tables in proptest::collection::vec(
+            proptest::collection::vec((bytes_strategy(8), 0usize..5, proptest::option::of(any::<u64>())), 0..6),
+            0..4,
+        ),
+        snapshot in (any::<u64>(), any::<u64>()),
+    ) {
+        let response = Response::ok(ResponseBody::List {
+            tables: tables
+                .into_iter()
+                .map(|keys| {
+                    keys.into_iter()
+                        .map(|(key, code, expires_at_ms)| ferry_proto::ListedKey {
+                            key,
+                            type_name: ferry_proto::TYPE_NAMES[code],
+                            expires_at_ms,
+                        })
+                        .collect()
+                })
+                .collect(),
+            snapshot: ferry_proto::Snapshot { clock: snapshot.0, version: snapshot.1 },
+        });
+        let mut buf = BytesMut::new();
+        response.encode_frame(Opcode::List, 3, 9, &mut buf).unwrap();
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
             panic!("a whole frame was encoded");
         };

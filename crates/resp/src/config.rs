@@ -117,6 +117,11 @@ const fn per_tenant(name: &'static str) -> Param {
 /// Most databases, as `SELECT` takes them (the listener's bound).
 pub const DATABASES: u32 = 1024;
 
+/// The table that holds database `index` (SELECT's argument).
+pub fn database_table(index: u32) -> String {
+    format!("db{index}")
+}
+
 /// Every parameter CONFIG knows. Redis's old names (`*-ziplist-*`) are aliases of the
 /// listpack ones, as in Redis 7.
 const PARAMS: &[Param] = &[

@@ -357,6 +357,7 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
                 Err(err) => store_error(err),
             }
         }
+        Request::List { tables, snapshots } => crate::listing::answer(store, &tables, &snapshots),
         Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => {
             // Invariant: the connection reader answers these itself.
             Response::error(Status::BadRequest, "request type is not executed by workers")

@@ -14,6 +14,8 @@
 //! - `exec`: executing a task on a worker — data operations directly, storage functions
 //!   step by step with a CPU budget, OCC commit and bounded retries.
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations.
+//! - `listing`: tables' listings for functions (KEYS, SCAN, FLUSHDB in a script), on the
+//!   node and as the `list` request of a function run on the app side.
 //! - `in_place`: Redis's data commands and MULTI/EXEC run on the stored values themselves
 //!   (`ferry_store::TenantStore::update`), their changes logged, not their values.
 //! - [`durable`]: with a data dir, snapshots and the write-ahead log recovered on start,
@@ -46,6 +48,7 @@ mod frozen;
 mod function_stats;
 mod in_place;
 pub mod listeners;
+mod listing;
 pub mod membership;
 mod memory;
 mod metrics;

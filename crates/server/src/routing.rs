@@ -133,6 +133,9 @@ pub(crate) fn frozen(role: &ClusterRole, key: &[u8]) -> Option<String> {
 /// invocation is refused when its routing key (`route`) lives elsewhere, before it runs;
 /// one without a routing key runs here until it reaches another node's key.
 pub(crate) fn misrouted(role: &ClusterRole, request: &Request, route: Option<&[u8]>) -> Option<Response> {
+    if matches!(request, Request::List { .. }) {
+        return Some(Response::error(Status::CrossSlot, ferry_proto::LISTING_NEEDS_ONE_NODE));
+    }
     // The catalog's keys are every node's own: they route nowhere.
     let mut keys: Vec<&[u8]> = request
         .keys_with_tables()

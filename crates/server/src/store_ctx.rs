@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use bytes::Bytes;
 
 use ferry_func::tx::TxRead;
-use ferry_func::{Ctx, CtxError, CtxFuture, TxState, TxWrite};
+use ferry_func::{Ctx, CtxError, CtxFuture, Listed, TxState, TxWrite};
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
 use crate::node::TenantState;
@@ -330,6 +330,17 @@ impl Ctx for StoreCtx {
             self.write(table, key, None)
         })
     }
+
+    fn list<'a>(&'a mut self, tables: &'a [String]) -> CtxFuture<'a, Vec<Vec<Listed>>> {
+        Box::pin(async move {
+            self.access_point().await;
+            let started = Instant::now();
+            let mut state = self.state.lock();
+            let result = crate::listing::list_into(&self.tenant.store, self.cluster.as_deref(), &mut state, tables);
+            state.access_ns += started.elapsed().as_nanos() as u64;
+            result
+        })
+    }
 }
 
 #[cfg(test)]
@@ -388,6 +399,35 @@ mod tests {
         // Reads are repeatable: a is served from the read set, not read again.
         put(&tenant, &[(b"a", b"3")]);
         assert_eq!(finish(ctx.get("t", b"a")).unwrap(), Some(Bytes::from_static(b"1")));
+    }
+
+    #[test]
+    fn a_listing_sees_its_own_writes_and_a_key_created_since_conflicts() {
+        let tenant = Arc::new(TenantState::for_test(1, 1 << 20));
+        put(&tenant, &[(b"a", b"1"), (b"b", b"1")]);
+        let mut ctx = attempt(&tenant);
+        let tables = ["t".to_string()];
+        finish(ctx.delete("t", b"b")).unwrap();
+        finish(ctx.put("t", b"c", Bytes::from_static(b"1"))).unwrap();
+        let listed = finish(ctx.list(&tables)).unwrap();
+        assert_eq!(
+            crate::listing::keys_of(&listed[0]),
+            vec![Bytes::from_static(b"a"), Bytes::from_static(b"c")]
+        );
+        // A key created by another commit since: the commit of this attempt conflicts.
+        put(&tenant, &[(b"d", b"1")]);
+        let state = ctx.state.lock();
+        let refused = tenant
+            .store
+            .commit(&object_refs(state.tx.reads()), &write_refs(state.tx.writes()));
+        assert!(refused.is_err_and(|err| err.is_conflict()));
+        drop(state);
+        // A new attempt lists it, and commits.
+        let mut ctx = attempt(&tenant);
+        let listed = finish(ctx.list(&tables)).unwrap();
+        assert_eq!(listed[0].len(), 3);
+        let state = ctx.state.lock();
+        tenant.store.commit(&object_refs(state.tx.reads()), &[]).unwrap();
     }
 
     #[test]

@@ -20,4 +20,5 @@ mod resp_functions;
 mod resp_memory;
 mod resp_scripts;
 mod resp_transactions;
+mod script_database;
 mod three_paths;

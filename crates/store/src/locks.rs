@@ -40,10 +40,21 @@ impl Object {
     }
 }
 
-/// One lock shard of a table: the objects whose key hashes to it, and the version of the
-/// latest delete among them. An absent object carries no version of its own, so a reader
-/// at a read version older than `deleted_at` cannot tell whether what it reads as absent
-/// was still there at its read version (see `tenant::snapshot`).
+/// What a listing of a table (KEYS, SCAN, DBSIZE, RANDOMKEY) shows of an object besides
+/// its key: its type and its expiry.
+pub(crate) type Shown = (&'static str, Option<u64>);
+
+/// What a listing shows of `entry`.
+pub(crate) fn shown(entry: &Entry) -> Shown {
+    (entry.value.type_name(), entry.expires_at_ms)
+}
+
+/// One lock shard of a table: the objects whose key hashes to it, and the versions of the
+/// latest delete among them and of the latest change a listing shows. An absent object
+/// carries no version of its own, so a reader at a read version older than `deleted_at`
+/// cannot tell whether what it reads as absent was still there at its read version (see
+/// `tenant::snapshot`); a listing at a read version older than `listed_at` cannot be made
+/// (see `tenant::membership`).
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
     /// By key, hashed with aHash: every read pays for the hash, and its random per-process
@@ -51,9 +62,20 @@ pub(crate) struct Shard {
     pub(crate) objects: HashMap<Bytes, Object, ahash::RandomState>,
     /// Version of the latest commit that removed an object of this shard (0: none).
     pub(crate) deleted_at: u64,
+    /// Version of the latest commit that created or removed an object of this shard, or
+    /// changed its type or expiry (0: none).
+    pub(crate) listed_at: u64,
 }
 
 impl Shard {
+    /// Notes that the commit `version` took an object from `before` to `after` as a
+    /// listing shows it (`None`: absent).
+    pub(crate) fn note_listing(&mut self, before: Option<Shown>, after: Option<Shown>, version: u64) {
+        if before != after {
+            self.listed_at = self.listed_at.max(version);
+        }
+    }
+
     /// When the object a reader found under a key (`None`: absent) last changed: its
     /// version, or for an absent one the shard's last delete (a bound: the object may have
     /// been absent for longer).
@@ -142,6 +164,16 @@ impl<'t> LockPlan<'t> {
         });
     }
 
+    /// Adds every shard of `table` for reading: what a read of its listing validates.
+    pub(crate) fn add_table(&mut self, table_name: &'t str, table: &'t Table) {
+        self.wants.extend((0..table.shards.len()).map(|shard| Want {
+            table_name,
+            table,
+            shard,
+            write: false,
+        }));
+    }
+
     /// Takes every lock in global order.
     pub(crate) fn lock(mut self) -> LockedShards<'t> {
         self.wants
@@ -190,6 +222,18 @@ impl LockedShards<'_> {
             Guard::Write(guard) => guard,
         };
         shard.get(key)
+    }
+
+    /// The locked shards of `table_name` (all of them if the plan added the table).
+    pub(crate) fn shards_of<'s>(&'s self, table_name: &'s str) -> impl Iterator<Item = &'s Shard> + 's {
+        self.keys
+            .iter()
+            .zip(&self.guards)
+            .filter(move |((name, _), _)| *name == table_name)
+            .map(|(_, guard)| match guard {
+                Guard::Read(guard) => &**guard,
+                Guard::Write(guard) => &**guard,
+            })
     }
 
     /// Mutable access to the shard of `key`. The shard must be in the plan for writing.

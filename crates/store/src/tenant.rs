@@ -14,11 +14,12 @@ use crate::journal::Journal;
 use crate::limits::{
     MAX_KEY_BYTES, MAX_TABLES_PER_TENANT, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES, OBJECT_OVERHEAD_BYTES,
 };
-use crate::locks::{LockPlan, LockedShards, Object, Table};
+use crate::locks::{shown, LockPlan, LockedShards, Object, Shown, Table};
 use crate::VERSION_ABSENT;
 
 mod evict;
 mod listing;
+mod membership;
 mod object;
 mod recover;
 mod replay;
@@ -413,7 +414,7 @@ impl TenantStore {
         if touched > MAX_TX_OBJECTS {
             return Err(StoreError::TooManyObjects(touched));
         }
-        for object in validate {
+        for object in validate.iter().filter(|object| !object.is_listing()) {
             check_key(object.key)?;
         }
         for (_, key) in reads {
@@ -430,7 +431,11 @@ impl TenantStore {
         let mut plan = LockPlan::with_capacity(touched);
         for object in validate {
             if let Some((name, table)) = tables.get_key_value(object.table) {
-                plan.add(name, table, object.key, false);
+                if object.is_listing() {
+                    plan.add_table(name, table);
+                } else {
+                    plan.add(name, table, object.key, false);
+                }
             }
         }
         for (table_name, key) in reads {
@@ -447,6 +452,10 @@ impl TenantStore {
         let mut locked = plan.lock();
 
         for object in validate {
+            if object.is_listing() {
+                self.validate_listing(&locked, object)?;
+                continue;
+            }
             let current = if tables.contains_key(object.table) {
                 locked
                     .get(object.table, object.key)
@@ -586,6 +595,21 @@ impl TenantStore {
 
     /// Sets `key` in `shard` to `entry` (`None`: removed) at `version`.
     pub(crate) fn place(&self, shard: &mut crate::locks::Shard, key: &[u8], version: u64, entry: Option<Entry>) {
+        let before = shard.get(key).map(|object| shown(&object.entry));
+        self.place_after(shard, key, version, entry, before);
+    }
+
+    /// [`TenantStore::place`] for an object whose entry was taken out of its shard to be
+    /// changed in place: `before` is what a listing showed of it then.
+    pub(crate) fn place_after(
+        &self,
+        shard: &mut crate::locks::Shard,
+        key: &[u8],
+        version: u64,
+        entry: Option<Entry>,
+        before: Option<Shown>,
+    ) {
+        shard.note_listing(before, entry.as_ref().map(shown), version);
         match entry {
             Some(entry) => {
                 if let Some(object) = shard.get_mut(key) {

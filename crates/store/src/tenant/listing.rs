@@ -27,7 +27,7 @@ pub struct KeyInfo {
     pub expires_at_ms: Option<u64>,
 }
 
-fn info_of(key: &Bytes, object: &crate::locks::Object) -> KeyInfo {
+pub(super) fn info_of(key: &Bytes, object: &crate::locks::Object) -> KeyInfo {
     KeyInfo {
         key: key.clone(),
         type_name: object.entry.value.type_name(),

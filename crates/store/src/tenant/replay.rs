@@ -17,7 +17,7 @@ use ferry_value::{change, Encodings, Entry};
 
 use super::{charge, hex, TenantStore, Write, WriteRef};
 use crate::error::StoreError;
-use crate::locks::Shard;
+use crate::locks::{shown, Shard};
 use crate::VERSION_ABSENT;
 
 /// Stands in the map for an entry taken out while a command changes it; never seen by
@@ -84,6 +84,7 @@ impl TenantStore {
         let (current, old_charge) = shard
             .get(key)
             .map_or((VERSION_ABSENT, 0), |o| (o.version, charge(key, &o.entry)));
+        let before = shard.get(key).map(|o| shown(&o.entry));
         let entry = match write.write {
             Write::Put(bytes) => Some(Entry::decode(&Bytes::copy_from_slice(bytes), encodings)),
             Write::Delete => None,
@@ -114,7 +115,7 @@ impl TenantStore {
             }
         };
         let new_charge = entry.as_ref().map_or(0, |entry| charge(key, entry));
-        self.place(shard, key, version, entry);
+        self.place_after(shard, key, version, entry, before);
         if new_charge >= old_charge {
             self.used_bytes.fetch_add(new_charge - old_charge, Ordering::AcqRel);
         } else {

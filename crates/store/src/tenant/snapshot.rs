@@ -101,6 +101,10 @@ impl TenantStore {
     pub fn still_current(&self, reads: &[ObjectRef<'_>], read_version: u64) -> Result<(), StoreError> {
         let tables = self.tables.read();
         for read in reads {
+            if read.is_listing() {
+                self.listing_still_current(tables.get(read.table).map(|table| &**table), read)?;
+                continue;
+            }
             let (current, changed_at) = match tables.get(read.table) {
                 Some(table) => {
                     let shard = table.shards[shard_of(read.key)].read();

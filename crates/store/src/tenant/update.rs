@@ -22,7 +22,7 @@ use super::replay::placeholder;
 use super::{charge, check_key, check_table_name, evict, hex, TenantStore, Write, WriteRef};
 use crate::error::StoreError;
 use crate::limits::MAX_TX_OBJECTS;
-use crate::locks::{LockPlan, LockedShards};
+use crate::locks::{shown, LockPlan, LockedShards, Shown};
 use crate::VERSION_ABSENT;
 
 /// What [`TenantStore::update`] did.
@@ -54,6 +54,8 @@ struct Found {
     version: u64,
     /// What it cost against the quota.
     charge: u64,
+    /// What a listing showed of it (`None`: absent).
+    shown: Option<Shown>,
 }
 
 impl TenantStore {
@@ -170,6 +172,7 @@ impl TenantStore {
             found.push(Found {
                 version: entry.as_ref().map_or(VERSION_ABSENT, |(version, _)| *version),
                 charge: entry.as_ref().map_or(0, |(_, entry)| charge(key, entry)),
+                shown: entry.as_ref().map(|(_, entry)| shown(entry)),
             });
             slots.push(Slot::new(key.clone(), entry.map(|(_, entry)| entry)));
         }
@@ -252,11 +255,11 @@ impl TenantStore {
                 return Err(StoreError::Journal(refusal.0));
             }
         }
-        for slot in slots.iter_mut() {
+        for (slot, before) in slots.iter_mut().zip(&found) {
             let shard = locked.shard_mut(table, &slot.key);
             if slot.tracked.changed() {
                 let entry = slot.tracked.take_entry();
-                self.place(shard, &slot.key, version, entry);
+                self.place_after(shard, &slot.key, version, entry, before.shown);
             } else if let (Some(object), Some(entry)) = (shard.get_mut(&slot.key[..]), slot.tracked.take_entry()) {
                 object.entry = entry;
             }
