@@ -241,6 +241,19 @@ impl Ctx for RemoteCtx<'_> {
         Box::pin(async move { self.buffer(table, key, None) })
     }
 
+    fn info(&mut self) -> CtxFuture<'_, Bytes> {
+        Box::pin(async move {
+            // The node-local table routes to the home node (the one the catalog was read on).
+            let response = self
+                .fetch(ferry_cluster::NODE_LOCAL_TABLE, b"info", Request::Info)
+                .await?;
+            match check_status(response).map_err(ctx_error)?.body {
+                ResponseBody::Info { text } => Ok(text),
+                _ => Err(CtxError::Unavailable("unexpected info answer".into())),
+            }
+        })
+    }
+
     fn list<'a>(&'a mut self, tables: &'a [String]) -> CtxFuture<'a, Vec<Vec<Listed>>> {
         Box::pin(async move { self.list_tables(tables).await })
     }

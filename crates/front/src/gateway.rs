@@ -266,6 +266,7 @@ impl Service for Gateway {
                 },
                 Request::Hello { .. } | Request::Stats => not_served("answered by the listener"),
                 Request::List { .. } => Response::error(Status::CrossSlot, ferry_proto::LISTING_NEEDS_ONE_NODE),
+                Request::Info => not_served("INFO in a function run through the gateway"),
             }
         })
     }

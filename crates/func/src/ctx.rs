@@ -77,6 +77,13 @@ pub trait Ctx: Send {
         let _ = tables;
         Box::pin(async { Err(CtxError::Refused("this runtime cannot list keys".into())) })
     }
+
+    /// The storage node's INFO text as the invocation's tenant sees it (INFO in a script):
+    /// a description of the server, not a read of the data, so it joins no read set (as in
+    /// Redis, where INFO is no part of a script's effects). The default refuses.
+    fn info(&mut self) -> CtxFuture<'_, Bytes> {
+        Box::pin(async { Err(CtxError::Refused("this runtime has no server to describe".into())) })
+    }
 }
 
 /// A key of a table as a listing shows it to a function.

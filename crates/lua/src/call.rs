@@ -66,6 +66,12 @@ pub async fn run_with(
         // In a script a blocking pop runs its step once and does not wait (as in Redis).
         Command::Blocking(blocking) => (&blocking.step, Some(blocking.shape)),
         Command::Database(words) => return crate::listing::run(ctx, table, words).await,
+        // The node's description, not the data: no part of the transaction.
+        Command::Info(sections) => {
+            let text = ctx.info().await?;
+            let shown = ferry_resp::info::sections(&String::from_utf8_lossy(&text), sections);
+            return Ok(Some(Reply::Bulk(Bytes::from(shown))));
+        }
         _ => return Ok(None),
     };
     let Some(spec) = lookup(&words[0]) else {

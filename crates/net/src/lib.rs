@@ -9,7 +9,7 @@
 //! - [`histogram`]: request counts and latency histograms by operation and status;
 //! - [`resp`]: a RESP listener (connections, pipelining, AUTH and the session commands) in
 //!   front of a process's [`resp::RespService`]; [`resp_multi`]: a connection's MULTI,
-//!   EXEC and WATCH; [`resp_blocking`]: the blocking pops; [`resp_info`]: INFO's sections;
+//!   EXEC and WATCH; [`resp_blocking`]: the blocking pops;
 //!   [`resp_clients`]: CLIENT over the tenant's own connections;
 //! - [`signal`]: waiting for SIGINT or SIGTERM;
 //! - [`tls`]: TLS for all three listeners and for the links between processes (rustls,
@@ -23,7 +23,6 @@ pub mod preauth;
 pub mod resp;
 pub mod resp_blocking;
 pub mod resp_clients;
-pub mod resp_info;
 pub mod resp_multi;
 pub mod signal;
 pub mod tls;

@@ -608,13 +608,12 @@ fn session_command<S: RespService>(
             let tenant_info = session.tenant.as_ref().map(|tenant| service.tenant_info(tenant));
             let clients_info = session.client.signed_in_as().map(|user| session.clients.info(&user));
             let text = format!(
-                "# Server\r\nredis_version:7.2.0\r\nferry_version:{}\r\nredis_mode:{}\r\n\r\n{}{}",
-                env!("CARGO_PKG_VERSION"),
-                service.mode(),
+                "{}{}{}",
+                ferry_resp::info::server_section(service.mode()),
                 clients_info.unwrap_or_default(),
                 tenant_info.unwrap_or_default()
             );
-            Reply::Bulk(Bytes::from(crate::resp_info::sections(&text, &sections)))
+            Reply::Bulk(Bytes::from(ferry_resp::info::sections(&text, &sections)))
         }
         Command::Config(words) => {
             let mut settings = session.settings.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

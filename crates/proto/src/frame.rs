@@ -53,6 +53,8 @@ pub enum Opcode {
     /// List tables' keys at the reader's snapshot (KEYS, SCAN, FLUSHDB in a function run
     /// on the app side).
     List = 9,
+    /// The node's INFO text for the tenant (INFO in a function run on the app side).
+    Info = 10,
 }
 
 impl Opcode {
@@ -68,6 +70,7 @@ impl Opcode {
             7 => Opcode::Commit,
             8 => Opcode::Stats,
             9 => Opcode::List,
+            10 => Opcode::Info,
             _ => return None,
         })
     }
@@ -84,6 +87,7 @@ impl Opcode {
             Opcode::Commit => "commit",
             Opcode::Stats => "stats",
             Opcode::List => "list",
+            Opcode::Info => "info",
         }
     }
 }

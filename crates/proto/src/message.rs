@@ -209,6 +209,8 @@ pub enum Request {
         /// The reader's snapshots so far, one per node it has read from.
         snapshots: Vec<Snapshot>,
     },
+    /// Ask for the node's INFO text as the tenant sees it.
+    Info,
 }
 
 impl Request {
@@ -240,7 +242,9 @@ impl Request {
                 .map(read)
                 .chain(writes.iter().map(|w| (w.table.as_str(), &w.key[..])))
                 .collect(),
-            Request::Hello { .. } | Request::Stats | Request::Invoke { .. } | Request::List { .. } => Vec::new(),
+            Request::Hello { .. } | Request::Stats | Request::Invoke { .. } | Request::List { .. } | Request::Info => {
+                Vec::new()
+            }
         }
     }
 
@@ -256,6 +260,7 @@ impl Request {
             Request::Commit { .. } => Opcode::Commit,
             Request::Stats => Opcode::Stats,
             Request::List { .. } => Opcode::List,
+            Request::Info => Opcode::Info,
         }
     }
 
@@ -330,7 +335,7 @@ impl Request {
                 put_read_set(out, reads)?;
                 put_write_set(out, writes)
             }
-            Request::Stats => Ok(()),
+            Request::Stats | Request::Info => Ok(()),
             Request::List { tables, snapshots } => {
                 crate::listing::put_tables(out, tables)?;
                 put_count(out, snapshots.len(), "snapshots")?;
@@ -407,6 +412,7 @@ impl Request {
                 writes: read_write_set(&mut r)?,
             },
             Opcode::Stats => Request::Stats,
+            Opcode::Info => Request::Info,
             Opcode::List => {
                 let tables = crate::listing::read_tables(&mut r)?;
                 let count = r.count(MAX_SNAPSHOTS, "snapshots")?;
@@ -515,6 +521,11 @@ pub enum ResponseBody {
     Stats(Vec<StatEntry>),
     /// Invocation handed back to the client.
     Pushback(PushbackState),
+    /// `info` answer: INFO's text.
+    Info {
+        /// The sections, as INFO shows them.
+        text: Bytes,
+    },
     /// `list` answers: each table's keys, in the order asked.
     List {
         /// One listing per table asked for, in no order within it.
@@ -649,6 +660,7 @@ impl Response {
                 put_optional_snapshot(out, state.snapshot.as_ref());
                 Ok(())
             }
+            ResponseBody::Info { text } => put_bytes32(out, text, "info text"),
             ResponseBody::List { tables, snapshot } => {
                 put_snapshot(out, snapshot);
                 crate::listing::put_listings(out, tables)
@@ -772,6 +784,9 @@ fn decode_ok_body(opcode: Opcode, costs: bool, r: &mut Reader) -> Result<Respons
             };
             ResponseBody::Invoke { result, costs, trace }
         }
+        Opcode::Info => ResponseBody::Info {
+            text: r.bytes32("info text")?,
+        },
         Opcode::List => {
             let snapshot = read_snapshot(r)?;
             let tables = crate::listing::read_listings(r)?;

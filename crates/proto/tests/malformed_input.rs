@@ -43,7 +43,7 @@ fn drive(chunks: &[Vec<u8>]) -> usize {
 /// often than uniformly random bytes, which almost always fail the magic check.
 fn header_then_garbage() -> impl Strategy<Value = Vec<u8>> {
     (
-        1u8..=10,
+        1u8..=11,
         any::<bool>(),
         0u8..=9,
         0u32..64,
@@ -140,6 +140,7 @@ fn request_strategy() -> impl Strategy<Value = Request> {
         )
             .prop_map(|(reads, writes)| Request::Commit { reads, writes }),
         Just(Request::Stats),
+        Just(Request::Info),
         (
             proptest::collection::vec("[a-z0-9]{0,8}", 0..4),
             proptest::collection::vec((any::<u64>(), any::<u64>()), 0..3)

@@ -4,6 +4,7 @@
 //!   blocking pops as the step each repeats);
 //! - [`config`]: CONFIG GET/SET over the parameters ferry reports;
 //! - [`glob`]: Redis's glob-style patterns (KEYS, SCAN MATCH, CONFIG GET, FUNCTION LIST);
+//! - [`info`]: INFO's sections by name, and its server section;
 //! - [`parser`]: commands from clients (arrays of bulk strings, or inline), parsed
 //!   incrementally with every size bounded;
 //! - [`reply`]: replies, encoded as RESP2 or RESP3;
@@ -16,6 +17,7 @@ pub mod blocking;
 pub mod command;
 pub mod config;
 pub mod glob;
+pub mod info;
 pub mod parser;
 pub mod reply;
 pub mod table;

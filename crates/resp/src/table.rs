@@ -301,7 +301,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         },
     ),
     spec("command", -1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("info", -1, ADMIN | NO_SCRIPT, NO_KEYS),
+    spec("info", -1, ADMIN, NO_KEYS),
     spec("config", -2, ADMIN | NO_SCRIPT, NO_KEYS),
     spec("multi", 1, NO_SCRIPT, NO_KEYS),
     spec("exec", 1, NO_SCRIPT, NO_KEYS),

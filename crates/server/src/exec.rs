@@ -194,7 +194,8 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
 
     let started = Instant::now();
     // The store never panics on input, but a bug must cost one request, not a worker.
-    let mut response = catch_unwind(AssertUnwindSafe(|| data_operation(&tenant, request)))
+    let cluster = node.cluster.is_some();
+    let mut response = catch_unwind(AssertUnwindSafe(|| data_operation(&tenant, cluster, request)))
         .unwrap_or_else(|_| Response::error(Status::BadRequest, "internal error while executing the request"));
     let cpu_ns = started.elapsed().as_nanos() as u64;
     response.cpu_ns = cpu_ns;
@@ -260,7 +261,8 @@ pub(crate) fn start(node: &Node, worker: usize, tenant: Arc<TenantState>, call: 
     Some(step(node, worker, invocation))
 }
 
-fn data_operation(tenant: &TenantState, request: Request) -> Response {
+/// Answers a data operation of `tenant`'s; `cluster`: the node is one of a cluster's.
+fn data_operation(tenant: &TenantState, cluster: bool, request: Request) -> Response {
     let store = &tenant.store;
     match request {
         Request::Get { table, key, validate } => {
@@ -358,6 +360,9 @@ fn data_operation(tenant: &TenantState, request: Request) -> Response {
             }
         }
         Request::List { tables, snapshots } => crate::listing::answer(store, &tables, &snapshots),
+        Request::Info => Response::ok(ResponseBody::Info {
+            text: Bytes::from(crate::memory::script_info(tenant, cluster)),
+        }),
         Request::Hello { .. } | Request::Stats | Request::Invoke { .. } => {
             // Invariant: the connection reader answers these itself.
             Response::error(Status::BadRequest, "request type is not executed by workers")

@@ -155,6 +155,13 @@ pub(crate) fn info(tenant: &TenantState) -> String {
     text
 }
 
+/// INFO as a script of the tenant reads it: the server section, then [`info`]'s (a script
+/// has no connection, so no clients section); `cluster`: the node is one of a cluster's.
+pub(crate) fn script_info(tenant: &TenantState, cluster: bool) -> String {
+    let mode = if cluster { "cluster" } else { "standalone" };
+    ferry_resp::info::server_section(mode) + &info(tenant)
+}
+
 /// The database index of a table named as SELECT names them (`db<N>`).
 fn database_of(table: &str) -> Option<u32> {
     let digits = table.strip_prefix("db")?;

@@ -331,6 +331,16 @@ impl Ctx for StoreCtx {
         })
     }
 
+    fn info(&mut self) -> CtxFuture<'_, Bytes> {
+        Box::pin(async move {
+            self.access_point().await;
+            Ok(Bytes::from(crate::memory::script_info(
+                &self.tenant,
+                self.cluster.is_some(),
+            )))
+        })
+    }
+
     fn list<'a>(&'a mut self, tables: &'a [String]) -> CtxFuture<'a, Vec<Vec<Listed>>> {
         Box::pin(async move {
             self.access_point().await;

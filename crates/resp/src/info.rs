@@ -1,9 +1,21 @@
 //! INFO's sections: the text is `# Name` headers, each followed by `field:value` lines and
 //! a blank line; `INFO a b` keeps the sections named (any case), as Redis does, and no
 //! name, `default`, `all` or `everything` keeps them all (ferry's sections are all cheap
-//! enough to be default ones).
+//! enough to be default ones). The `# Server` section is the same wherever INFO is
+//! answered (a connection, a script).
 
 use bytes::Bytes;
+
+/// The Redis version ferry answers as (INFO's `redis_version`).
+pub const REDIS_VERSION: &str = "7.2.0";
+
+/// INFO's `# Server` section; `mode`: `standalone` or `cluster`.
+pub fn server_section(mode: &str) -> String {
+    format!(
+        "# Server\r\nredis_version:{REDIS_VERSION}\r\nferry_version:{}\r\nredis_mode:{mode}\r\n\r\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
 
 /// The sections of `text` that `wanted` names.
 pub fn sections(text: &str, wanted: &[Bytes]) -> String {
