@@ -94,6 +94,9 @@ impl<S: Service> RespFront<S> {
     /// Runs one command of a signed-in connection.
     async fn run(&self, tenant: u32, table: &str, command: Command) -> Reply {
         match FunctionCall::of(command, table) {
+            Ok(FunctionCall::Kill(_)) => {
+                Reply::err("this is the gateway: send FUNCTION KILL and SCRIPT KILL to the storage node's RESP address")
+            }
             Ok(call) => {
                 let (function, args) = match call.invocation() {
                     Ok(invocation) => invocation,

@@ -78,6 +78,13 @@ pub trait Ctx: Send {
         Box::pin(async { Err(CtxError::Refused("this runtime cannot list keys".into())) })
     }
 
+    /// The flag that stops this invocation from outside (FUNCTION KILL, SCRIPT KILL), for
+    /// a runtime that can end a call midway (the Lua VM checks it as it counts
+    /// instructions). `None`, the default: nothing can stop it.
+    fn interrupt(&self) -> Option<crate::Interrupt> {
+        None
+    }
+
     /// The storage node's INFO text as the invocation's tenant sees it (INFO in a script):
     /// a description of the server, not a read of the data, so it joins no read set (as in
     /// Redis, where INFO is no part of a script's effects). The default refuses.

@@ -3,6 +3,8 @@
 //! Layout:
 //! - [`ctx`]: the [`Ctx`] trait a storage function is written against (get, put, delete,
 //!   multiget, list, args) and [`CtxError`].
+//! - [`interrupt`]: [`Interrupt`], how a running call is stopped from outside (FUNCTION
+//!   KILL, SCRIPT KILL).
 //! - [`tx`]: [`TxState`], the read set with versions and the buffered write set that both
 //!   sides' `Ctx` implementations keep, so OCC behaves identically wherever a function runs.
 //! - [`registry`]: functions registered by name; the same registry is linked into the
@@ -15,11 +17,13 @@
 pub mod args;
 pub mod builtins;
 pub mod ctx;
+pub mod interrupt;
 pub mod memory;
 pub mod registry;
 pub mod tx;
 pub mod work;
 
 pub use ctx::{Ctx, CtxError, CtxFuture, Listed};
+pub use interrupt::Interrupt;
 pub use registry::{FnError, FnFuture, Registry, StorageFn};
 pub use tx::{TxState, TxWrite};

@@ -22,6 +22,8 @@ pub struct MemoryCtx {
     pub data: HashMap<(String, Bytes), Bytes>,
     /// What [`Ctx::now_us`] answers: this context has no clock, so the caller sets it.
     pub now_us: u64,
+    /// What [`Ctx::interrupt`] answers: the flag that stops the calls run over it.
+    pub interrupt: Option<crate::Interrupt>,
 }
 
 impl MemoryCtx {
@@ -31,6 +33,7 @@ impl MemoryCtx {
             args: Bytes::new(),
             tenant: 0,
             now_us: 0,
+            interrupt: None,
             data: data.into_iter().map(|(t, k, v)| ((t.to_string(), k), v)).collect(),
         }
     }
@@ -54,6 +57,9 @@ impl Ctx for MemoryCtx {
     }
     fn now_us(&self) -> u64 {
         self.now_us
+    }
+    fn interrupt(&self) -> Option<crate::Interrupt> {
+        self.interrupt.clone()
     }
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
         Box::pin(async move { Ok(self.object(table, key).cloned()) })

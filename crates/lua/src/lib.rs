@@ -20,6 +20,8 @@
 //! - [`cjson`], [`cmsgpack`], [`lua_struct`]: the `cjson`, `cmsgpack` and `struct`
 //!   libraries Redis preloads (`bit` is Lua, in the prelude), the last two over [`clib`]:
 //!   plain-string errors and Lua's argument checks, as Redis's C libraries have;
+//! - [`kill`]: FUNCTION KILL and SCRIPT KILL: a tenant's running calls and the flags that
+//!   stop them;
 //! - [`cache`]: loaded libraries by tenant and hash, with idle VMs;
 //! - [`catalog`]: `lua.load`, `lua.delete`, `lua.list` over the catalog table;
 //! - [`fcall`]: the FCALL invocation's arguments, route and storage function;
@@ -37,6 +39,7 @@ pub mod clib;
 pub mod cmsgpack;
 pub mod convert;
 pub mod fcall;
+pub mod kill;
 pub mod library;
 pub mod listing;
 pub mod lua_struct;

@@ -47,8 +47,9 @@ pub enum FunctionCall {
     ScriptExists(Vec<String>),
     /// SCRIPT FLUSH.
     ScriptFlush,
-    /// SCRIPT KILL.
-    Kill,
+    /// FUNCTION KILL (a function) or SCRIPT KILL (a script): answered where the tenant's
+    /// running calls are known, never run as an invocation.
+    Kill(crate::kill::CallKind),
 }
 
 impl FunctionCall {
@@ -112,7 +113,8 @@ impl FunctionCall {
                     .collect(),
             ),
             Command::Script(ScriptCommand::Flush) => FunctionCall::ScriptFlush,
-            Command::Script(ScriptCommand::Kill) | Command::Function(FunctionCommand::Kill) => FunctionCall::Kill,
+            Command::Script(ScriptCommand::Kill) => FunctionCall::Kill(crate::kill::CallKind::Script),
+            Command::Function(FunctionCommand::Kill) => FunctionCall::Kill(crate::kill::CallKind::Function),
             other => return Err(other),
         })
     }
@@ -167,8 +169,7 @@ impl FunctionCall {
                 (script::EXISTS.to_string(), args)
             }
             FunctionCall::ScriptFlush => (script::FLUSH.to_string(), Bytes::new()),
-            // A script ends at its budget; none can be found running to kill by hand.
-            FunctionCall::Kill => return Err(Reply::Error("NOTBUSY No scripts in execution right now.".into())),
+            FunctionCall::Kill(_) => return Err(Reply::err("a kill is answered by the front end, not run")),
         })
     }
 
@@ -185,7 +186,7 @@ impl FunctionCall {
             | FunctionCall::Flush
             | FunctionCall::Restore(..)
             | FunctionCall::ScriptFlush
-            | FunctionCall::Kill => Reply::ok(),
+            | FunctionCall::Kill(_) => Reply::ok(),
             FunctionCall::Stats => stats(&reply_of(result), &functions()),
         }
     }

@@ -21,7 +21,7 @@ use mlua::{
 };
 
 use ferry_func::ctx::poll_now;
-use ferry_func::{Ctx, CtxError, FnError};
+use ferry_func::{Ctx, CtxError, FnError, Interrupt};
 use ferry_resp::table::lookup;
 use ferry_resp::Reply;
 
@@ -104,9 +104,12 @@ pub fn budget_message() -> String {
 }
 
 /// The running call's instruction budget, shared by the hook and the prelude's `stopped`,
-/// and whether one of its accesses ended the invocation.
+/// whether one of its accesses ended the invocation, and its invocation's [`Interrupt`].
 #[derive(Default)]
 struct Budget {
+    /// Raised from outside to stop the call (FUNCTION KILL, SCRIPT KILL): the hook checks
+    /// it with the count.
+    interrupt: std::sync::Mutex<Option<Interrupt>>,
     /// The running call asked for RESP3 replies (`redis.setresp(3)`).
     resp3: AtomicBool,
     remaining: AtomicI64,
@@ -116,7 +119,8 @@ struct Budget {
 }
 
 impl Budget {
-    fn reset(&self) {
+    fn reset(&self, interrupt: Option<Interrupt>) {
+        *self.interrupt.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = interrupt;
         self.resp3.store(false, Ordering::Relaxed);
         self.remaining.store(INSTRUCTION_BUDGET, Ordering::Relaxed);
         self.yield_asked.store(false, Ordering::Relaxed);
@@ -126,6 +130,20 @@ impl Budget {
 
     fn spent(&self) -> bool {
         self.spent.load(Ordering::Relaxed)
+    }
+
+    /// The error the call was stopped with from outside, if it was.
+    fn interrupted(&self) -> Option<&'static str> {
+        self.interrupt
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .and_then(Interrupt::raised)
+    }
+
+    /// Why a call that spent its budget ended: stopped from outside, or the count ran out.
+    fn end_message(&self) -> String {
+        self.interrupted().map_or_else(budget_message, str::to_string)
     }
 
     /// The call must end: no `pcall` of the script may keep it going.
@@ -139,12 +157,14 @@ impl Budget {
         let budget = Arc::clone(self);
         move |_, _| {
             let step = i64::from(HOOK_EVERY_INSTRUCTIONS);
-            if budget.remaining.fetch_sub(step, Ordering::Relaxed) > step {
+            let interrupted = budget.interrupted().is_some();
+            if !interrupted && budget.remaining.fetch_sub(step, Ordering::Relaxed) > step {
                 return Ok(VmState::Continue);
             }
+            // Stopped from outside or out of instructions: the call ends, past every pcall.
             budget.spent.store(true, Ordering::Relaxed);
             if budget.yield_asked.swap(true, Ordering::Relaxed) {
-                Err(mlua::Error::runtime(budget_message()))
+                Err(mlua::Error::runtime(budget.end_message()))
             } else {
                 Ok(VmState::Yield)
             }
@@ -258,7 +278,7 @@ impl Vm {
                 .call::<(Function, Function, Table, Function)>(functions)
         });
         let (run, finish, env, set_direct) = prelude.map_err(|e| LuaError::library(lua_failure(&e)))?;
-        budget.reset();
+        budget.reset(None);
         lua.set_hook(triggers(), budget.hook())
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
         let loaded = lua
@@ -380,7 +400,7 @@ impl Vm {
             self.poisoned = true;
             return Err(failed(err));
         }
-        self.budget.reset();
+        self.budget.reset(ctx.interrupt());
         let mut input = Some(MultiValue::from_vec(vec![
             Value::Function(registered.callback.clone()),
             Value::Table(sequence(keys).map_err(failed)?),
@@ -411,7 +431,7 @@ impl Vm {
             }
             if self.budget.spent() {
                 self.poisoned = true;
-                return Err(FnError::Failed(budget_message()));
+                return Err(FnError::Failed(self.budget.end_message()));
             }
             let output = output.map_err(|err| {
                 self.poisoned = true;

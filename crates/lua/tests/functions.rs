@@ -380,6 +380,24 @@ fn runaway_and_memory_hungry_calls_end_alone_and_the_library_keeps_serving() {
 }
 
 #[test]
+fn a_raised_interrupt_ends_a_call_past_its_pcalls_and_the_library_keeps_serving() {
+    let mut ctx = MemoryCtx::default();
+    load(&mut ctx, include_str!("../../../examples/lua/hostile.lua"), false).unwrap();
+    let interrupt = ferry_func::Interrupt::new();
+    interrupt.raise(ferry_lua::kill::KILLED);
+    ctx.interrupt = Some(interrupt);
+    for function in ["spin", "sneaky", "sorted_spin"] {
+        assert_eq!(
+            fcall(&mut ctx, function, &[], &[]),
+            Err(ferry_lua::kill::KILLED.to_string()),
+            "{function}"
+        );
+    }
+    ctx.interrupt = None;
+    assert_eq!(fcall(&mut ctx, "fine", &["k"], &[]).map(|_| ()), Ok(()));
+}
+
+#[test]
 fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
     // A Ctx whose reads of db0 conflict: redis.pcall must not catch it, whether the
     // command runs at once (the storage node inside its slice) or the long way.

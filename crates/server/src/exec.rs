@@ -67,6 +67,9 @@ pub(crate) struct Invocation {
     received: Instant,
     /// Node clock time after which the invocation is failed.
     deadline_ns: u64,
+    /// Its registration among the tenant's running Lua calls (FUNCTION KILL, SCRIPT KILL
+    /// stop it through its interrupt), for as long as it lives.
+    running: Option<ferry_lua::kill::Running>,
 }
 
 /// What became of an invocation after one step.
@@ -85,13 +88,14 @@ fn start_attempt(
     handoff: bool,
     function: StorageFn,
     args: Bytes,
+    interrupt: Option<ferry_func::Interrupt>,
 ) -> (AttemptFuture, SharedAttempt) {
     // The attempt's snapshot starts now (TL2): every read is checked against it alone.
     let state = SharedAttempt::default();
     state.lock().read_version = tenant.store.read_version();
     let ctx_state = Arc::clone(&state);
     let future = Box::pin(async move {
-        let mut ctx = StoreCtx::new(tenant, cluster, handoff, args, ctx_state);
+        let mut ctx = StoreCtx::new(tenant, cluster, handoff, args, ctx_state).with_interrupt(interrupt);
         let result = function(&mut ctx).await;
         (ctx, result)
     });
@@ -233,12 +237,14 @@ pub(crate) fn start(node: &Node, worker: usize, tenant: Arc<TenantState>, call: 
         );
         return None;
     };
+    let running = ferry_lua::kill::CallKind::of(&call.name).map(|kind| tenant.calls.start(kind));
     let (attempt, state) = start_attempt(
         Arc::clone(&tenant),
         node.cluster.clone(),
         call.handoff,
         function,
         call.args.clone(),
+        running.as_ref().map(|running| running.interrupt().clone()),
     );
     let invocation = Invocation {
         attempt,
@@ -257,6 +263,7 @@ pub(crate) fn start(node: &Node, worker: usize, tenant: Arc<TenantState>, call: 
         cpu_ns: 0,
         received: call.received,
         deadline_ns: node.now_ns() + node.invoke_budget_ns * WALL_DEADLINE_BUDGETS,
+        running,
     };
     Some(step(node, worker, invocation))
 }
@@ -618,6 +625,7 @@ fn retry(mut invocation: Invocation) -> Stepped {
         invocation.handoff,
         invocation.function,
         invocation.args.clone(),
+        invocation.running.as_ref().map(|running| running.interrupt().clone()),
     );
     Stepped::Suspended(invocation)
 }

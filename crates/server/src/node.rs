@@ -30,6 +30,8 @@ pub(crate) struct TenantState {
     pub(crate) functions: crate::function_stats::FunctionStats,
     /// Told after each RESP job, which may have written: blocking pops try again.
     pub(crate) written: tokio::sync::Notify,
+    /// Its Lua calls running now, for FUNCTION KILL and SCRIPT KILL.
+    pub(crate) calls: Arc<ferry_lua::kill::RunningCalls>,
 }
 
 impl TenantState {
@@ -45,6 +47,7 @@ impl TenantState {
             latency: Arc::default(),
             functions: Default::default(),
             written: tokio::sync::Notify::new(),
+            calls: Arc::default(),
         }
     }
 
@@ -119,6 +122,7 @@ impl Node {
                     latency: Arc::clone(&latency),
                     functions: Default::default(),
                     written: tokio::sync::Notify::new(),
+                    calls: Arc::default(),
                 };
                 (tenant.id, Arc::new(state))
             })

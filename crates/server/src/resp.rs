@@ -66,7 +66,10 @@ impl RespService for Node {
     fn execute<'a>(&'a self, tenant: &'a Arc<TenantState>, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
             let count = batch.len();
-            let mut steps: VecDeque<Step> = batch.into_iter().map(|queued| self.step_of(table, queued)).collect();
+            let mut steps: VecDeque<Step> = batch
+                .into_iter()
+                .map(|queued| self.step_of(tenant, table, queued))
+                .collect();
             let mut replies = Vec::with_capacity(count);
             while !steps.is_empty() {
                 let left = steps.len();
@@ -127,13 +130,15 @@ impl RespService for Node {
 impl Node {
     /// What a command becomes in a job: refusals and CLUSTER are answered here (they read
     /// only the cluster map), the rest runs on the worker.
-    fn step_of(&self, table: &str, queued: Queued) -> Step {
+    fn step_of(&self, tenant: &TenantState, table: &str, queued: Queued) -> Step {
         match misrouted(self, &queued) {
             Some(Routed::Refused(refusal)) => return Step::Answered(refusal),
             Some(Routed::ReplicaRead) => return Step::ReplicaRead(queued.command),
             None => {}
         }
         match FunctionCall::of(queued.command, table) {
+            // Answered here, not queued behind the call it stops on the tenant's worker.
+            Ok(FunctionCall::Kill(kind)) => Step::Answered(tenant.calls.kill(kind)),
             Ok(call) => Step::Function(call),
             Err(Command::Cluster(sub)) => Step::Answered(cluster(self, &sub)),
             Err(Command::Save { background }) => Step::Save { background },

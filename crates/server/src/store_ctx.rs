@@ -111,6 +111,8 @@ pub(crate) struct StoreCtx {
     pub(crate) state: SharedAttempt,
     /// When the attempt started ([`Ctx::now_us`]).
     now_us: u64,
+    /// What stops the invocation from outside (FUNCTION KILL, SCRIPT KILL), if anything can.
+    interrupt: Option<ferry_func::Interrupt>,
 }
 
 /// The wall clock in microseconds since the Unix epoch: the time a command or an invocation
@@ -136,7 +138,14 @@ impl StoreCtx {
             handoff,
             state,
             now_us: unix_time_us(),
+            interrupt: None,
         }
+    }
+
+    /// The same, stoppable through `interrupt`.
+    pub(crate) fn with_interrupt(mut self, interrupt: Option<ferry_func::Interrupt>) -> StoreCtx {
+        self.interrupt = interrupt;
+        self
     }
 
     /// Stops at keys another node of the cluster serves (reading an empty local table
@@ -329,6 +338,10 @@ impl Ctx for StoreCtx {
             self.access_point().await;
             self.write(table, key, None)
         })
+    }
+
+    fn interrupt(&self) -> Option<ferry_func::Interrupt> {
+        self.interrupt.clone()
     }
 
     fn info(&mut self) -> CtxFuture<'_, Bytes> {

@@ -358,3 +358,64 @@ fn function_dump_and_restore_carry_the_libraries_with_redis_policies() {
     let listed: Vec<Value> = redis::cmd("FUNCTION").arg("LIST").query(&mut con).unwrap();
     assert_eq!(listed.len(), 1, "mylib alone");
 }
+
+/// Runs `call` (a looping FCALL or EVAL) on its own connection while another connection
+/// sends `kill` until it answers OK or the call ends; the call's error and whether the kill
+/// answered OK. A runaway call ends at its instruction budget (some tens of ms) anyway, so
+/// a round may end before any kill found it running.
+fn race_a_kill(server: &ferry_server::ServerHandle, call: &[&str], kill: &[&str]) -> (String, bool) {
+    let mut runner = connect(server);
+    let mut killer = connect(server);
+    let call: Vec<String> = call.iter().map(|word| word.to_string()).collect();
+    let running = std::thread::spawn(move || {
+        redis::cmd(&call[0])
+            .arg(&call[1..])
+            .query::<Value>(&mut runner)
+            .map_or_else(|err| err.to_string(), |value| format!("{value:?}"))
+    });
+    let mut killed = false;
+    while !running.is_finished() {
+        if redis::cmd(kill[0]).arg(&kill[1..]).query::<String>(&mut killer).is_ok() {
+            killed = true;
+            break;
+        }
+    }
+    (running.join().unwrap(), killed)
+}
+
+#[test]
+fn function_kill_and_script_kill_stop_a_running_call_of_their_kind() {
+    // Rounds a kill may miss its call in (it ran out of its budget first): each round
+    // gives the killer the call's whole run, so one of them finds it.
+    const MAX_ROUNDS: usize = 30;
+    let server = node();
+    let mut con = connect(&server);
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(include_str!("../../../examples/lua/hostile.lua"))
+        .query(&mut con)
+        .unwrap();
+    for (call, kill) in [
+        (&["FCALL", "spin", "0"][..], &["FUNCTION", "KILL"][..]),
+        (&["EVAL", "while true do end", "0"][..], &["SCRIPT", "KILL"][..]),
+    ] {
+        let mut stopped = false;
+        for _ in 0..MAX_ROUNDS {
+            let (error, killed) = race_a_kill(&server, call, kill);
+            if killed {
+                assert!(error.contains("killed by user"), "{call:?} after {kill:?}: {error}");
+                stopped = true;
+                break;
+            }
+            assert!(error.contains("budget"), "{call:?} ended alone: {error}");
+        }
+        assert!(stopped, "{kill:?} never found {call:?} running in {MAX_ROUNDS} rounds");
+        // Nothing runs now: both answer NOTBUSY, and the library serves on.
+        for nothing in [["FUNCTION", "KILL"], ["SCRIPT", "KILL"]] {
+            let refused = redis::cmd(nothing[0]).arg(nothing[1]).query::<String>(&mut con);
+            assert_eq!(refused.unwrap_err().code(), Some("NOTBUSY"));
+        }
+        let fine: i64 = redis::cmd("FCALL").arg("fine").arg(1).arg("k").query(&mut con).unwrap();
+        assert!(fine > 0);
+    }
+}
