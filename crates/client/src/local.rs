@@ -154,6 +154,37 @@ impl<'c> RemoteCtx<'c> {
         Ok(())
     }
 
+    /// Runs a read-only command of one key on its node (`Ctx::read_part`), unless the key's
+    /// value is known here already (then the caller runs it over that).
+    async fn read_part_remote(
+        &mut self,
+        table: &str,
+        key: &[u8],
+        command: &[Bytes],
+    ) -> Result<Option<Bytes>, CtxError> {
+        if self.tx.lookup(table, key).is_some() {
+            return Ok(None);
+        }
+        let request = Request::ReadPart {
+            table: table.to_string(),
+            key: Bytes::copy_from_slice(key),
+            command: command.to_vec(),
+            snapshots: self.snapshots.clone(),
+        };
+        let response = check_status(self.fetch(table, key, request).await?).map_err(ctx_error)?;
+        let ResponseBody::ReadPart {
+            version,
+            reply,
+            snapshot,
+        } = response.body
+        else {
+            return Err(CtxError::Unavailable("unexpected read_part answer".into()));
+        };
+        self.remember(snapshot)?;
+        self.tx.record_partial(table, key, version)?;
+        Ok(Some(reply))
+    }
+
     /// Lists `tables` at this attempt's snapshot of the node (or at a new one the answer
     /// names), one round trip; a cluster's tables span nodes, so there it is refused.
     async fn list_tables(&mut self, tables: &[String]) -> Result<Vec<Vec<Listed>>, CtxError> {
@@ -239,6 +270,15 @@ impl Ctx for RemoteCtx<'_> {
 
     fn delete<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, ()> {
         Box::pin(async move { self.buffer(table, key, None) })
+    }
+
+    fn read_part<'a>(
+        &'a mut self,
+        table: &'a str,
+        key: &'a [u8],
+        command: &'a [Bytes],
+    ) -> CtxFuture<'a, Option<Bytes>> {
+        Box::pin(async move { self.read_part_remote(table, key, command).await })
     }
 
     fn info(&mut self) -> CtxFuture<'_, Bytes> {

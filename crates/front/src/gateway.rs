@@ -260,6 +260,7 @@ impl Service for Gateway {
                 | Request::Put { .. }
                 | Request::Delete { .. }
                 | Request::MultiGet { .. }
+                | Request::ReadPart { .. }
                 | Request::Commit { .. }) => match placer.backend().cluster.forward(&request).await {
                     Ok(response) => response,
                     Err(err) => error_response(err),

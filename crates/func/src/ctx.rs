@@ -78,6 +78,22 @@ pub trait Ctx: Send {
         Box::pin(async { Err(CtxError::Refused("this runtime cannot list keys".into())) })
     }
 
+    /// Runs the read-only data command `command` (its words; `key` its one key) where
+    /// `key`'s value is and gives its reply (ferry's lossless RESP form), with `key`
+    /// joining the read set at the version it ran over: one round trip that moves the
+    /// part the command reads (HGET's field, LRANGE 0 9's items), not the value. `None`
+    /// when the caller should run it over the value itself: the default, and what a
+    /// runtime next to the data (or one that knows the key already) answers.
+    fn read_part<'a>(
+        &'a mut self,
+        table: &'a str,
+        key: &'a [u8],
+        command: &'a [Bytes],
+    ) -> CtxFuture<'a, Option<Bytes>> {
+        let _ = (table, key, command);
+        Box::pin(async { Ok(None) })
+    }
+
     /// The flag that stops this invocation from outside (FUNCTION KILL, SCRIPT KILL), for
     /// a runtime that can end a call midway (the Lua VM checks it as it counts
     /// instructions). `None`, the default: nothing can stop it.

@@ -23,8 +23,11 @@ pub struct TxRead {
     pub key: Bytes,
     /// Version seen (0 = absent).
     pub version: u64,
-    /// Value seen (`None` = absent).
+    /// Value seen (`None` = absent, or not fetched: see `partial`).
     pub value: Option<Bytes>,
+    /// Only the version is known: a command ran where the value is and returned part of
+    /// it (`Ctx::read_part`). The value is fetched, at the same version, if it is needed.
+    pub partial: bool,
 }
 
 /// A buffered write (`value: None` deletes).
@@ -117,14 +120,28 @@ impl TxState {
             return Some(self.writes[index].value.clone());
         }
         self.find_read(hash, table, key)
+            .filter(|index| !self.reads[*index].partial)
             .map(|index| self.reads[index].value.clone())
     }
 
     /// Records a value fetched from storage with its version (the first read of an object
     /// wins: later reads are served from the set, which is what makes reads repeatable).
+    /// The value of an object read only in part must come at the version that read saw.
     pub fn record_read(&mut self, table: &str, key: Bytes, version: u64, value: Option<Bytes>) -> Result<(), CtxError> {
         let hash = hash_of(table, &key);
-        if self.find_read(hash, table, &key).is_some() {
+        if let Some(index) = self.find_read(hash, table, &key) {
+            let read = &mut self.reads[index];
+            if read.partial {
+                if read.version != version {
+                    return Err(CtxError::Conflict(format!(
+                        "{table} key of {} bytes changed from version {} to {version} within the invocation",
+                        key.len(),
+                        read.version
+                    )));
+                }
+                read.value = value;
+                read.partial = false;
+            }
             return Ok(());
         }
         if self.reads.len() >= MAX_TX_ENTRIES {
@@ -138,7 +155,31 @@ impl TxState {
             key,
             version,
             value,
+            partial: false,
         });
+        Ok(())
+    }
+
+    /// Records that a command read part of an object at `version` where the object is
+    /// (`Ctx::read_part`): the object joins the read set, its value stays unfetched. A
+    /// second such read must see the same version (it does, at one snapshot).
+    pub fn record_partial(&mut self, table: &str, key: &[u8], version: u64) -> Result<(), CtxError> {
+        let hash = hash_of(table, key);
+        if let Some(index) = self.find_read(hash, table, key) {
+            let known = self.reads[index].version;
+            return if known == version {
+                Ok(())
+            } else {
+                Err(CtxError::Conflict(format!(
+                    "{table} key of {} bytes changed from version {known} to {version} within the invocation",
+                    key.len()
+                )))
+            };
+        }
+        self.record_read(table, Bytes::copy_from_slice(key), version, None)?;
+        if let Some(read) = self.reads.last_mut() {
+            read.partial = true;
+        }
         Ok(())
     }
 
@@ -351,6 +392,25 @@ mod tests {
             "the first stands"
         );
         assert!(tx.trace(0).reads.is_empty(), "no object was read");
+    }
+
+    #[test]
+    fn a_part_read_keeps_its_version_and_the_value_must_come_at_it() {
+        let mut tx = TxState::new();
+        tx.record_partial("t", b"h", 5).unwrap();
+        assert_eq!(tx.lookup("t", b"h"), None, "the value was not fetched");
+        assert_eq!(tx.missing("t", &[b"h"]), vec![&b"h"[..]]);
+        tx.record_partial("t", b"h", 5).unwrap();
+        assert!(matches!(tx.record_partial("t", b"h", 6), Err(CtxError::Conflict(_))));
+        // The value at another version: a conflict; at the same one, it is known now.
+        let value = Some(Bytes::from_static(b"v"));
+        assert!(matches!(
+            tx.record_read("t", Bytes::from_static(b"h"), 6, value.clone()),
+            Err(CtxError::Conflict(_))
+        ));
+        tx.record_read("t", Bytes::from_static(b"h"), 5, value.clone()).unwrap();
+        assert_eq!(tx.lookup("t", b"h"), Some(value));
+        assert_eq!(tx.read_versions().len(), 1);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use ferry_func::{Ctx, CtxError};
 use ferry_keyspace::{Keys, Slot};
-use ferry_resp::table::{lookup, NO_SCRIPT, WRITE};
+use ferry_resp::table::{lookup, NO_SCRIPT, READ_ONLY, WRITE};
 use ferry_resp::{Command, Reply};
 use ferry_value::{Entry, DEFAULT_ENCODINGS};
 
@@ -78,6 +78,13 @@ pub async fn run_with(
         return Ok(Some(ferry_resp::command::unknown(words)));
     };
     let names = spec.keys(words);
+    // A read of one key the invocation has not fetched may run where the key is: on the
+    // app side, one round trip that moves the part the command reads, not the value.
+    if blocking_shape.is_none() && spec.is(READ_ONLY) && !spec.is(WRITE) && names.len() == 1 {
+        if let Some(reply) = ctx.read_part(table, names[0], words).await? {
+            return Ok(Some(crate::fcall::reply_of(&reply)));
+        }
+    }
     let mut slots: Vec<Slot> = Vec::with_capacity(names.len());
     // What each key held when loaded: a key absent then and absent now needs no write.
     let mut loaded_present: Vec<bool> = Vec::with_capacity(names.len());

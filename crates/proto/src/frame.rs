@@ -55,6 +55,9 @@ pub enum Opcode {
     List = 9,
     /// The node's INFO text for the tenant (INFO in a function run on the app side).
     Info = 10,
+    /// Run a read-only data command on one key at the reader's snapshot and answer its
+    /// reply, not the key's value (HGET of a large hash: the field, not the hash).
+    ReadPart = 11,
 }
 
 impl Opcode {
@@ -71,6 +74,7 @@ impl Opcode {
             8 => Opcode::Stats,
             9 => Opcode::List,
             10 => Opcode::Info,
+            11 => Opcode::ReadPart,
             _ => return None,
         })
     }
@@ -88,6 +92,7 @@ impl Opcode {
             Opcode::Stats => "stats",
             Opcode::List => "list",
             Opcode::Info => "info",
+            Opcode::ReadPart => "read_part",
         }
     }
 }

@@ -10,6 +10,9 @@ use crate::wire::{put_bytes16, put_bytes32, put_count, EncodeError, Reader};
 /// Most keys one multiget may name: bounds the work and the response size of one request.
 pub const MAX_MULTIGET_KEYS: usize = 1024;
 
+/// Most words of a command `read_part` runs (far more than any read command takes).
+pub const MAX_COMMAND_WORDS: usize = 4096;
+
 /// Most entries in a read set or a write set: bounds the locks one commit takes and the
 /// memory one transaction can pin on the storage node.
 pub const MAX_TX_ITEMS: usize = 4096;
@@ -211,6 +214,18 @@ pub enum Request {
     },
     /// Ask for the node's INFO text as the tenant sees it.
     Info,
+    /// Run the read-only data command `command` (its words; `key` its one key) at the
+    /// reader's snapshot of this node (as `MultiGet`), or at one that starts now.
+    ReadPart {
+        /// Table of the key.
+        table: String,
+        /// The command's one key.
+        key: Bytes,
+        /// The command's words, its name first.
+        command: Vec<Bytes>,
+        /// The reader's snapshots so far, one per node it has read from.
+        snapshots: Vec<Snapshot>,
+    },
 }
 
 impl Request {
@@ -229,7 +244,9 @@ impl Request {
             Request::Get { table, key, validate } => std::iter::once((table.as_str(), &key[..]))
                 .chain(validate.iter().map(read))
                 .collect(),
-            Request::Put { table, key, .. } | Request::Delete { table, key } => vec![(table.as_str(), &key[..])],
+            Request::Put { table, key, .. } | Request::Delete { table, key } | Request::ReadPart { table, key, .. } => {
+                vec![(table.as_str(), &key[..])]
+            }
             Request::MultiGet {
                 table, keys, validate, ..
             } => keys
@@ -261,6 +278,7 @@ impl Request {
             Request::Stats => Opcode::Stats,
             Request::List { .. } => Opcode::List,
             Request::Info => Opcode::Info,
+            Request::ReadPart { .. } => Opcode::ReadPart,
         }
     }
 
@@ -336,6 +354,24 @@ impl Request {
                 put_write_set(out, writes)
             }
             Request::Stats | Request::Info => Ok(()),
+            Request::ReadPart {
+                table,
+                key,
+                command,
+                snapshots,
+            } => {
+                put_bytes16(out, table.as_bytes(), "table")?;
+                put_bytes16(out, key, "key")?;
+                put_count(out, command.len(), "command words")?;
+                for word in command {
+                    put_bytes32(out, word, "command word")?;
+                }
+                put_count(out, snapshots.len(), "snapshots")?;
+                for snapshot in snapshots {
+                    put_snapshot(out, snapshot);
+                }
+                Ok(())
+            }
             Request::List { tables, snapshots } => {
                 crate::listing::put_tables(out, tables)?;
                 put_count(out, snapshots.len(), "snapshots")?;
@@ -413,6 +449,22 @@ impl Request {
             },
             Opcode::Stats => Request::Stats,
             Opcode::Info => Request::Info,
+            Opcode::ReadPart => {
+                let table = r.string16("table")?;
+                let key = r.bytes16("key")?;
+                let count = r.count(MAX_COMMAND_WORDS, "command words")?;
+                let command = (0..count)
+                    .map(|_| r.bytes32("command word"))
+                    .collect::<Result<_, _>>()?;
+                let count = r.count(MAX_SNAPSHOTS, "snapshots")?;
+                let snapshots = (0..count).map(|_| read_snapshot(&mut r)).collect::<Result<_, _>>()?;
+                Request::ReadPart {
+                    table,
+                    key,
+                    command,
+                    snapshots,
+                }
+            }
             Opcode::List => {
                 let tables = crate::listing::read_tables(&mut r)?;
                 let count = r.count(MAX_SNAPSHOTS, "snapshots")?;
@@ -521,6 +573,15 @@ pub enum ResponseBody {
     Stats(Vec<StatEntry>),
     /// Invocation handed back to the client.
     Pushback(PushbackState),
+    /// `read_part` answer: the command's reply and what it read.
+    ReadPart {
+        /// The key's version (0: absent).
+        version: u64,
+        /// The command's reply in ferry's lossless RESP form.
+        reply: Bytes,
+        /// The snapshot it ran at.
+        snapshot: Snapshot,
+    },
     /// `info` answer: INFO's text.
     Info {
         /// The sections, as INFO shows them.
@@ -661,6 +722,16 @@ impl Response {
                 Ok(())
             }
             ResponseBody::Info { text } => put_bytes32(out, text, "info text"),
+            ResponseBody::ReadPart {
+                version,
+                reply,
+                snapshot,
+            } => {
+                out.put_u64_le(*version);
+                put_bytes32(out, reply, "reply")?;
+                put_snapshot(out, snapshot);
+                Ok(())
+            }
             ResponseBody::List { tables, snapshot } => {
                 put_snapshot(out, snapshot);
                 crate::listing::put_listings(out, tables)
@@ -784,6 +855,11 @@ fn decode_ok_body(opcode: Opcode, costs: bool, r: &mut Reader) -> Result<Respons
             };
             ResponseBody::Invoke { result, costs, trace }
         }
+        Opcode::ReadPart => ResponseBody::ReadPart {
+            version: r.u64("version")?,
+            reply: r.bytes32("reply")?,
+            snapshot: read_snapshot(r)?,
+        },
         Opcode::Info => ResponseBody::Info {
             text: r.bytes32("info text")?,
         },

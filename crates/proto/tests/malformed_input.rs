@@ -43,7 +43,7 @@ fn drive(chunks: &[Vec<u8>]) -> usize {
 /// often than uniformly random bytes, which almost always fail the magic check.
 fn header_then_garbage() -> impl Strategy<Value = Vec<u8>> {
     (
-        1u8..=11,
+        1u8..=12,
         any::<bool>(),
         0u8..=9,
         0u32..64,
@@ -141,6 +141,21 @@ fn request_strategy() -> impl Strategy<Value = Request> {
             .prop_map(|(reads, writes)| Request::Commit { reads, writes }),
         Just(Request::Stats),
         Just(Request::Info),
+        (
+            "[a-z]{0,8}",
+            bytes_strategy(16),
+            proptest::collection::vec(bytes_strategy(8), 0..5),
+            proptest::collection::vec((any::<u64>(), any::<u64>()), 0..3)
+        )
+            .prop_map(|(table, key, command, snapshots)| Request::ReadPart {
+                table,
+                key,
+                command,
+                snapshots: snapshots
+                    .into_iter()
+                    .map(|(clock, version)| ferry_proto::Snapshot { clock, version })
+                    .collect(),
+            }),
         (
             proptest::collection::vec("[a-z0-9]{0,8}", 0..4),
             proptest::collection::vec((any::<u64>(), any::<u64>()), 0..3)

@@ -367,6 +367,12 @@ fn data_operation(tenant: &TenantState, cluster: bool, request: Request) -> Resp
             }
         }
         Request::List { tables, snapshots } => crate::listing::answer(store, &tables, &snapshots),
+        Request::ReadPart {
+            table,
+            key,
+            command,
+            snapshots,
+        } => crate::read_part::answer(store, &table, &key, &command, &snapshots),
         Request::Info => Response::ok(ResponseBody::Info {
             text: Bytes::from(crate::memory::script_info(tenant, cluster)),
         }),

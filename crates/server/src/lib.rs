@@ -16,6 +16,8 @@
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations.
 //! - `listing`: tables' listings for functions (KEYS, SCAN, FLUSHDB in a script), on the
 //!   node and as the `list` request of a function run on the app side.
+//! - `read_part`: a read-only command on one key run here for a function on the app side
+//!   (the part it reads travels, not the value).
 //! - `in_place`: Redis's data commands and MULTI/EXEC run on the stored values themselves
 //!   (`ferry_store::TenantStore::update`), their changes logged, not their values.
 //! - [`durable`]: with a data dir, snapshots and the write-ahead log recovered on start,
@@ -54,6 +56,7 @@ mod memory;
 mod metrics;
 mod moves;
 mod node;
+mod read_part;
 pub mod replica;
 mod resp;
 mod resp_job;

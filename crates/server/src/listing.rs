@@ -18,7 +18,7 @@ use crate::store_ctx::{ctx_error, AttemptState};
 
 /// Times a `list` without a snapshot takes the clock again when a key of a table comes or
 /// goes while it lists (a busy table), before it answers `tx_abort`.
-const MAX_FRESH_LISTING_ATTEMPTS: u32 = 8;
+const MAX_FRESH_LISTING_ATTEMPTS: u32 = ferry_store::tenant::MAX_FRESH_SNAPSHOT_ATTEMPTS;
 
 /// A stored key as a listing shows it.
 fn listed_key(info: KeyInfo) -> ListedKey {

@@ -11,6 +11,7 @@ mod isolation_and_faults;
 mod metrics;
 mod operations;
 mod pushback;
+mod read_part;
 mod resp;
 mod resp_blocking;
 mod resp_clients;

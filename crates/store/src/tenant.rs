@@ -32,6 +32,7 @@ pub use listing::{KeyInfo, TableKeys};
 pub use object::ObjectInfo;
 pub use replicate::ReplicateError;
 pub use scan::{ScanMark, SCAN_BATCH_OBJECTS};
+pub use snapshot::MAX_FRESH_SNAPSHOT_ATTEMPTS;
 pub use update::{Updated, Watched};
 
 /// An object a transaction read, with the version it saw (0 = absent).

@@ -63,6 +63,17 @@ impl TenantStore {
         keys: &[&[u8]],
         read_version: u64,
     ) -> Result<Vec<Option<Versioned>>, StoreError> {
+        Ok(super::encoded(self.read_entries_at(table, keys, read_version)?))
+    }
+
+    /// [`TenantStore::read_at`], giving the entries themselves (a collection's shared, not
+    /// copied): what a command run over them at the read version takes.
+    pub fn read_entries_at(
+        &self,
+        table: &str,
+        keys: &[&[u8]],
+        read_version: u64,
+    ) -> Result<Vec<Option<super::VersionedEntry>>, StoreError> {
         for key in keys {
             check_key(key)?;
         }
@@ -91,7 +102,7 @@ impl TenantStore {
                 }))
             })
             .collect::<Result<_, _>>()?;
-        Ok(super::encoded(entries))
+        Ok(entries)
     }
 
     /// Whether every object of `reads` still has the version it was read at, as of
