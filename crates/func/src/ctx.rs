@@ -94,6 +94,11 @@ pub trait Ctx: Send {
         Box::pin(async { Ok(None) })
     }
 
+    /// Says the running function is flagged `allow-oom` (Redis's flag): its commit may
+    /// take the tenant past the memory limit in force (`maxmemory`), never past its quota.
+    /// The default ignores it: the limit holds.
+    fn allow_oom(&mut self) {}
+
     /// The flag that stops this invocation from outside (FUNCTION KILL, SCRIPT KILL), for
     /// a runtime that can end a call midway (the Lua VM checks it as it counts
     /// instructions). `None`, the default: nothing can stop it.

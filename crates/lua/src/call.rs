@@ -24,6 +24,9 @@ pub async fn execute(
         if spec.is(NO_SCRIPT) {
             return Ok(Reply::err("This Redis command is not allowed from script"));
         }
+        if !spec.arity_fits(args.len()) {
+            return Ok(Reply::err("Wrong number of args calling Redis command from script"));
+        }
         if spec.is(WRITE) && !writes_allowed {
             return Ok(Reply::err("Write commands are not allowed from read-only scripts."));
         }

@@ -116,7 +116,9 @@ fn table_to_reply(table: &Table, depth: usize) -> Reply {
         return Reply::Simple(ok.to_string_lossy());
     }
     if depth >= MAX_REPLY_DEPTH {
-        return Reply::err("reply nested too deeply");
+        // Redis's words where its conversion runs out of Lua stack: the levels above stay
+        // arrays, and a self-referencing table ends in this error at the bottom.
+        return Reply::err("reached lua stack limit");
     }
     if let Ok(Value::Table(map)) = table.raw_get::<Value>("map") {
         let pairs = map.pairs::<Value, Value>().filter_map(Result::ok);
@@ -196,7 +198,7 @@ mod tests {
             .load("local t = {} local c = t for i = 1, 100 do c[1] = {} c = c[1] end return t")
             .eval::<Value>()
             .unwrap();
-        assert!(format!("{:?}", lua_to_reply(&deep)).contains("nested too deeply"));
+        assert!(format!("{:?}", lua_to_reply(&deep)).contains("reached lua stack limit"));
     }
 
     #[test]

@@ -305,19 +305,43 @@ end
 builtins.redis = freeze(redis)
 -- Redis runs Lua 5.1, whose scripts call the global `unpack` (5.4 moved it to `table`).
 builtins.unpack = table.unpack
+-- Changing the metatable of a read-only table (the globals among them) is refused in
+-- Redis's words, not Lua's ("cannot change a protected metatable").
+builtins.setmetatable = function(target, metatable)
+  if frozen[target] then
+    refuse(nil, 'metatable')
+  end
+  return setmetatable(target, metatable)
+end
+
+-- Redis's sandbox: reading a global nobody defined is an error (a typo fails loudly
+-- instead of reading nil), and the globals' metatable is itself read-only.
+local function nonexistent(_, name)
+  error('Script attempted to access nonexistent global variable \'' .. tostring(name) .. '\'', 2)
+end
+local protected_metatable = freeze({})
 
 -- The library's globals: written only while loading (into `globals`), read through.
-local globals = setmetatable({}, { __index = builtins, __metatable = false })
+local globals = setmetatable({}, {
+  __index = function(_, name)
+    local value = builtins[name]
+    if value == nil then
+      nonexistent(nil, name)
+    end
+    return value
+  end,
+  __metatable = protected_metatable,
+})
 local env = setmetatable({}, {
   __index = globals,
   __newindex = function(_, name, value)
     if loading then
       raw_rawset(globals, name, value)
     else
-      error('ERR Attempt to create global variable \'' .. tostring(name) .. '\'', 2)
+      refuse(nil, name)
     end
   end,
-  __metatable = false,
+  __metatable = protected_metatable,
 })
 frozen[env] = true
 frozen[globals] = true

@@ -227,6 +227,8 @@ fn prelude_functions(
 struct Registered {
     callback: Function,
     no_writes: bool,
+    /// Flagged `allow-oom`: its writes may pass the tenant's `maxmemory`.
+    allow_oom: bool,
 }
 
 /// A VM with one library loaded.
@@ -327,12 +329,20 @@ impl Vm {
                 }
             }
             let no_writes = flags.iter().any(|flag| flag == "no-writes");
+            let allow_oom = flags.iter().any(|flag| flag == "allow-oom");
             infos.push(FunctionInfo {
                 name: name.clone(),
                 flags,
                 description,
             });
-            functions.insert(name, Registered { callback, no_writes });
+            functions.insert(
+                name,
+                Registered {
+                    callback,
+                    no_writes,
+                    allow_oom,
+                },
+            );
         }
         if infos.is_empty() {
             return Err(LuaError::library("No functions registered"));
@@ -381,6 +391,9 @@ impl Vm {
             return Err(FnError::Failed("ERR Function not found".into()));
         };
         let no_writes = registered.no_writes;
+        if registered.allow_oom {
+            ctx.allow_oom();
+        }
         if read_only && !no_writes {
             return Err(FnError::Failed(
                 "ERR Can not execute a script with write flag using *_ro command.".into(),

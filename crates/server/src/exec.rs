@@ -591,7 +591,12 @@ fn complete(
         let state = ctx.state.lock();
         let reads = object_refs(state.tx.reads());
         let writes = write_refs(state.tx.writes());
-        let committed = invocation.tenant.store.commit(&reads, &writes);
+        let store = &invocation.tenant.store;
+        let committed = if state.allow_oom {
+            store.commit_allow_oom(&reads, &writes)
+        } else {
+            store.commit(&reads, &writes)
+        };
         let elapsed = started.elapsed().as_nanos() as u64;
         invocation.cpu_ns += elapsed;
         charge_cpu(node, worker, &invocation.tenant, elapsed);

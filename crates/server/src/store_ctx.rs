@@ -94,6 +94,8 @@ pub(crate) struct AttemptState {
     /// The function reached a key another cluster node serves and the client takes it
     /// from here (handoff): the attempt ends in a pushback whatever the function returns.
     pub(crate) handed_off: bool,
+    /// The function is flagged `allow-oom`: its commit may pass the tenant's `maxmemory`.
+    pub(crate) allow_oom: bool,
 }
 
 /// An attempt's state, shared by its `StoreCtx` (inside the future) and the worker.
@@ -338,6 +340,10 @@ impl Ctx for StoreCtx {
             self.access_point().await;
             self.write(table, key, None)
         })
+    }
+
+    fn allow_oom(&mut self) {
+        self.state.lock().allow_oom = true;
     }
 
     fn interrupt(&self) -> Option<ferry_func::Interrupt> {

@@ -196,3 +196,40 @@ fn info_keyspace_counts_each_database_s_keys_and_expiries() {
         "{memory}"
     );
 }
+
+#[test]
+fn a_function_flagged_allow_oom_writes_past_maxmemory_and_others_get_oom() {
+    let server = resp_node();
+    let mut con = resp_connect(&server, TENANT_A, TOKEN_A);
+    let library = "#!lua name=oom
+redis.register_function{function_name='allowed', callback=function(keys) return redis.call('SET', keys[1], '1') end, flags={'allow-oom'}}
+redis.register_function('denied', function(keys) return redis.call('SET', keys[1], '1') end)";
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(library).query(&mut con).unwrap();
+    let _: String = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    let refused = redis::cmd("FCALL")
+        .arg("denied")
+        .arg(1)
+        .arg("d")
+        .query::<String>(&mut con);
+    assert!(format!("{refused:?}").contains("OOM"), "{refused:?}");
+    let allowed: String = redis::cmd("FCALL")
+        .arg("allowed")
+        .arg(1)
+        .arg("a")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(allowed, "OK");
+    let _: String = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(con.get::<_, Option<String>>("a").unwrap().as_deref(), Some("1"));
+    assert_eq!(con.get::<_, Option<String>>("d").unwrap(), None);
+}

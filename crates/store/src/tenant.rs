@@ -182,6 +182,14 @@ pub struct TenantStore {
     installing: RwLock<()>,
 }
 
+/// What a commit's growth may fill: the memory limit in force (`maxmemory`), or, for a
+/// function flagged `allow-oom`, the whole quota.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Room {
+    Limit,
+    Quota,
+}
+
 /// What an object costs against the quota: its key, its value as held in memory (a
 /// string's bytes, a collection's encoding) and the per-object overhead.
 fn charge(key: &[u8], entry: &Entry) -> u64 {
@@ -333,13 +341,15 @@ impl TenantStore {
         validate: &[ObjectRef<'_>],
     ) -> Result<Vec<Option<Versioned>>, StoreError> {
         let reads: Vec<(&str, &[u8])> = keys.iter().map(|key| (table, *key)).collect();
-        let (values, _) = self.transact(validate, &reads, &[])?;
+        let (values, _) = self.transact(validate, &reads, &[], Room::Limit)?;
         Ok(encoded(values))
     }
 
     /// Writes one object, creating its table if needed; returns the new version.
     pub fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<u64, StoreError> {
-        Ok(self.transact(&[], &[], &[WriteRef::put(table, key, value)])?.1)
+        Ok(self
+            .transact(&[], &[], &[WriteRef::put(table, key, value)], Room::Limit)?
+            .1)
     }
 
     /// When collections leave their compact encodings.
@@ -368,7 +378,7 @@ impl TenantStore {
             };
             let read = ObjectRef { table, key, version };
             let write = WriteRef::delete(table, key);
-            match self.transact(&[read], &[], &[write]) {
+            match self.transact(&[read], &[], &[write], Room::Limit) {
                 Ok((_, version)) => return Ok(Some(version)),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(err) => return Err(err),
@@ -379,7 +389,13 @@ impl TenantStore {
     /// OCC commit: validates `reads`, then installs `writes` atomically. Returns the commit
     /// version (0 for a read-only commit, which installs nothing).
     pub fn commit(&self, reads: &[ObjectRef<'_>], writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
-        Ok(self.transact(reads, &[], writes)?.1)
+        Ok(self.transact(reads, &[], writes, Room::Limit)?.1)
+    }
+
+    /// [`TenantStore::commit`] for a Redis function flagged `allow-oom`: its writes may take
+    /// the tenant past its `maxmemory` (the limit in force), never past its quota.
+    pub fn commit_allow_oom(&self, reads: &[ObjectRef<'_>], writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
+        Ok(self.transact(reads, &[], writes, Room::Quota)?.1)
     }
 
     /// The one transaction routine every operation goes through: [`TenantStore::transact_once`],
@@ -390,12 +406,13 @@ impl TenantStore {
         validate: &[ObjectRef<'_>],
         reads: &[(&str, &[u8])],
         writes: &[WriteRef<'_>],
+        room: Room,
     ) -> Result<(Vec<Option<VersionedEntry>>, u64), StoreError> {
-        let mut outcome = self.transact_once(validate, reads, writes);
+        let mut outcome = self.transact_once(validate, reads, writes, room);
         for _ in 0..evict::MAX_ROOM_ROUNDS {
             match outcome {
                 Err(StoreError::QuotaExceeded { needed_bytes, .. }) if self.make_room(needed_bytes) => {
-                    outcome = self.transact_once(validate, reads, writes);
+                    outcome = self.transact_once(validate, reads, writes, room);
                 }
                 _ => break,
             }
@@ -410,6 +427,7 @@ impl TenantStore {
         validate: &[ObjectRef<'_>],
         reads: &[(&str, &[u8])],
         writes: &[WriteRef<'_>],
+        room: Room,
     ) -> Result<(Vec<Option<VersionedEntry>>, u64), StoreError> {
         let touched = validate.len() + reads.len() + writes.len();
         if touched > MAX_TX_OBJECTS {
@@ -492,16 +510,20 @@ impl TenantStore {
         if writes.is_empty() {
             return Ok((values, VERSION_ABSENT));
         }
-        let version = self.install(&mut locked, writes)?;
+        let version = self.install(&mut locked, writes, room)?;
         Ok((values, version))
     }
 
     /// Installs writes under the held locks: charges the quota, takes a version, hands the
     /// write set to the journal, then makes it visible. A refusal at any step changes nothing.
-    fn install(&self, locked: &mut LockedShards<'_>, writes: &[WriteRef<'_>]) -> Result<u64, StoreError> {
+    fn install(&self, locked: &mut LockedShards<'_>, writes: &[WriteRef<'_>], room: Room) -> Result<u64, StoreError> {
         let writes = last_writes(writes);
         let entries = self.entries_after(locked, &writes)?;
-        let net_grow = self.charge(locked, &writes, &entries, true)?;
+        let bound_bytes = match room {
+            Room::Limit => self.limit_bytes(),
+            Room::Quota => self.ceiling_bytes,
+        };
+        let net_grow = self.charge(locked, &writes, &entries, Some(bound_bytes))?;
         let _installing = self.installing.read();
         let version = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
         if let Some(journal) = self.journal.get() {
@@ -534,14 +556,14 @@ impl TenantStore {
     }
 
     /// Charges the quota for `writes` (each object once), leaving `entries`, against what
-    /// they replace; returns the net growth charged. With `enforce`, growth past the quota
-    /// is refused.
+    /// they replace; returns the net growth charged. With `bound_bytes`, growth past it is
+    /// refused.
     fn charge(
         &self,
         locked: &LockedShards<'_>,
         writes: &[WriteRef<'_>],
         entries: &[Option<Entry>],
-        enforce: bool,
+        bound_bytes: Option<u64>,
     ) -> Result<u64, StoreError> {
         let mut grow: u64 = 0;
         let mut shrink: u64 = 0;
@@ -556,20 +578,20 @@ impl TenantStore {
                 shrink += old - new;
             }
         }
-        self.charge_net(grow, shrink, enforce)
+        self.charge_net(grow, shrink, bound_bytes)
     }
 
     /// Charges `grow` bytes and gives back `shrink`; returns the net growth charged. With
-    /// `enforce`, growth past the limit is refused and nothing is charged.
-    fn charge_net(&self, grow: u64, shrink: u64, enforce: bool) -> Result<u64, StoreError> {
+    /// `bound_bytes`, growth past it is refused and nothing is charged.
+    fn charge_net(&self, grow: u64, shrink: u64, bound_bytes: Option<u64>) -> Result<u64, StoreError> {
         let net_grow = grow.saturating_sub(shrink);
-        if net_grow > 0 && enforce {
+        if let (true, Some(bound_bytes)) = (net_grow > 0, bound_bytes) {
             self.used_bytes
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                    (used + net_grow <= self.limit_bytes()).then_some(used + net_grow)
+                    (used + net_grow <= bound_bytes).then_some(used + net_grow)
                 })
                 .map_err(|used| StoreError::QuotaExceeded {
-                    quota_bytes: self.limit_bytes(),
+                    quota_bytes: bound_bytes,
                     used_bytes: used,
                     needed_bytes: net_grow,
                 })?;

@@ -136,7 +136,7 @@ impl TenantStore {
             };
             let delete = WriteRef::delete(&victim.table, &victim.key);
             // Conditional on the version sampled: a key written meanwhile is ranked again.
-            match self.transact_once(&[read], &[], &[delete]) {
+            match self.transact_once(&[read], &[], &[delete], super::Room::Limit) {
                 Ok(_) => {
                     self.evicted_keys.fetch_add(1, Ordering::Relaxed);
                 }
@@ -204,6 +204,28 @@ mod tests {
 
     fn key(i: u32) -> Vec<u8> {
         format!("key{i:05}").into_bytes()
+    }
+
+    #[test]
+    fn an_allow_oom_commit_may_pass_the_limit_but_never_the_quota() {
+        let store = TenantStore::new(10_000);
+        store.put("t", b"a", &VALUE).unwrap();
+        store.set_limit_bytes(1).unwrap();
+        let write = [WriteRef::put("t", b"b", &VALUE)];
+        assert!(matches!(
+            store.commit(&[], &write),
+            Err(StoreError::QuotaExceeded { .. })
+        ));
+        store.commit_allow_oom(&[], &write).unwrap();
+        let huge = vec![0u8; 20_000];
+        let past_quota = [WriteRef::put("t", b"c", &huge)];
+        assert!(matches!(
+            store.commit_allow_oom(&[], &past_quota),
+            Err(StoreError::QuotaExceeded {
+                quota_bytes: 10_000,
+                ..
+            })
+        ));
     }
 
     /// A store with room for about 100 keys of 100 bytes.

@@ -210,7 +210,7 @@ impl TenantStore {
                 }
             }
         }
-        let net_grow = match self.charge_net(grow, shrink, true) {
+        let net_grow = match self.charge_net(grow, shrink, Some(self.limit_bytes())) {
             Ok(net_grow) => net_grow,
             Err(refused) => {
                 self.restore(&mut locked, table, &mut slots, &encodings);
