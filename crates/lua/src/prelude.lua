@@ -296,13 +296,40 @@ bit = {
   end,
 }
 
--- What the library's globals fall back to: the builtins, with every table among them
--- (and `redis`) read-only.
+-- Redis's sandbox: reading a global nobody defined is an error (a typo fails loudly
+-- instead of reading nil), and the globals' metatable is itself read-only.
+local function nonexistent(_, name)
+  error('Script attempted to access nonexistent global variable \'' .. tostring(name) .. '\'', 2)
+end
+local protected_metatable = freeze({})
+
+-- A read-only view of `target` in which reading a missing name is an error too.
+local function freeze_strict(target)
+  local proxy = setmetatable({}, {
+    __index = function(_, name)
+      local value = target[name]
+      if value == nil then nonexistent(nil, name) end
+      return value
+    end,
+    __newindex = refuse,
+    __metatable = false,
+  })
+  frozen[proxy] = true
+  return proxy
+end
+
+-- A library's functions see the builtins, with every table among them (and `redis`)
+-- read-only; their `redis` has no `register_function` (Redis's: calling it there is
+-- calling nil).
 local builtins = {}
 for name, value in pairs(_G) do
   builtins[name] = type(value) == 'table' and freeze(value) or value
 end
-builtins.redis = freeze(redis)
+local at_call = {}
+for name, value in pairs(redis) do
+  if name ~= 'register_function' then at_call[name] = value end
+end
+builtins.redis = freeze(at_call)
 -- Redis runs Lua 5.1, whose scripts call the global `unpack` (5.4 moved it to `table`).
 builtins.unpack = table.unpack
 -- Changing the metatable of a read-only table (the globals among them) is refused in
@@ -314,37 +341,31 @@ builtins.setmetatable = function(target, metatable)
   return setmetatable(target, metatable)
 end
 
--- Redis's sandbox: reading a global nobody defined is an error (a typo fails loudly
--- instead of reading nil), and the globals' metatable is itself read-only.
-local function nonexistent(_, name)
-  error('Script attempted to access nonexistent global variable \'' .. tostring(name) .. '\'', 2)
-end
-local protected_metatable = freeze({})
+-- What a library's own code sees while it loads (Redis's load run): `redis` with
+-- registering, logging and the version, nothing that reads or writes data, and no other
+-- global. Locals it defines stay with the functions it registers.
+local at_load = {
+  register_function = redis.register_function,
+  log = redis.log,
+  LOG_DEBUG = redis.LOG_DEBUG, LOG_VERBOSE = redis.LOG_VERBOSE,
+  LOG_NOTICE = redis.LOG_NOTICE, LOG_WARNING = redis.LOG_WARNING,
+  REDIS_VERSION = redis.REDIS_VERSION, REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
+}
+local library_api = { redis = freeze_strict(at_load) }
 
--- The library's globals: written only while loading (into `globals`), read through.
-local globals = setmetatable({}, {
+-- The globals of a library: the load run's while it loads, the builtins after; no name
+-- may be set, whether it loads or runs.
+local env = setmetatable({}, {
   __index = function(_, name)
-    local value = builtins[name]
-    if value == nil then
-      nonexistent(nil, name)
-    end
+    local value
+    if loading then value = library_api[name] else value = builtins[name] end
+    if value == nil then nonexistent(nil, name) end
     return value
   end,
-  __metatable = protected_metatable,
-})
-local env = setmetatable({}, {
-  __index = globals,
-  __newindex = function(_, name, value)
-    if loading then
-      raw_rawset(globals, name, value)
-    else
-      refuse(nil, name)
-    end
-  end,
+  __newindex = refuse,
   __metatable = protected_metatable,
 })
 frozen[env] = true
-frozen[globals] = true
 raw_rawset(builtins, '_G', env)
 
 local function run(callback, keys, args)

@@ -314,12 +314,46 @@ redis.register_function('register', function() redis.register_function('late', f
         err.contains("Attempt to modify a readonly table: counter_global"),
         "{err}"
     );
+    // A function's `redis` has no register_function, as in Redis.
     let err = fcall(&mut ctx, "register", &[], &[]).unwrap_err();
-    assert!(err.contains("can only be called on FUNCTION LOAD"), "{err}");
+    assert!(
+        err.contains("attempt to call a nil value (field 'register_function')"),
+        "{err}"
+    );
+    // And a library's own code sees nothing but `redis` while it loads.
+    for (code, missing) in [
+        (
+            "#!lua name=m
+local r = math.random()",
+            "math",
+        ),
+        (
+            "#!lua name=c
+redis.call('PING')",
+            "call",
+        ),
+        (
+            "#!lua name=g
+local mt = getmetatable(_G)",
+            "getmetatable",
+        ),
+    ] {
+        let err = load(&mut ctx, code, false).unwrap_err();
+        let expected = format!("Script attempted to access nonexistent global variable '{missing}'");
+        assert!(err.contains(&expected), "{code}: {err}");
+    }
+    let err = load(
+        &mut ctx,
+        "#!lua name=w
+shared = 1",
+        false,
+    )
+    .unwrap_err();
+    assert!(err.contains("Attempt to modify a readonly table"), "{err}");
 }
 
 const ESCAPES: &str = r#"#!lua name=escapes
-function helper() return 'helper' end
+local function helper() return 'helper' end
 redis.register_function('break_strings', function()
   getmetatable('').__index = { upper = function() return 'broken' end }
 end)
@@ -333,7 +367,7 @@ redis.register_function('raw_hijack', function() rawset(redis, 'call', function(
 redis.register_function('patch_string', function() string.upper = function() return 'patched' end end)
 redis.register_function('raw_patch', function() rawset(string, 'upper', function() return 'patched' end) end)
 redis.register_function('unlock_globals', function() setmetatable(_G, nil) end)
-redis.register_function('drop_helper', function() helper = nil end)
+redis.register_function('drop_string', function() string = nil end)
 redis.register_function('upper', function() return ('abc'):upper() .. string.upper('d') end)
 redis.register_function('get', function(keys) return redis.call('GET', keys[1]) end)
 redis.register_function('use_helper', function() return helper() end)
@@ -357,7 +391,7 @@ fn no_call_can_change_what_a_later_call_sees() {
         ("patch_string", "readonly table"),
         ("raw_patch", "readonly table"),
         ("unlock_globals", "Attempt to modify a readonly table"),
-        ("drop_helper", "Attempt to modify a readonly table: helper"),
+        ("drop_string", "Attempt to modify a readonly table: string"),
     ];
     for (attack, refusal) in attacks {
         for _ in 0..2 {
