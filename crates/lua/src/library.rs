@@ -65,20 +65,37 @@ pub fn parse_header(code: &str) -> Result<(Header, String), LuaError> {
         )));
     }
     let (first, rest) = code.split_once('\n').unwrap_or((code, ""));
-    let Some(shebang) = first.trim_end_matches('\r').strip_prefix("#!") else {
+    let first = first.trim_end_matches('\r');
+    if !first.starts_with("#!") {
         return Err(LuaError::library("Missing library metadata"));
-    };
-    let mut words = shebang.split_ascii_whitespace();
-    match words.next() {
-        Some(engine) if engine.eq_ignore_ascii_case("lua") => {}
-        Some(engine) => return Err(LuaError::library(format!("Engine '{engine}' not found"))),
-        None => return Err(LuaError::library("Missing library metadata")),
+    }
+    // As Redis reads it: the first word is `#!` and the engine (`#! name=x` names the
+    // engine ''), then `name=` (any case, once; a value may be double-quoted).
+    let mut words = first.split_ascii_whitespace();
+    let engine = words.next().unwrap_or("#!").trim_start_matches("#!");
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(LuaError::library(format!("Engine '{engine}' not found")));
     }
     let mut name = None;
     for word in words {
-        match word.split_once('=') {
-            Some(("name", value)) => name = Some(value.to_string()),
-            _ => return Err(LuaError::library(format!("Invalid metadata value given: {word}"))),
+        let value = word
+            .get(..5)
+            .filter(|prefix| prefix.eq_ignore_ascii_case("name="))
+            .map(|_| &word[5..]);
+        match value {
+            Some(_) if name.is_some() => {
+                return Err(LuaError::library(
+                    "Invalid metadata value, name argument was given multiple times",
+                ))
+            }
+            Some(value) => {
+                let unquoted = value
+                    .strip_prefix('"')
+                    .and_then(|inner| inner.strip_suffix('"'))
+                    .unwrap_or(value);
+                name = Some(unquoted.to_string());
+            }
+            None => return Err(LuaError::library(format!("Invalid metadata value given: {word}"))),
         }
     }
     let name = name.ok_or_else(|| LuaError::library("Library name was not given"))?;
@@ -109,6 +126,12 @@ mod tests {
         let message = |code: &str| parse_header(code).unwrap_err().to_string();
         assert_eq!(message("return 1"), "ERR Missing library metadata");
         assert_eq!(message("#!python name=x\n"), "ERR Engine 'python' not found");
+        assert_eq!(message("#! name=x\n"), "ERR Engine '' not found");
+        assert_eq!(
+            message("#!lua name=a NAME=b\n"),
+            "ERR Invalid metadata value, name argument was given multiple times"
+        );
+        assert_eq!(parse_header("#!lua name=\"quoted\"\n").unwrap().0.name, "quoted");
         assert_eq!(message("#!lua\n"), "ERR Library name was not given");
         assert_eq!(
             message("#!lua name=x other=y\n"),
