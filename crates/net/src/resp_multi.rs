@@ -159,7 +159,7 @@ impl MultiState {
             Command::Quit => Multi::Pass(Command::Quit, keys),
             // A blocking pop inside a transaction does not block: it runs its step once,
             // as in Redis.
-            Command::Data(_) | Command::Ping(_) | Command::Echo(_) | Command::Blocking(_)
+            Command::Data(_) | Command::Ping(_) | Command::Echo(_) | Command::Blocking(_) | Command::Database(_)
                 if queue.commands.len() < MAX_QUEUED_COMMANDS =>
             {
                 queue.grows |= grows_memory(&command);
@@ -167,7 +167,7 @@ impl MultiState {
                 queue.keys.extend(keys);
                 Multi::Answer(Reply::Simple("QUEUED".into()))
             }
-            Command::Data(_) | Command::Ping(_) | Command::Echo(_) | Command::Blocking(_) => {
+            Command::Data(_) | Command::Ping(_) | Command::Echo(_) | Command::Blocking(_) | Command::Database(_) => {
                 queue.aborted = true;
                 Multi::Answer(Reply::err(format!(
                     "a transaction holds at most {MAX_QUEUED_COMMANDS} commands"
@@ -176,7 +176,7 @@ impl MultiState {
             _ => {
                 queue.aborted = true;
                 Multi::Answer(Reply::err(
-                    "Command not allowed inside a transaction (ferry's transactions hold data commands, PING and ECHO)",
+                    "Command not allowed inside a transaction (ferry's transactions hold data commands, the database commands, PING and ECHO)",
                 ))
             }
         }

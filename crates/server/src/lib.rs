@@ -19,7 +19,9 @@
 //! - `read_part`: a read-only command on one key run here for a function on the app side
 //!   (the part it reads travels, not the value).
 //! - `in_place`: Redis's data commands and MULTI/EXEC run on the stored values themselves
-//!   (`ferry_store::TenantStore::update`), their changes logged, not their values.
+//!   (`ferry_store::TenantStore::update`), their changes logged, not their values;
+//!   `exec_listing`: EXEC of a transaction holding KEYS, SCAN, FLUSHDB … (over a
+//!   `StoreCtx`, as a script runs, and one OCC commit).
 //! - [`durable`]: with a data dir, snapshots and the write-ahead log recovered on start,
 //!   every commit journalled, snapshots taken by the checkpointer; replies pass the log's
 //!   gate. `save`: RESP SAVE and BGSAVE.
@@ -44,6 +46,7 @@ mod conn;
 mod database;
 pub mod durable;
 mod exec;
+mod exec_listing;
 mod expiry;
 mod fair;
 mod frozen;

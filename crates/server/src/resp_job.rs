@@ -128,7 +128,11 @@ pub(crate) fn run(
                 crate::in_place::watch(node.cluster.as_deref(), tenant, &table, &keys)
             })),
             Step::Transaction(tx) => replies.push(guarded(tenant, || {
-                crate::in_place::exec(node.cluster.as_deref(), tenant, &table, &tx)
+                if crate::exec_listing::lists(&tx) {
+                    crate::exec_listing::exec(node.cluster.as_ref(), tenant, &table, &tx)
+                } else {
+                    crate::in_place::exec(node.cluster.as_deref(), tenant, &table, &tx)
+                }
             })),
             // Work of the node's own, charged to the tenant but not one of its requests.
             Step::Expire => {

@@ -175,3 +175,60 @@ fn config_get_and_set_report_and_keep_parameters() {
     assert!(text(&mut con, &["CONFIG", "SET", "maxmemory", "1gb"]).is_err());
     assert!(text(&mut con, &["CONFIG", "SET", "no-such-parameter", "1"]).is_err());
 }
+
+#[test]
+fn a_transaction_holds_the_database_commands_and_watch_sees_a_flush() {
+    let server = node();
+    let mut con = connect(&server);
+    let () = con.set("before", "1").unwrap();
+    assert_eq!(text(&mut con, &["MULTI"]).unwrap(), Value::Okay);
+    for words in [
+        &["SET", "inside", "1"][..],
+        &["DBSIZE"],
+        &["KEYS", "*"],
+        &["FLUSHDB"],
+        &["DBSIZE"],
+        &["SET", "after", "1"],
+    ] {
+        assert_eq!(
+            text(&mut con, words).unwrap(),
+            Value::SimpleString("QUEUED".into()),
+            "{words:?}"
+        );
+    }
+    let Value::Array(replies) = text(&mut con, &["EXEC"]).unwrap() else {
+        panic!("EXEC answers an array")
+    };
+    assert_eq!(replies[1], Value::Int(2), "the transaction's own write is counted");
+    let Value::Array(mut listed) = replies[2].clone() else {
+        panic!("{:?}", replies[2])
+    };
+    listed.sort_by_key(|key| format!("{key:?}"));
+    assert_eq!(
+        listed,
+        vec![
+            Value::BulkString(b"before".to_vec()),
+            Value::BulkString(b"inside".to_vec())
+        ]
+    );
+    assert_eq!(replies[4], Value::Int(0));
+    let left: Vec<String> = con.keys("*").unwrap();
+    assert_eq!(
+        left,
+        vec!["after".to_string()],
+        "the flush and the write after it, as one"
+    );
+
+    // A key watched and then flushed by another connection: EXEC answers null.
+    let mut other = connect(&server);
+    assert_eq!(text(&mut con, &["WATCH", "after"]).unwrap(), Value::Okay);
+    assert_eq!(text(&mut other, &["FLUSHALL"]).unwrap(), Value::Okay);
+    assert_eq!(text(&mut con, &["MULTI"]).unwrap(), Value::Okay);
+    text(&mut con, &["DBSIZE"]).unwrap();
+    assert_eq!(text(&mut con, &["EXEC"]).unwrap(), Value::Nil);
+    // Redis's "Flushall while watching several keys by one client".
+    let () = con.set("a", "1").unwrap();
+    assert_eq!(text(&mut con, &["WATCH", "a", "b"]).unwrap(), Value::Okay);
+    assert_eq!(text(&mut con, &["FLUSHALL"]).unwrap(), Value::Okay);
+    assert_eq!(text(&mut con, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+}
