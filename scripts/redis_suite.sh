@@ -22,6 +22,9 @@
 # FERRY_SKIPFILE=FILE (the suite's --skipfile, for ferry's runs only) names tests that
 # would hang ferry's run of a file (a test that waits forever for what ferry does not do,
 # so the rest of the file never runs); they count as not passed.
+# docs/BENCHMARKS.md names the two that do today (blocked clients served in the order
+# they blocked): `BLMPOP with multiple blocked clients` and `Unblock fairness is kept
+# while pipelining`.
 # REDIS_SERVER=PATH runs that redis-server instead of the installed one: one built from
 # the suite's own checkout (`make -C SUITE_PATH`), so the server and the suite are the
 # same version (ferry answers as Redis 7.2; Debian's Redis is 7.0).
