@@ -119,12 +119,27 @@ fn every_process_answers_the_probes_and_exports_what_the_dashboard_queries() {
         .output()
         .unwrap();
     assert!(load.status.success(), "{}", text(&load));
+    // The gateway admits at the rate its loop sets, and on a loaded machine that rate may
+    // sit at its floor: a throttled call is the gateway working, and is tried again.
+    const MAX_THROTTLED_TRIES: usize = 100;
     for _ in 0..30 {
-        let invoke = ferry()
-            .args(["kv", "--server", &gateway, "invoke", "traverse", "start=5,depth=4"])
-            .output()
-            .unwrap();
-        assert!(invoke.status.success(), "{}", text(&invoke));
+        let mut tries = 0;
+        loop {
+            let invoke = ferry()
+                .args(["kv", "--server", &gateway, "invoke", "traverse", "start=5,depth=4"])
+                .output()
+                .unwrap();
+            if invoke.status.success() {
+                break;
+            }
+            tries += 1;
+            assert!(
+                text(&invoke).contains("throttled") && tries < MAX_THROTTLED_TRIES,
+                "{}",
+                text(&invoke)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
     let mut exported = BTreeSet::new();
     for addr in &metrics {
