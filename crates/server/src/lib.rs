@@ -66,6 +66,7 @@ mod resp_job;
 pub mod routing;
 mod save;
 pub mod server;
+mod snapshot_read;
 pub mod stats;
 mod store_ctx;
 mod worker;

@@ -14,11 +14,7 @@ use ferry_proto::{ListedKey, Response, ResponseBody, Snapshot, Status, MAX_BODY_
 use ferry_store::{KeyInfo, StoreError, TenantStore};
 
 use crate::routing::ClusterRole;
-use crate::store_ctx::{ctx_error, AttemptState};
-
-/// Times a `list` without a snapshot takes the clock again when a key of a table comes or
-/// goes while it lists (a busy table), before it answers `tx_abort`.
-const MAX_FRESH_LISTING_ATTEMPTS: u32 = ferry_store::tenant::MAX_FRESH_SNAPSHOT_ATTEMPTS;
+use crate::store_ctx::AttemptState;
 
 /// A stored key as a listing shows it.
 fn listed_key(info: KeyInfo) -> ListedKey {
@@ -37,19 +33,8 @@ fn list_at(store: &TenantStore, tables: &[String], read_version: u64) -> Result<
 /// Answers `list`: `tables` at the reader's snapshot of this node (`snapshots`), or at one
 /// that starts now.
 pub(crate) fn answer(store: &TenantStore, tables: &[String], snapshots: &[Snapshot]) -> Response {
-    let listed = match snapshots.iter().find(|snapshot| snapshot.clock == store.clock_id()) {
-        Some(snapshot) => list_at(store, tables, snapshot.version).map(|listed| (listed, snapshot.version)),
-        None => {
-            let mut attempts = 0;
-            loop {
-                let read_version = store.read_version();
-                match list_at(store, tables, read_version) {
-                    Err(StoreError::Newer { .. }) if attempts < MAX_FRESH_LISTING_ATTEMPTS => attempts += 1,
-                    result => break result.map(|listed| (listed, read_version)),
-                }
-            }
-        }
-    };
+    let listed =
+        crate::snapshot_read::at_snapshot(store, snapshots, |read_version| list_at(store, tables, read_version));
     let (listed, version) = match listed {
         Ok(listed) => listed,
         Err(err) => return Response::error(crate::exec::status_of(&err), crate::memory::refusal_text(&err)),
@@ -80,10 +65,6 @@ pub(crate) fn answer(store: &TenantStore, tables: &[String], snapshots: &[Snapsh
     response
 }
 
-/// Times one listing may move its attempt's snapshot forward before the attempt starts
-/// over (as a read may, `store_ctx::MAX_SNAPSHOT_EXTENSIONS`).
-const MAX_LISTING_EXTENSIONS: u32 = crate::store_ctx::MAX_SNAPSHOT_EXTENSIONS;
-
 /// Lists `tables` for an attempt on the node at its read version (moved forward if a
 /// table changed since and nothing read so far did), records each listing in its read set
 /// and shows its own writes over them. In a cluster only this node's keys are listed.
@@ -98,20 +79,8 @@ pub(crate) fn list_into(
             return Err(CtxError::Unavailable(crate::routing::NO_LEASE.to_string()));
         }
     }
-    let mut extensions = 0;
-    let listed = loop {
-        match list_at(store, tables, state.read_version) {
-            Err(StoreError::Newer { .. }) if extensions < MAX_LISTING_EXTENSIONS => {
-                extensions += 1;
-                let moved_to = store.read_version();
-                store
-                    .still_current(&crate::store_ctx::object_refs(state.tx.reads()), moved_to)
-                    .map_err(ctx_error)?;
-                state.read_version = moved_to;
-            }
-            result => break result.map_err(ctx_error)?,
-        }
-    };
+    let listed =
+        crate::store_ctx::at_read_version_extending(store, state, |read_version| list_at(store, tables, read_version))?;
     let mut out = Vec::with_capacity(tables.len());
     for (table, keys) in tables.iter().zip(listed) {
         state.tx.record_listing(table, state.read_version)?;

@@ -11,11 +11,7 @@ use ferry_keyspace::{Keys, Slot};
 use ferry_proto::{Response, ResponseBody, Snapshot, Status};
 use ferry_resp::table::{lookup, BLOCKING, READ_ONLY, WRITE};
 use ferry_resp::Protocol;
-use ferry_store::{StoreError, TenantStore};
-
-/// Times a `read_part` without a snapshot takes the clock again when its key changes
-/// between taking it and reading (a busy key), before it answers `tx_abort`.
-const MAX_FRESH_SNAPSHOT_ATTEMPTS: u32 = ferry_store::tenant::MAX_FRESH_SNAPSHOT_ATTEMPTS;
+use ferry_store::TenantStore;
 
 /// Whether `command` is a read-only data command whose one key is `key`.
 fn reads_only(command: &[Bytes], key: &[u8]) -> bool {
@@ -45,21 +41,9 @@ pub(crate) fn answer(
         );
     }
     let keys = [&key[..]];
-    let read = match snapshots.iter().find(|snapshot| snapshot.clock == store.clock_id()) {
-        Some(snapshot) => store
-            .read_entries_at(table, &keys, snapshot.version)
-            .map(|entries| (entries, snapshot.version)),
-        None => {
-            let mut attempts = 0;
-            loop {
-                let read_version = store.read_version();
-                match store.read_entries_at(table, &keys, read_version) {
-                    Err(StoreError::Newer { .. }) if attempts < MAX_FRESH_SNAPSHOT_ATTEMPTS => attempts += 1,
-                    result => break result.map(|entries| (entries, read_version)),
-                }
-            }
-        }
-    };
+    let read = crate::snapshot_read::at_snapshot(store, snapshots, |read_version| {
+        store.read_entries_at(table, &keys, read_version)
+    });
     let (mut entries, read_version) = match read {
         Ok(read) => read,
         Err(err) => return Response::error(crate::exec::status_of(&err), crate::memory::refusal_text(&err)),

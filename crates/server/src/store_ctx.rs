@@ -256,9 +256,19 @@ fn read_at_extending(
     table: &str,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<ferry_store::tenant::Versioned>>, CtxError> {
+    at_read_version_extending(store, state, |read_version| store.read_at(table, keys, read_version))
+}
+
+/// Runs `read` (a read of objects or of a listing) at the attempt's read version, moving it
+/// forward as [`read_at_extending`] does.
+pub(crate) fn at_read_version_extending<T>(
+    store: &ferry_store::TenantStore,
+    state: &mut AttemptState,
+    mut read: impl FnMut(u64) -> Result<T, StoreError>,
+) -> Result<T, CtxError> {
     let mut extensions = 0;
     loop {
-        match store.read_at(table, keys, state.read_version) {
+        match read(state.read_version) {
             Err(StoreError::Newer { .. }) if extensions < MAX_SNAPSHOT_EXTENSIONS => {
                 extensions += 1;
                 let moved_to = store.read_version();
