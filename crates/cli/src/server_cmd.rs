@@ -42,7 +42,8 @@ pub struct ServerArgs {
     /// Depth of each worker's queue before requests are refused with `overloaded`.
     #[arg(long)]
     queue_capacity: Option<usize>,
-    /// CPU-time budget of one server-side invocation (e.g. 100ms).
+    /// CPU-time budget of one server-side invocation, a Lua call's time limit too (e.g.
+    /// 100ms; 1ms to 60s).
     #[arg(long, value_parser = crate::parse_std_duration)]
     invoke_budget: Option<Duration>,
     #[command(flatten)]

@@ -106,6 +106,14 @@ pub trait Ctx: Send {
         None
     }
 
+    /// The call's slice of a thread other work shares (a storage node's core), for a
+    /// runtime that can pause a call midway (the Lua VM yields it at the slice's end and
+    /// resumes it when polled again). `None`, the default: the call has the thread to
+    /// itself, and its runtime bounds it by its own limit (the VM's instruction budget).
+    fn slice(&self) -> Option<crate::Slice> {
+        None
+    }
+
     /// The storage node's INFO text as the invocation's tenant sees it (INFO in a script):
     /// a description of the server, not a read of the data, so it joins no read set (as in
     /// Redis, where INFO is no part of a script's effects). The default refuses.

@@ -5,6 +5,8 @@
 //!   multiget, list, args) and [`CtxError`].
 //! - [`interrupt`]: [`Interrupt`], how a running call is stopped from outside (FUNCTION
 //!   KILL, SCRIPT KILL).
+//! - [`slice`]: [`Slice`], how a call on a shared thread learns its turn is over (the Lua
+//!   VM then yields it midway, so one long call cannot hold a storage node's core).
 //! - [`tx`]: [`TxState`], the read set with versions and the buffered write set that both
 //!   sides' `Ctx` implementations keep, so OCC behaves identically wherever a function runs.
 //! - [`registry`]: functions registered by name; the same registry is linked into the
@@ -20,10 +22,12 @@ pub mod ctx;
 pub mod interrupt;
 pub mod memory;
 pub mod registry;
+pub mod slice;
 pub mod tx;
 pub mod work;
 
 pub use ctx::{Ctx, CtxError, CtxFuture, Listed};
 pub use interrupt::Interrupt;
 pub use registry::{FnError, FnFuture, Registry, StorageFn};
+pub use slice::{Slice, SliceEnd};
 pub use tx::{TxState, TxWrite};

@@ -24,6 +24,8 @@ pub struct MemoryCtx {
     pub now_us: u64,
     /// What [`Ctx::interrupt`] answers: the flag that stops the calls run over it.
     pub interrupt: Option<crate::Interrupt>,
+    /// What [`Ctx::slice`] answers: the slice the calls run over it are paused at.
+    pub slice: Option<crate::Slice>,
 }
 
 impl MemoryCtx {
@@ -34,6 +36,7 @@ impl MemoryCtx {
             tenant: 0,
             now_us: 0,
             interrupt: None,
+            slice: None,
             data: data.into_iter().map(|(t, k, v)| ((t.to_string(), k), v)).collect(),
         }
     }
@@ -60,6 +63,9 @@ impl Ctx for MemoryCtx {
     }
     fn interrupt(&self) -> Option<crate::Interrupt> {
         self.interrupt.clone()
+    }
+    fn slice(&self) -> Option<crate::Slice> {
+        self.slice.clone()
     }
     fn get<'a>(&'a mut self, table: &'a str, key: &'a [u8]) -> CtxFuture<'a, Option<Bytes>> {
         Box::pin(async move { Ok(self.object(table, key).cloned()) })

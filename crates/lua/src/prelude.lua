@@ -5,6 +5,7 @@
 -- (`redis.setresp`); `sha1hex`; and `known_command` (a command ferry serves); then the
 -- Redis version ferry reports, as text and as Redis's number. Returns:
 --   run         the trampoline every call starts in;
+--   drive       the driver that resumes a call's coroutine (see below);
 --   finish      ends loading: returns the registered functions, and from then on the
 --               library's globals are read-only;
 --   env         the environment the library's chunk is loaded in;
@@ -17,7 +18,7 @@
 -- hidden; `rawset` refuses every one of those. So nothing a call does to globals survives
 -- it, and one function cannot change what another sees.
 local stopped, set_resp3, sha1hex, known_command, redis_version, redis_version_num = ...
-local yield = coroutine.yield
+local yield, resume, status = coroutine.yield, coroutine.resume, coroutine.status
 local raw_pcall, raw_xpcall, raw_rawset = pcall, xpcall, rawset
 local error, select, type, tostring, setmetatable, pairs = error, select, type, tostring, setmetatable, pairs
 local tonumber, floor = tonumber, math.floor
@@ -372,6 +373,21 @@ local function run(callback, keys, args)
   return raw_pcall(callback, keys, args)
 end
 
+-- The driver a call's coroutine is resumed from (it runs in a coroutine the Rust side
+-- resumes): it passes what the call yields out (a command's words; nothing, when the
+-- VM's hook paused the call at the end of its slice) and what comes back in (the reply;
+-- nothing). Lua's own resume keeps a coroutine paused by the hook intact, where a resume
+-- from the Rust side resets its stack top and the call's locals are lost at the next
+-- collection.
+local function step(call, resumed, ...)
+  if not resumed then return false, ... end
+  if status(call) == 'dead' then return ... end
+  return step(call, resume(call, yield(...)))
+end
+local function drive(call, ...)
+  return step(call, resume(call, ...))
+end
+
 local function finish()
   loading = false
   return registered
@@ -381,4 +397,4 @@ local function set_direct(f)
   direct = f
 end
 
-return run, finish, env, set_direct
+return run, drive, finish, env, set_direct

@@ -5,15 +5,27 @@
 //! (a yield point of the invocation, as for a Rust function: a node's slice ended, a
 //! client's network read), and the coroutine resumes with the reply.
 //!
-//! Limits: an instruction budget per call, counted by a hook every
-//! [`HOOK_EVERY_INSTRUCTIONS`]; when it is gone the hook yields the coroutine (or, where
-//! Lua cannot yield, raises an error the script's `pcall` cannot keep), and the call ends
-//! with an error while the thread that ran it carries on. A memory cap per VM. A VM that
-//! hit either limit is not reused.
+//! Sharing the thread: a call whose `Ctx` gives it a [`Slice`] (a storage node's core,
+//! which other tenants wait for) is preempted. The hook that runs every
+//! [`HOOK_EVERY_INSTRUCTIONS`] asks the slice whether it has ended and if so yields the
+//! coroutine (where Lua can yield: not inside a C call, not in a coroutine of the script's
+//! own); the call's future is then pending once and resumes the coroutine where it stopped
+//! when polled again. Such a call has no instruction budget: as in Redis, a long function
+//! is allowed, and it is bounded by its runtime's CPU time limit and stopped from outside
+//! by FUNCTION KILL or SCRIPT KILL (its [`Interrupt`]), while it slows only its own tenant.
+//!
+//! Limits of a call with no slice (the app side, a test's in-memory `Ctx`): an instruction
+//! budget per call, counted by the same hook; when it is gone the hook yields the coroutine
+//! (or, where Lua cannot yield, raises an error the script's `pcall` cannot keep), and the
+//! call ends with an error while the thread that ran it carries on. A memory cap per VM. A
+//! VM that hit a limit is not reused.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use mlua::{
@@ -21,7 +33,7 @@ use mlua::{
 };
 
 use ferry_func::ctx::poll_now;
-use ferry_func::{Ctx, CtxError, FnError, Interrupt};
+use ferry_func::{Ctx, CtxError, FnError, Interrupt, Slice};
 use ferry_resp::table::lookup;
 use ferry_resp::Reply;
 
@@ -110,6 +122,12 @@ struct Budget {
     /// Raised from outside to stop the call (FUNCTION KILL, SCRIPT KILL): the hook checks
     /// it with the count.
     interrupt: std::sync::Mutex<Option<Interrupt>>,
+    /// The running call's slice of a shared thread, if it has one: the hook yields the
+    /// call when it ends.
+    slice: std::sync::Mutex<Option<Slice>>,
+    /// The coroutine calls run in (`Thread::to_pointer`): the hook yields only that one,
+    /// never a coroutine of the script's own, whose `coroutine.resume` would see it.
+    call_thread: AtomicUsize,
     /// The running call asked for RESP3 replies (`redis.setresp(3)`).
     resp3: AtomicBool,
     remaining: AtomicI64,
@@ -119,10 +137,13 @@ struct Budget {
 }
 
 impl Budget {
-    fn reset(&self, interrupt: Option<Interrupt>) {
+    fn reset(&self, interrupt: Option<Interrupt>, slice: Option<Slice>) {
         *self.interrupt.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = interrupt;
+        // A preempted call has no instruction budget: its runtime's time limit bounds it.
+        let remaining = if slice.is_some() { i64::MAX } else { INSTRUCTION_BUDGET };
+        *self.slice.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = slice;
         self.resp3.store(false, Ordering::Relaxed);
-        self.remaining.store(INSTRUCTION_BUDGET, Ordering::Relaxed);
+        self.remaining.store(remaining, Ordering::Relaxed);
         self.yield_asked.store(false, Ordering::Relaxed);
         self.spent.store(false, Ordering::Relaxed);
         self.access_ended.store(false, Ordering::Relaxed);
@@ -132,13 +153,33 @@ impl Budget {
         self.spent.load(Ordering::Relaxed)
     }
 
-    /// The error the call was stopped with from outside, if it was.
+    /// The error the call was stopped with from outside (a kill, or its runtime's CPU
+    /// time limit), if it was.
     fn interrupted(&self) -> Option<&'static str> {
-        self.interrupt
+        let killed = self
+            .interrupt
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .as_ref()
-            .and_then(Interrupt::raised)
+            .and_then(Interrupt::raised);
+        killed.or_else(|| {
+            self.slice
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .as_ref()
+                .and_then(Slice::time_limit)
+        })
+    }
+
+    /// The call's slice has ended and `lua` runs the call's own coroutine: time to yield.
+    fn slice_ended(&self, lua: &Lua) -> bool {
+        let ended = self
+            .slice
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .is_some_and(Slice::ended);
+        ended && lua.current_thread().to_pointer() as usize == self.call_thread.load(Ordering::Relaxed)
     }
 
     /// Why a call that spent its budget ended: stopped from outside, or the count ran out.
@@ -151,14 +192,19 @@ impl Budget {
         self.spent() || self.access_ended.load(Ordering::Relaxed)
     }
 
-    /// The hook: counts, and once the budget is gone asks to yield; if Lua could not
-    /// yield there (inside a C call), every later check raises an error instead.
+    /// The hook: yields a call whose slice ended (Lua ignores a yield where it cannot
+    /// yield, and the next check tries again); counts, and once the budget is gone asks
+    /// to yield; if Lua could not yield there (inside a C call), every later check raises
+    /// an error instead.
     fn hook(self: &Arc<Budget>) -> impl Fn(&Lua, &mlua::Debug) -> mlua::Result<VmState> + Send + 'static {
         let budget = Arc::clone(self);
-        move |_, _| {
+        move |lua, _| {
             let step = i64::from(HOOK_EVERY_INSTRUCTIONS);
             let interrupted = budget.interrupted().is_some();
             if !interrupted && budget.remaining.fetch_sub(step, Ordering::Relaxed) > step {
+                if budget.slice_ended(lua) {
+                    return Ok(VmState::Yield);
+                }
                 return Ok(VmState::Continue);
             }
             // Stopped from outside or out of instructions: the call ends, past every pcall.
@@ -235,9 +281,13 @@ struct Registered {
 pub struct Vm {
     lua: Lua,
     run: Function,
-    /// The coroutine every call runs in, reset between calls (cheaper than a new one), with
-    /// the budget's hook installed once.
+    /// The prelude's driver, which resumes the call's coroutine from Lua.
+    drive: Function,
+    /// The coroutine the driver runs in, resumed from here.
     thread: Thread,
+    /// The coroutine every call runs in (the trampoline `run`), reset between calls
+    /// (cheaper than a new one), with the budget's hook installed once.
+    call_thread: Thread,
     functions: HashMap<String, Registered>,
     /// The prelude's setter of the function `redis.call` runs commands through at once.
     set_direct: Function,
@@ -277,10 +327,10 @@ impl Vm {
         let prelude = prelude_functions(&lua, &budget).and_then(|functions| {
             lua.load(PRELUDE)
                 .set_name("=ferry")
-                .call::<(Function, Function, Table, Function)>(functions)
+                .call::<(Function, Function, Function, Table, Function)>(functions)
         });
-        let (run, finish, env, set_direct) = prelude.map_err(|e| LuaError::library(lua_failure(&e)))?;
-        budget.reset(None);
+        let (run, drive, finish, env, set_direct) = prelude.map_err(|e| LuaError::library(lua_failure(&e)))?;
+        budget.reset(None, None);
         lua.set_hook(triggers(), budget.hook())
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
         let loaded = lua
@@ -354,13 +404,21 @@ impl Vm {
         }
         infos.sort_by(|a, b| a.name.cmp(&b.name));
         let thread = lua
+            .create_thread(drive.clone())
+            .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        let call_thread = lua
             .create_thread(run.clone())
             .and_then(|thread| thread.set_hook(triggers(), budget.hook()).map(|()| thread))
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
+        budget
+            .call_thread
+            .store(call_thread.to_pointer() as usize, Ordering::Relaxed);
         let vm = Vm {
             lua,
             run,
+            drive,
             thread,
+            call_thread,
             functions,
             set_direct,
             budget,
@@ -409,12 +467,16 @@ impl Vm {
             lua.create_sequence_from(strings)
         };
         let thread = &self.thread;
-        if let Err(err) = thread.reset(self.run.clone()) {
+        let reset = thread
+            .reset(self.drive.clone())
+            .and_then(|()| self.call_thread.reset(self.run.clone()));
+        if let Err(err) = reset {
             self.poisoned = true;
             return Err(failed(err));
         }
-        self.budget.reset(ctx.interrupt());
+        self.budget.reset(ctx.interrupt(), ctx.slice());
         let mut input = Some(MultiValue::from_vec(vec![
+            Value::Thread(self.call_thread.clone()),
             Value::Function(registered.callback.clone()),
             Value::Table(sequence(keys).map_err(failed)?),
             Value::Table(sequence(args).map_err(failed)?),
@@ -452,6 +514,9 @@ impl Vm {
             })?;
             match thread.status() {
                 ThreadStatus::Finished => return self.finished(output),
+                // Nothing yielded: the hook gave the thread back (every command yields its
+                // words). Pending once, then resumed where it stopped.
+                ThreadStatus::Resumable if output.is_empty() => SliceYield::default().await,
                 ThreadStatus::Resumable => {
                     let args: Option<Vec<Bytes>> = output.iter().map(command_arg).collect();
                     let reply = match args {
@@ -489,5 +554,25 @@ impl Vm {
             self.poisoned = true;
         }
         Err(FnError::Failed(text))
+    }
+}
+
+/// The wait of a call its hook yielded at the end of its slice: pending once (the waker
+/// told at once, so a runtime that waits for wake-ups polls it again), then ready.
+#[derive(Default)]
+struct SliceYield {
+    yielded: bool,
+}
+
+impl Future for SliceYield {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }

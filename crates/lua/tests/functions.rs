@@ -445,6 +445,75 @@ fn a_raised_interrupt_ends_a_call_past_its_pcalls_and_the_library_keeps_serving(
     assert_eq!(fcall(&mut ctx, "fine", &["k"], &[]).map(|_| ()), Ok(()));
 }
 
+/// A slice that has always ended, counting the times a call was paused at it.
+#[derive(Default)]
+struct EndedSlice {
+    asked: std::sync::atomic::AtomicU64,
+    time_limit: Option<&'static str>,
+}
+
+impl ferry_func::SliceEnd for EndedSlice {
+    fn reached(&self) -> bool {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+    fn time_limit(&self) -> Option<&'static str> {
+        self.time_limit
+    }
+}
+
+#[test]
+fn a_call_paused_at_every_check_keeps_its_locals_and_runs_past_the_instruction_budget() {
+    let mut ctx = MemoryCtx::default();
+    // Locals, a loop's counter and collectable garbage that lives across the pauses (a
+    // collection while the call is paused must not lose them); about 12 million
+    // instructions, past the 5 million a call with no slice may run.
+    let code = "#!lua name=long
+redis.register_function('f', function(keys, args)
+      local kept, total = {}, 0
+      for i = 1, 1000000 do
+        kept[i % 64 + 1] = tostring(i)
+        total = total + #kept[i % 64 + 1]
+      end
+      redis.call('SET', keys[1], total)
+      return total
+    end)";
+    load(&mut ctx, code, false).unwrap();
+    let expected: i64 = (1..=1_000_000i64).map(|i| i.to_string().len() as i64).sum();
+    assert!(
+        fcall(&mut ctx, "f", &["k"], &[]).unwrap_err().contains("budget"),
+        "with no slice the budget ends it"
+    );
+    let slice = std::sync::Arc::new(EndedSlice::default());
+    ctx.slice = Some(ferry_func::Slice::new(slice.clone()));
+    assert_eq!(fcall(&mut ctx, "f", &["k"], &[]), Ok(Reply::Integer(expected)));
+    let paused = slice.asked.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(paused > 100, "paused {paused} times");
+    assert_eq!(
+        ctx.data.get(&("db0".to_string(), Bytes::from_static(b"k"))),
+        Some(&Bytes::from(expected.to_string()))
+    );
+}
+
+#[test]
+fn a_call_past_its_runtimes_time_limit_ends_even_inside_a_c_function() {
+    let mut ctx = MemoryCtx::default();
+    load(&mut ctx, include_str!("../../../examples/lua/hostile.lua"), false).unwrap();
+    ctx.slice = Some(ferry_func::Slice::new(std::sync::Arc::new(EndedSlice {
+        time_limit: Some("ERR out of time"),
+        ..EndedSlice::default()
+    })));
+    for function in ["spin", "sneaky", "sorted_spin", "caught_sort", "gsub_spin"] {
+        assert_eq!(
+            fcall(&mut ctx, function, &[], &[]),
+            Err("ERR out of time".to_string()),
+            "{function}"
+        );
+    }
+    ctx.slice = None;
+    assert_eq!(fcall(&mut ctx, "fine", &["k"], &[]).map(|_| ()), Ok(()));
+}
+
 #[test]
 fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
     // A Ctx whose reads of db0 conflict: redis.pcall must not catch it, whether the

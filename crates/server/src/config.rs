@@ -198,6 +198,10 @@ pub struct Scheduling {
     /// Let a worker with nothing to do take tasks from other workers' queues; off: each
     /// worker runs only what was queued on it.
     pub work_stealing: bool,
+    /// Pause a Lua call at the end of its slice of the worker (its VM's hook yields it) so
+    /// other tenants' work runs before it resumes; off: a call holds the worker until it
+    /// ends, and is bounded by the VM's instruction budget.
+    pub preemption: bool,
 }
 
 impl Default for Scheduling {
@@ -205,6 +209,7 @@ impl Default for Scheduling {
         Scheduling {
             fair_queueing: true,
             work_stealing: true,
+            preemption: true,
         }
     }
 }

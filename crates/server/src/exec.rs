@@ -70,6 +70,8 @@ pub(crate) struct Invocation {
     /// Its registration among the tenant's running Lua calls (FUNCTION KILL, SCRIPT KILL
     /// stop it through its interrupt), for as long as it lives.
     running: Option<ferry_lua::kill::Running>,
+    /// Its attempts' calls may be paused at the end of a slice (`Scheduling::preemption`).
+    preemptible: bool,
 }
 
 /// What became of an invocation after one step.
@@ -89,13 +91,16 @@ fn start_attempt(
     function: StorageFn,
     args: Bytes,
     interrupt: Option<ferry_func::Interrupt>,
+    preemptible: bool,
 ) -> (AttemptFuture, SharedAttempt) {
     // The attempt's snapshot starts now (TL2): every read is checked against it alone.
     let state = SharedAttempt::default();
     state.lock().read_version = tenant.store.read_version();
     let ctx_state = Arc::clone(&state);
     let future = Box::pin(async move {
-        let mut ctx = StoreCtx::new(tenant, cluster, handoff, args, ctx_state).with_interrupt(interrupt);
+        let mut ctx = StoreCtx::new(tenant, cluster, handoff, args, ctx_state)
+            .with_interrupt(interrupt)
+            .preemptible(preemptible);
         let result = function(&mut ctx).await;
         (ctx, result)
     });
@@ -245,8 +250,10 @@ pub(crate) fn start(node: &Node, worker: usize, tenant: Arc<TenantState>, call: 
         function,
         call.args.clone(),
         running.as_ref().map(|running| running.interrupt().clone()),
+        node.pool.scheduling().preemption,
     );
     let invocation = Invocation {
+        preemptible: node.pool.scheduling().preemption,
         attempt,
         state,
         allow_pushback: call.allow_pushback,
@@ -403,7 +410,12 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
         generation,
     });
     let started = Instant::now();
-    invocation.state.lock().slice_ends = Some(started + node.poll_slice);
+    {
+        let mut state = invocation.state.lock();
+        state.slice_ends = Some(started + node.poll_slice);
+        let cpu_left_ns = node.invoke_budget_ns.saturating_sub(invocation.cpu_ns);
+        state.cpu_ends = Some(started + std::time::Duration::from_nanos(cpu_left_ns));
+    }
     let mut cx = Context::from_waker(Waker::noop());
     let polled = catch_unwind(AssertUnwindSafe(|| invocation.attempt.as_mut().poll(&mut cx)));
     let still_ours = {
@@ -637,6 +649,7 @@ fn retry(mut invocation: Invocation) -> Stepped {
         invocation.function,
         invocation.args.clone(),
         invocation.running.as_ref().map(|running| running.interrupt().clone()),
+        invocation.preemptible,
     );
     Stepped::Suspended(invocation)
 }

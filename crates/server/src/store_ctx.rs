@@ -86,6 +86,9 @@ pub(crate) struct AttemptState {
     /// When the current poll's slice ends (set by the worker before each poll); `None`
     /// yields at every access.
     pub(crate) slice_ends: Option<Instant>,
+    /// When the invocation will have used the node's CPU time limit if this poll runs on
+    /// (set by the worker before each poll): a Lua call ends there (`Ctx::slice`).
+    pub(crate) cpu_ends: Option<Instant>,
     /// `immediate` promised the next access completes without yielding (a Lua
     /// `redis.call` then runs it to its end in place): the promise holds even if the slice
     /// ends between the promise and the access (a preempted thread), since an access that
@@ -115,7 +118,28 @@ pub(crate) struct StoreCtx {
     now_us: u64,
     /// What stops the invocation from outside (FUNCTION KILL, SCRIPT KILL), if anything can.
     interrupt: Option<ferry_func::Interrupt>,
+    /// A Lua call here yields at the end of the worker's slice (`Ctx::slice`).
+    preemptible: bool,
 }
+
+/// The end of the worker's slice for the poll running an attempt, as `Ctx::slice` gives it.
+struct PollSlice(SharedAttempt);
+
+impl ferry_func::SliceEnd for PollSlice {
+    fn reached(&self) -> bool {
+        self.0.lock().slice_ends.is_some_and(|ends| Instant::now() >= ends)
+    }
+
+    fn time_limit(&self) -> Option<&'static str> {
+        let out_of_time = self.0.lock().cpu_ends.is_some_and(|ends| Instant::now() >= ends);
+        out_of_time.then_some(TIME_LIMIT_ERROR)
+    }
+}
+
+/// How a Lua call that used the node's CPU time limit for one invocation (its invoke
+/// budget, `--invoke-budget`) ends.
+pub(crate) const TIME_LIMIT_ERROR: &str =
+    "ERR Script killed: it ran past the node's CPU time limit for one call (--invoke-budget)";
 
 /// The wall clock in microseconds since the Unix epoch: the time a command or an invocation
 /// runs at, for expiry and TIME.
@@ -141,12 +165,19 @@ impl StoreCtx {
             state,
             now_us: unix_time_us(),
             interrupt: None,
+            preemptible: false,
         }
     }
 
     /// The same, stoppable through `interrupt`.
     pub(crate) fn with_interrupt(mut self, interrupt: Option<ferry_func::Interrupt>) -> StoreCtx {
         self.interrupt = interrupt;
+        self
+    }
+
+    /// The same, its Lua calls paused at the end of each slice when `on`.
+    pub(crate) fn preemptible(mut self, on: bool) -> StoreCtx {
+        self.preemptible = on;
         self
     }
 
@@ -358,6 +389,11 @@ impl Ctx for StoreCtx {
 
     fn interrupt(&self) -> Option<ferry_func::Interrupt> {
         self.interrupt.clone()
+    }
+
+    fn slice(&self) -> Option<ferry_func::Slice> {
+        self.preemptible
+            .then(|| ferry_func::Slice::new(Arc::new(PollSlice(Arc::clone(&self.state)))))
     }
 
     fn info(&mut self) -> CtxFuture<'_, Bytes> {

@@ -163,6 +163,11 @@ impl Pool {
         }
     }
 
+    /// The scheduling mechanisms in force.
+    pub(crate) fn scheduling(&self) -> Scheduling {
+        self.scheduling
+    }
+
     /// Number of workers.
     pub(crate) fn workers(&self) -> usize {
         self.queues.len()

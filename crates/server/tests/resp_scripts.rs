@@ -152,7 +152,7 @@ fn script_errors_read_only_forms_and_bad_input_are_refused_with_reasons() {
         eval(&mut con, &["EVAL", "return redis.sha1hex('')", "0"]).unwrap(),
         Value::BulkString(b"da39a3ee5e6b4b0d3255bfef95601890afd80709".to_vec())
     );
-    // A runaway script ends at its budget, and the node goes on.
+    // A runaway script ends at the node's CPU time limit, and the node goes on.
     assert!(eval(&mut con, &["EVAL", "while true do end", "0"]).is_err());
     assert_eq!(eval(&mut con, &["EVAL", "return 7", "0"]).unwrap(), Value::Int(7));
 }
@@ -361,7 +361,7 @@ fn function_dump_and_restore_carry_the_libraries_with_redis_policies() {
 
 /// Runs `call` (a looping FCALL or EVAL) on its own connection while another connection
 /// sends `kill` until it answers OK or the call ends; the call's error and whether the kill
-/// answered OK. A runaway call ends at its instruction budget (some tens of ms) anyway, so
+/// answered OK. A runaway call ends at the node's CPU time limit (100 ms here) anyway, so
 /// a round may end before any kill found it running.
 fn race_a_kill(server: &ferry_server::ServerHandle, call: &[&str], kill: &[&str]) -> (String, bool) {
     let mut runner = connect(server);

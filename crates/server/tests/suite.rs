@@ -10,6 +10,7 @@ mod equivalence;
 mod isolation_and_faults;
 mod metrics;
 mod operations;
+mod preemption;
 mod pushback;
 mod read_part;
 mod resp;
