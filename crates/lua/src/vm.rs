@@ -69,6 +69,9 @@ const PRELOADED: [(&str, Preload); 3] = [
     ("struct", crate::lua_struct::library),
 ];
 
+/// Registry name of the function lent to `redis.call` for one resume of a call.
+const LENT_DIRECT: &str = "ferry.lent_direct";
+
 const NOT_STRINGS: &str = "Lua redis lib command arguments must be strings or integers";
 
 /// `redis.call`'s way in while the Ctx can answer at once: the command run to its end here,
@@ -289,8 +292,6 @@ pub struct Vm {
     /// (cheaper than a new one), with the budget's hook installed once.
     call_thread: Thread,
     functions: HashMap<String, Registered>,
-    /// The prelude's setter of the function `redis.call` runs commands through at once.
-    set_direct: Function,
     budget: Arc<Budget>,
     /// Hit a limit: dropped instead of reused.
     poisoned: bool,
@@ -413,6 +414,16 @@ impl Vm {
         budget
             .call_thread
             .store(call_thread.to_pointer() as usize, Ordering::Relaxed);
+        // `redis.call`'s way in, for good: a Rust function that calls the one lent for the
+        // current resume (kept in the registry). A hook cannot pause a call inside it, so
+        // a call paused in `command` and resumed under a new lending never holds the old,
+        // destroyed one in a register.
+        lua.create_function(|lua, command: MultiValue| {
+            lua.named_registry_value::<Function>(LENT_DIRECT)?
+                .call::<MultiValue>(command)
+        })
+        .and_then(|direct| set_direct.call::<()>(direct))
+        .map_err(|e| LuaError::library(lua_failure(&e)))?;
         let vm = Vm {
             lua,
             run,
@@ -420,7 +431,6 @@ impl Vm {
             thread,
             call_thread,
             functions,
-            set_direct,
             budget,
             poisoned: false,
         };
@@ -496,7 +506,7 @@ impl Vm {
                     let direct = scope.create_function_mut(move |lua, command: MultiValue| {
                         direct_command(lua, &mut *ctx, table, writes_allowed, &command, ended, budget)
                     })?;
-                    self.set_direct.call::<()>(direct)?;
+                    self.lua.set_named_registry_value(LENT_DIRECT, direct)?;
                     thread.resume::<MultiValue>(resumed_with)
                 })
             };

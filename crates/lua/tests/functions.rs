@@ -466,14 +466,16 @@ impl ferry_func::SliceEnd for EndedSlice {
 fn a_call_paused_at_every_check_keeps_its_locals_and_runs_past_the_instruction_budget() {
     let mut ctx = MemoryCtx::default();
     // Locals, a loop's counter and collectable garbage that lives across the pauses (a
-    // collection while the call is paused must not lose them); about 12 million
-    // instructions, past the 5 million a call with no slice may run.
+    // collection while the call is paused must not lose them), and 100,000 commands, so
+    // some pauses fall inside `redis.call`; about 16 million instructions, past the 5
+    // million a call with no slice may run.
     let code = "#!lua name=long
 redis.register_function('f', function(keys, args)
       local kept, total = {}, 0
       for i = 1, 1000000 do
         kept[i % 64 + 1] = tostring(i)
         total = total + #kept[i % 64 + 1]
+        if i % 10 == 0 then redis.call('INCR', keys[2]) end
       end
       redis.call('SET', keys[1], total)
       return total
@@ -481,12 +483,18 @@ redis.register_function('f', function(keys, args)
     load(&mut ctx, code, false).unwrap();
     let expected: i64 = (1..=1_000_000i64).map(|i| i.to_string().len() as i64).sum();
     assert!(
-        fcall(&mut ctx, "f", &["k"], &[]).unwrap_err().contains("budget"),
+        fcall(&mut ctx, "f", &["k", "n"], &[]).unwrap_err().contains("budget"),
         "with no slice the budget ends it"
     );
+    // This context applies writes at once: the count starts again.
+    ctx.data.remove(&("db0".to_string(), Bytes::from_static(b"n")));
     let slice = std::sync::Arc::new(EndedSlice::default());
     ctx.slice = Some(ferry_func::Slice::new(slice.clone()));
-    assert_eq!(fcall(&mut ctx, "f", &["k"], &[]), Ok(Reply::Integer(expected)));
+    assert_eq!(fcall(&mut ctx, "f", &["k", "n"], &[]), Ok(Reply::Integer(expected)));
+    assert_eq!(
+        ctx.data.get(&("db0".to_string(), Bytes::from_static(b"n"))),
+        Some(&Bytes::from_static(b"100000"))
+    );
     let paused = slice.asked.load(std::sync::atomic::Ordering::Relaxed);
     assert!(paused > 100, "paused {paused} times");
     assert_eq!(

@@ -367,6 +367,13 @@ pub(crate) fn node_stats(node: &Node, out: &mut Vec<Sample>) {
                 "tasks_stolen",
                 counters.tasks_stolen.load(Ordering::Relaxed),
             ),
+            // Run on the I/O thread that received them, in the worker's seat: no hand-off
+            // (tasks_own and tasks_stolen are the tasks handed to a worker thread).
+            Sample::counter(
+                Scope::Worker(index),
+                "tasks_inline",
+                counters.tasks_inline.load(Ordering::Relaxed),
+            ),
             Sample::counter(
                 Scope::Worker(index),
                 "busy_ns",

@@ -54,6 +54,14 @@ async fn a_scrape_shows_every_tenants_counters_and_bad_requests_get_errors() {
     assert_eq!(value("ferry_node_connections_open"), 2);
     assert_eq!(value("ferry_node_is_primary"), 1, "a node alone is a primary");
     let _ = value("ferry_worker_queue_len{worker=\"1\"}");
+    // Every request ran somewhere: handed to a worker thread (own or stolen) or inline on
+    // the I/O thread that received it.
+    let tasks: u64 = ["own", "stolen", "inline"]
+        .iter()
+        .flat_map(|kind| (0..2).map(move |worker| format!("ferry_worker_tasks_{kind}_total{{worker=\"{worker}\"}}")))
+        .map(|series| value(&series))
+        .sum();
+    assert!(tasks >= 11, "{tasks} tasks counted for 11 puts");
     assert!(body.contains("# TYPE ferry_tenant_objects gauge"), "{body}");
     assert!(body.contains("# TYPE ferry_tenant_cpu_ns counter"), "{body}");
     // Each family's TYPE line appears once.
