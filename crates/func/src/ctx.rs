@@ -107,9 +107,10 @@ pub trait Ctx: Send {
     }
 
     /// The call's slice of a thread other work shares (a storage node's core), for a
-    /// runtime that can pause a call midway (the Lua VM yields it at the slice's end and
-    /// resumes it when polled again). `None`, the default: the call has the thread to
-    /// itself, and its runtime bounds it by its own limit (the VM's instruction budget).
+    /// runtime that can pause a call midway (the Lua VM yields it when the slice's bell
+    /// rings and resumes it when polled again). `None`, the default: the call has the
+    /// thread to itself, and its runtime bounds it by its own limit (the VM's instruction
+    /// budget).
     fn slice(&self) -> Option<crate::Slice> {
         None
     }

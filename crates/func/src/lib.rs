@@ -5,8 +5,9 @@
 //!   multiget, list, args) and [`CtxError`].
 //! - [`interrupt`]: [`Interrupt`], how a running call is stopped from outside (FUNCTION
 //!   KILL, SCRIPT KILL).
-//! - [`slice`]: [`Slice`], how a call on a shared thread learns its turn is over (the Lua
-//!   VM then yields it midway, so one long call cannot hold a storage node's core).
+//! - [`slice`]: [`Slice`] and its [`Bell`], how a call on a shared thread is paused from
+//!   another when its turn is over (the Lua VM yields it midway, so one long call cannot
+//!   hold a storage node's core).
 //! - [`tx`]: [`TxState`], the read set with versions and the buffered write set that both
 //!   sides' `Ctx` implementations keep, so OCC behaves identically wherever a function runs.
 //! - [`registry`]: functions registered by name; the same registry is linked into the
@@ -29,5 +30,5 @@ pub mod work;
 pub use ctx::{Ctx, CtxError, CtxFuture, Listed};
 pub use interrupt::Interrupt;
 pub use registry::{FnError, FnFuture, Registry, StorageFn};
-pub use slice::{Slice, SliceEnd};
+pub use slice::{Bell, Slice, TimeLimit};
 pub use tx::{TxState, TxWrite};

@@ -13,6 +13,7 @@
 //! - [`library`]: the header, names, flags, the text's hash;
 //! - [`vm`]: the sandboxed VM, its instruction budget and memory cap, one call driven as a
 //!   coroutine;
+//! - `pause`: pausing a running call from another thread when its slice's bell rings;
 //! - [`call`]: `redis.call`'s commands against a `Ctx`;
 //! - [`listing`]: KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB and FLUSHALL in a script, over the
 //!   `Ctx`'s listings;
@@ -43,6 +44,7 @@ pub mod kill;
 pub mod library;
 pub mod listing;
 pub mod lua_struct;
+mod pause;
 pub mod resp;
 pub mod script;
 pub mod vm;

@@ -6,26 +6,22 @@
 //! client's network read), and the coroutine resumes with the reply.
 //!
 //! Sharing the thread: a call whose `Ctx` gives it a [`Slice`] (a storage node's core,
-//! which other tenants wait for) is preempted. The hook that runs every
-//! [`HOOK_EVERY_INSTRUCTIONS`] asks the slice whether it has ended and if so yields the
-//! coroutine (where Lua can yield: not inside a C call, not in a coroutine of the script's
-//! own); the call's future is then pending once and resumes the coroutine where it stopped
-//! when polled again. Such a call has no instruction budget: as in Redis, a long function
-//! is allowed, and it is bounded by its runtime's CPU time limit and stopped from outside
-//! by FUNCTION KILL or SCRIPT KILL (its [`Interrupt`]), while it slows only its own tenant.
+//! which other tenants wait for) is paused when the slice's bell rings (`crate::pause`):
+//! its coroutine yields, its future is pending once, and the coroutine resumes where it
+//! stopped when polled again. Such a call runs with no hook and has no instruction budget:
+//! as in Redis, a long function is allowed; it is bounded by its runtime's CPU time limit
+//! (checked at every pause) and stopped from outside by FUNCTION KILL or SCRIPT KILL (its
+//! [`Interrupt`], checked at every pause and resume), while it slows only its own tenant.
 //!
 //! Limits of a call with no slice (the app side, a test's in-memory `Ctx`): an instruction
-//! budget per call, counted by the same hook; when it is gone the hook yields the coroutine
-//! (or, where Lua cannot yield, raises an error the script's `pcall` cannot keep), and the
-//! call ends with an error while the thread that ran it carries on. A memory cap per VM. A
-//! VM that hit a limit is not reused.
+//! budget per call, counted by a hook every [`HOOK_EVERY_INSTRUCTIONS`]; when it is gone the
+//! hook yields the coroutine (or, where Lua cannot yield, raises an error the script's
+//! `pcall` cannot keep), and the call ends with an error while the thread that ran it
+//! carries on. A memory cap per VM. A VM that hit a limit is not reused.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use mlua::{
@@ -39,6 +35,7 @@ use ferry_resp::Reply;
 
 use crate::convert::{command_arg, lua_to_reply, reply_to_lua};
 use crate::library::{parse_header, valid_name, FunctionInfo, Header, KNOWN_FLAGS, MAX_FUNCTIONS_PER_LIBRARY};
+use crate::pause::{Pausable, SliceYield};
 use crate::LuaError;
 
 /// Lua VM instructions one call (or a library's loading) may run: about 25–30 ms of pure
@@ -125,12 +122,9 @@ struct Budget {
     /// Raised from outside to stop the call (FUNCTION KILL, SCRIPT KILL): the hook checks
     /// it with the count.
     interrupt: std::sync::Mutex<Option<Interrupt>>,
-    /// The running call's slice of a shared thread, if it has one: the hook yields the
-    /// call when it ends.
+    /// The running call's slice of a shared thread, if it has one: its time limit ends
+    /// the call at a pause.
     slice: std::sync::Mutex<Option<Slice>>,
-    /// The coroutine calls run in (`Thread::to_pointer`): the hook yields only that one,
-    /// never a coroutine of the script's own, whose `coroutine.resume` would see it.
-    call_thread: AtomicUsize,
     /// The running call asked for RESP3 replies (`redis.setresp(3)`).
     resp3: AtomicBool,
     remaining: AtomicI64,
@@ -174,17 +168,6 @@ impl Budget {
         })
     }
 
-    /// The call's slice has ended and `lua` runs the call's own coroutine: time to yield.
-    fn slice_ended(&self, lua: &Lua) -> bool {
-        let ended = self
-            .slice
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .as_ref()
-            .is_some_and(Slice::ended);
-        ended && lua.current_thread().to_pointer() as usize == self.call_thread.load(Ordering::Relaxed)
-    }
-
     /// Why a call that spent its budget ended: stopped from outside, or the count ran out.
     fn end_message(&self) -> String {
         self.interrupted().map_or_else(budget_message, str::to_string)
@@ -195,19 +178,15 @@ impl Budget {
         self.spent() || self.access_ended.load(Ordering::Relaxed)
     }
 
-    /// The hook: yields a call whose slice ended (Lua ignores a yield where it cannot
-    /// yield, and the next check tries again); counts, and once the budget is gone asks
-    /// to yield; if Lua could not yield there (inside a C call), every later check raises
-    /// an error instead.
+    /// The hook of a call with no slice: counts, and once the budget is gone asks to
+    /// yield; if Lua could not yield there (inside a C call), every later check raises an
+    /// error instead.
     fn hook(self: &Arc<Budget>) -> impl Fn(&Lua, &mlua::Debug) -> mlua::Result<VmState> + Send + 'static {
         let budget = Arc::clone(self);
-        move |lua, _| {
+        move |_, _| {
             let step = i64::from(HOOK_EVERY_INSTRUCTIONS);
             let interrupted = budget.interrupted().is_some();
             if !interrupted && budget.remaining.fetch_sub(step, Ordering::Relaxed) > step {
-                if budget.slice_ended(lua) {
-                    return Ok(VmState::Yield);
-                }
                 return Ok(VmState::Continue);
             }
             // Stopped from outside or out of instructions: the call ends, past every pcall.
@@ -289,7 +268,7 @@ pub struct Vm {
     /// The coroutine the driver runs in, resumed from here.
     thread: Thread,
     /// The coroutine every call runs in (the trampoline `run`), reset between calls
-    /// (cheaper than a new one), with the budget's hook installed once.
+    /// (cheaper than a new one); the budget's hook is installed per call, where it has one.
     call_thread: Thread,
     functions: HashMap<String, Registered>,
     budget: Arc<Budget>,
@@ -409,11 +388,7 @@ impl Vm {
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
         let call_thread = lua
             .create_thread(run.clone())
-            .and_then(|thread| thread.set_hook(triggers(), budget.hook()).map(|()| thread))
             .map_err(|e| LuaError::library(lua_failure(&e)))?;
-        budget
-            .call_thread
-            .store(call_thread.to_pointer() as usize, Ordering::Relaxed);
         // `redis.call`'s way in, for good: a Rust function that calls the one lent for the
         // current resume (kept in the registry). A hook cannot pause a call inside it, so
         // a call paused in `command` and resumed under a new lending never holds the old,
@@ -484,7 +459,27 @@ impl Vm {
             self.poisoned = true;
             return Err(failed(err));
         }
-        self.budget.reset(ctx.interrupt(), ctx.slice());
+        let slice = ctx.slice();
+        let pausable = Pausable::of(&self.call_thread);
+        // Paused from another thread while it has a slice (no hook until then); counted by
+        // the budget's hook otherwise. The pause is taken off the bell when the call ends
+        // or its future is dropped.
+        let _hung = match &slice {
+            Some(slice) => {
+                pausable.clear();
+                Some(slice.bell().hang(Box::new(move || pausable.pause())))
+            }
+            None => {
+                let hooked = self.call_thread.set_hook(triggers(), self.budget.hook());
+                if let Err(err) = hooked {
+                    self.poisoned = true;
+                    return Err(failed(err));
+                }
+                None
+            }
+        };
+        let paused_calls = slice.is_some();
+        self.budget.reset(ctx.interrupt(), slice);
         let mut input = Some(MultiValue::from_vec(vec![
             Value::Thread(self.call_thread.clone()),
             Value::Function(registered.callback.clone()),
@@ -493,6 +488,12 @@ impl Vm {
         ]));
         let writes_allowed = !no_writes;
         loop {
+            if paused_calls {
+                // Killed or out of time while paused: it ends here instead of resuming.
+                if let Some(error) = self.budget.interrupted() {
+                    return Err(FnError::Failed(error.to_string()));
+                }
+            }
             // Resumed inside a scope that lends `redis.call` the invocation's Ctx, to run
             // commands at once while it can answer at once; the scope ends before any
             // command is awaited the long way.
@@ -524,8 +525,8 @@ impl Vm {
             })?;
             match thread.status() {
                 ThreadStatus::Finished => return self.finished(output),
-                // Nothing yielded: the hook gave the thread back (every command yields its
-                // words). Pending once, then resumed where it stopped.
+                // Nothing yielded: a pause (every command yields its words). Pending once,
+                // then resumed where it stopped.
                 ThreadStatus::Resumable if output.is_empty() => SliceYield::default().await,
                 ThreadStatus::Resumable => {
                     let args: Option<Vec<Bytes>> = output.iter().map(command_arg).collect();
@@ -564,25 +565,5 @@ impl Vm {
             self.poisoned = true;
         }
         Err(FnError::Failed(text))
-    }
-}
-
-/// The wait of a call its hook yielded at the end of its slice: pending once (the waker
-/// told at once, so a runtime that waits for wake-ups polls it again), then ready.
-#[derive(Default)]
-struct SliceYield {
-    yielded: bool,
-}
-
-impl Future for SliceYield {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }

@@ -445,25 +445,38 @@ fn a_raised_interrupt_ends_a_call_past_its_pcalls_and_the_library_keeps_serving(
     assert_eq!(fcall(&mut ctx, "fine", &["k"], &[]).map(|_| ()), Ok(()));
 }
 
-/// A slice that has always ended, counting the times a call was paused at it.
-#[derive(Default)]
-struct EndedSlice {
-    asked: std::sync::atomic::AtomicU64,
-    time_limit: Option<&'static str>,
+/// A time limit the test sets.
+struct Limit(Option<&'static str>);
+
+impl ferry_func::TimeLimit for Limit {
+    fn reached(&self) -> Option<&'static str> {
+        self.0
+    }
 }
 
-impl ferry_func::SliceEnd for EndedSlice {
-    fn reached(&self) -> bool {
-        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        true
-    }
-    fn time_limit(&self) -> Option<&'static str> {
-        self.time_limit
-    }
+/// Rings `bell` every 100 µs from another thread, as a node's watchdog does, until the flag
+/// returned is raised; the thread answers how many rings found a call to pause.
+fn ringer(
+    bell: ferry_func::Bell,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = std::sync::Arc::clone(&stop);
+    let rings = std::thread::spawn(move || {
+        let mut paused = 0;
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            paused += u64::from(bell.ring());
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        paused
+    });
+    (stop, rings)
 }
 
 #[test]
-fn a_call_paused_at_every_check_keeps_its_locals_and_runs_past_the_instruction_budget() {
+fn a_call_paused_again_and_again_keeps_its_locals_and_runs_past_the_instruction_budget() {
     let mut ctx = MemoryCtx::default();
     // Locals, a loop's counter and collectable garbage that lives across the pauses (a
     // collection while the call is paused must not lose them), and 100,000 commands, so
@@ -488,15 +501,18 @@ redis.register_function('f', function(keys, args)
     );
     // This context applies writes at once: the count starts again.
     ctx.data.remove(&("db0".to_string(), Bytes::from_static(b"n")));
-    let slice = std::sync::Arc::new(EndedSlice::default());
-    ctx.slice = Some(ferry_func::Slice::new(slice.clone()));
-    assert_eq!(fcall(&mut ctx, "f", &["k", "n"], &[]), Ok(Reply::Integer(expected)));
+    let bell = ferry_func::Bell::new();
+    ctx.slice = Some(ferry_func::Slice::new(bell.clone(), std::sync::Arc::new(Limit(None))));
+    let (stop, rings) = ringer(bell);
+    let answer = fcall(&mut ctx, "f", &["k", "n"], &[]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let paused = rings.join().unwrap();
+    assert_eq!(answer, Ok(Reply::Integer(expected)));
     assert_eq!(
         ctx.data.get(&("db0".to_string(), Bytes::from_static(b"n"))),
         Some(&Bytes::from_static(b"100000"))
     );
-    let paused = slice.asked.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(paused > 100, "paused {paused} times");
+    assert!(paused > 10, "paused {paused} times");
     assert_eq!(
         ctx.data.get(&("db0".to_string(), Bytes::from_static(b"k"))),
         Some(&Bytes::from(expected.to_string()))
@@ -504,20 +520,25 @@ redis.register_function('f', function(keys, args)
 }
 
 #[test]
-fn a_call_past_its_runtimes_time_limit_ends_even_inside_a_c_function() {
+fn a_paused_call_past_its_runtimes_time_limit_ends_past_its_pcalls() {
     let mut ctx = MemoryCtx::default();
     load(&mut ctx, include_str!("../../../examples/lua/hostile.lua"), false).unwrap();
-    ctx.slice = Some(ferry_func::Slice::new(std::sync::Arc::new(EndedSlice {
-        time_limit: Some("ERR out of time"),
-        ..EndedSlice::default()
-    })));
-    for function in ["spin", "sneaky", "sorted_spin", "caught_sort", "gsub_spin"] {
+    let bell = ferry_func::Bell::new();
+    ctx.slice = Some(ferry_func::Slice::new(
+        bell.clone(),
+        std::sync::Arc::new(Limit(Some("ERR out of time"))),
+    ));
+    let (stop, rings) = ringer(bell);
+    // (A loop inside a C function cannot be paused: on a node the watchdog ends it.)
+    for function in ["spin", "sneaky"] {
         assert_eq!(
             fcall(&mut ctx, function, &[], &[]),
             Err("ERR out of time".to_string()),
             "{function}"
         );
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    rings.join().unwrap();
     ctx.slice = None;
     assert_eq!(fcall(&mut ctx, "fine", &["k"], &[]).map(|_| ()), Ok(()));
 }

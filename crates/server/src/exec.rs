@@ -402,13 +402,18 @@ fn printable(key: &[u8]) -> String {
 pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> Stepped {
     let slot = &node.pool.slots[worker];
     let generation = slot.generation.load(std::sync::atomic::Ordering::SeqCst);
+    let started_ns = node.now_ns();
     *slot.current.lock() = Some(CurrentPoll {
         outbox: Arc::clone(&invocation.outbox),
         tenant: Arc::clone(&invocation.tenant),
         request_id: invocation.request_id,
-        started_ns: node.now_ns(),
+        started_ns,
         generation,
+        pause: invocation.preemptible.then(|| invocation.state.lock().bell.clone()),
     });
+    if invocation.preemptible {
+        node.pool.poll_started();
+    }
     let started = Instant::now();
     {
         let mut state = invocation.state.lock();
@@ -445,10 +450,13 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
         Ok(Poll::Pending) => {
             if invocation.cpu_ns > node.invoke_budget_ns {
                 let budget_ms = node.invoke_budget_ns as f64 / 1e6;
-                fail(
-                    invocation,
-                    format!("function exceeded its CPU budget of {budget_ms:.1} ms"),
-                )
+                let error = if invocation.running.is_some() {
+                    // A Lua call: Redis's words, as when its VM sees the limit at a pause.
+                    crate::store_ctx::TIME_LIMIT_ERROR.to_string()
+                } else {
+                    format!("function exceeded its CPU budget of {budget_ms:.1} ms")
+                };
+                fail(invocation, error)
             } else if node.now_ns() > invocation.deadline_ns {
                 fail(
                     invocation,

@@ -89,6 +89,9 @@ pub(crate) struct AttemptState {
     /// When the invocation will have used the node's CPU time limit if this poll runs on
     /// (set by the worker before each poll): a Lua call ends there (`Ctx::slice`).
     pub(crate) cpu_ends: Option<Instant>,
+    /// What pauses the attempt's Lua call while it runs (`Ctx::slice`): the watchdog rings
+    /// it when the poll outruns its slice.
+    pub(crate) bell: ferry_func::Bell,
     /// `immediate` promised the next access completes without yielding (a Lua
     /// `redis.call` then runs it to its end in place): the promise holds even if the slice
     /// ends between the promise and the access (a preempted thread), since an access that
@@ -122,15 +125,12 @@ pub(crate) struct StoreCtx {
     preemptible: bool,
 }
 
-/// The end of the worker's slice for the poll running an attempt, as `Ctx::slice` gives it.
-struct PollSlice(SharedAttempt);
+/// The node's CPU time limit for the invocation whose attempt this is, as `Ctx::slice`
+/// gives it.
+struct PollLimit(SharedAttempt);
 
-impl ferry_func::SliceEnd for PollSlice {
-    fn reached(&self) -> bool {
-        self.0.lock().slice_ends.is_some_and(|ends| Instant::now() >= ends)
-    }
-
-    fn time_limit(&self) -> Option<&'static str> {
+impl ferry_func::TimeLimit for PollLimit {
+    fn reached(&self) -> Option<&'static str> {
         let out_of_time = self.0.lock().cpu_ends.is_some_and(|ends| Instant::now() >= ends);
         out_of_time.then_some(TIME_LIMIT_ERROR)
     }
@@ -392,8 +392,10 @@ impl Ctx for StoreCtx {
     }
 
     fn slice(&self) -> Option<ferry_func::Slice> {
-        self.preemptible
-            .then(|| ferry_func::Slice::new(Arc::new(PollSlice(Arc::clone(&self.state)))))
+        self.preemptible.then(|| {
+            let bell = self.state.lock().bell.clone();
+            ferry_func::Slice::new(bell, Arc::new(PollLimit(Arc::clone(&self.state))))
+        })
     }
 
     fn info(&mut self) -> CtxFuture<'_, Bytes> {

@@ -48,6 +48,14 @@ const WATCHDOG_PERIOD_MIN: Duration = Duration::from_millis(1);
 /// Longest watchdog period.
 const WATCHDOG_PERIOD_MAX: Duration = Duration::from_millis(50);
 
+/// Shortest time between two of the watchdog's looks for polls past their slice (with
+/// preemption on and Lua calls running, it looks once per slice).
+const PAUSE_TICK_MIN: Duration = Duration::from_micros(100);
+
+/// Looks in a row that find no pausable poll before the watchdog goes back to its long
+/// period (until a pausable poll starts and wakes it).
+const PAUSE_TICKS_BEFORE_IDLE: u32 = 64;
+
 /// Name prefix of worker threads (the panic hook recognises them by it).
 pub(crate) const WORKER_THREAD_PREFIX: &str = "ferry-worker-";
 
@@ -85,6 +93,9 @@ pub(crate) struct CurrentPoll {
     /// The worker thread's generation: a replaced thread that wakes up must not mistake
     /// its replacement's poll for its own.
     pub(crate) generation: u64,
+    /// Pauses the invocation's Lua call (`Scheduling::preemption`): rung by the watchdog
+    /// once the poll has outrun its slice.
+    pub(crate) pause: Option<ferry_func::Bell>,
 }
 
 struct Queue {
@@ -133,6 +144,10 @@ pub(crate) struct Pool {
     shutdown: AtomicBool,
     /// Workers currently parked.
     idle: AtomicUsize,
+    /// The watchdog thread, to wake when a pausable poll starts while it sleeps long.
+    watchdog: Mutex<Option<Thread>>,
+    /// The watchdog sleeps its long period (no pausable poll seen for a while).
+    watchdog_idle: AtomicBool,
 }
 
 impl Pool {
@@ -160,12 +175,24 @@ impl Pool {
             scheduling,
             shutdown: AtomicBool::new(false),
             idle: AtomicUsize::new(0),
+            watchdog: Mutex::new(None),
+            watchdog_idle: AtomicBool::new(false),
         }
     }
 
     /// The scheduling mechanisms in force.
     pub(crate) fn scheduling(&self) -> Scheduling {
         self.scheduling
+    }
+
+    /// A poll of a pausable Lua call started: the watchdog, if it sleeps its long period,
+    /// wakes to look once per slice again.
+    pub(crate) fn poll_started(&self) {
+        if self.watchdog_idle.swap(false, Ordering::SeqCst) {
+            if let Some(thread) = self.watchdog.lock().as_ref() {
+                thread.unpark();
+            }
+        }
     }
 
     /// Number of workers.
@@ -299,6 +326,9 @@ impl Pool {
         for index in 0..self.workers() {
             self.unpark(index);
         }
+        if let Some(thread) = self.watchdog.lock().as_ref() {
+            thread.unpark();
+        }
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -406,33 +436,71 @@ fn park(pool: &Pool, index: usize, slot: &Slot) {
 }
 
 /// Starts the watchdog thread; it exits when the pool shuts down.
+/// Also pauses Lua calls: with preemption on, while pausable polls run, it looks once per
+/// slice and rings the pause of every poll past its slice (`ferry_func::Bell`).
 pub(crate) fn spawn_watchdog(node: Arc<Node>) -> std::io::Result<JoinHandle<()>> {
-    thread::Builder::new()
+    let pool_node = Arc::clone(&node);
+    let handle = thread::Builder::new()
         .name("ferry-watchdog".into())
-        .spawn(move || watchdog_loop(&node))
+        .spawn(move || watchdog_loop(&node))?;
+    *pool_node.pool.watchdog.lock() = Some(handle.thread().clone());
+    Ok(handle)
 }
 
 fn watchdog_loop(node: &Arc<Node>) {
+    let pool = &node.pool;
     let budget_ns = node.invoke_budget_ns;
     let period = Duration::from_nanos(budget_ns / 4).clamp(WATCHDOG_PERIOD_MIN, WATCHDOG_PERIOD_MAX);
     // A poll is stuck once it has run past the whole budget plus two watchdog periods (so a
     // poll that ends just after the budget is caught by the budget check instead).
     let stuck_after_ns = budget_ns + 2 * period.as_nanos() as u64;
-    while !node.pool.is_shutting_down() {
-        thread::sleep(period);
+    let slice_ns = node.poll_slice.as_nanos() as u64;
+    let tick = node.poll_slice.max(PAUSE_TICK_MIN);
+    let preempting = pool.scheduling.preemption;
+    let mut quiet_ticks = PAUSE_TICKS_BEFORE_IDLE;
+    while !pool.is_shutting_down() {
+        if preempting && quiet_ticks < PAUSE_TICKS_BEFORE_IDLE {
+            thread::sleep(tick);
+        } else {
+            // Announce the long sleep before looking at the polls once more, so a poll
+            // that starts in between wakes it (SeqCst on both sides).
+            pool.watchdog_idle.store(true, Ordering::SeqCst);
+            let pausable = (0..pool.workers()).any(|index| {
+                pool.slots[index]
+                    .current
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|poll| poll.pause.is_some())
+            });
+            if !pausable {
+                thread::park_timeout(period);
+            }
+            pool.watchdog_idle.store(false, Ordering::SeqCst);
+        }
         let now = node.now_ns();
-        for index in 0..node.pool.workers() {
+        let mut pausable = false;
+        for index in 0..pool.workers() {
             let stuck = {
-                let mut current = node.pool.slots[index].current.lock();
+                let mut current = pool.slots[index].current.lock();
                 match current.as_ref() {
                     Some(poll) if now.saturating_sub(poll.started_ns) > stuck_after_ns => current.take(),
-                    _ => None,
+                    Some(poll) => {
+                        if let Some(pause) = &poll.pause {
+                            pausable = true;
+                            if now.saturating_sub(poll.started_ns) >= slice_ns {
+                                pause.ring();
+                            }
+                        }
+                        None
+                    }
+                    None => None,
                 }
             };
             if let Some(poll) = stuck {
                 replace_worker(node, index, poll);
             }
         }
+        quiet_ticks = if pausable { 0 } else { quiet_ticks.saturating_add(1) };
     }
 }
 
