@@ -48,13 +48,17 @@ const WATCHDOG_PERIOD_MIN: Duration = Duration::from_millis(1);
 /// Longest watchdog period.
 const WATCHDOG_PERIOD_MAX: Duration = Duration::from_millis(50);
 
-/// Shortest time between two of the watchdog's looks for polls past their slice (with
-/// preemption on and Lua calls running, it looks once per slice).
-const PAUSE_TICK_MIN: Duration = Duration::from_micros(100);
+/// Time between two of the watchdog's looks for Lua calls past their slice while such
+/// calls run (with preemption on). New work for a worker pauses its call at once
+/// (`dispatch`); these looks share a core between long calls alone and see kills and time
+/// limits, so a slice between two pauses lasts from `poll_slice` to this much more. A
+/// look wakes a thread on the node's core: once per slice cost the short calls of a
+/// busy node a tenth of their rate.
+const PAUSE_LOOK_PERIOD: Duration = Duration::from_millis(1);
 
 /// Looks in a row that find no pausable poll before the watchdog goes back to its long
 /// period (until a pausable poll starts and wakes it).
-const PAUSE_TICKS_BEFORE_IDLE: u32 = 64;
+const PAUSE_LOOKS_BEFORE_IDLE: u32 = 16;
 
 /// Name prefix of worker threads (the panic hook recognises them by it).
 pub(crate) const WORKER_THREAD_PREFIX: &str = "ferry-worker-";
@@ -148,6 +152,9 @@ pub(crate) struct Pool {
     watchdog: Mutex<Option<Thread>>,
     /// The watchdog sleeps its long period (no pausable poll seen for a while).
     watchdog_idle: AtomicBool,
+    /// Node-clock time (ns) of the earliest pause asked for by another tenant's work
+    /// (`u64::MAX`: none): the watchdog wakes for it rather than at its next look.
+    pause_at_ns: AtomicU64,
 }
 
 impl Pool {
@@ -177,6 +184,7 @@ impl Pool {
             idle: AtomicUsize::new(0),
             watchdog: Mutex::new(None),
             watchdog_idle: AtomicBool::new(false),
+            pause_at_ns: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -189,6 +197,50 @@ impl Pool {
     /// wakes to look once per slice again.
     pub(crate) fn poll_started(&self) {
         if self.watchdog_idle.swap(false, Ordering::SeqCst) {
+            if let Some(thread) = self.watchdog.lock().as_ref() {
+                thread.unpark();
+            }
+        }
+    }
+
+    /// Pauses the Lua call worker `index` is polling if the poll has had its slice
+    /// (`slice_ns` by `now_ns`); whether it polls a pausable call at all.
+    pub(crate) fn pause_if_overdue(&self, index: usize, now_ns: u64, slice_ns: u64) -> bool {
+        let current = self.slots[index].current.lock();
+        let Some(pause) = current
+            .as_ref()
+            .and_then(|poll| Some((poll.started_ns, poll.pause.as_ref()?)))
+        else {
+            return false;
+        };
+        let (started_ns, bell) = pause;
+        if now_ns.saturating_sub(started_ns) >= slice_ns {
+            bell.ring();
+        }
+        true
+    }
+
+    /// Work of `tenant` now waits for worker `index`: if the worker polls another
+    /// tenant's Lua call, that call is paused at the end of its slice (at once if it has
+    /// had it; else the watchdog is woken for that moment), so the tenant waits about one
+    /// slice, not a look period. A tenant's own work behind its own call asks nothing:
+    /// pausing isolates tenants, and a busy tenant's short calls would pay for it.
+    pub(crate) fn pause_for(&self, index: usize, tenant: u32, now_ns: u64, slice_ns: u64) {
+        let ends_ns = {
+            let current = self.slots[index].current.lock();
+            let Some(poll) = current.as_ref() else { return };
+            let Some(bell) = poll.pause.as_ref() else { return };
+            if poll.tenant.id == tenant {
+                return;
+            }
+            let ends_ns = poll.started_ns.saturating_add(slice_ns);
+            if now_ns >= ends_ns {
+                bell.ring();
+                return;
+            }
+            ends_ns
+        };
+        if self.pause_at_ns.fetch_min(ends_ns, Ordering::SeqCst) > ends_ns {
             if let Some(thread) = self.watchdog.lock().as_ref() {
                 thread.unpark();
             }
@@ -351,7 +403,13 @@ pub(crate) fn dispatch(node: &Node, task: Task) -> Result<(), Box<Task>> {
         node.pool.release_seat(home);
         return Ok(());
     }
-    node.pool.submit(home, task)
+    let tenant = task.tenant.id;
+    node.pool.submit(home, task)?;
+    // New work waits behind the home worker's poll: another tenant's Lua call there is
+    // paused at its slice's end, not at the watchdog's next look.
+    node.pool
+        .pause_for(home, tenant, node.now_ns(), node.poll_slice.as_nanos() as u64);
+    Ok(())
 }
 
 /// Starts the thread of worker `index` at the slot's current generation.
@@ -436,8 +494,9 @@ fn park(pool: &Pool, index: usize, slot: &Slot) {
 }
 
 /// Starts the watchdog thread; it exits when the pool shuts down.
-/// Also pauses Lua calls: with preemption on, while pausable polls run, it looks once per
-/// slice and rings the pause of every poll past its slice (`ferry_func::Bell`).
+/// Also pauses Lua calls: with preemption on, while pausable polls run, it looks every
+/// [`PAUSE_LOOK_PERIOD`] and rings the pause of every poll past its slice
+/// (`ferry_func::Bell`).
 pub(crate) fn spawn_watchdog(node: Arc<Node>) -> std::io::Result<JoinHandle<()>> {
     let pool_node = Arc::clone(&node);
     let handle = thread::Builder::new()
@@ -455,12 +514,14 @@ fn watchdog_loop(node: &Arc<Node>) {
     // poll that ends just after the budget is caught by the budget check instead).
     let stuck_after_ns = budget_ns + 2 * period.as_nanos() as u64;
     let slice_ns = node.poll_slice.as_nanos() as u64;
-    let tick = node.poll_slice.max(PAUSE_TICK_MIN);
     let preempting = pool.scheduling.preemption;
-    let mut quiet_ticks = PAUSE_TICKS_BEFORE_IDLE;
+    let mut quiet_looks = PAUSE_LOOKS_BEFORE_IDLE;
     while !pool.is_shutting_down() {
-        if preempting && quiet_ticks < PAUSE_TICKS_BEFORE_IDLE {
-            thread::sleep(tick);
+        if preempting && quiet_looks < PAUSE_LOOKS_BEFORE_IDLE {
+            // Until the next look, or a pause another tenant's work asked for, if sooner.
+            let asked_ns = pool.pause_at_ns.load(Ordering::SeqCst);
+            let until_asked = Duration::from_nanos(asked_ns.saturating_sub(node.now_ns()));
+            thread::park_timeout(until_asked.min(PAUSE_LOOK_PERIOD));
         } else {
             // Announce the long sleep before looking at the polls once more, so a poll
             // that starts in between wakes it (SeqCst on both sides).
@@ -478,29 +539,26 @@ fn watchdog_loop(node: &Arc<Node>) {
             pool.watchdog_idle.store(false, Ordering::SeqCst);
         }
         let now = node.now_ns();
+        // The pauses asked for by now are rung below; a later one stays asked.
+        let _ = pool
+            .pause_at_ns
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |at| (at <= now).then_some(u64::MAX));
         let mut pausable = false;
         for index in 0..pool.workers() {
             let stuck = {
                 let mut current = pool.slots[index].current.lock();
                 match current.as_ref() {
                     Some(poll) if now.saturating_sub(poll.started_ns) > stuck_after_ns => current.take(),
-                    Some(poll) => {
-                        if let Some(pause) = &poll.pause {
-                            pausable = true;
-                            if now.saturating_sub(poll.started_ns) >= slice_ns {
-                                pause.ring();
-                            }
-                        }
-                        None
-                    }
-                    None => None,
+                    _ => None,
                 }
             };
             if let Some(poll) = stuck {
                 replace_worker(node, index, poll);
+            } else if pool.pause_if_overdue(index, now, slice_ns) {
+                pausable = true;
             }
         }
-        quiet_ticks = if pausable { 0 } else { quiet_ticks.saturating_add(1) };
+        quiet_looks = if pausable { 0 } else { quiet_looks.saturating_add(1) };
     }
 }
 
