@@ -6,8 +6,11 @@
 //! the longest other queue (ZygOS-style, from every other core), so no core idles while
 //! work waits anywhere: the node is work-conserving.
 //!
-//! A storage function that spins without ever calling its `Ctx` cannot be preempted inside
-//! the process. The watchdog notices a worker stuck in one poll past the invocation budget,
+//! A Lua call is paused from here (`ferry_func::Bell`, `ferry_lua::pause`): the watchdog
+//! rings a poll past its slice at its looks (every [`PAUSE_LOOK_PERIOD`] while Lua calls
+//! run), and another tenant's work queued behind it has it paused at its slice's end
+//! (`Pool::pause_for`). A native storage function that spins without ever calling its
+//! `Ctx` cannot be preempted inside the process. The watchdog notices a worker stuck in one poll past the invocation budget,
 //! answers that request `function_failed`, and starts a replacement thread for the queue
 //! (Splinter's approach); the stuck thread discards its result and exits if it ever returns.
 
