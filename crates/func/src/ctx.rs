@@ -152,6 +152,33 @@ impl Listed {
 /// to be polled again.
 pub const MAX_IMMEDIATE_POLLS: usize = 2;
 
+/// A future pending exactly once, then ready: a yield point (an access of a storage node's
+/// invocation, a Lua call paused at the end of its slice). It wakes its waker as it
+/// yields, so a runtime that waits for wake-ups polls it again; a storage node's worker
+/// re-polls every pending invocation itself.
+pub fn yield_once() -> YieldOnce {
+    YieldOnce { yielded: false }
+}
+
+/// The future of [`yield_once`].
+#[derive(Debug)]
+pub struct YieldOnce {
+    yielded: bool,
+}
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
 /// Drives a future over an immediate `Ctx` (a `redis.call` inside a slice, a RESP data
 /// command) to its end on the spot; `None` if it does not finish within
 /// [`MAX_IMMEDIATE_POLLS`].

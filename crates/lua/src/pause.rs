@@ -2,7 +2,7 @@
 //! [`Pausable`] on its slice's bell (`ferry_func::Bell`); when the slice ends, the node's
 //! watchdog rings it, which arms a count hook of one instruction on the call's coroutine;
 //! the hook removes itself and yields the coroutine, and the call's future is pending once
-//! ([`SliceYield`]) before the coroutine resumes where it stopped.
+//! (`ferry_func::ctx::yield_once`) before the coroutine resumes where it stopped.
 //!
 //! No hook runs while the slice lasts: in Lua 5.4 an installed count hook costs a call of
 //! `luaG_traceexec` on every instruction, whatever the count (profiled: half the time of a
@@ -11,9 +11,6 @@
 //! a hook from its signal handler).
 
 use std::ffi::c_int;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use mlua::{ffi, Thread};
 
@@ -73,25 +70,5 @@ unsafe extern "C-unwind" fn pause_hook(state: *mut ffi::lua_State, _: *mut ffi::
         } else {
             ffi::lua_sethook(state, Some(pause_hook), ffi::LUA_MASKCOUNT, RETRY_EVERY_INSTRUCTIONS);
         }
-    }
-}
-
-/// The wait of a paused call: pending once (the waker told at once, so a runtime that waits
-/// for wake-ups polls it again), then ready.
-#[derive(Default)]
-pub(crate) struct SliceYield {
-    yielded: bool,
-}
-
-impl Future for SliceYield {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }

@@ -35,7 +35,7 @@ use ferry_resp::Reply;
 
 use crate::convert::{command_arg, lua_to_reply, reply_to_lua};
 use crate::library::{parse_header, valid_name, FunctionInfo, Header, KNOWN_FLAGS, MAX_FUNCTIONS_PER_LIBRARY};
-use crate::pause::{Pausable, SliceYield};
+use crate::pause::Pausable;
 use crate::LuaError;
 
 /// Lua VM instructions one call (or a library's loading) may run: about 25–30 ms of pure
@@ -527,7 +527,7 @@ impl Vm {
                 ThreadStatus::Finished => return self.finished(output),
                 // Nothing yielded: a pause (every command yields its words). Pending once,
                 // then resumed where it stopped.
-                ThreadStatus::Resumable if output.is_empty() => SliceYield::default().await,
+                ThreadStatus::Resumable if output.is_empty() => ferry_func::ctx::yield_once().await,
                 ThreadStatus::Resumable => {
                     let args: Option<Vec<Bytes>> = output.iter().map(command_arg).collect();
                     let reply = match args {

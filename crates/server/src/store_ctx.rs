@@ -10,10 +10,7 @@
 //! invocation needs no commit at all, and one that writes validates its reads once, at
 //! commit.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -34,30 +31,6 @@ use crate::routing::ClusterRole;
 /// traverse depth 10 at 32 clients (docs/BENCHMARKS.md): 20 µs made most calls yield and
 /// interleave, each holding its own VM, at 0.6x the throughput of 200 µs.
 pub const POLL_SLICE: Duration = Duration::from_micros(200);
-
-/// A future that is pending exactly once: the yield point of every access.
-struct YieldOnce {
-    yielded: bool,
-}
-
-impl Future for YieldOnce {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        // The worker re-polls every pending invocation itself; waking keeps any other
-        // executor (tests) honest too.
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-fn yield_once() -> YieldOnce {
-    YieldOnce { yielded: false }
-}
 
 /// Maps a store refusal onto what a function sees.
 pub(crate) fn ctx_error(err: StoreError) -> CtxError {
@@ -224,7 +197,7 @@ impl StoreCtx {
     /// The yield point of an access: pending once if the slice is used up.
     async fn access_point(&self) {
         if self.begin_access() {
-            yield_once().await;
+            ferry_func::ctx::yield_once().await;
         }
     }
 
@@ -423,6 +396,7 @@ impl Ctx for StoreCtx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::{Context, Poll};
 
     /// Drives one access to its end, as the worker would (re-polling at the yield).
     fn finish<T>(mut access: CtxFuture<'_, T>) -> Result<T, CtxError> {
