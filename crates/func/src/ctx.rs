@@ -43,10 +43,11 @@ pub trait Ctx: Send {
     /// invocation to the next (loaded code, a VM's state) must be kept per tenant.
     fn tenant(&self) -> u32;
 
-    /// Whether an access made now completes without waiting on anything outside this
-    /// thread (it may still ask once to be polled again). A runtime may then drive the
-    /// access to its end on the spot instead of suspending the function around it, as the
-    /// Lua VM does with `redis.call`. The default, false, is always correct.
+    /// Whether the accesses made now, until this is asked again (one command's: MSET's
+    /// several keys), complete without waiting on anything outside this thread (each may
+    /// still ask once to be polled again). A runtime may then drive them to their end on
+    /// the spot instead of suspending the function around them, as the Lua VM does with
+    /// `redis.call`. The default, false, is always correct.
     fn immediate(&self) -> bool {
         false
     }

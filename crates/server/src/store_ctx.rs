@@ -66,9 +66,10 @@ pub(crate) struct AttemptState {
     /// it when the poll outruns its slice.
     pub(crate) bell: ferry_func::Bell,
     /// `immediate` promised the next access completes without yielding (a Lua
-    /// `redis.call` then runs it to its end in place): the promise holds even if the slice
-    /// ends between the promise and the access (a preempted thread), since an access that
-    /// then yielded would stop the invocation.
+    /// `redis.call` then runs it to its end in place): the promise holds for every access
+    /// of that command (MSET's several keys), until `immediate` is asked again, even if the
+    /// slice ends meanwhile (a preempted thread), since an access that then yielded would
+    /// stop the invocation.
     pub(crate) promised_immediate: bool,
     /// The function reached a key another cluster node serves and the client takes it
     /// from here (handoff): the attempt ends in a pushback whatever the function returns.
@@ -188,7 +189,7 @@ impl StoreCtx {
     fn begin_access(&self) -> bool {
         let mut state = self.state.lock();
         state.accesses += 1;
-        if std::mem::take(&mut state.promised_immediate) {
+        if state.promised_immediate {
             return false;
         }
         state.slice_ends.is_none_or(|ends| Instant::now() >= ends)
@@ -500,8 +501,13 @@ mod tests {
         std::thread::sleep(Duration::from_millis(40));
         assert!(ctx.get("t", b"a").as_mut().poll(&mut cx).is_ready(), "promised");
         assert!(
+            ctx.get("t", b"b").as_mut().poll(&mut cx).is_ready(),
+            "the command's next access is promised too"
+        );
+        assert!(!ctx.immediate(), "the next command asks again, past the slice");
+        assert!(
             ctx.get("t", b"a").as_mut().poll(&mut cx).is_pending(),
-            "the promise is spent"
+            "the promise is over"
         );
     }
 }
