@@ -3,8 +3,9 @@
 # same pinning: each server on CPU 0, the load generator on CPU 1. Interleaved runs, the
 # median of each, and ferry / Redis. Installs Redis (and its tools) if missing; runs
 # memtier_benchmark too where it is installed (the distribution here does not package it).
-#   scripts/bench_redis.sh [RUNS] [CASE]   (default 3 runs of every case; CASE runs only the
-#                                           cases whose name contains it, e.g. FCALL or types)
+#   [FERRY_FLAGS=...] scripts/bench_redis.sh [RUNS] [CASE]
+# Default 3 runs of every case; CASE runs only the cases whose name contains it (e.g. FCALL
+# or types); FERRY_FLAGS are more flags for the ferry server (an A/B of a setting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
@@ -17,7 +18,7 @@ nodes=100000
 scripts/redis.sh "$redis_port" 0
 cargo build --release -q -p ferry-cli
 target/release/ferry server --listen 127.0.0.1:$ferry_port --resp 127.0.0.1:$ferry_resp \
-  --tenant 1:ferry --cpu-set 0 >/tmp/ferry-bench-redis.log 2>&1 &
+  --tenant 1:ferry --cpu-set 0 ${FERRY_FLAGS:-} >/tmp/ferry-bench-redis.log 2>&1 &
 ferry_pid=$!
 trap 'kill $ferry_pid 2>/dev/null || true; scripts/redis.sh stop $redis_port' EXIT
 for _ in $(seq 50); do

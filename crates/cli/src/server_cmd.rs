@@ -32,7 +32,8 @@ pub struct ServerArgs {
     /// A tenant as ID:TOKEN; repeatable. Added to those of the config file.
     #[arg(long = "tenant", value_name = "ID:TOKEN")]
     tenants: Vec<String>,
-    /// I/O threads for sockets and framing.
+    /// Threads that accept connections (then handed to the cores) and serve the metrics,
+    /// replication and config-group links.
     #[arg(long)]
     io_threads: Option<usize>,
     /// Also serve the soak's storage function (`ferry check --cluster` starts its
@@ -71,8 +72,8 @@ pub struct ServerArgs {
     /// ASFP pushback: invocations a worker keeps after pushing one back.
     #[arg(long)]
     pushback_keep_min: Option<usize>,
-    /// Always hand data operations to the worker threads, even when the home worker sleeps
-    /// (by default an I/O thread runs them in the sleeping worker's seat; for measurements).
+    /// Queue every request in its tenant's lane of its core, even when the core is idle
+    /// (by default an idle core runs it at once, on the connection; for measurements).
     #[arg(long)]
     no_inline_data_ops: bool,
     /// Serve as one node of a sharded cluster: the cluster map (TOML: [[node]] id, addr,

@@ -66,6 +66,10 @@ pub struct Registry {
 struct Entry {
     function: StorageFn,
     route: Option<RouteFn>,
+    /// Never holds its thread for long: it finishes in microseconds or pauses by itself
+    /// (a Lua call, paused by its hook). A storage node runs it on the core that read the
+    /// request; any other function runs on a worker thread the watchdog may replace.
+    bounded: bool,
 }
 
 /// A function name that cannot be registered.
@@ -99,7 +103,27 @@ impl Registry {
 
     /// Adds a function under `name`.
     pub fn register(&mut self, name: &str, function: StorageFn) -> Result<(), RegisterError> {
-        self.insert(name, Entry { function, route: None })
+        self.insert(
+            name,
+            Entry {
+                function,
+                route: None,
+                bounded: false,
+            },
+        )
+    }
+
+    /// Adds a function under `name` that never holds its thread for long (it finishes in
+    /// microseconds or pauses by itself); see [`Registry::bounded`].
+    pub fn register_bounded(&mut self, name: &str, function: StorageFn) -> Result<(), RegisterError> {
+        self.insert(
+            name,
+            Entry {
+                function,
+                route: None,
+                bounded: true,
+            },
+        )
     }
 
     /// Registers `function` under `name` with the way its arguments name its routing key:
@@ -110,6 +134,7 @@ impl Registry {
             Entry {
                 function,
                 route: Some(route),
+                bounded: false,
             },
         )
     }
@@ -119,6 +144,27 @@ impl Registry {
     /// cost profile apart, and `function` finds out which one it is from its arguments.
     /// A name registered exactly takes precedence.
     pub fn register_family(&mut self, prefix: &str, function: StorageFn, route: RouteFn) -> Result<(), RegisterError> {
+        self.insert_family(prefix, function, route, false)
+    }
+
+    /// [`Registry::register_family`] for functions that never hold their thread for long
+    /// (Lua calls, paused by their hook); see [`Registry::bounded`].
+    pub fn register_bounded_family(
+        &mut self,
+        prefix: &str,
+        function: StorageFn,
+        route: RouteFn,
+    ) -> Result<(), RegisterError> {
+        self.insert_family(prefix, function, route, true)
+    }
+
+    fn insert_family(
+        &mut self,
+        prefix: &str,
+        function: StorageFn,
+        route: RouteFn,
+        bounded: bool,
+    ) -> Result<(), RegisterError> {
         if !prefix.ends_with('.') || !valid_name(prefix) {
             return Err(RegisterError::BadName(prefix.to_string()));
         }
@@ -128,6 +174,7 @@ impl Registry {
         let entry = Entry {
             function,
             route: Some(route),
+            bounded,
         };
         self.families.push((prefix.to_string(), entry));
         Ok(())
@@ -156,6 +203,12 @@ impl Registry {
     /// The function registered under `name` (or the family `name` belongs to).
     pub fn get(&self, name: &str) -> Option<StorageFn> {
         self.entry(name).map(|entry| entry.function)
+    }
+
+    /// Whether `name` was registered as never holding its thread for long (false for an
+    /// unknown name): a storage node runs it on the core that read the request.
+    pub fn bounded(&self, name: &str) -> bool {
+        self.entry(name).is_some_and(|entry| entry.bounded)
     }
 
     /// The routing key of an invocation of `name` with `args`: `None` for an unknown

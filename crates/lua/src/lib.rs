@@ -74,18 +74,20 @@ impl LuaError {
 /// Adds the Lua storage functions (`lua.load`, `lua.delete`, `lua.flush`, `lua.list`, `resp.command`
 /// and the `fcall.` family) to `registry`.
 pub fn install(registry: &mut Registry) -> Result<(), RegisterError> {
-    registry.register(catalog::LOAD, catalog::load)?;
-    registry.register(catalog::DELETE, catalog::delete)?;
-    registry.register(catalog::FLUSH, catalog::flush)?;
-    registry.register(catalog::LIST, catalog::list)?;
-    registry.register(catalog::DUMP, catalog::dump)?;
-    registry.register(catalog::RESTORE, catalog::restore)?;
-    registry.register(resp::COMMAND, resp::command)?;
-    registry.register(script::LOAD, script::load)?;
-    registry.register(script::EXISTS, script::exists)?;
-    registry.register(script::FLUSH, script::flush)?;
-    registry.register_family(script::FAMILY, script::run, script::route)?;
-    registry.register_family(fcall::FAMILY, fcall::run, fcall::route)
+    // All of them are bounded: management calls finish in microseconds (a library's load
+    // code runs under the instruction budget), and Lua calls pause by their hook.
+    registry.register_bounded(catalog::LOAD, catalog::load)?;
+    registry.register_bounded(catalog::DELETE, catalog::delete)?;
+    registry.register_bounded(catalog::FLUSH, catalog::flush)?;
+    registry.register_bounded(catalog::LIST, catalog::list)?;
+    registry.register_bounded(catalog::DUMP, catalog::dump)?;
+    registry.register_bounded(catalog::RESTORE, catalog::restore)?;
+    registry.register_bounded(resp::COMMAND, resp::command)?;
+    registry.register_bounded(script::LOAD, script::load)?;
+    registry.register_bounded(script::EXISTS, script::exists)?;
+    registry.register_bounded(script::FLUSH, script::flush)?;
+    registry.register_bounded_family(script::FAMILY, script::run, script::route)?;
+    registry.register_bounded_family(fcall::FAMILY, fcall::run, fcall::route)
 }
 
 /// The built-in functions and the Lua ones: what every ferry process runs.

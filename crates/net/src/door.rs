@@ -70,6 +70,18 @@ pub trait Door: Send + Sync + 'static {
     fn reply_gate(&self) -> Option<Arc<ReplyGate>> {
         None
     }
+
+    /// Whether new connections run on runtimes of the process's own (a storage node's
+    /// core loops); only then are their first bytes awaited to choose one.
+    fn places_connections(&self) -> bool {
+        false
+    }
+
+    /// The runtime a new connection's task runs on, given the tenant its hello names (if
+    /// its first bytes held one); `None`: the listener's own.
+    fn runtime_for_connection(&self, _hello_tenant: Option<u32>) -> Option<tokio::runtime::Handle> {
+        None
+    }
 }
 
 /// Accepts connections until `shutdown` turns true; with `tls`, each speaks TLS (the
@@ -103,8 +115,18 @@ pub async fn serve<D: Door>(
         let shutdown = shutdown.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
-            connection(door, stream, peer, tls, shutdown).await;
-            drop(open);
+            let runtime = if door.places_connections() {
+                // Without TLS the hello's header names the tenant, so the connection starts
+                // on its home core.
+                let first = crate::place::first_bytes(&stream).await;
+                door.runtime_for_connection(ferry_proto::Header::peek_tenant(&first))
+            } else {
+                None
+            };
+            crate::place::spawn_connection(runtime, stream, move |stream| async move {
+                connection(door, stream, peer, tls, shutdown).await;
+                drop(open);
+            });
         });
     }
 }

@@ -10,7 +10,9 @@
 //! - [`resp`]: a RESP listener (connections, pipelining, AUTH and the session commands) in
 //!   front of a process's [`resp::RespService`]; [`resp_multi`]: a connection's MULTI,
 //!   EXEC and WATCH; [`resp_blocking`]: the blocking pops;
-//!   [`resp_clients`]: CLIENT over the tenant's own connections;
+//!   [`resp_clients`]: CLIENT over the tenant's own connections; [`resp_sign_in`]: who a
+//!   connection signs in as;
+//! - [`place`]: where a new connection's task runs (the shared I/O runtime, or a core's);
 //! - [`signal`]: waiting for SIGINT or SIGTERM;
 //! - [`tls`]: TLS for all three listeners and for the links between processes (rustls,
 //!   ring), with optional or required client certificates.
@@ -19,10 +21,12 @@ pub mod connections;
 pub mod door;
 pub mod histogram;
 pub mod metrics;
+pub mod place;
 pub mod preauth;
 pub mod resp;
 pub mod resp_blocking;
 pub mod resp_clients;
 pub mod resp_multi;
+pub mod resp_sign_in;
 pub mod signal;
 pub mod tls;

@@ -152,6 +152,19 @@ pub trait RespService: Send + Sync + 'static {
     fn reply_gate(&self) -> Option<&ReplyGate> {
         None
     }
+
+    /// Whether new connections run on runtimes of the process's own (a storage node's
+    /// core loops); only then are their first bytes awaited to choose one.
+    fn places_connections(&self) -> bool {
+        false
+    }
+
+    /// The runtime a new connection's task runs on (a storage node's core loop, where its
+    /// commands then run without a hand-off), given the tenant its first command signs in
+    /// as, if it is an AUTH or HELLO … AUTH ([`crate::resp_sign_in::signs_in_as`]); `None`: the listener's own.
+    fn runtime_for_connection(&self, _signs_in_as: Option<u32>) -> Option<tokio::runtime::Handle> {
+        None
+    }
 }
 
 /// What a connection knows about its peer.
@@ -210,28 +223,23 @@ pub async fn serve<S: RespService>(
             .map_or_else(|_| String::new(), |addr| addr.to_string());
         let registered = clients.register(peer.to_string(), local);
         tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
-            let connections = service.connections();
-            // Held until the connection signs in: bounds how long and how many may wait, a
-            // TLS handshake included.
-            let ticket = connections.preauth.admit();
-            let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
-            match tls {
-                None => {
-                    connection(
-                        &*service,
-                        stream,
-                        ticket,
-                        hello_deadline,
-                        shutdown,
-                        settings,
-                        &registered,
-                    )
-                    .await
-                }
-                Some(tls) => {
-                    let handshake = tls.handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown);
-                    if let Some(stream) = handshake.await {
+            let runtime = if service.places_connections() {
+                // Without TLS the first command names the tenant if it signs in, so the
+                // connection starts on its home core.
+                let first = crate::place::first_bytes(&stream).await;
+                service.runtime_for_connection(crate::resp_sign_in::signs_in_as(&first))
+            } else {
+                None
+            };
+            crate::place::spawn_connection(runtime, stream, move |stream| async move {
+                let _ = stream.set_nodelay(true);
+                let connections = service.connections();
+                // Held until the connection signs in: bounds how long and how many may wait, a
+                // TLS handshake included.
+                let ticket = connections.preauth.admit();
+                let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
+                match tls {
+                    None => {
                         connection(
                             &*service,
                             stream,
@@ -241,12 +249,27 @@ pub async fn serve<S: RespService>(
                             settings,
                             &registered,
                         )
-                        .await;
+                        .await
+                    }
+                    Some(tls) => {
+                        let handshake = tls.handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown);
+                        if let Some(stream) = handshake.await {
+                            connection(
+                                &*service,
+                                stream,
+                                ticket,
+                                hello_deadline,
+                                shutdown,
+                                settings,
+                                &registered,
+                            )
+                            .await;
+                        }
                     }
                 }
-            }
-            drop(registered);
-            drop(open);
+                drop(registered);
+                drop(open);
+            });
         });
     }
 }
@@ -664,10 +687,7 @@ fn auth<S: RespService>(
     user: Option<&Bytes>,
     password: &Bytes,
 ) -> Reply {
-    let tenant_id = match user.map(|u| &u[..]) {
-        None | Some(b"default") => Some(DEFAULT_TENANT),
-        Some(user) => std::str::from_utf8(user).ok().and_then(|u| u.parse::<u32>().ok()),
-    };
+    let tenant_id = crate::resp_sign_in::tenant_of_user(user.map(|u| &u[..]));
     let Some(tenant) = tenant_id.and_then(|id| service.sign_in(id, password)) else {
         session.failed_auths += 1;
         return Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into());

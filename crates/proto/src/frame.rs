@@ -277,6 +277,13 @@ impl Header {
         out.put_u32_le(self.admission_rate_ops);
     }
 
+    /// The tenant named by the header at the start of `bytes` (a connection's first
+    /// bytes, peeked to place it), if they hold a well-formed one.
+    pub fn peek_tenant(bytes: &[u8]) -> Option<u32> {
+        let header = bytes.get(..HEADER_LEN)?;
+        Header::decode_raw(header).ok().map(|raw| raw.tenant)
+    }
+
     /// Parses a header from exactly [`HEADER_LEN`] bytes.
     ///
     /// An unknown opcode is not fatal for the connection (the length is still known, so the

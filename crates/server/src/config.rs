@@ -43,8 +43,8 @@ pub use ferry_net::preauth::{DEFAULT_HELLO_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEF
 /// Longest configurable hello timeout.
 pub const MAX_HELLO_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Default I/O threads (socket reading, framing, writing). One keeps up with several
-/// workers because the heavy work happens on the workers.
+/// Default I/O threads (accepting connections, the metrics and replication listeners):
+/// the connections themselves live on the cores.
 pub const DEFAULT_IO_THREADS: usize = 1;
 
 /// Most I/O threads.
@@ -138,9 +138,11 @@ fn default_quota() -> u64 {
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free port).
     pub listen: SocketAddr,
-    /// Worker threads ("cores"), each with its own queue.
+    /// Cores: threads that own connections and run their requests, each with its own
+    /// queue (and a native worker beside it for native functions).
     pub cores: usize,
-    /// I/O threads.
+    /// Threads that accept connections (then handed to the cores) and serve the other
+    /// listeners (metrics, replication, the config group).
     pub io_threads: usize,
     /// Tenants and their tokens.
     pub tenants: Vec<TenantConfig>,
@@ -161,8 +163,8 @@ pub struct ServerConfig {
     /// Emulated-work calibration to use instead of measuring (iterations per ms), so a
     /// benchmark's client and node spin identically.
     pub spin_iters_per_ms: Option<u64>,
-    /// Let an I/O thread run a data operation itself when the tenant's home worker sleeps
-    /// with an empty queue, saving the hand-off (wake-up and two context switches).
+    /// Let an idle core run a request at once, on the connection that read it, instead of
+    /// through its tenant's lane of the core's queue (a wake-up of the worker loop).
     pub inline_data_ops: bool,
     /// When invocations are handed back to clients that accept it (ASFP).
     pub pushback: PushbackConfig,

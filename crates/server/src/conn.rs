@@ -1,6 +1,6 @@
 //! The storage node behind the ferry protocol's front door (`ferry_net::door`): the hello
-//! answer, and the dispatch of a signed-in tenant's requests to its home worker (or, for a
-//! data operation while that worker sleeps, into its seat). Workers answer through the
+//! answer, and the dispatch of a signed-in tenant's requests to its home core (run inline
+//! when the connection is on that core; see `worker::dispatch`). Cores answer through the
 //! connection's outbox, in any order; the request id in each answer says which request it
 //! answers.
 
@@ -41,9 +41,21 @@ impl Door for Node {
             .cloned()
     }
 
+    fn places_connections(&self) -> bool {
+        true
+    }
+
+    /// On the home core of the tenant its hello names, else the next core in turn.
+    fn runtime_for_connection(&self, hello_tenant: Option<u32>) -> Option<tokio::runtime::Handle> {
+        let home = hello_tenant
+            .and_then(|id| self.tenants.get(&id))
+            .map(|tenant| tenant.home);
+        self.pool.runtime_for_connection(home)
+    }
+
     fn welcome(&self, tenant: &Arc<TenantState>) -> Response {
         Response::ok(ResponseBody::Hello(HelloInfo {
-            workers: self.pool.workers() as u32,
+            workers: self.pool.cores() as u32,
             home_core: tenant.home as u32,
         }))
     }

@@ -41,7 +41,7 @@ type AttemptFuture = Pin<Box<dyn Future<Output = (StoreCtx, Result<Bytes, FnErro
 /// A server-side invocation in progress.
 pub(crate) struct Invocation {
     outbox: Arc<dyn Answer>,
-    tenant: Arc<TenantState>,
+    pub(crate) tenant: Arc<TenantState>,
     request_id: u64,
     /// The function's registered name (per-function statistics are kept by name).
     name: String,
@@ -64,7 +64,7 @@ pub(crate) struct Invocation {
     /// Worker time spent on all attempts, ns.
     cpu_ns: u64,
     /// When the request was decoded (its latency is measured from here).
-    received: Instant,
+    pub(crate) received: Instant,
     /// Node clock time after which the invocation is failed.
     deadline_ns: u64,
     /// Its registration among the tenant's running Lua calls (FUNCTION KILL, SCRIPT KILL
@@ -160,8 +160,10 @@ pub(crate) fn charge_cpu(node: &Node, worker: usize, tenant: &TenantState, ns: u
     use std::sync::atomic::Ordering::Relaxed;
     tenant.counters.cpu_ns.fetch_add(ns, Relaxed);
     node.pool.slots[worker].counters.busy_ns.fetch_add(ns, Relaxed);
-    // Every task of a tenant waits in its home queue, so that is where its share is kept.
-    node.pool.charge(tenant.home, tenant.id, ns);
+    // Every task of a tenant waits in its home queue (of the core or the native worker
+    // beside it), so that is where its share is kept.
+    node.pool
+        .charge(node.pool.home_in_group(worker, tenant.home), tenant.id, ns);
 }
 
 /// Runs one task. Data operations are answered here; an invocation takes its first step
@@ -170,6 +172,7 @@ pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped>
     let Task { tenant, received, work } = task;
     let (outbox, opcode, request_id, request) = match work {
         Work::Resp(job) => return crate::resp_job::run(node, worker, &tenant, job, received),
+        Work::Resume(invocation) => return Some(step(node, worker, invocation)),
         Work::Request {
             outbox,
             opcode,
@@ -413,6 +416,19 @@ pub(crate) fn step(node: &Node, worker: usize, mut invocation: Invocation) -> St
     });
     if invocation.preemptible {
         node.pool.poll_started();
+        // A call that outran a slice before, or of a function whose calls outrun one on
+        // average, will likely outrun this one: it is paused at the slice's end, not at the
+        // watchdog's next look. Short calls ask nothing (a wake-up per slice costs them).
+        let slice_ns = node.poll_slice.as_nanos() as u64;
+        let long = invocation.cpu_ns > 0
+            || invocation
+                .tenant
+                .functions
+                .cpu_ns_mean(&invocation.name)
+                .is_some_and(|mean| mean > slice_ns);
+        if long {
+            node.pool.pause_at_slice_end(started_ns, slice_ns);
+        }
     }
     let started = Instant::now();
     {
@@ -481,9 +497,11 @@ const MAX_PUSHBACK_VALUE_BYTES: usize = MAX_BODY_BYTES as usize / 2;
 /// compute-bound (see `PushbackConfig`).
 fn should_push_back(node: &Node, worker: usize, invocation: &Invocation) -> bool {
     let config = &node.pushback;
-    // The invocation being stepped is out of the running list: `others` does not count it,
-    // the old tasks do (it has outrun its slice, so it is old work itself).
-    let others = node.pool.slots[worker].running.lock().len();
+    // The invocation being stepped is out of the queue: `others` does not count it, the
+    // old tasks do (it has outrun its slice, so it is old work itself).
+    let others = node.pool.slots[worker]
+        .suspended
+        .load(std::sync::atomic::Ordering::SeqCst);
     let new = node.pool.queued_invokes(worker);
     let overloaded = others + 1 >= config.old_invocations_min
         && new >= config.new_invocations_min

@@ -1,7 +1,7 @@
 //! Active expiry: Redis's background sampling of keys with a TTL, so an expired key that no
-//! command meets still goes (and its memory with it). Every [`EXPIRY_CYCLE_MS`] each
-//! tenant's databases get one job on the tenant's home worker, charged to the tenant like
-//! any work: it samples [`SAMPLE_KEYS`] objects, and runs `EXISTS` over those whose header
+//! command meets still goes (and its memory with it). Every [`EXPIRY_CYCLE_MS`] each core
+//! gives each database of the tenants homed on it one job, run there (no hand-off) and
+//! charged to the tenant like any work: it samples [`SAMPLE_KEYS`] objects, and runs `EXISTS` over those whose header
 //! says they expired. That is the lazy path: the executor deletes an expired key it meets,
 //! at a version, in an OCC transaction, so the log and replicas carry the delete and a key
 //! written again meanwhile is not touched. As in Redis, a round that found at least a
@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::watch;
 
 use ferry_resp::Command;
 
@@ -38,17 +37,19 @@ pub const MAX_ROUNDS_PER_CYCLE: usize = 16;
 /// followed by another (Redis's `ACTIVE_EXPIRE_CYCLE_ACCEPTABLE_STALE`-like rule).
 const REPEAT_WHEN_EXPIRED_PERCENT: usize = 25;
 
-/// Starts a cycle every [`EXPIRY_CYCLE_MS`] until `shutdown` turns true.
-pub(crate) async fn run(node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
+/// On core `core`'s runtime: starts a cycle for the tenants homed there every
+/// [`EXPIRY_CYCLE_MS`] until the node stops (or the core's runtime goes, with a replaced
+/// core).
+pub(crate) async fn run(node: Arc<Node>, core: usize) {
     let mut ticker = tokio::time::interval(Duration::from_millis(EXPIRY_CYCLE_MS));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.changed() => return,
+        ticker.tick().await;
+        if node.pool.is_shutting_down() {
+            return;
         }
         let now_ms = crate::store_ctx::unix_time_us() / 1000;
-        for tenant in node.tenants.values() {
+        for tenant in node.tenants.values().filter(|tenant| tenant.home == core) {
             // The eviction policies' LRU clock moves with the same cycle (Redis's cron).
             tenant.store.set_clock_ms(now_ms);
             for table in tenant.store.table_names() {

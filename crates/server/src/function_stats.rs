@@ -74,6 +74,13 @@ impl FunctionStats {
         entry.latency_us.saturating_record(latency_us.clamp(1, MAX_LATENCY_US));
     }
 
+    /// The mean node CPU per call of `name`, ns, if any call of it was counted.
+    pub(crate) fn cpu_ns_mean(&self, name: &str) -> Option<u64> {
+        let functions = self.0.lock();
+        let entry = functions.get(name)?;
+        (entry.calls > 0).then(|| entry.cpu_ns / entry.calls)
+    }
+
     /// Every tracked function whose name starts with `prefix`, sorted by name.
     pub(crate) fn summaries(&self, prefix: &str) -> Vec<FunctionSummary> {
         let functions = self.0.lock();
@@ -113,6 +120,8 @@ mod tests {
         let f = &summaries[0];
         assert_eq!((f.calls, f.failed, f.handed_back), (102, 1, 1));
         assert_eq!(f.cpu_ns_mean, 100_000 / 102);
+        assert_eq!(stats.cpu_ns_mean("fcall.f"), Some(100_000 / 102));
+        assert_eq!(stats.cpu_ns_mean("fcall.never"), None);
         assert!((49..=51).contains(&f.latency_us_p50), "{f:?}");
         assert!((98..=100).contains(&f.latency_us_p99), "{f:?}");
         for i in 0..2 * MAX_TRACKED_FUNCTIONS {

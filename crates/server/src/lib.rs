@@ -8,8 +8,9 @@
 //!   can name ports the OS gave instead of ports guessed free.
 //! - `conn`: one task pair per connection — framing, hello, dispatch, and the outbox that
 //!   batches responses into few writes.
-//! - `worker`: the worker threads, their bounded per-core queues, work stealing and the
-//!   watchdog that replaces a worker stuck in a runaway function.
+//! - `worker`: the cores: a thread per core whose loop owns its connections and runs
+//!   their commands inline, bounded per-core queues, work stealing; `watchdog`: pauses of
+//!   Lua calls past their slice and the replacement of a core stuck in a runaway function.
 //! - `fair`: start-time fair queueing of a worker's tasks by tenant CPU time.
 //! - `exec`: executing a task on a worker — data operations directly, storage functions
 //!   step by step with a CPU budget, OCC commit and bounded retries.
@@ -69,6 +70,7 @@ pub mod server;
 mod snapshot_read;
 pub mod stats;
 mod store_ctx;
+mod watchdog;
 mod worker;
 
 pub use config::{ConfigError, ConfigFile, PushbackConfig, Scheduling, ServerConfig, TenantConfig};

@@ -74,7 +74,7 @@ pub(crate) struct Node {
     pub(crate) tenants: HashMap<u32, Arc<TenantState>>,
     /// Storage functions by name.
     pub(crate) registry: Registry,
-    /// Worker queues and threads.
+    /// The cores and native workers: queues and threads.
     pub(crate) pool: Pool,
     /// Node-wide counters.
     pub(crate) counters: NodeCounters,
@@ -89,7 +89,7 @@ pub(crate) struct Node {
     pub(crate) cluster: Option<Arc<crate::routing::ClusterRole>>,
     /// ASFP pushback thresholds.
     pub(crate) pushback: crate::config::PushbackConfig,
-    /// Whether I/O threads may run data operations in a sleeping worker's seat.
+    /// Whether an idle core runs a request at once, on the connection that read it.
     pub(crate) inline_data_ops: bool,
     /// Start time; worker timestamps are nanoseconds since it.
     pub(crate) epoch: Instant,

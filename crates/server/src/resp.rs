@@ -91,6 +91,10 @@ impl RespService for Node {
                     replies.push(pending.await.unwrap_or_else(|_| stopped()));
                 }
                 steps = progress.rest;
+                if !steps.is_empty() {
+                    // The job stopped at its slice: the core's other connections first.
+                    tokio::task::yield_now().await;
+                }
             }
             // A job lost to a stopping node still owes a reply per command.
             let missing = count.saturating_sub(replies.len());
@@ -105,6 +109,19 @@ impl RespService for Node {
         tenant.counters.cpu_ns.fetch_add(cpu_ns, Ordering::Relaxed);
         self.pool.charge(tenant.home, tenant.id, cpu_ns);
         TenantCounters::bump(&tenant.counters.requests);
+    }
+
+    fn places_connections(&self) -> bool {
+        true
+    }
+
+    /// On the home core of the tenant the connection's first command signs in as, else
+    /// of the tenant it starts signed in as (if any), else the next core in turn.
+    fn runtime_for_connection(&self, signs_in_as: Option<u32>) -> Option<tokio::runtime::Handle> {
+        let tenant = signs_in_as
+            .and_then(|id| self.tenants.get(&id).cloned())
+            .or_else(|| self.default_tenant());
+        self.pool.runtime_for_connection(tenant.map(|tenant| tenant.home))
     }
 
     fn mode(&self) -> &'static str {

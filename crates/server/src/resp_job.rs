@@ -88,8 +88,8 @@ impl RespJob {
     }
 }
 
-/// Runs a job on worker `worker`. Returns an invocation left suspended (for the worker's
-/// running list) or abandoned to the watchdog.
+/// Runs a job on worker `worker`. Returns an invocation left suspended (to wait in its
+/// tenant's lane for its next step) or abandoned to the watchdog.
 pub(crate) fn run(
     node: &Node,
     worker: usize,

@@ -114,10 +114,10 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
     };
     let node = Arc::new(Node::open(&config, registry)?);
     let tls = tls.map(|tls| ferry_net::tls::Acceptor::new(tls, Arc::clone(&node.connections)));
-    for index in 0..config.cores {
+    for index in 0..node.pool.workers() {
         worker::spawn_worker(Arc::clone(&node), index).map_err(ServerError::Start)?;
     }
-    worker::spawn_watchdog(Arc::clone(&node)).map_err(ServerError::Start)?;
+    crate::watchdog::spawn_watchdog(Arc::clone(&node)).map_err(ServerError::Start)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.io_threads)
@@ -223,7 +223,6 @@ pub fn start_on(config: ServerConfig, registry: Registry, listeners: Listeners) 
             shutdown_rx.clone(),
         ));
     }
-    runtime.spawn(crate::expiry::run(Arc::clone(&node), shutdown_rx.clone()));
     runtime.spawn(ferry_net::door::serve(Arc::clone(&node), listener, tls, shutdown_rx));
     Ok(ServerHandle {
         local_addr,
@@ -294,7 +293,7 @@ pub(crate) fn tenant_stats(tenant: &TenantState, out: &mut Vec<Sample>) {
 /// The node's and its workers' counters (`node.…`, `worker.INDEX.…`).
 pub(crate) fn node_stats(node: &Node, out: &mut Vec<Sample>) {
     const NODE: Scope = Scope::Process("node");
-    out.push(Sample::gauge(NODE, "workers", node.pool.workers() as u64));
+    out.push(Sample::gauge(NODE, "workers", node.pool.cores() as u64));
     out.push(Sample::counter(NODE, "uptime_ns", node.now_ns()));
     out.extend(node.connections.counters.samples(&NODE));
     out.push(Sample::gauge(
@@ -367,12 +366,17 @@ pub(crate) fn node_stats(node: &Node, out: &mut Vec<Sample>) {
                 "tasks_stolen",
                 counters.tasks_stolen.load(Ordering::Relaxed),
             ),
-            // Run on the I/O thread that received them, in the worker's seat: no hand-off
-            // (tasks_own and tasks_stolen are the tasks handed to a worker thread).
+            // Run by the connection that read them, on its core: no hand-off.
             Sample::counter(
                 Scope::Worker(index),
                 "tasks_inline",
                 counters.tasks_inline.load(Ordering::Relaxed),
+            ),
+            // Queued here from another thread (tasks_own counts every queued task run).
+            Sample::counter(
+                Scope::Worker(index),
+                "tasks_handed",
+                counters.tasks_handed.load(Ordering::Relaxed),
             ),
             Sample::counter(
                 Scope::Worker(index),
@@ -499,7 +503,7 @@ impl ServerHandle {
         let pool = &self.node.pool;
         let idle = (0..pool.workers()).all(|index| {
             pool.queue_len(index) == 0
-                && pool.slots[index].running.lock().is_empty()
+                && pool.slots[index].suspended.load(Ordering::SeqCst) == 0
                 && pool.slots[index].current.lock().is_none()
         });
         idle && self.node.connections.counters.open.load(Ordering::SeqCst) == 0

@@ -70,8 +70,11 @@ pub struct WorkerCounters {
     pub tasks_own: AtomicU64,
     /// Tasks stolen from other workers' queues.
     pub tasks_stolen: AtomicU64,
-    /// Data operations an I/O thread ran in this worker's seat while it slept.
+    /// Tasks run inline by the connection that read them, on this core: no hand-off.
     pub tasks_inline: AtomicU64,
+    /// Tasks queued here from another thread (a connection on another core, the expiry
+    /// cycle): handed across threads.
+    pub tasks_handed: AtomicU64,
     /// Time spent executing tasks and invocation steps, in nanoseconds.
     pub busy_ns: AtomicU64,
 }

@@ -5,6 +5,7 @@
 mod cluster;
 mod cluster_functions;
 mod common;
+mod core_loop;
 mod durability;
 mod equivalence;
 mod isolation_and_faults;
