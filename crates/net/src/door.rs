@@ -114,19 +114,13 @@ pub async fn serve<D: Door>(
         let door = Arc::clone(&door);
         let shutdown = shutdown.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
-            let runtime = if door.places_connections() {
-                // Without TLS the hello's header names the tenant, so the connection starts
-                // on its home core.
-                let first = crate::place::first_bytes(&stream).await;
-                door.runtime_for_connection(ferry_proto::Header::peek_tenant(&first))
-            } else {
-                None
-            };
-            crate::place::spawn_connection(runtime, stream, move |stream| async move {
-                connection(door, stream, peer, tls, shutdown).await;
-                drop(open);
-            });
+        // Without TLS the hello's header names the tenant, so the connection starts on its
+        // home core.
+        let placing = Arc::clone(&door);
+        let choose = move |first: &[u8]| placing.runtime_for_connection(ferry_proto::Header::peek_tenant(first));
+        crate::place::spawn_placed(stream, door.places_connections(), choose, move |stream| async move {
+            connection(door, stream, peer, tls, shutdown).await;
+            drop(open);
         });
     }
 }

@@ -28,6 +28,25 @@ pub async fn first_bytes(stream: &TcpStream) -> Vec<u8> {
     }
 }
 
+/// Runs `connection` over `stream` where `choose` says from the connection's first bytes
+/// ([`first_bytes`], left unread for it), or on the current runtime at once when the
+/// process does not place its connections (`placing` false).
+pub fn spawn_placed<C, F, Fut>(stream: TcpStream, placing: bool, choose: C, connection: F)
+where
+    C: FnOnce(&[u8]) -> Option<Handle> + Send + 'static,
+    F: FnOnce(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    if !placing {
+        tokio::spawn(connection(stream));
+        return;
+    }
+    tokio::spawn(async move {
+        let first = first_bytes(&stream).await;
+        spawn_connection(choose(&first), stream, connection);
+    });
+}
+
 /// Runs `connection` over `stream` as a task of `runtime`, or of the current runtime when
 /// there is none. On another runtime the socket is registered anew with that runtime's
 /// reactor, so its readiness wakes that runtime's thread and no other.

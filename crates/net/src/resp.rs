@@ -222,24 +222,34 @@ pub async fn serve<S: RespService>(
             .local_addr()
             .map_or_else(|_| String::new(), |addr| addr.to_string());
         let registered = clients.register(peer.to_string(), local);
-        tokio::spawn(async move {
-            let runtime = if service.places_connections() {
-                // Without TLS the first command names the tenant if it signs in, so the
-                // connection starts on its home core.
-                let first = crate::place::first_bytes(&stream).await;
-                service.runtime_for_connection(crate::resp_sign_in::signs_in_as(&first))
-            } else {
-                None
-            };
-            crate::place::spawn_connection(runtime, stream, move |stream| async move {
-                let _ = stream.set_nodelay(true);
-                let connections = service.connections();
-                // Held until the connection signs in: bounds how long and how many may wait, a
-                // TLS handshake included.
-                let ticket = connections.preauth.admit();
-                let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
-                match tls {
-                    None => {
+        // Without TLS the first command names the tenant if it signs in, so the connection
+        // starts on its home core.
+        let placing = Arc::clone(&service);
+        let choose = move |first: &[u8]| placing.runtime_for_connection(crate::resp_sign_in::signs_in_as(first));
+        let places = service.places_connections();
+        crate::place::spawn_placed(stream, places, choose, move |stream| async move {
+            let _ = stream.set_nodelay(true);
+            let connections = service.connections();
+            // Held until the connection signs in: bounds how long and how many may wait, a
+            // TLS handshake included.
+            let ticket = connections.preauth.admit();
+            let hello_deadline = tokio::time::Instant::now() + connections.hello_timeout;
+            match tls {
+                None => {
+                    connection(
+                        &*service,
+                        stream,
+                        ticket,
+                        hello_deadline,
+                        shutdown,
+                        settings,
+                        &registered,
+                    )
+                    .await
+                }
+                Some(tls) => {
+                    let handshake = tls.handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown);
+                    if let Some(stream) = handshake.await {
                         connection(
                             &*service,
                             stream,
@@ -249,27 +259,12 @@ pub async fn serve<S: RespService>(
                             settings,
                             &registered,
                         )
-                        .await
-                    }
-                    Some(tls) => {
-                        let handshake = tls.handshake_before(stream, peer, &ticket, hello_deadline, &mut shutdown);
-                        if let Some(stream) = handshake.await {
-                            connection(
-                                &*service,
-                                stream,
-                                ticket,
-                                hello_deadline,
-                                shutdown,
-                                settings,
-                                &registered,
-                            )
-                            .await;
-                        }
+                        .await;
                     }
                 }
-                drop(registered);
-                drop(open);
-            });
+            }
+            drop(registered);
+            drop(open);
         });
     }
 }

@@ -354,7 +354,7 @@ pub struct ConfigFile {
     pub listen: Option<SocketAddr>,
     /// Worker threads.
     pub cores: Option<usize>,
-    /// I/O threads.
+    /// I/O threads (accepting connections and the other listeners).
     pub io_threads: Option<usize>,
     /// Depth of each worker's queue.
     pub queue_capacity: Option<usize>,

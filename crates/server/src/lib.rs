@@ -39,7 +39,7 @@
 //!   memory lines (the store limits and evicts).
 //! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
 //! - `resp`, `resp_job`: the RESP front end (`--resp ADDR`), and its commands run as one job
-//!   per pipeline in the tenant's seat: data commands in place (`in_place`), FUNCTION /
+//!   per pipeline on the tenant's home core: data commands in place (`in_place`), FUNCTION /
 //!   FCALL as invocations of the Lua storage functions.
 
 pub mod config;

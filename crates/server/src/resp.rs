@@ -1,10 +1,10 @@
 //! The RESP front end of a storage node (`--resp ADDR`): redis-cli, redis-benchmark and the
 //! Redis client of any language can use ferry's tables. The listener and the session
 //! commands are `ferry_net::resp`'s; this is what the node serves behind them. A
-//! connection's pipelined commands become one job in the tenant's seat on its home worker
+//! connection's pipelined commands become one job on the tenant's home core
 //! (`resp_job`): data commands, FUNCTION and FCALL, all charged to the tenant. In a cluster
 //! it answers Redis Cluster's `-MOVED slot host:port` for keys of other nodes, `-CROSSSLOT`
-//! for keys on several, and CLUSTER SLOTS/SHARDS, here on the I/O thread from the map.
+//! for keys on several, and CLUSTER SLOTS/SHARDS, on the connection's core from the map.
 //! Connections share the node's pre-authentication bound, hello timeout and connection
 //! limit.
 
@@ -103,7 +103,7 @@ impl RespService for Node {
         })
     }
 
-    /// Session commands answered on the I/O thread are the tenant's too: its CPU and its
+    /// Session commands answered by the connection are the tenant's too: its CPU and its
     /// share of its home worker's fair queue.
     fn charge(&self, tenant: &Arc<TenantState>, cpu_ns: u64) {
         tenant.counters.cpu_ns.fetch_add(cpu_ns, Ordering::Relaxed);

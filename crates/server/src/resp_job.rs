@@ -1,7 +1,7 @@
-//! RESP commands in the tenant's seat: a connection's pipelined commands run as one job on
-//! the tenant's home worker (or in its seat, inline, when it sleeps; see
-//! `worker::dispatch`), so fair queueing, the worker's busy time and the tenant's counters
-//! see every command, and a pipeline of many commands costs one hand-off.
+//! RESP commands on the tenant's home core: a connection's pipelined commands run as one
+//! job there (by the connection itself when the core is idle, else from the tenant's lane;
+//! see `worker::dispatch`), so fair queueing, the core's busy time and the tenant's
+//! counters see every command, and a pipeline of many commands is one task.
 //!
 //! A data command is the one executor of Redis's data commands (`ferry_keyspace::run`)
 //! run on the stored values themselves under their keys' locks (`in_place`), so a command

@@ -62,7 +62,8 @@ pub struct ServerHandle {
     fatal: watch::Receiver<Option<String>>,
 }
 
-/// Starts a storage node: binds, starts the workers, the watchdog and the I/O threads.
+/// Starts a storage node: binds, starts the cores, the native workers, the watchdog and the
+/// I/O threads.
 /// Returns once the node accepts connections.
 pub fn start(config: ServerConfig, registry: Registry) -> Result<ServerHandle, ServerError> {
     config.validate()?;

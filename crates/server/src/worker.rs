@@ -69,7 +69,7 @@ thread_local! {
 pub(crate) struct Task {
     /// Who asked.
     pub(crate) tenant: Arc<TenantState>,
-    /// When the I/O thread received it (latency is measured from here).
+    /// When its connection received it (latency is measured from here).
     pub(crate) received: std::time::Instant,
     /// What to do.
     pub(crate) work: Work,

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LIBRARY: &str = r#"#!lua name=corelib
 redis.register_function('bump', function(keys)
@@ -22,17 +21,7 @@ end)
 const ROUNDS: usize = 20;
 
 async fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
-        .await
-        .expect("the metrics port answers")
-        .unwrap();
-    String::from_utf8(answer).unwrap()
+    crate::metrics::http(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await
 }
 
 fn series(body: &str, name: &str, worker: usize) -> u64 {

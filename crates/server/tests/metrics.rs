@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-async fn http(addr: std::net::SocketAddr, request: &[u8]) -> String {
+pub(crate) async fn http(addr: std::net::SocketAddr, request: &[u8]) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(request).await.unwrap();
     let mut answer = Vec::new();
@@ -54,8 +54,8 @@ async fn a_scrape_shows_every_tenants_counters_and_bad_requests_get_errors() {
     assert_eq!(value("ferry_node_connections_open"), 2);
     assert_eq!(value("ferry_node_is_primary"), 1, "a node alone is a primary");
     let _ = value("ferry_worker_queue_len{worker=\"1\"}");
-    // Every request ran somewhere: handed to a worker thread (own or stolen) or inline on
-    // the I/O thread that received it.
+    // Every request ran somewhere: taken from a core's queue (own or stolen) or inline on
+    // the core that read it.
     let tasks: u64 = ["own", "stolen", "inline"]
         .iter()
         .flat_map(|kind| (0..2).map(move |worker| format!("ferry_worker_tasks_{kind}_total{{worker=\"{worker}\"}}")))
