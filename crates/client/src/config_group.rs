@@ -68,7 +68,7 @@ async fn ask(
     within: Duration,
 ) -> std::io::Result<ClientReply> {
     let exchange = async {
-        let mut stream = crate::tls::dial(addr, tls, CONNECT_TIMEOUT).await?;
+        let mut stream = ferry_net::tls::dial(addr, tls, CONNECT_TIMEOUT).await?;
         write_frame(&mut stream, &encode(Channel::Client, request)).await?;
         match read_frame(&mut stream).await? {
             Some((Channel::Client, body)) => {

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -23,7 +22,6 @@ use ferry_proto::{Decoded, FrameDecoder, HelloInfo, Request, Response, ResponseB
 use crate::client::ClientConfig;
 use crate::error::ClientError;
 use crate::gateway::GatewayRate;
-use crate::tls::server_name_of;
 
 /// Requests one connection may have in flight; more wait for a slot. Bounds the client's
 /// memory and matches the node's per-connection limit order of magnitude.
@@ -117,11 +115,10 @@ impl Connection {
             addr: addr.to_string(),
             message,
         };
-        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(connect_timeout, ferry_net::tls::dial::connect_tcp(addr))
             .await
             .map_err(|_| connect_error(format!("timed out after {connect_timeout:?}")))?
             .map_err(|err| connect_error(err.to_string()))?;
-        let _ = stream.set_nodelay(true);
         let hello = HelloAs {
             addr,
             tenant: config.tenant,
@@ -136,19 +133,11 @@ impl Connection {
                 Connection::start(reader, writer, hello, rate).await
             }
             Some(tls) => {
-                let name = server_name_of(addr).map_err(connect_error)?;
-                let handshake = tokio_rustls::TlsConnector::from(Arc::clone(tls)).connect(name, stream);
+                let handshake = ferry_net::tls::dial::handshake(stream, addr, tls);
                 let stream = tokio::time::timeout(connect_timeout, handshake)
                     .await
                     .map_err(|_| connect_error(format!("no TLS handshake within {connect_timeout:?}")))?
-                    .map_err(|err| {
-                        connect_error(match err.kind() {
-                            std::io::ErrorKind::UnexpectedEof => {
-                                "the node closed the connection during the TLS handshake (does it serve TLS?)".into()
-                            }
-                            _ => format!("TLS handshake failed: {err}"),
-                        })
-                    })?;
+                    .map_err(|err| connect_error(err.to_string()))?;
                 let (reader, writer) = tokio::io::split(stream);
                 Connection::start(reader, writer, hello, rate).await
             }

@@ -19,8 +19,8 @@
 //!   task that routes answers to waiters in any order.
 //! - `local`: local execution — the network-backed `Ctx`, OCC commit, bounded retries.
 //! - `route`: where a local invocation's requests go (one node, or each key's node).
-//! - `tls`: the name a node's certificate is checked against (the host it is dialled by);
-//!   [`ClientConfig::tls`] turns TLS on.
+//! - TLS: [`ClientConfig::tls`] turns it on; the dial is `ferry_net::tls`'s, like every
+//!   link's.
 //! - [`error`]: the client's error type, [`ClientError`].
 
 pub mod adaptive;
@@ -33,7 +33,6 @@ pub mod gate;
 pub mod gateway;
 mod local;
 mod route;
-pub mod tls;
 
 use std::time::{Duration, Instant};
 

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_client::tls::LinkStream;
 use ferry_config::wire::{decode, encode, Channel};
+use ferry_net::tls::LinkStream;
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -104,7 +104,7 @@ impl PeerLink {
 
     async fn call_once(&mut self, request: &PeerRequest) -> Result<PeerReply, Failure> {
         if self.stream.is_none() {
-            let stream = ferry_client::tls::dial(&self.addr, self.tls.as_ref(), PEER_CONNECT_TIMEOUT)
+            let stream = ferry_net::tls::dial(&self.addr, self.tls.as_ref(), PEER_CONNECT_TIMEOUT)
                 .await
                 .map_err(Failure::Unreachable)?;
             self.stream = Some(stream);

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_client::tls::LinkStream;
 use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, MAX_WATCH_WAIT_MS};
+use ferry_net::tls::LinkStream;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
@@ -25,29 +25,17 @@ pub async fn serve(
     member: Arc<Member>,
     listener: TcpListener,
     tls: Option<ferry_net::tls::Acceptor>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let seats = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                // Out of descriptors and the like: wait instead of spinning.
-                tracing::warn!("config listener: accept failed: {err}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    let connections_shutdown = shutdown.clone();
+    ferry_net::accept::accept_loop(listener, "config listener", shutdown, |stream, peer| {
         let Ok(seat) = seats.clone().try_acquire_owned() else {
             tracing::warn!("config listener: {MAX_CONNECTIONS} connections open, closing one from {peer}");
-            continue;
+            return std::future::ready(());
         };
         let member = member.clone();
-        let shutdown = shutdown.clone();
+        let shutdown = connections_shutdown.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
             let _seat = seat;
@@ -65,7 +53,9 @@ pub async fn serve(
                 tracing::debug!("config connection from {peer}: {err}");
             }
         });
-    }
+        std::future::ready(())
+    })
+    .await;
 }
 
 async fn connection(

@@ -13,7 +13,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
@@ -26,9 +25,8 @@ use ferry_proto::{
     Response, Status,
 };
 
-use ferry_wal::ReplyGate;
-
 use crate::connections::{Connections, Seat};
+use crate::gate::ReplyGate;
 use crate::preauth::{unauthenticated_over, Ticket, MAX_FAILED_HELLOS};
 use crate::tls::Acceptor;
 
@@ -42,9 +40,6 @@ pub const MAX_OUTBOX_BYTES: usize = 8 * 1024 * 1024;
 /// Bytes requested from the socket per read: enough for hundreds of pipelined small
 /// requests in one system call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
-
-/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// What a process serves behind the door.
 pub trait Door: Send + Sync + 'static {
@@ -67,7 +62,7 @@ pub trait Door: Send + Sync + 'static {
 
     /// The gate answers pass before they are sent, when the process has a write-ahead log:
     /// an answer must not reveal a write before the log holds it.
-    fn reply_gate(&self) -> Option<Arc<ReplyGate>> {
+    fn reply_gate(&self) -> Option<Arc<dyn ReplyGate>> {
         None
     }
 
@@ -90,29 +85,18 @@ pub async fn serve<D: Door>(
     door: Arc<D>,
     listener: TcpListener,
     tls: Option<Acceptor>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.changed() => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                tracing::warn!("accept failed: {err}");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
-        };
+    let connections_shutdown = shutdown.clone();
+    crate::accept::accept_loop(listener, "ferry listener", shutdown, |stream, peer| {
         if door.connections().full() {
             tracing::debug!(%peer, "connection refused: every authenticated seat is taken");
-            continue;
+            return std::future::ready(());
         }
         tracing::debug!(%peer, "connection accepted");
         let open = door.connections().open();
         let door = Arc::clone(&door);
-        let shutdown = shutdown.clone();
+        let shutdown = connections_shutdown.clone();
         let tls = tls.clone();
         // Without TLS the hello's header names the tenant, so the connection starts on its
         // home core.
@@ -122,7 +106,9 @@ pub async fn serve<D: Door>(
             connection(door, stream, peer, tls, shutdown).await;
             drop(open);
         });
-    }
+        std::future::ready(())
+    })
+    .await;
 }
 
 /// Answers waiting to be written to one connection.
@@ -402,7 +388,7 @@ fn hello<D: Door>(door: &D, session: &mut Session<D::Tenant>, tenant_id: u32, fr
     }
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outbox>, gate: Option<Arc<ReplyGate>>) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outbox>, gate: Option<Arc<dyn ReplyGate>>) {
     let mut spare = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         {

@@ -1,7 +1,9 @@
 //! What every listening ferry process (storage node, gateway, compute node) shares:
 //!
+//! - [`accept`]: the one accept loop of every listener, and its back-off;
 //! - [`connections`]: a process's connections — counters, authenticated seats and the
 //!   pre-authentication bound — shared by its listeners;
+//! - [`gate`]: the gate replies pass before they are written (the write-ahead log's);
 //! - [`door`]: the ferry protocol's front door (framing, hello, seats, per-connection
 //!   bounds, the outbox) in front of a process's [`door::Door`];
 //! - [`preauth`]: connections that have not said hello yet, bounded in number and time;
@@ -17,8 +19,10 @@
 //! - [`tls`]: TLS for all three listeners and for the links between processes (rustls,
 //!   ring), with optional or required client certificates.
 
+pub mod accept;
 pub mod connections;
 pub mod door;
+pub mod gate;
 pub mod histogram;
 pub mod metrics;
 pub mod place;

@@ -15,7 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -26,9 +26,9 @@ use ferry_resp::blocking::Blocking;
 use ferry_resp::config::{NoTenantParams, Settings, TenantParams};
 use ferry_resp::table::{keys_of, COMMANDS};
 use ferry_resp::{Command, Parser, Protocol, Reply};
-use ferry_wal::ReplyGate;
 
 use crate::connections::{Connections, Seat};
+use crate::gate::ReplyGate;
 use crate::preauth::{unauthenticated_over, Ticket, MAX_FAILED_HELLOS};
 use crate::resp_multi::{Multi, MultiState};
 use crate::tls::Acceptor;
@@ -149,7 +149,7 @@ pub trait RespService: Send + Sync + 'static {
 
     /// The gate replies pass before they are sent, when the process has a write-ahead log:
     /// a reply must not reveal a write before the log holds it.
-    fn reply_gate(&self) -> Option<&ReplyGate> {
+    fn reply_gate(&self) -> Option<&dyn ReplyGate> {
         None
     }
 
@@ -200,22 +200,15 @@ pub async fn serve<S: RespService>(
     service: Arc<S>,
     listener: TcpListener,
     tls: Option<Acceptor>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let settings = Arc::new(Mutex::new(Settings::default()));
     let clients = Arc::new(crate::resp_clients::Clients::default());
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.changed() => return,
-        };
-        let Ok((stream, peer)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
+    let connections_shutdown = shutdown.clone();
+    crate::accept::accept_loop(listener, "RESP listener", shutdown, |stream, peer| {
         let open = service.connections().open();
         let service = Arc::clone(&service);
-        let mut shutdown = shutdown.clone();
+        let mut shutdown = connections_shutdown.clone();
         let tls = tls.clone();
         let settings = Arc::clone(&settings);
         let local = stream
@@ -266,7 +259,9 @@ pub async fn serve<S: RespService>(
             drop(registered);
             drop(open);
         });
-    }
+        std::future::ready(())
+    })
+    .await;
 }
 
 async fn connection<S, IO>(

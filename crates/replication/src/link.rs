@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufWriter, ReadHalf, WriteHalf};
+use tokio::io::{BufReader, BufWriter, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
+
+use ferry_net::tls::LinkStream as Stream;
 
 use crate::wire::{self, Message, WireError, MAX_MESSAGE_BYTES};
 
@@ -17,10 +19,6 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Largest request a primary reads (requests are small; records only go the other way).
 pub const MAX_REQUEST_BYTES: usize = 4096;
-
-/// A byte stream a link runs over: TCP, or TLS over TCP.
-pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<S: AsyncRead + AsyncWrite + Unpin + Send> Stream for S {}
 
 /// One side of an established link.
 pub struct Link {
@@ -114,21 +112,9 @@ impl Upstream {
             why,
         };
         let connect = async {
-            let stream = TcpStream::connect(&self.addr)
+            let stream = ferry_net::tls::dial(&self.addr, self.tls.as_ref(), HELLO_TIMEOUT)
                 .await
                 .map_err(|err| link_error(err.to_string()))?;
-            let _ = stream.set_nodelay(true);
-            let stream: Box<dyn Stream> = match &self.tls {
-                None => Box::new(stream),
-                Some(tls) => {
-                    let name = ferry_client::tls::server_name_of(&self.addr).map_err(link_error)?;
-                    let stream = tokio_rustls::TlsConnector::from(Arc::clone(tls))
-                        .connect(name, stream)
-                        .await
-                        .map_err(|err| link_error(format!("TLS handshake failed: {err}")))?;
-                    Box::new(stream)
-                }
-            };
             let mut link = Link::new(stream, self.addr.clone());
             link.send(&Message::Hello {
                 token: self.token.clone(),

@@ -71,26 +71,15 @@ impl Source {
 }
 
 /// Accepts replicas on `listener` until `shutdown` turns true.
-pub async fn serve(listener: TcpListener, source: Arc<Source>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                tracing::warn!("replication listener: accept failed: {err}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
+pub async fn serve(listener: TcpListener, source: Arc<Source>, shutdown: watch::Receiver<bool>) {
+    let links_shutdown = shutdown.clone();
+    ferry_net::accept::accept_loop(listener, "replication listener", shutdown, |stream, peer| {
         let Ok(permit) = Arc::clone(&source.links).try_acquire_owned() else {
             tracing::warn!(%peer, "replication link refused: {MAX_REPLICA_LINKS} links open");
-            continue;
+            return std::future::ready(());
         };
         let source = Arc::clone(&source);
-        let mut shutdown = shutdown.clone();
+        let mut shutdown = links_shutdown.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let Some(link) = link::accept(stream, peer, source.tls.as_ref(), &source.token).await else {
@@ -108,7 +97,9 @@ pub async fn serve(listener: TcpListener, source: Arc<Source>, mut shutdown: wat
             }
             source.replicas.fetch_sub(1, Ordering::Relaxed);
         });
-    }
+        std::future::ready(())
+    })
+    .await;
 }
 
 /// Answers one replica's requests until it leaves or breaks the protocol.

@@ -112,7 +112,7 @@ impl Door for Node {
         }
     }
 
-    fn reply_gate(&self) -> Option<Arc<ferry_wal::ReplyGate>> {
-        Node::reply_gate(self).cloned()
+    fn reply_gate(&self) -> Option<Arc<dyn ferry_net::gate::ReplyGate>> {
+        Node::reply_gate(self).map(|gate| Arc::clone(gate) as Arc<dyn ferry_net::gate::ReplyGate>)
     }
 }

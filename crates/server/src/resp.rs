@@ -139,8 +139,8 @@ impl RespService for Node {
         Box::pin(tenant.written.notified())
     }
 
-    fn reply_gate(&self) -> Option<&ferry_wal::ReplyGate> {
-        Node::reply_gate(self).map(|gate| &**gate)
+    fn reply_gate(&self) -> Option<&dyn ferry_net::gate::ReplyGate> {
+        Node::reply_gate(self).map(|gate| &**gate as &dyn ferry_net::gate::ReplyGate)
     }
 }
 

@@ -169,6 +169,17 @@ impl ReplyGate {
     }
 }
 
+/// The listeners' view of the gate: every reply batch passes it before it is written.
+impl ferry_net::gate::ReplyGate for ReplyGate {
+    fn pass(&self) -> ferry_net::gate::Passing<'_> {
+        Box::pin(async move {
+            ReplyGate::pass(self)
+                .await
+                .map_err(|LogFailed| ferry_net::gate::Withheld)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -67,38 +67,35 @@ pub async fn serve(
     listener: TcpListener,
     endpoints: Endpoints,
     tls: Option<Acceptor>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let places = Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS));
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.changed() => return,
-        };
-        let Ok((stream, peer)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        let Ok(place) = Arc::clone(&places).acquire_owned().await else {
-            return;
-        };
+    crate::accept::accept_loop(listener, "metrics listener", shutdown, |stream, peer| {
+        let places = Arc::clone(&places);
         let endpoints = endpoints.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
-            let served = async {
-                match tls {
-                    None => connection(endpoints, stream).await,
-                    Some(tls) => {
-                        if let Some(stream) = tls.handshake(stream, peer).await {
-                            connection(endpoints, stream).await;
+        async move {
+            // At most so many requests at once: the next accept waits for a place.
+            let Ok(place) = places.acquire_owned().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let served = async {
+                    match tls {
+                        None => connection(endpoints, stream).await,
+                        Some(tls) => {
+                            if let Some(stream) = tls.handshake(stream, peer).await {
+                                connection(endpoints, stream).await;
+                            }
                         }
                     }
-                }
-            };
-            let _ = tokio::time::timeout(REQUEST_TIMEOUT, served).await;
-            drop(place);
-        });
-    }
+                };
+                let _ = tokio::time::timeout(REQUEST_TIMEOUT, served).await;
+                drop(place);
+            });
+        }
+    })
+    .await;
 }
 
 /// One connection, one request.

@@ -9,13 +9,16 @@
 //! - [`client`]: [`ClientTls`], the roots a link trusts and the certificate it presents
 //!   when asked, turned into a rustls client configuration;
 //! - [`accept`]: [`Acceptor`], the handshake of one accepted connection, logged and
-//!   counted when it fails.
+//!   counted when it fails;
+//! - [`dial`]: the other side: a link's connection, TCP and then the handshake, checked
+//!   against the name its address gives.
 //!
 //! Every configuration is built from [`provider`], never from a process-wide default: a
 //! second provider linked in by some dependency cannot change which one ferry uses.
 
 pub mod accept;
 pub mod client;
+pub mod dial;
 pub mod error;
 pub mod pem;
 pub mod server;
@@ -26,6 +29,7 @@ use std::sync::Arc;
 
 pub use accept::Acceptor;
 pub use client::ClientTls;
+pub use dial::{dial, LinkStream};
 pub use error::TlsError;
 pub use server::{ClientAuth, ServerTls};
 

@@ -1,5 +1,7 @@
-//! Replies wait at the process's reply gate: with a write appended to the log and not yet
-//! released, no reply leaves, on either listener's connection; once released, it does.
+//! Replies wait at the log's reply gate: with a write appended to the log and not yet
+//! released, no reply leaves, on either listener's connection (`ferry_net`'s RESP and
+//! ferry-protocol listeners, which see the gate through their `ReplyGate` trait); once
+//! released, it does.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +40,7 @@ impl RespService for Gated {
         "standalone"
     }
 
-    fn reply_gate(&self) -> Option<&ReplyGate> {
+    fn reply_gate(&self) -> Option<&dyn ferry_net::gate::ReplyGate> {
         Some(&self.gate)
     }
 }
@@ -108,8 +110,8 @@ impl ferry_net::door::Door for GatedDoor {
         unreachable!("nobody signs in")
     }
 
-    fn reply_gate(&self) -> Option<Arc<ReplyGate>> {
-        Some(Arc::clone(&self.gate))
+    fn reply_gate(&self) -> Option<Arc<dyn ferry_net::gate::ReplyGate>> {
+        Some(Arc::clone(&self.gate) as Arc<dyn ferry_net::gate::ReplyGate>)
     }
 }
 
