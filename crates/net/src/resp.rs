@@ -55,9 +55,9 @@ pub fn table_of(index: u32) -> String {
     ferry_resp::config::database_table(index)
 }
 
-/// Most commands of one pipeline handed to the service at once: a batch runs as one job
-/// (one hand-off to a worker for many commands), and this bounds the work and the replies
-/// one job holds.
+/// Most commands of one pipeline handed to the service at once: a batch runs as one unit
+/// (a storage node's turn of a core for many commands), and this bounds the work and the
+/// replies one batch holds.
 pub const MAX_BATCH_COMMANDS: usize = 128;
 
 /// The replies to a batch of commands a service runs, one per command, in order.

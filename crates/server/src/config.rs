@@ -150,8 +150,8 @@ pub struct ServerConfig {
     pub queue_capacity: usize,
     /// CPU-time budget of one server-side invocation.
     pub invoke_budget: Duration,
-    /// How long one poll of an invocation (or one RESP job) runs before its next access
-    /// yields to the worker; see [`crate::store_ctx::POLL_SLICE`], the default.
+    /// How long one poll of an invocation (or one RESP turn) runs before its next access
+    /// yields to the core's other work; see [`crate::store_ctx::POLL_SLICE`], the default.
     pub poll_slice: Duration,
     /// Most simultaneous authenticated connections (those waiting to authenticate are
     /// bounded separately by `max_unauthenticated`).

@@ -167,11 +167,15 @@ pub(crate) fn charge_cpu(node: &Node, worker: usize, tenant: &TenantState, ns: u
 }
 
 /// Runs one task. Data operations are answered here; an invocation takes its first step
-/// and is returned if it yielded; a RESP batch runs its commands in order.
+/// and is returned if it yielded; a turn is granted (its task runs its work).
 pub(crate) fn execute(node: &Node, worker: usize, task: Task) -> Option<Stepped> {
     let Task { tenant, received, work } = task;
     let (outbox, opcode, request_id, request) = match work {
-        Work::Resp(job) => return crate::resp_job::run(node, worker, &tenant, job, received),
+        Work::Turn { turn, .. } => {
+            // The waiting task runs its work next, on this thread.
+            turn.grant();
+            return None;
+        }
         Work::Resume(invocation) => return Some(step(node, worker, invocation)),
         Work::Request {
             outbox,

@@ -1,7 +1,7 @@
 //! Active expiry: Redis's background sampling of keys with a TTL, so an expired key that no
 //! command meets still goes (and its memory with it). Every [`EXPIRY_CYCLE_MS`] each core
-//! gives each database of the tenants homed on it one job, run there (no hand-off) and
-//! charged to the tenant like any work: it samples [`SAMPLE_KEYS`] objects, and runs `EXISTS` over those whose header
+//! gives each database of the tenants homed on it one cycle, run in a turn of the tenant's
+//! lane there (`turn`; no hand-off) and charged to the tenant like any work: it samples [`SAMPLE_KEYS`] objects, and runs `EXISTS` over those whose header
 //! says they expired. That is the lazy path: the executor deletes an expired key it meets,
 //! at a version, in an OCC transaction, so the log and replicas carry the delete and a key
 //! written again meanwhile is not touched. As in Redis, a round that found at least a
@@ -12,7 +12,6 @@
 //! a database where few keys have one expires them more slowly in the background (they
 //! still read as absent at once).
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,8 +20,7 @@ use bytes::Bytes;
 use ferry_resp::Command;
 
 use crate::node::{Node, TenantState};
-use crate::resp_job::{data_command, RespJob, Step};
-use crate::worker::{dispatch, Task, Work};
+use crate::resp_job::data_command;
 
 /// Time between two cycles (Redis's `hz` 10).
 pub const EXPIRY_CYCLE_MS: u64 = 100;
@@ -56,14 +54,14 @@ pub(crate) async fn run(node: Arc<Node>, core: usize) {
                 if !crate::database::is_database(&table) {
                     continue;
                 }
-                // Nobody waits for the job's (empty) replies; a full queue skips a cycle.
-                let (job, _progress) = RespJob::new(table, VecDeque::from([Step::Expire]));
-                let task = Task {
-                    tenant: Arc::clone(tenant),
-                    received: Instant::now(),
-                    work: Work::Resp(job),
+                // In a turn of the tenant's lane here; a full queue skips a cycle.
+                let Ok(turn) = crate::turn::take(&node, core, tenant, false).await else {
+                    continue;
                 };
-                let _ = dispatch(&node, task);
+                let started = Instant::now();
+                sweep(&node, tenant, &table);
+                crate::turn::charge(&node, core, tenant, started.elapsed().as_nanos() as u64);
+                drop(turn);
             }
         }
     }

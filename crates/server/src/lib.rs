@@ -38,9 +38,11 @@
 //! - `memory`: a tenant's `maxmemory` and `maxmemory-policy` as CONFIG sets them, and INFO's
 //!   memory lines (the store limits and evicts).
 //! - `metrics`: the same counters for Prometheus, `GET /metrics` on `--metrics ADDR`.
-//! - `resp`, `resp_job`: the RESP front end (`--resp ADDR`), and its commands run as one job
-//!   per pipeline on the tenant's home core: data commands in place (`in_place`), FUNCTION /
-//!   FCALL as invocations of the Lua storage functions.
+//! - `resp`, `resp_job`: the RESP front end (`--resp ADDR`), and its commands run by the
+//!   connection's task in turns of its core: data commands in place (`in_place`), FUNCTION /
+//!   FCALL as invocations of the Lua storage functions. `turn`: a turn of a core for work
+//!   run in a task of the core's own, inline when the core is idle, else when the fair
+//!   queue comes to the tenant's lane.
 
 pub mod config;
 mod conn;
@@ -70,6 +72,7 @@ pub mod server;
 mod snapshot_read;
 pub mod stats;
 mod store_ctx;
+mod turn;
 mod watchdog;
 mod worker;
 

@@ -28,7 +28,7 @@ pub(crate) struct TenantState {
     pub(crate) latency: Arc<LatencyHistograms>,
     /// Its invocations by function, for FUNCTION STATS.
     pub(crate) functions: crate::function_stats::FunctionStats,
-    /// Told after each RESP job, which may have written: blocking pops try again.
+    /// Told after each RESP turn, which may have written: blocking pops try again.
     pub(crate) written: tokio::sync::Notify,
     /// Its Lua calls running now, for FUNCTION KILL and SCRIPT KILL.
     pub(crate) calls: Arc<ferry_lua::kill::RunningCalls>,

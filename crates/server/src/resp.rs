@@ -1,8 +1,8 @@
 //! The RESP front end of a storage node (`--resp ADDR`): redis-cli, redis-benchmark and the
 //! Redis client of any language can use ferry's tables. The listener and the session
 //! commands are `ferry_net::resp`'s; this is what the node serves behind them. A
-//! connection's pipelined commands become one job on the tenant's home core
-//! (`resp_job`): data commands, FUNCTION and FCALL, all charged to the tenant. In a cluster
+//! connection's pipelined commands run in turns of its core, by the connection's own task
+//! (`turn`, `resp_job`): data commands, FUNCTION and FCALL, all charged to the tenant. In a cluster
 //! it answers Redis Cluster's `-MOVED slot host:port` for keys of other nodes, `-CROSSSLOT`
 //! for keys on several, and CLUSTER SLOTS/SHARDS, on the connection's core from the map.
 //! Connections share the node's pre-authentication bound, hello timeout and connection
@@ -20,9 +20,8 @@ use ferry_net::resp::{Queued, RespFuture, RespService};
 use ferry_resp::{Command, Reply};
 
 use crate::node::{Node, TenantState};
-use crate::resp_job::{RespJob, Step};
+use crate::resp_job::Step;
 use crate::stats::TenantCounters;
-use crate::worker::{dispatch, Task, Work};
 
 impl RespService for Node {
     type Tenant = Arc<TenantState>;
@@ -63,51 +62,51 @@ impl RespService for Node {
         tenant.store.out_of_memory()
     }
 
+    /// Runs the commands in turns of the connection's core (`turn`), in the connection's
+    /// own task: no hand-off, no channel but for a call left running.
     fn execute<'a>(&'a self, tenant: &'a Arc<TenantState>, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
+            let received = Instant::now();
             let count = batch.len();
             let mut steps: VecDeque<Step> = batch
                 .into_iter()
                 .map(|queued| self.step_of(tenant, table, queued))
                 .collect();
             let mut replies = Vec::with_capacity(count);
+            // Connections are placed on cores; one on no core (none had a thread left
+            // to take it) has nowhere to run.
+            let Some(core) = self.pool.this_core() else {
+                replies.extend(std::iter::repeat_with(no_core).take(count));
+                return replies;
+            };
             while !steps.is_empty() {
-                let left = steps.len();
-                let (job, progress) = RespJob::new(table.to_string(), steps);
-                let task = Task {
-                    tenant: Arc::clone(tenant),
-                    received: Instant::now(),
-                    work: Work::Resp(job),
-                };
-                if dispatch(self, task).is_err() {
+                let functions = crate::resp_job::has_functions(&steps);
+                let Ok(turn) = crate::turn::take(self, core, tenant, functions).await else {
                     TenantCounters::bump(&tenant.counters.overloaded);
                     let busy = || Reply::Error("BUSY storage node queues are full; retry later".into());
-                    replies.extend(std::iter::repeat_with(busy).take(left));
+                    replies.extend(std::iter::repeat_with(busy).take(steps.len()));
                     break;
-                }
-                let Ok(progress) = progress.await else { break };
-                replies.extend(progress.replies);
-                if let Some(pending) = progress.pending {
+                };
+                let ran = crate::resp_job::run(self, core, tenant, table, &mut steps, received);
+                drop(turn);
+                replies.extend(ran.replies);
+                if let Some(pending) = ran.pending {
                     replies.push(pending.await.unwrap_or_else(|_| stopped()));
-                }
-                steps = progress.rest;
-                if !steps.is_empty() {
-                    // The job stopped at its slice: the core's other connections first.
+                } else if !steps.is_empty() {
+                    // The turn ended at its slice: the core's other work first.
                     tokio::task::yield_now().await;
                 }
             }
-            // A job lost to a stopping node still owes a reply per command.
-            let missing = count.saturating_sub(replies.len());
-            replies.extend(std::iter::repeat_with(stopped).take(missing));
             replies
         })
     }
 
     /// Session commands answered by the connection are the tenant's too: its CPU and its
-    /// share of its home worker's fair queue.
+    /// share of the connection's core, where its turns queue.
     fn charge(&self, tenant: &Arc<TenantState>, cpu_ns: u64) {
         tenant.counters.cpu_ns.fetch_add(cpu_ns, Ordering::Relaxed);
-        self.pool.charge(tenant.home, tenant.id, cpu_ns);
+        self.pool
+            .charge(self.pool.this_core().unwrap_or(tenant.home), tenant.id, cpu_ns);
         TenantCounters::bump(&tenant.counters.requests);
     }
 
@@ -145,8 +144,8 @@ impl RespService for Node {
 }
 
 impl Node {
-    /// What a command becomes in a job: refusals and CLUSTER are answered here (they read
-    /// only the cluster map), the rest runs on the worker.
+    /// What a command becomes in a turn: refusals and CLUSTER are answered here (they read
+    /// only the cluster map), the rest runs in the turn.
     fn step_of(&self, tenant: &TenantState, table: &str, queued: Queued) -> Step {
         match misrouted(self, &queued) {
             Some(Routed::Refused(refusal)) => return Step::Answered(refusal),
@@ -154,7 +153,7 @@ impl Node {
             None => {}
         }
         match FunctionCall::of(queued.command, table) {
-            // Answered here, not queued behind the call it stops on the tenant's worker.
+            // Answered here, not queued behind the call it stops in the tenant's lane.
             Ok(FunctionCall::Kill(kind)) => Step::Answered(tenant.calls.kill(kind)),
             Ok(call) => Step::Function(call),
             Err(Command::Cluster(sub)) => Step::Answered(cluster(self, &sub)),
@@ -167,9 +166,14 @@ impl Node {
     }
 }
 
-/// The reply to a command whose job was lost because the node is stopping.
+/// The reply to a command left running when the node stopped.
 fn stopped() -> Reply {
     Reply::err("the storage node stopped before the command ran")
+}
+
+/// The reply to a command of a connection that no core runs.
+fn no_core() -> Reply {
+    Reply::err("the storage node has no core left to run the command")
 }
 
 /// A command of keys this node does not serve as their primary.

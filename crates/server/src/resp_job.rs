@@ -1,20 +1,20 @@
-//! RESP commands on the tenant's home core: a connection's pipelined commands run as one
-//! job there (by the connection itself when the core is idle, else from the tenant's lane;
-//! see `worker::dispatch`), so fair queueing, the core's busy time and the tenant's
-//! counters see every command, and a pipeline of many commands is one task.
+//! RESP commands in a turn of the connection's core (`turn`): the connection's task runs
+//! its pipelined commands itself, on the core's thread, inline when the core is idle or
+//! when the fair queue comes to its tenant's lane, so fair queueing, the core's busy time
+//! and the tenant's counters see every command, and a pipeline of many commands is one
+//! turn.
 //!
 //! A data command is the one executor of Redis's data commands (`ferry_keyspace::run`)
 //! run on the stored values themselves under their keys' locks (`in_place`), so a command
 //! on a large collection costs what it touches; `redis.call` in a script runs the same
 //! executor over the script's transaction. FUNCTION and FCALL are invocations of the Lua storage
 //! functions, like any invocation over the ferry protocol; one that does not finish in its
-//! first step (it outran its slice) stays with the worker, and the job hands the commands
-//! after it back to the connection, which sends them again once its reply is in: replies
-//! keep their order and nothing runs ahead of a write it should see. A job also stops once
-//! it has run for a slice (the node's `poll_slice`, [`crate::store_ctx::POLL_SLICE`] by
-//! default), like a poll of an invocation, and hands the rest back the same way: a
-//! tenant's long pipeline queues again behind other tenants' work
-//! instead of holding the worker.
+//! first step (it outran its slice) waits in the tenant's lane for its next, and the turn
+//! ends there: the connection waits for its reply and runs the commands after it in a
+//! next turn, so replies keep their order and nothing runs ahead of a write it should
+//! see. A turn also ends once it has run for a slice (the node's `poll_slice`,
+//! [`crate::store_ctx::POLL_SLICE`] by default), like a poll of an invocation: a tenant's
+//! long pipeline queues again behind other tenants' work instead of holding the core.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -33,7 +33,7 @@ use crate::exec::{self, Call, Stepped};
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
 
-/// One command of a job.
+/// One command of a connection's pipeline.
 pub(crate) enum Step {
     /// Answered by the connection already (a refusal, CLUSTER): passed through in order.
     Answered(Reply),
@@ -45,139 +45,107 @@ pub(crate) enum Step {
     Watch(Vec<bytes::Bytes>),
     /// EXEC of a MULTI.
     Transaction(ferry_resp::command::Transaction),
-    /// A cycle of active expiry over the job's table (`expiry`).
-    Expire,
     /// A plain read a replica serves from its copy of another node's shard (READONLY).
     ReplicaRead(Command),
     /// FUNCTION or FCALL.
     Function(FunctionCall),
-    /// SAVE or BGSAVE: run when the job reaches it, so it covers the commands before it.
+    /// SAVE or BGSAVE: run when the pipeline reaches it, so it covers the commands before it.
     Save {
         /// BGSAVE.
         background: bool,
     },
 }
 
-/// Commands of one RESP connection for the worker, in order.
-pub(crate) struct RespJob {
-    table: String,
-    steps: VecDeque<Step>,
-    done: oneshot::Sender<Progress>,
+/// Whether `steps` call storage functions.
+pub(crate) fn has_functions(steps: &VecDeque<Step>) -> bool {
+    steps.iter().any(|step| matches!(step, Step::Function(_)))
 }
 
-/// What a job did.
-pub(crate) struct Progress {
+/// What one turn did.
+pub(crate) struct Ran {
     /// Replies to the commands it ran, in order.
     pub(crate) replies: Vec<Reply>,
-    /// It stopped at an invocation still running: that invocation's reply, to come next.
+    /// It stopped at a command still running (an invocation waiting in its tenant's lane
+    /// for its next step, a background save): that command's reply, to come next.
     pub(crate) pending: Option<oneshot::Receiver<Reply>>,
-    /// The commands after where it stopped, not run yet: sent again as a new job.
-    pub(crate) rest: VecDeque<Step>,
 }
 
-impl RespJob {
-    /// A job over `table` and the receiver of its progress.
-    pub(crate) fn new(table: String, steps: VecDeque<Step>) -> (RespJob, oneshot::Receiver<Progress>) {
-        let (done, progress) = oneshot::channel();
-        (RespJob { table, steps, done }, progress)
-    }
-
-    /// Whether it runs a storage function (and so may not run inline).
-    pub(crate) fn has_functions(&self) -> bool {
-        self.steps.iter().any(|step| matches!(step, Step::Function(_)))
-    }
-}
-
-/// Runs a job on worker `worker`. Returns an invocation left suspended (to wait in its
-/// tenant's lane for its next step) or abandoned to the watchdog.
+/// Runs commands from the front of `steps` over `table`, in a turn of core `core` (the
+/// calling thread), until they are done, one is left running, or the turn has run for a
+/// slice; what is not run stays in `steps` for the next turn.
 pub(crate) fn run(
     node: &Node,
-    worker: usize,
+    core: usize,
     tenant: &Arc<TenantState>,
-    job: RespJob,
+    table: &str,
+    steps: &mut VecDeque<Step>,
     received: Instant,
-) -> Option<Stepped> {
-    let RespJob { table, mut steps, done } = job;
+) -> Ran {
     let mut replies = Vec::with_capacity(steps.len());
-    // The job's own CPU: all of it but its invocations', which charge themselves. Two
-    // clock reads per job, not per command (a command costs about a microsecond).
+    // The turn's own CPU: all of it but its invocations', which charge themselves. Two
+    // clock reads per turn, not per command (a command costs about a microsecond).
     let started = Instant::now();
     let mut invocations_ns = 0;
     let data_ns = |invocations_ns: u64| (started.elapsed().as_nanos() as u64).saturating_sub(invocations_ns);
+    let mut pending = None;
     while let Some(step) = steps.pop_front() {
         if started.elapsed() >= node.poll_slice {
-            // A job holds the worker no longer than a poll of an invocation: the rest goes
-            // back to the connection and queues again, behind other tenants' work.
+            // A turn holds the core no longer than a poll of an invocation: the rest
+            // queues again, behind other tenants' work.
             steps.push_front(step);
             break;
         }
         match step {
             Step::Answered(reply) => replies.push(reply),
             Step::Data(command) => replies.push(guarded(tenant, || {
-                data_command(node.cluster.as_deref(), tenant, &table, &command, true)
+                data_command(node.cluster.as_deref(), tenant, table, &command, true)
             })),
             // Its keys were routed to this replica's shard already; its log refuses writes,
             // so an expired key it meets is read as absent, left for the primary to delete.
             Step::ReplicaRead(command) => {
-                replies.push(guarded(tenant, || data_command(None, tenant, &table, &command, false)))
+                replies.push(guarded(tenant, || data_command(None, tenant, table, &command, false)))
             }
             Step::Database(words) => replies.push(guarded(tenant, || {
-                crate::database::run(node.cluster.as_deref(), tenant, &table, &words)
+                crate::database::run(node.cluster.as_deref(), tenant, table, &words)
             })),
             Step::Watch(keys) => replies.push(guarded(tenant, || {
-                crate::in_place::watch(node.cluster.as_deref(), tenant, &table, &keys)
+                crate::in_place::watch(node.cluster.as_deref(), tenant, table, &keys)
             })),
             Step::Transaction(tx) => replies.push(guarded(tenant, || {
                 if crate::exec_listing::lists(&tx) {
-                    crate::exec_listing::exec(node.cluster.as_ref(), tenant, &table, &tx)
+                    crate::exec_listing::exec(node.cluster.as_ref(), tenant, table, &tx)
                 } else {
-                    crate::in_place::exec(node.cluster.as_deref(), tenant, &table, &tx)
+                    crate::in_place::exec(node.cluster.as_deref(), tenant, table, &tx)
                 }
             })),
-            // Work of the node's own, charged to the tenant but not one of its requests.
-            Step::Expire => {
-                crate::expiry::sweep(node, tenant, &table);
-            }
             Step::Save { background } => match crate::save::save(node, background) {
                 Ok(reply) => replies.push(reply),
-                Err(pending) => {
-                    exec::charge_cpu(node, worker, tenant, data_ns(invocations_ns));
-                    let _ = done.send(Progress {
-                        replies,
-                        pending: Some(pending),
-                        rest: steps,
-                    });
-                    return None;
+                Err(running) => {
+                    pending = Some(running);
+                    break;
                 }
             },
             Step::Function(call) => match timed(&mut invocations_ns, || {
-                function_call(node, worker, tenant, call, received)
+                function_call(node, core, tenant, call, received)
             }) {
                 Ok(reply) => replies.push(reply),
                 Err(waiting) => {
-                    let (pending, stepped) = *waiting;
-                    exec::charge_cpu(node, worker, tenant, data_ns(invocations_ns));
-                    let pending = Some(pending);
-                    let _ = done.send(Progress {
-                        replies,
-                        pending,
-                        rest: steps,
-                    });
-                    return Some(stepped);
+                    let (reply, stepped) = *waiting;
+                    // Suspended: its next step waits in the tenant's lane of this core.
+                    // Abandoned: the watchdog answered for it and replaced this core.
+                    if let Stepped::Suspended(invocation) = stepped {
+                        node.pool.requeue(core, invocation);
+                    }
+                    pending = Some(reply);
+                    break;
                 }
             },
         }
     }
-    exec::charge_cpu(node, worker, tenant, data_ns(invocations_ns));
-    // A blocking pop of the tenant's may find what this job wrote.
+    crate::turn::charge(node, core, tenant, data_ns(invocations_ns));
+    // A blocking pop of the tenant's may find what this turn wrote.
     tenant.written.notify_waiters();
-    // The connection may be gone; then nobody needs the replies.
-    let _ = done.send(Progress {
-        replies,
-        pending: None,
-        rest: steps,
-    });
-    None
+    Ran { replies, pending }
 }
 
 /// Runs `f`, adding the time it took to `total_ns`.
@@ -305,8 +273,8 @@ mod tests {
         }
     }
 
-    /// One worker, tenants 1 and 2 both homed on it, and no threads: the test plays the
-    /// worker.
+    /// One core, tenants 1 and 2 both homed on it, and no threads: the test plays the
+    /// core.
     fn node() -> Node {
         let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), 1, vec![tenant(1), tenant(2)]);
         Node::new(&config, ferry_func::Registry::new())
@@ -339,32 +307,28 @@ mod tests {
         }
     }
 
-    /// Runs a job as the worker would, and what it hands back again, as the connection
-    /// would, until every command has run.
+    /// Runs turns as the connection would, until every command has run.
     fn run_to_the_end(node: &Node, tenant: &Arc<TenantState>, mut steps: VecDeque<Step>) -> Vec<Reply> {
         let mut replies = Vec::new();
         while !steps.is_empty() {
-            let (job, mut progress) = RespJob::new("db0".into(), steps);
-            assert!(run(node, 0, tenant, job, Instant::now()).is_none());
-            let progress = progress.try_recv().expect("a job of data commands answers at once");
-            replies.extend(progress.replies);
-            steps = progress.rest;
+            let ran = run(node, 0, tenant, "db0", &mut steps, Instant::now());
+            assert!(ran.pending.is_none(), "data commands answer at once");
+            replies.extend(ran.replies);
         }
         replies
     }
 
     #[test]
-    fn a_job_holds_the_worker_for_a_slice_and_hands_the_rest_back() {
+    fn a_turn_holds_the_core_for_a_slice_and_leaves_the_rest_for_the_next() {
         const COMMANDS: usize = 100_000;
         let node = node();
         let tenant = Arc::clone(&node.tenants[&1]);
-        let (job, mut progress) = RespJob::new("db0".into(), (0..COMMANDS).map(set).collect());
-        run(&node, 0, &tenant, job, Instant::now());
-        let progress = progress.try_recv().unwrap();
+        let mut steps = (0..COMMANDS).map(set).collect();
+        let ran = run(&node, 0, &tenant, "db0", &mut steps, Instant::now());
         // A hundred thousand commands take far longer than one 200 µs slice.
-        assert!(!progress.rest.is_empty(), "the job ran past its slice");
-        assert!(!progress.replies.is_empty(), "a job always makes progress");
-        assert_eq!(progress.replies.len() + progress.rest.len(), COMMANDS);
+        assert!(!steps.is_empty(), "the turn ran past its slice");
+        assert!(!ran.replies.is_empty(), "a turn always makes progress");
+        assert_eq!(ran.replies.len() + steps.len(), COMMANDS);
     }
 
     #[test]

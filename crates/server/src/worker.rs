@@ -85,8 +85,13 @@ pub(crate) enum Work {
         request_id: u64,
         request: Request,
     },
-    /// Commands of one RESP connection, run in order, answered together.
-    Resp(crate::resp_job::RespJob),
+    /// A turn of work that runs in a task of the core's own (a RESP connection's commands,
+    /// a cycle of expiry), granted when the fair queue comes to the tenant's lane.
+    Turn {
+        turn: Arc<crate::turn::Turn>,
+        /// The work calls storage functions (an arriving invocation, to ASFP).
+        functions: bool,
+    },
     /// An invocation paused or suspended at an access, waiting in its tenant's lane for its
     /// next step: the core serves other tenants' lanes meanwhile, by their CPU time.
     Resume(Invocation),
@@ -120,7 +125,7 @@ struct Queue {
 fn is_invoke(task: &Task) -> bool {
     match &task.work {
         Work::Request { request, .. } => matches!(request, Request::Invoke { .. }),
-        Work::Resp(job) => job.has_functions(),
+        Work::Turn { functions, .. } => *functions,
         // Old work, not an arrival.
         Work::Resume(_) => false,
     }
@@ -143,6 +148,19 @@ pub(crate) struct Slot {
     pub(crate) current: Mutex<Option<CurrentPoll>>,
     /// Counters.
     pub(crate) counters: WorkerCounters,
+}
+
+impl Slot {
+    /// Takes the core's idleness for a turn run inline, if its worker loop sleeps: from
+    /// now on the core is busy, and work arriving meanwhile queues.
+    pub(crate) fn take_idleness(&self) -> bool {
+        self.sleeping.swap(false, Ordering::SeqCst)
+    }
+
+    /// The worker loop's wake-up.
+    pub(crate) fn wake(&self) -> &Notify {
+        &self.wake
+    }
 }
 
 /// The workers' queues and shared state.
@@ -316,6 +334,12 @@ impl Pool {
     pub(crate) fn runtime_for_connection(&self, preferred: Option<usize>) -> Option<Handle> {
         let index = preferred.unwrap_or_else(|| self.next_placement.fetch_add(1, Ordering::Relaxed) % self.cores);
         self.slots[..self.cores].get(index)?.runtime.lock().clone()
+    }
+
+    /// The core the calling thread is (of its current generation), if it is one.
+    pub(crate) fn this_core(&self) -> Option<usize> {
+        let (core, _) = THIS_CORE.get()?;
+        (core < self.cores && self.on_core(core)).then_some(core)
     }
 
     /// Whether the calling thread is core `index` (of its current generation).

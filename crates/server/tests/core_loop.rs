@@ -2,7 +2,8 @@
 //! first bytes: the hello's tenant, the AUTH's user), and its data commands and Lua calls
 //! run there, on the thread that read them, with no hand-off to another thread
 //! (`/metrics`: `tasks_handed` stays 0). A native function, which could hold its thread,
-//! runs on the worker beside the core instead.
+//! runs on the worker beside the core instead. A RESP connection placed on another core
+//! (it signed in only later) runs its commands on that core, in its tenant's lane there.
 
 use crate::common;
 
@@ -101,5 +102,59 @@ async fn commands_and_lua_calls_run_on_their_tenants_core_without_a_hand_off() {
         "{body}"
     );
     assert_eq!(series(&body, "tasks_own", 3), 1, "{body}");
+    server.shutdown();
+}
+
+/// Sends one RESP command on `stream` and reads its (short, single-packet) reply.
+async fn ask(stream: &mut tokio::net::TcpStream, words: &[&str]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut command = format!("*{}\r\n", words.len());
+    for word in words {
+        command.push_str(&format!("${}\r\n{word}\r\n", word.len()));
+    }
+    stream.write_all(command.as_bytes()).await.unwrap();
+    let mut reply = vec![0u8; 256];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut reply))
+        .await
+        .expect("a reply")
+        .unwrap();
+    String::from_utf8_lossy(&reply[..n]).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_signs_in_later_runs_its_commands_on_its_own_core() {
+    // Two cores: tenant A homed on core 0, tenant B on core 1; no default RESP tenant.
+    let mut config = config(2);
+    config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = start_with(config);
+    let metrics = server.metrics_addr().unwrap();
+
+    // Its first command names no tenant (and is refused: nobody signed in): the connection
+    // goes to the first core in turn, core 0, and then signs in as B, whose home is core 1.
+    let mut stream = tokio::net::TcpStream::connect(server.resp_addr().unwrap())
+        .await
+        .unwrap();
+    assert!(ask(&mut stream, &["PING"]).await.starts_with("-NOAUTH"));
+    let b = TENANT_B.to_string();
+    assert_eq!(ask(&mut stream, &["AUTH", &b, TOKEN_B]).await, "+OK\r\n");
+    for round in 0..ROUNDS {
+        let key = format!("late{round}");
+        assert_eq!(ask(&mut stream, &["SET", &key, "v"]).await, "+OK\r\n");
+        assert_eq!(ask(&mut stream, &["GET", &key]).await, "$1\r\nv\r\n");
+    }
+
+    let body = scrape(metrics).await;
+    for core in 0..2 {
+        assert_eq!(
+            series(&body, "tasks_handed", core),
+            0,
+            "core {core}: B's commands were handed across threads\n{body}"
+        );
+    }
+    // Core 0 (A's home; A has no data, so no expiry of its own) ran B's commands, in
+    // turns of B's lane there.
+    let ran = series(&body, "tasks_inline", 0) + series(&body, "tasks_own", 0);
+    assert!(ran >= 2 * ROUNDS as u64, "{ran} turns on core 0\n{body}");
     server.shutdown();
 }
