@@ -490,7 +490,8 @@ async fn worker_loop(node: Arc<Node>, index: usize, generation: u64) {
             return;
         }
         let mut worked = false;
-        if let Some((task, stolen)) = pool.next_task(index) {
+        let batch_started = Instant::now();
+        while let Some((task, stolen)) = pool.next_task(index) {
             worked = true;
             let counter = if stolen {
                 &slot.counters.tasks_stolen
@@ -498,15 +499,25 @@ async fn worker_loop(node: Arc<Node>, index: usize, generation: u64) {
                 &slot.counters.tasks_own
             };
             TenantCounters::bump(counter);
-            match exec::execute(node, index, task) {
-                Some(exec::Stepped::Suspended(invocation)) => pool.requeue(index, invocation),
+            let turn = matches!(task.work, Work::Turn { .. });
+            let finished = match exec::execute(node, index, task) {
+                Some(exec::Stepped::Suspended(invocation)) => {
+                    pool.requeue(index, invocation);
+                    false
+                }
                 Some(exec::Stepped::Abandoned) => return,
-                Some(exec::Stepped::Finished) | None => {}
+                Some(exec::Stepped::Finished) | None => true,
+            };
+            // The core's connections run between batches of its tasks, as Redis writes
+            // its replies before it sleeps: a batch of short tasks ends when the queue is
+            // empty or it has run a slice, so the answers it made leave in few writes. A
+            // granted turn (its task runs next) or a call left running ends it at once.
+            if turn || !finished || batch_started.elapsed() >= node.poll_slice {
+                break;
             }
         }
 
         if worked {
-            // The core's connections run between two of its tasks.
             tokio::task::yield_now().await;
             continue;
         }
