@@ -4,7 +4,9 @@
 //! - [`frame`]: the fixed 40-byte little-endian header and [`frame::FrameDecoder`], a
 //!   sans-I/O splitter that turns a byte buffer into whole frames (or a fatal framing error).
 //! - [`wire`]: bounded primitive readers/writers (length-prefixed bytes and strings).
-//! - [`message`]: typed requests and responses and their body encodings.
+//! - [`request`] and [`response`]: the typed messages and their body encodings;
+//!   [`message`]: what both share (limits, the decode error, read versions, snapshots,
+//!   writes, and the helpers that encode those parts).
 //! - [`listing`]: tables' listings (`list`) and the listing read a transaction validates.
 //! - [`costs`]: the costs record a compute node or gateway answers an invocation with
 //!   (both sides' CPU, round trips, bytes), when asked.
@@ -16,6 +18,8 @@ pub mod costs;
 pub mod frame;
 pub mod listing;
 pub mod message;
+pub mod request;
+pub mod response;
 pub mod wire;
 
 pub use costs::{InvokeCosts, INVOKE_COSTS_LEN};
@@ -25,8 +29,12 @@ pub use frame::{
 };
 pub use listing::{ListedKey, LISTING_NEEDS_ONE_NODE, MAX_LISTED_KEYS, MAX_LIST_TABLES, TYPE_NAMES};
 pub use message::{
-    encode_unknown_opcode_response, CommitWrite, DecodeError, HelloInfo, InvokeTrace, MultiGetEntry, PushbackRead,
-    PushbackState, ReadVersion, Request, Response, ResponseBody, Snapshot, StatEntry, MAX_MULTIGET_KEYS, MAX_SNAPSHOTS,
-    MAX_STAT_ENTRIES, MAX_TX_ITEMS,
+    CommitWrite, DecodeError, InvokeTrace, ReadVersion, Snapshot, MAX_MULTIGET_KEYS, MAX_SNAPSHOTS, MAX_STAT_ENTRIES,
+    MAX_TX_ITEMS,
+};
+pub use request::Request;
+pub use response::{
+    encode_unknown_opcode_response, HelloInfo, MultiGetEntry, PushbackRead, PushbackState, Response, ResponseBody,
+    StatEntry,
 };
 pub use wire::EncodeError;

@@ -12,8 +12,11 @@
 //!   their commands inline, bounded per-core queues, work stealing; `watchdog`: pauses of
 //!   Lua calls past their slice and the replacement of a core stuck in a runaway function.
 //! - `fair`: start-time fair queueing of a worker's tasks by tenant CPU time.
-//! - `exec`: executing a task on a worker — data operations directly, storage functions
-//!   step by step with a CPU budget, OCC commit and bounded retries.
+//! - `exec`: executing a task on a worker (a data operation, an invocation's start or next
+//!   step, a turn granted), its answer and its charge; `data_op`: the ferry protocol's data
+//!   operations, answered at once; `invocation`: storage functions step by step with a
+//!   CPU budget, OCC commit and bounded retries; `io_cadence`: how often a busy core
+//!   polls its sockets.
 //! - `store_ctx`: the storage-node implementation of `ferry_func::Ctx` for invocations.
 //! - `listing`: tables' listings for functions (KEYS, SCAN, FLUSHDB in a script), on the
 //!   node and as the `list` request of a function run on the app side.
@@ -46,6 +49,7 @@
 
 pub mod config;
 mod conn;
+mod data_op;
 mod database;
 pub mod durable;
 mod exec;
@@ -55,6 +59,8 @@ mod fair;
 mod frozen;
 mod function_stats;
 mod in_place;
+mod invocation;
+mod io_cadence;
 pub mod listeners;
 mod listing;
 pub mod membership;

@@ -37,7 +37,7 @@ pub(crate) fn answer(store: &TenantStore, tables: &[String], snapshots: &[Snapsh
         crate::snapshot_read::at_snapshot(store, snapshots, |read_version| list_at(store, tables, read_version));
     let (listed, version) = match listed {
         Ok(listed) => listed,
-        Err(err) => return Response::error(crate::exec::status_of(&err), crate::memory::refusal_text(&err)),
+        Err(err) => return crate::exec::store_error(err),
     };
     let total: usize = listed.iter().map(Vec::len).sum();
     let bytes_returned: usize = listed.iter().flatten().map(|info| info.key.len()).sum();

@@ -46,7 +46,7 @@ pub(crate) fn answer(
     });
     let (mut entries, read_version) = match read {
         Ok(read) => read,
-        Err(err) => return Response::error(crate::exec::status_of(&err), crate::memory::refusal_text(&err)),
+        Err(err) => return crate::exec::store_error(err),
     };
     let found = entries.pop().flatten();
     let version = found

@@ -29,7 +29,7 @@ use ferry_proto::{Opcode, Response, ResponseBody, Status};
 use ferry_resp::{Command, Reply};
 
 use crate::conn::Answer;
-use crate::exec::{self, Call, Stepped};
+use crate::invocation::{self, Call, Stepped};
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
 
@@ -186,7 +186,7 @@ fn function_call(
         tenant: Arc::clone(tenant),
         sender: Mutex::new(Some(sender)),
     };
-    let started = exec::start(
+    let started = invocation::start(
         node,
         worker,
         Arc::clone(tenant),

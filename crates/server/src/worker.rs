@@ -31,8 +31,9 @@ use ferry_proto::{Opcode, Request};
 
 use crate::config::Scheduling;
 use crate::conn::Answer;
-use crate::exec::{self, Invocation};
+use crate::exec;
 use crate::fair::FairQueue;
+use crate::invocation::{self, Invocation};
 use crate::node::{Node, TenantState};
 use crate::stats::TenantCounters;
 use crate::stats::WorkerCounters;
@@ -440,7 +441,7 @@ pub(crate) fn dispatch(node: &Node, task: Task) -> Result<(), Box<Task>> {
     let on_home = pool.on_core(home);
     if on_home && node.inline_data_ops && pool.queue_len(home) == 0 && slot.sleeping.swap(false, Ordering::SeqCst) {
         TenantCounters::bump(&slot.counters.tasks_inline);
-        if let Some(exec::Stepped::Suspended(invocation)) = exec::execute(node, home, task) {
+        if let Some(invocation::Stepped::Suspended(invocation)) = exec::execute(node, home, task) {
             pool.requeue(home, invocation);
         }
         // `Abandoned`: the watchdog replaced this core while the task ran; its worker
@@ -485,6 +486,7 @@ async fn worker_loop(node: Arc<Node>, index: usize, generation: u64) {
     let pool = &node.pool;
     let slot = &pool.slots[index];
     let mut stopping_since: Option<Instant> = None;
+    let mut io = crate::io_cadence::IoCadence::new(node.poll_slice, Instant::now());
     loop {
         if slot.generation.load(Ordering::SeqCst) != generation {
             return;
@@ -501,12 +503,12 @@ async fn worker_loop(node: Arc<Node>, index: usize, generation: u64) {
             TenantCounters::bump(counter);
             let turn = matches!(task.work, Work::Turn { .. });
             let finished = match exec::execute(node, index, task) {
-                Some(exec::Stepped::Suspended(invocation)) => {
+                Some(invocation::Stepped::Suspended(invocation)) => {
                     pool.requeue(index, invocation);
                     false
                 }
-                Some(exec::Stepped::Abandoned) => return,
-                Some(exec::Stepped::Finished) | None => true,
+                Some(invocation::Stepped::Abandoned) => return,
+                Some(invocation::Stepped::Finished) | None => true,
             };
             // The core's connections run between batches of its tasks, as Redis writes
             // its replies before it sleeps: a batch of short tasks ends when the queue is
@@ -518,7 +520,7 @@ async fn worker_loop(node: Arc<Node>, index: usize, generation: u64) {
         }
 
         if worked {
-            tokio::task::yield_now().await;
+            io.yield_now().await;
             continue;
         }
         if pool.is_shutting_down() && !pool.any_queued() {
