@@ -4,7 +4,8 @@
 //! `ferry server` that follows the config group).
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -162,18 +163,19 @@ fn every_process_answers_the_probes_and_exports_what_the_dashboard_queries() {
     let group = cluster["config_group"].as_str().unwrap().to_string();
     let storage = cluster["storage_nodes"].as_array().unwrap();
     let token = replication_token(storage[0]["pid"].as_u64().unwrap());
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .to_string()
-    };
-    let (addr, resp, replication, node_metrics) = (free(), free(), free(), free());
+    // The replica's listeners are bound here and handed to it (`--listen-fd` and its
+    // siblings, as `cluster up` starts its nodes), so its addresses are in the
+    // configuration before it starts without a port let go in between; its metrics
+    // listener binds port 0 and the replica reports what it got.
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (listen, resp, replication) = (bind(), bind(), bind());
+    let address = |listener: &std::net::TcpListener| listener.local_addr().unwrap().to_string();
+    let (addr, resp_addr, replication_addr) = (address(&listen), address(&resp), address(&replication));
     for _ in 0..2 {
         let added = ferry()
             .args(["cluster", "add-node", "--config-group", &group, "--id", "s1r9"])
-            .args(["--addr", &addr, "--resp", &resp, "--replication", &replication])
+            .args(["--addr", &addr, "--resp", &resp_addr])
+            .args(["--replication", &replication_addr])
             .args(["--replica-of", "s1"])
             .output()
             .unwrap();
@@ -188,24 +190,37 @@ fn every_process_answers_the_probes_and_exports_what_the_dashboard_queries() {
     assert!(!unknown.status.success(), "{}", text(&unknown));
     let data_dir = dir.join("node-s1r9");
     std::fs::create_dir_all(&data_dir).unwrap();
-    let mut replica = ferry()
-        .args([
-            "server",
-            "--config-group",
-            &group,
-            "--node-id",
-            "s1r9",
-            "--tenant",
-            "1:ferry",
-        ])
-        .args(["--listen", &addr, "--resp", &resp, "--replication-listen", &replication])
-        .args(["--replication-token", &token, "--metrics", &node_metrics])
+    let fd = |listener: &std::net::TcpListener| listener.as_raw_fd().to_string();
+    let mut command = ferry();
+    command
+        .args(["server", "--config-group", &group, "--node-id", "s1r9"])
+        .args(["--tenant", "1:ferry"])
+        .args(["--listen-fd", &fd(&listen), "--resp-fd", &fd(&resp)])
+        .args(["--replication-fd", &fd(&replication)])
+        .args(["--replication-token", &token, "--metrics", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(&data_dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    ferry_os::inherit::pass_listeners(&mut command, &[&listen, &resp, &replication]);
+    let mut replica = command.spawn().unwrap();
+    drop((listen, resp, replication));
+    // Read on a thread of its own: a replica that never gets as far as its start-up lines
+    // fails the test after a bound instead of hanging it.
+    let (reported, metrics_addr) = std::sync::mpsc::channel();
+    let stdout = replica.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let found = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|line| line.strip_prefix("metrics on ").map(str::to_string));
+        let _ = reported.send(found);
+    });
+    let node_metrics = metrics_addr
+        .recv_timeout(Duration::from_secs(60))
+        .ok()
+        .flatten()
+        .expect("the replica reports its metrics address within a minute");
     eventually(Duration::from_secs(60), || {
         let (status, body) = get(&node_metrics, "/readyz")?;
         let (_, samples) = get(&node_metrics, "/metrics")?;
