@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use ferry_client::config_group::ConfigClient;
-use ferry_config::{ClusterConfig, Command as ConfigCommand, Outcome};
+use ferry_config::{ClusterConfig, ConfigChange, Outcome};
 
 use crate::cluster::{until, Up, SETTLE};
 use crate::link::{Flow, Link};
@@ -180,7 +180,7 @@ pub(crate) fn nemesis(
                     .map(|(_, shard)| &shard.primary)
                     .collect();
                 let to = others[rng.gen_range(0..others.len())].clone();
-                let begin = ConfigCommand::BeginMove {
+                let begin = ConfigChange::BeginMove {
                     first: slot,
                     last: slot,
                     to,

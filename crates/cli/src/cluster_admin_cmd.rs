@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferry_config::{Command, Outcome};
+use ferry_config::{ConfigChange, Outcome};
 
 use crate::CmdResult;
 
@@ -239,13 +239,13 @@ pub(crate) fn add_node(
                 return Ok(());
             }
             let command = match replica_of {
-                Some(primary) => Command::AddReplica {
+                Some(primary) => ConfigChange::AddReplica {
                     id: id.to_string(),
                     node: node.clone(),
                     primary: primary.to_string(),
                     expected_epoch: config.epoch,
                 },
-                None => Command::AddNode {
+                None => ConfigChange::AddNode {
                     id: id.to_string(),
                     node: node.clone(),
                     expected_epoch: config.epoch,
@@ -287,7 +287,7 @@ pub fn assign_slots(args: AssignArgs) -> CmdResult {
     let client = crate::config_cmd::group_client(&args.config_group, args.tls.client_tls()?.as_ref())?;
     runtime()?.block_on(async {
         let config = client.watch(u64::MAX, Duration::ZERO).await?;
-        let command = Command::AssignSlots {
+        let command = ConfigChange::AssignSlots {
             first,
             last,
             to: args.to.clone(),
@@ -315,7 +315,7 @@ pub fn reshard(args: ReshardArgs) -> CmdResult {
                 println!("no slot move is under way");
                 return Ok(());
             };
-            let abort = Command::AbortMove {
+            let abort = ConfigChange::AbortMove {
                 begun_at: moving.begun_at,
                 why: "given up with `ferry cluster reshard --abort`".into(),
             };
@@ -328,7 +328,7 @@ pub fn reshard(args: ReshardArgs) -> CmdResult {
         }
         let (slots, to) = (args.slots.unwrap_or_default(), args.to.unwrap_or_default());
         let (first, last) = parse_slots(&slots)?;
-        let begin = Command::BeginMove {
+        let begin = ConfigChange::BeginMove {
             first,
             last,
             to: to.clone(),
@@ -349,7 +349,7 @@ pub fn reshard(args: ReshardArgs) -> CmdResult {
                 if Instant::now() >= deadline {
                     let why = format!("not done within --timeout-secs {}", args.timeout_secs);
                     client
-                        .propose(Command::AbortMove {
+                        .propose(ConfigChange::AbortMove {
                             begun_at,
                             why: why.clone(),
                         })

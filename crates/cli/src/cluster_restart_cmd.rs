@@ -3,7 +3,7 @@
 //! config group's leader answers its next heartbeat with a restart request), and whoever
 //! runs it (`cluster up`, Kubernetes, systemd) starts it again; the command waits until
 //! the leader hears a new process of it that says it is ready. Then each primary hands its
-//! shard over to its most caught-up ready replica (`Command::HandOver`: it stops serving,
+//! shard over to its most caught-up ready replica (`ConfigChange::HandOver`: it stops serving,
 //! the replica copies what is left and is promoted); the old primary, now a replica, stops
 //! by itself, is started again, copies the new primary and is waited for the same way.
 //! `ferry cluster hand-over` is the hand-over alone (a Kubernetes pod's preStop hook).
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ferry_client::config_group::ConfigClient;
 use ferry_config::lease::{NodeHealth, EXPIRY_MS};
-use ferry_config::{ClusterConfig, Command, Outcome};
+use ferry_config::{ClusterConfig, ConfigChange, Outcome};
 
 use crate::CmdResult;
 
@@ -135,7 +135,7 @@ async fn hand_over(
         .max_by_key(|(_, health)| health.log_end)
         .map(|(replica, _)| replica.clone())
         .ok_or_else(|| format!("no replica of shard {shard_id} is ready to take over from {node}"))?;
-    let command = Command::HandOver {
+    let command = ConfigChange::HandOver {
         shard: shard_id,
         primary_epoch: shard.primary_epoch,
         to: to.clone(),

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use ferry_control::Nanos;
-use ferry_experiment::model::ClusterConfig;
+use ferry_experiment::model::ClusterModel;
 use ferry_experiment::scaling::parse_rate;
 use ferry_experiment::{parse_duration, parse_workload, ExperimentError};
 use ferry_sim::plan::{self, PlanConfig, Shape, MAX_CORES_DEFAULT};
@@ -79,7 +79,7 @@ pub fn run(args: PlanArgs) -> CmdResult {
         source,
     })?;
     let profile = load_profile(args.profile.as_deref())?;
-    let mut machine = ClusterConfig::default();
+    let mut machine = ClusterModel::default();
     if let Some(p) = &profile {
         p.apply(&mut machine);
     }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use ferry_control::Nanos;
-use ferry_experiment::model::{ClusterConfig, Sharding, RTT_DEFAULT};
+use ferry_experiment::model::{ClusterModel, Sharding, RTT_DEFAULT};
 use ferry_experiment::profile::Profile;
 use ferry_experiment::{parse_duration, parse_workload, ExperimentError};
 use ferry_sim::{Arrivals, Slo};
@@ -137,7 +137,7 @@ impl ScenarioArgs {
     }
 
     /// The cluster: the model's defaults, then the profile, then the explicit flags.
-    pub fn cluster(&self) -> ArgsResult<ClusterConfig> {
+    pub fn cluster(&self) -> ArgsResult<ClusterModel> {
         let nodes = |name: &str, n: i64| -> Result<u32, ExperimentError> {
             u32::try_from(n)
                 .ok()
@@ -148,7 +148,7 @@ impl ScenarioArgs {
                     value: n.to_string(),
                 })
         };
-        let mut cl = ClusterConfig {
+        let mut cl = ClusterModel {
             app_nodes: nodes("--app-nodes", self.app_nodes)?,
             storage_nodes: nodes("--storage-nodes", self.storage_nodes)?,
             sharding: if self.skew { Sharding::Staircase } else { Sharding::Hash },
@@ -156,7 +156,7 @@ impl ScenarioArgs {
             storage_cores: cores("--storage-cores", self.storage_cores)?,
             rtt: RTT_DEFAULT,
             bandwidth_gbps: self.bandwidth_gbps,
-            ..ClusterConfig::default()
+            ..ClusterModel::default()
         };
         if let Some(profile) = self.profile()? {
             profile.apply(&mut cl);
@@ -167,7 +167,7 @@ impl ScenarioArgs {
     }
 
     /// Applies every cost, RTT and stall flag given on the command line.
-    fn apply_explicit(&self, cl: &mut ClusterConfig) -> Result<(), ExperimentError> {
+    fn apply_explicit(&self, cl: &mut ClusterModel) -> Result<(), ExperimentError> {
         let set = |slot: &mut u64, flag: &str, v: &Option<String>| -> Result<(), ExperimentError> {
             if let Some(v) = v {
                 *slot = duration(flag, v)?.0;
@@ -247,7 +247,7 @@ impl ScenarioArgs {
     /// own, and the strictest of them as the policy's reference SLO.
     pub fn slos(
         &self,
-        cluster: &ClusterConfig,
+        cluster: &ClusterModel,
         workload: &mut ferry_experiment::Workload,
     ) -> Result<Slo, ExperimentError> {
         let Some(k) = self.slo_slowdown else {

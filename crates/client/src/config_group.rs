@@ -10,7 +10,7 @@ use ferry_cluster::ClusterMap;
 use ferry_config::lease::{Grant, Heartbeat};
 use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, GroupStatus};
 use ferry_config::wire::{header, HEADER_BYTES};
-use ferry_config::{ClusterConfig, Command, Outcome};
+use ferry_config::{ClusterConfig, ConfigChange, Outcome};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -31,7 +31,7 @@ pub const WATCH_WAIT: Duration = Duration::from_secs(10);
 
 /// Why the group could not be asked.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum ConfigGroupError {
     /// No member could be reached, or none answered in time.
     #[error("no config member answered ({0})")]
     Unreachable(String),
@@ -107,7 +107,11 @@ impl ConfigClient {
     }
 
     /// Asks the members in turn until one answers.
-    async fn ask_any(&self, request: &ClientRequest, within: Duration) -> Result<(String, ClientReply), ConfigError> {
+    async fn ask_any(
+        &self,
+        request: &ClientRequest,
+        within: Duration,
+    ) -> Result<(String, ClientReply), ConfigGroupError> {
         let mut errors = Vec::new();
         for addr in &self.members {
             match ask(addr, self.tls.as_ref(), request, within).await {
@@ -115,7 +119,7 @@ impl ConfigClient {
                 Err(err) => errors.push(format!("{addr}: {err}")),
             }
         }
-        Err(ConfigError::Unreachable(errors.join("; ")))
+        Err(ConfigGroupError::Unreachable(errors.join("; ")))
     }
 
     /// The member listed after `member` (the first after the last).
@@ -126,14 +130,14 @@ impl ConfigClient {
 
     /// A committed configuration newer than `known_epoch`, or after `wait` the newest the
     /// answering member has.
-    pub async fn watch(&self, known_epoch: u64, wait: Duration) -> Result<ClusterConfig, ConfigError> {
+    pub async fn watch(&self, known_epoch: u64, wait: Duration) -> Result<ClusterConfig, ConfigGroupError> {
         let request = ClientRequest::Watch {
             known_epoch,
             wait_ms: wait.as_millis() as u64,
         };
         match self.ask_any(&request, wait + REQUEST_TIMEOUT).await? {
             (_, ClientReply::Config(config)) => Ok(config),
-            (member, other) => Err(ConfigError::Failed {
+            (member, other) => Err(ConfigGroupError::Failed {
                 member,
                 why: format!("answered a watch with {other:?}"),
             }),
@@ -141,30 +145,30 @@ impl ConfigClient {
     }
 
     /// The configuration a member has now.
-    pub async fn current(&self) -> Result<ClusterConfig, ConfigError> {
+    pub async fn current(&self) -> Result<ClusterConfig, ConfigGroupError> {
         self.watch(u64::MAX, Duration::ZERO).await
     }
 
     /// One member's view of the group.
-    pub async fn status(&self, member: &str) -> Result<GroupStatus, ConfigError> {
+    pub async fn status(&self, member: &str) -> Result<GroupStatus, ConfigGroupError> {
         match ask(member, self.tls.as_ref(), &ClientRequest::Status, REQUEST_TIMEOUT).await {
             Ok(ClientReply::Status(status)) => Ok(status),
-            Ok(other) => Err(ConfigError::Failed {
+            Ok(other) => Err(ConfigGroupError::Failed {
                 member: member.to_string(),
                 why: format!("answered a status request with {other:?}"),
             }),
-            Err(err) => Err(ConfigError::Unreachable(format!("{member}: {err}"))),
+            Err(err) => Err(ConfigGroupError::Unreachable(format!("{member}: {err}"))),
         }
     }
 
     /// Has the leader decide `command`, and returns its outcome once committed.
-    pub async fn propose(&self, command: Command) -> Result<Outcome, ConfigError> {
+    pub async fn propose(&self, command: ConfigChange) -> Result<Outcome, ConfigGroupError> {
         match self
             .ask_leader(ClientRequest::Propose(command), PROPOSE_DEADLINE)
             .await?
         {
             (_, ClientReply::Outcome(outcome)) => Ok(outcome),
-            (member, other) => Err(ConfigError::Failed {
+            (member, other) => Err(ConfigGroupError::Failed {
                 member,
                 why: format!("answered a proposal with {other:?}"),
             }),
@@ -173,10 +177,10 @@ impl ConfigClient {
 
     /// Reports to the leader and returns its grant (within `deadline`: a heartbeat late
     /// by more than a lease is worth nothing).
-    pub async fn heartbeat(&self, heartbeat: Heartbeat, deadline: Duration) -> Result<Grant, ConfigError> {
+    pub async fn heartbeat(&self, heartbeat: Heartbeat, deadline: Duration) -> Result<Grant, ConfigGroupError> {
         match self.ask_leader(ClientRequest::Heartbeat(heartbeat), deadline).await? {
             (_, ClientReply::Grant(grant)) => Ok(grant),
-            (member, other) => Err(ConfigError::Failed {
+            (member, other) => Err(ConfigGroupError::Failed {
                 member,
                 why: format!("answered a heartbeat with {other:?}"),
             }),
@@ -185,14 +189,14 @@ impl ConfigClient {
 
     /// Has the leader ask the process `incarnation` of storage node `node` to stop, so
     /// whoever runs it starts it again.
-    pub async fn request_restart(&self, node: &str, incarnation: u64) -> Result<(), ConfigError> {
+    pub async fn request_restart(&self, node: &str, incarnation: u64) -> Result<(), ConfigGroupError> {
         let request = ClientRequest::Restart {
             node: node.to_string(),
             incarnation,
         };
         match self.ask_leader(request, PROPOSE_DEADLINE).await? {
             (_, ClientReply::Accepted) => Ok(()),
-            (member, other) => Err(ConfigError::Failed {
+            (member, other) => Err(ConfigGroupError::Failed {
                 member,
                 why: format!("answered a restart request with {other:?}"),
             }),
@@ -205,7 +209,7 @@ impl ConfigClient {
         &self,
         request: ClientRequest,
         deadline: Duration,
-    ) -> Result<(String, ClientReply), ConfigError> {
+    ) -> Result<(String, ClientReply), ConfigGroupError> {
         let started = Instant::now();
         let mut next = self.leader.lock().clone();
         loop {
@@ -214,7 +218,7 @@ impl ConfigClient {
                 Some(leader) => ask(&leader, self.tls.as_ref(), &request, left)
                     .await
                     .map(|reply| (leader.clone(), reply))
-                    .map_err(|err| ConfigError::Unreachable(format!("{leader}: {err}"))),
+                    .map_err(|err| ConfigGroupError::Unreachable(format!("{leader}: {err}"))),
                 None => self.ask_any(&request, left).await,
             };
             match answer {
@@ -237,7 +241,7 @@ impl ConfigClient {
                 Err(err) => tracing::debug!("config request: {err}"),
             }
             if started.elapsed() >= deadline {
-                return Err(ConfigError::NoLeader(deadline));
+                return Err(ConfigGroupError::NoLeader(deadline));
             }
             if next.is_none() {
                 tokio::time::sleep(RETRY_PAUSE.min(deadline.saturating_sub(started.elapsed()))).await;
@@ -284,7 +288,7 @@ impl ConfigClient {
 pub async fn follow_routes(
     mut configs: watch::Receiver<Arc<ClusterConfig>>,
     timeout: Duration,
-) -> Result<watch::Receiver<Arc<ClusterMap>>, ConfigError> {
+) -> Result<watch::Receiver<Arc<ClusterMap>>, ConfigGroupError> {
     let usable = |config: &ClusterConfig| config.routing_map().ok().filter(|_| config.is_bootstrapped());
     let first = tokio::time::timeout(timeout, async {
         loop {
@@ -297,7 +301,7 @@ pub async fn follow_routes(
     .await
     .ok()
     .flatten()
-    .ok_or(ConfigError::NotBootstrapped(timeout))?;
+    .ok_or(ConfigGroupError::NotBootstrapped(timeout))?;
     let (sender, receiver) = watch::channel(Arc::new(first));
     tokio::spawn(async move {
         loop {
@@ -385,7 +389,7 @@ mod tests {
         let client = ConfigClient::new(vec![follower.clone(), leader]);
         let started = Instant::now();
         let answered = client
-            .propose(Command::Leased {
+            .propose(ConfigChange::Leased {
                 shard: 1,
                 primary_epoch: 1,
             })
@@ -404,7 +408,7 @@ mod tests {
         let client = ConfigClient::new(vec![pointing, follower, leader_too]);
         assert_eq!(
             client
-                .propose(Command::Leased {
+                .propose(ConfigChange::Leased {
                     shard: 1,
                     primary_epoch: 1
                 })

@@ -11,7 +11,7 @@ use crate::state::{add_range, remove_range, valid_range, ClusterConfig, Epoch, S
 
 /// A change to the configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Command {
+pub enum ConfigChange {
     /// Loads the first configuration from a cluster map: one shard per map node, which is
     /// its primary. Refused once the cluster is bootstrapped, so every config member may
     /// propose the same map and the first one committed wins.
@@ -83,7 +83,7 @@ pub enum Command {
         expected_epoch: Epoch,
     },
     /// Starts copying the slots `first..=last` (all served by one shard now) to the shard
-    /// whose primary is `to`. Routing does not change until [`Command::FinishMove`].
+    /// whose primary is `to`. Routing does not change until [`ConfigChange::FinishMove`].
     BeginMove {
         /// First slot.
         first: u16,
@@ -162,17 +162,17 @@ pub enum Refusal {
 impl ClusterConfig {
     /// Applies `command`: the outcome says what happened, and on a refusal the
     /// configuration is unchanged.
-    pub fn apply(&mut self, command: &Command) -> Outcome {
+    pub fn apply(&mut self, command: &ConfigChange) -> Outcome {
         match self.try_apply(command) {
             Ok(epoch) => Outcome::Applied { epoch },
             Err(refusal) => Outcome::Refused(refusal),
         }
     }
 
-    fn try_apply(&mut self, command: &Command) -> Result<Epoch, Refusal> {
+    fn try_apply(&mut self, command: &ConfigChange) -> Result<Epoch, Refusal> {
         match command {
-            Command::Bootstrap { nodes } => self.bootstrap(nodes),
-            Command::AddNode {
+            ConfigChange::Bootstrap { nodes } => self.bootstrap(nodes),
+            ConfigChange::AddNode {
                 id,
                 node,
                 expected_epoch,
@@ -180,7 +180,7 @@ impl ClusterConfig {
                 self.check_epoch(*expected_epoch)?;
                 self.add_node(id, node)
             }
-            Command::AssignSlots {
+            ConfigChange::AssignSlots {
                 first,
                 last,
                 to,
@@ -189,7 +189,7 @@ impl ClusterConfig {
                 self.check_epoch(*expected_epoch)?;
                 self.assign_slots(*first, *last, to)
             }
-            Command::AddReplica {
+            ConfigChange::AddReplica {
                 id,
                 node,
                 primary,
@@ -198,18 +198,18 @@ impl ClusterConfig {
                 self.check_epoch(*expected_epoch)?;
                 self.add_replica(id, node, primary)
             }
-            Command::Fence { shard, primary_epoch } => self.fence(*shard, *primary_epoch),
-            Command::HandOver {
+            ConfigChange::Fence { shard, primary_epoch } => self.fence(*shard, *primary_epoch),
+            ConfigChange::HandOver {
                 shard,
                 primary_epoch,
                 to,
             } => self.hand_over(*shard, *primary_epoch, to),
-            Command::Promote {
+            ConfigChange::Promote {
                 shard,
                 primary_epoch,
                 new_primary,
             } => self.promote(*shard, *primary_epoch, new_primary),
-            Command::BeginMove {
+            ConfigChange::BeginMove {
                 first,
                 last,
                 to,
@@ -218,15 +218,15 @@ impl ClusterConfig {
                 self.check_epoch(*expected_epoch)?;
                 self.begin_move(*first, *last, to)
             }
-            Command::FinishMove {
+            ConfigChange::FinishMove {
                 begun_at,
                 expected_epoch,
             } => {
                 self.check_epoch(*expected_epoch)?;
                 self.finish_move(*begun_at)
             }
-            Command::AbortMove { begun_at, why } => self.abort_move(*begun_at, why),
-            Command::Leased { shard, primary_epoch } => {
+            ConfigChange::AbortMove { begun_at, why } => self.abort_move(*begun_at, why),
+            ConfigChange::Leased { shard, primary_epoch } => {
                 self.shard_at(*shard, *primary_epoch)?;
                 let entry = self.shards.get_mut(shard).expect("found above");
                 if entry.leased {
@@ -461,7 +461,7 @@ mod tests {
     fn bootstrapped() -> ClusterConfig {
         let mut config = ClusterConfig::default();
         assert_eq!(
-            config.apply(&Command::Bootstrap { nodes: three_nodes() }),
+            config.apply(&ConfigChange::Bootstrap { nodes: three_nodes() }),
             Outcome::Applied { epoch: 1 }
         );
         config
@@ -474,7 +474,7 @@ mod tests {
         assert_eq!(map.nodes().len(), 3);
         assert_eq!(map.owner_of_slot(0).id, "s1");
         assert_eq!(map.owner_of_slot(SLOTS - 1).id, "s3");
-        let again = config.apply(&Command::Bootstrap { nodes: three_nodes() });
+        let again = config.apply(&ConfigChange::Bootstrap { nodes: three_nodes() });
         assert_eq!(again, Outcome::Refused(Refusal::AlreadyBootstrapped { epoch: 1 }));
     }
 
@@ -484,7 +484,7 @@ mod tests {
         nodes[1].slots = vec![(5461, 5461)];
         let mut config = ClusterConfig::default();
         assert!(matches!(
-            config.apply(&Command::Bootstrap { nodes }),
+            config.apply(&ConfigChange::Bootstrap { nodes }),
             Outcome::Refused(Refusal::Invalid(_))
         ));
         assert_eq!(config, ClusterConfig::default());
@@ -493,7 +493,7 @@ mod tests {
     #[test]
     fn a_stale_decision_is_refused() {
         let mut config = bootstrapped();
-        let assign = |expected_epoch| Command::AssignSlots {
+        let assign = |expected_epoch| ConfigChange::AssignSlots {
             first: 0,
             last: 99,
             to: "s2".into(),
@@ -522,21 +522,21 @@ mod tests {
             resp: None,
             replication: None,
         };
-        let add = Command::AddNode {
+        let add = ConfigChange::AddNode {
             id: "s4".into(),
             node: node.clone(),
             expected_epoch: 1,
         };
         assert_eq!(config.apply(&add), Outcome::Applied { epoch: 2 });
         assert!(matches!(
-            config.apply(&Command::AddNode {
+            config.apply(&ConfigChange::AddNode {
                 id: "s4".into(),
                 node,
                 expected_epoch: 2
             }),
             Outcome::Refused(Refusal::Invalid(_))
         ));
-        let assign = Command::AssignSlots {
+        let assign = ConfigChange::AssignSlots {
             first: 16000,
             last: 16383,
             to: "s4".into(),
@@ -546,7 +546,7 @@ mod tests {
         let map = config.routing_map().unwrap();
         assert_eq!(map.owner_of_slot(16383).id, "s4");
         assert_eq!(map.owner_of_slot(15999).id, "s3");
-        let unknown = Command::AssignSlots {
+        let unknown = ConfigChange::AssignSlots {
             first: 0,
             last: 0,
             to: "s9".into(),
@@ -555,8 +555,8 @@ mod tests {
         assert!(matches!(config.apply(&unknown), Outcome::Refused(Refusal::Invalid(_))));
     }
 
-    fn replica(id: &str, primary: &str, expected_epoch: Epoch) -> Command {
-        Command::AddReplica {
+    fn replica(id: &str, primary: &str, expected_epoch: Epoch) -> ConfigChange {
+        ConfigChange::AddReplica {
             id: id.into(),
             node: StorageNode {
                 addr: "127.0.0.1:7790".into(),
@@ -573,7 +573,7 @@ mod tests {
         let mut config = bootstrapped();
         assert!(
             matches!(
-                config.apply(&Command::Fence {
+                config.apply(&ConfigChange::Fence {
                     shard: 1,
                     primary_epoch: 1
                 }),
@@ -583,7 +583,7 @@ mod tests {
         );
         assert_eq!(config.apply(&replica("r1", "s1", 1)), Outcome::Applied { epoch: 2 });
         assert_eq!(config.shard_of("r1").unwrap().0, 1);
-        let promote = |primary_epoch, new_primary: &str| Command::Promote {
+        let promote = |primary_epoch, new_primary: &str| ConfigChange::Promote {
             shard: 1,
             primary_epoch,
             new_primary: new_primary.into(),
@@ -592,7 +592,7 @@ mod tests {
             matches!(config.apply(&promote(1, "r1")), Outcome::Refused(Refusal::Invalid(_))),
             "promoted without collecting the logs first"
         );
-        let fence = Command::Fence {
+        let fence = ConfigChange::Fence {
             shard: 1,
             primary_epoch: 1,
         };
@@ -625,11 +625,11 @@ mod tests {
         );
     }
 
-    fn command() -> impl Strategy<Value = Command> {
+    fn command() -> impl Strategy<Value = ConfigChange> {
         let nodes = prop::sample::select(vec!["s1", "s2", "s3", "s4", "s5"]);
         prop_oneof![
             (0u16..SLOTS, 0u16..3000, nodes.clone(), 0u64..8).prop_map(|(first, len, to, expected_epoch)| {
-                Command::AssignSlots {
+                ConfigChange::AssignSlots {
                     first,
                     last: first.saturating_add(len).min(SLOTS - 1),
                     to: to.into(),
@@ -642,13 +642,13 @@ mod tests {
                 0u64..8
             )
                 .prop_map(|(id, primary, expected_epoch)| replica(id, primary, expected_epoch)),
-            (1u32..5, 0u64..8).prop_map(|(shard, primary_epoch)| Command::Fence { shard, primary_epoch }),
-            (1u32..5, 0u64..8, nodes.clone()).prop_map(|(shard, primary_epoch, new_primary)| Command::Promote {
+            (1u32..5, 0u64..8).prop_map(|(shard, primary_epoch)| ConfigChange::Fence { shard, primary_epoch }),
+            (1u32..5, 0u64..8, nodes.clone()).prop_map(|(shard, primary_epoch, new_primary)| ConfigChange::Promote {
                 shard,
                 primary_epoch,
                 new_primary: new_primary.into()
             }),
-            (nodes, 0u64..8).prop_map(|(id, expected_epoch)| Command::AddNode {
+            (nodes, 0u64..8).prop_map(|(id, expected_epoch)| ConfigChange::AddNode {
                 id: id.into(),
                 node: StorageNode {
                     addr: "127.0.0.1:7799".into(),

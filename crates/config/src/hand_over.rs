@@ -1,4 +1,4 @@
-//! A planned change of primary, as a rolling restart needs one: [`Command::HandOver`]
+//! A planned change of primary, as a rolling restart needs one: [`ConfigChange::HandOver`]
 //! fences the shard like a failover does, but names the replica that takes over. The
 //! primary stops serving as soon as it has applied the hand-over (it drops its lease at
 //! once instead of letting it run out), so from its next report on its log end is final;
@@ -13,7 +13,7 @@
 //! safety of a promotion is the fence's either way: the old primary serves no more once it
 //! has reported after the fence, or once it has been silent past every lease.
 
-use crate::command::{Command, Refusal};
+use crate::command::{ConfigChange, Refusal};
 use crate::lease::Lessor;
 use crate::state::{ClusterConfig, Epoch, Shard, ShardId};
 
@@ -23,7 +23,7 @@ use crate::state::{ClusterConfig, Epoch, Shard, ShardId};
 pub const HAND_OVER_MS: u64 = 5_000;
 
 impl ClusterConfig {
-    /// Applies [`Command::HandOver`]: fences `shard` for a hand-over to its replica `to`.
+    /// Applies [`ConfigChange::HandOver`]: fences `shard` for a hand-over to its replica `to`.
     pub(crate) fn hand_over(&mut self, shard: ShardId, primary_epoch: Epoch, to: &str) -> Result<Epoch, Refusal> {
         let found = self.shard_at(shard, primary_epoch)?;
         if found.fenced_at.is_some() {
@@ -58,7 +58,7 @@ impl Lessor {
         fenced_at: Epoch,
         to: &str,
         seen_since_ms: u64,
-    ) -> Option<Command> {
+    ) -> Option<ConfigChange> {
         let old = &shard.primary;
         let timed_out = now_ms.saturating_sub(seen_since_ms) > HAND_OVER_MS;
         if timed_out || !self.alive(now_ms, old) || !self.alive(now_ms, to) {
@@ -68,7 +68,7 @@ impl Lessor {
             self.reported_since(old, fenced_at)?,
             self.reported_since(to, fenced_at)?,
         );
-        (copied >= stopped).then(|| Command::Promote {
+        (copied >= stopped).then(|| ConfigChange::Promote {
             shard: id,
             primary_epoch: shard.primary_epoch,
             new_primary: to.to_string(),
@@ -85,8 +85,8 @@ mod tests {
     /// Shards s1 (replicas r1, r2; leased) and s2.
     use crate::lease::tests::leased_config as config;
 
-    fn hand_over(to: &str) -> Command {
-        Command::HandOver {
+    fn hand_over(to: &str) -> ConfigChange {
+        ConfigChange::HandOver {
             shard: 1,
             primary_epoch: 1,
             to: to.into(),
@@ -128,7 +128,7 @@ mod tests {
             config.apply(&hand_over("r2")),
             Outcome::Refused(Refusal::Invalid(_))
         ));
-        let promote = Command::Promote {
+        let promote = ConfigChange::Promote {
             shard: 1,
             primary_epoch: 1,
             new_primary: "r1".into(),
@@ -167,7 +167,7 @@ mod tests {
         beat(&mut lessor, now, "r2", fenced, 180, &config);
         assert_eq!(
             lessor.decide(now, &config),
-            Some(Command::Promote {
+            Some(ConfigChange::Promote {
                 shard: 1,
                 primary_epoch: 1,
                 new_primary: "r2".into()
@@ -198,7 +198,7 @@ mod tests {
         beat(&mut lessor, now, "r1", fenced, 100, &config);
         assert_eq!(
             lessor.decide(now, &config),
-            Some(Command::Promote {
+            Some(ConfigChange::Promote {
                 shard: 1,
                 primary_epoch: 1,
                 new_primary: "s1".into()

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::Command;
+use crate::command::ConfigChange;
 use crate::state::{ClusterConfig, Epoch, Shard, ShardId};
 
 /// How often a storage node reports to the config leader.
@@ -248,7 +248,7 @@ impl Lessor {
     /// The next failover step the configuration needs, if any: a fence for a shard whose
     /// primary is gone, or a promotion for a fenced shard once every live member has
     /// reported its log after the fence.
-    pub fn decide(&mut self, now_ms: u64, config: &ClusterConfig) -> Option<Command> {
+    pub fn decide(&mut self, now_ms: u64, config: &ClusterConfig) -> Option<ConfigChange> {
         self.hand_overs_seen
             .retain(|(id, fenced_at), _| config.shards.get(id).is_some_and(|s| s.fenced_at == Some(*fenced_at)));
         for (id, shard) in &config.shards {
@@ -287,18 +287,18 @@ impl Lessor {
     /// configuration (in which the shard has them) serves under leases from now on.
     /// Until then it may serve without one (it may not know it has replicas), so it is
     /// never fenced.
-    fn leased_if_acted(&self, config: &ClusterConfig, id: ShardId, shard: &Shard) -> Option<Command> {
+    fn leased_if_acted(&self, config: &ClusterConfig, id: ShardId, shard: &Shard) -> Option<ConfigChange> {
         if shard.replicas.is_empty() {
             return None;
         }
         let acted = self.seen.get(&shard.primary)?.epoch >= config.epoch;
-        acted.then_some(Command::Leased {
+        acted.then_some(ConfigChange::Leased {
             shard: id,
             primary_epoch: shard.primary_epoch,
         })
     }
 
-    fn fence_if_gone(&self, now_ms: u64, id: ShardId, shard: &Shard) -> Option<Command> {
+    fn fence_if_gone(&self, now_ms: u64, id: ShardId, shard: &Shard) -> Option<ConfigChange> {
         if shard.replicas.is_empty() || now_ms.saturating_sub(self.leader_since_ms) <= EXPIRY_MS {
             return None;
         }
@@ -309,7 +309,7 @@ impl Lessor {
         if !shard.replicas.iter().any(|replica| self.alive(now_ms, replica)) {
             return None;
         }
-        Some(Command::Fence {
+        Some(ConfigChange::Fence {
             shard: id,
             primary_epoch: shard.primary_epoch,
         })
@@ -321,7 +321,7 @@ impl Lessor {
         id: ShardId,
         shard: &Shard,
         fenced_at: Epoch,
-    ) -> Option<Command> {
+    ) -> Option<ConfigChange> {
         let mut best: Option<(&String, u64)> = None;
         for member in shard.members() {
             if !self.alive(now_ms, member) {
@@ -338,7 +338,7 @@ impl Lessor {
             }
         }
         let (new_primary, _) = best?;
-        Some(Command::Promote {
+        Some(ConfigChange::Promote {
             shard: id,
             primary_epoch: shard.primary_epoch,
             new_primary: new_primary.clone(),
@@ -357,11 +357,11 @@ pub(crate) mod tests {
     fn config() -> ClusterConfig {
         let addrs: Vec<String> = (1..=2).map(|i| format!("127.0.0.1:770{i}")).collect();
         let mut config = ClusterConfig::default();
-        config.apply(&Command::Bootstrap {
+        config.apply(&ConfigChange::Bootstrap {
             nodes: ClusterMap::even(&addrs).unwrap().nodes().to_vec(),
         });
         for id in ["r1", "r2"] {
-            let add = Command::AddReplica {
+            let add = ConfigChange::AddReplica {
                 id: id.into(),
                 node: StorageNode {
                     addr: "127.0.0.1:7799".into(),
@@ -379,7 +379,7 @@ pub(crate) mod tests {
     /// [`config`] once s1 has acted on having replicas.
     pub(crate) fn leased_config() -> ClusterConfig {
         let mut config = config();
-        let leased = Command::Leased {
+        let leased = ConfigChange::Leased {
             shard: 1,
             primary_epoch: 1,
         };
@@ -445,7 +445,7 @@ pub(crate) mod tests {
         assert!(now - silent_since > EXPIRY_MS, "fenced while a lease could still run");
         assert_eq!(
             fence,
-            Command::Fence {
+            ConfigChange::Fence {
                 shard: 1,
                 primary_epoch: 1
             }
@@ -460,7 +460,7 @@ pub(crate) mod tests {
         let promote = lessor.decide(now, &config).unwrap();
         assert_eq!(
             promote,
-            Command::Promote {
+            ConfigChange::Promote {
                 shard: 1,
                 primary_epoch: 1,
                 new_primary: "r2".into()
@@ -539,14 +539,14 @@ pub(crate) mod tests {
             now - last_grant > EXPIRY_MS,
             "fenced while its last lease could still run"
         );
-        assert!(matches!(fence, Command::Fence { shard: 1, .. }));
+        assert!(matches!(fence, ConfigChange::Fence { shard: 1, .. }));
         assert!(matches!(config.apply(&fence), Outcome::Applied { .. }));
         for (node, end) in [("s1", 0), ("r1", 900), ("r2", 700)] {
             beat(&mut lessor, now, node, config.epoch, end, &config);
         }
         assert_eq!(
             lessor.decide(now, &config),
-            Some(Command::Promote {
+            Some(ConfigChange::Promote {
                 shard: 1,
                 primary_epoch: 1,
                 new_primary: "r1".into()
@@ -589,7 +589,7 @@ pub(crate) mod tests {
         let leased = lessor.decide(later, &config).unwrap();
         assert_eq!(
             leased,
-            Command::Leased {
+            ConfigChange::Leased {
                 shard: 1,
                 primary_epoch: 1
             }
@@ -600,7 +600,7 @@ pub(crate) mod tests {
         beat(&mut lessor, silent, "r1", config.epoch, 0, &config);
         assert!(matches!(
             lessor.decide(silent, &config),
-            Some(Command::Fence { shard: 1, .. })
+            Some(ConfigChange::Fence { shard: 1, .. })
         ));
     }
 
@@ -613,7 +613,7 @@ pub(crate) mod tests {
         beat(&mut lessor, 5_000 + EXPIRY_MS, "r1", config.epoch, 0, &config);
         assert!(matches!(
             lessor.decide(5_000 + EXPIRY_MS + 1, &config),
-            Some(Command::Fence { shard: 1, .. })
+            Some(ConfigChange::Fence { shard: 1, .. })
         ));
     }
 

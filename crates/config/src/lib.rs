@@ -2,7 +2,7 @@
 //! shard (a set of slot ranges) each one serves, and the epoch that numbers every change.
 //!
 //! - [`state`]: [`ClusterConfig`] and the routing map it gives;
-//! - [`command`]: the [`Command`]s that change it, each checked against the epoch it was
+//! - [`command`]: the [`ConfigChange`]s that change it, each checked against the epoch it was
 //!   decided at, and applied whole or not at all;
 //! - [`moves`]: a slot range's move from one shard to another, and why its hand-over is
 //!   safe;
@@ -23,5 +23,5 @@ pub mod moves;
 pub mod state;
 pub mod wire;
 
-pub use command::{Command, Outcome, Refusal};
+pub use command::{ConfigChange, Outcome, Refusal};
 pub use state::{ClusterConfig, Epoch, Shard, ShardId, SlotMove, StorageNode};

@@ -1,12 +1,12 @@
 //! Slot moves as configuration changes. A move is two commits with the copy between them:
 //!
-//! 1. [`Command::BeginMove`](crate::Command::BeginMove) records the range, its source and
+//! 1. [`ConfigChange::BeginMove`](crate::ConfigChange::BeginMove) records the range, its source and
 //!    destination shard. Routing is unchanged: the source serves the range while the
 //!    destination copies it (a consistent scan, then the source's log from the scan's mark).
 //! 2. When the destination has caught up it asks the source to stop taking writes to the
 //!    range; the source answers with where its log ends, under the epoch `E` it knows. The
 //!    destination copies up to there, makes it durable, and proposes
-//!    [`Command::FinishMove`](crate::Command::FinishMove) at `E`.
+//!    [`ConfigChange::FinishMove`](crate::ConfigChange::FinishMove) at `E`.
 //!
 //! The hand-over is the commit point: `FinishMove` applies only if the configuration is
 //! still at `E`, so every other change (a failover, an abort, another assignment) makes
@@ -116,7 +116,7 @@ pub const MAX_FAILURE_CHARS: usize = 1024;
 
 #[cfg(test)]
 mod tests {
-    use crate::{ClusterConfig, Command, Outcome, Refusal, StorageNode};
+    use crate::{ClusterConfig, ConfigChange, Outcome, Refusal, StorageNode};
     use ferry_cluster::{ClusterMap, NodeEntry};
 
     /// Two shards of one primary each, with replication addresses.
@@ -134,14 +134,14 @@ mod tests {
             .collect();
         let mut config = ClusterConfig::default();
         assert_eq!(
-            config.apply(&Command::Bootstrap { nodes }),
+            config.apply(&ConfigChange::Bootstrap { nodes }),
             Outcome::Applied { epoch: 1 }
         );
         config
     }
 
     fn begin(config: &mut ClusterConfig, first: u16, last: u16, to: &str) -> Outcome {
-        config.apply(&Command::BeginMove {
+        config.apply(&ConfigChange::BeginMove {
             first,
             last,
             to: to.into(),
@@ -163,7 +163,7 @@ mod tests {
         let moving = config.moving.clone().unwrap();
         assert_eq!((moving.from, moving.to, moving.begun_at), (1, 2, 2));
         assert_eq!(config.routing_map().unwrap().owner_of_slot(150).id, "s1");
-        let finish = |expected_epoch| Command::FinishMove {
+        let finish = |expected_epoch| ConfigChange::FinishMove {
             begun_at: 2,
             expected_epoch,
         };
@@ -188,7 +188,7 @@ mod tests {
         begin(&mut config, 0, 9, "s2");
         let stopped_at = config.epoch;
         // Something else commits meanwhile (here another node joins).
-        let join = Command::AddNode {
+        let join = ConfigChange::AddNode {
             id: "s3".into(),
             node: StorageNode {
                 addr: "127.0.0.1:7703".into(),
@@ -198,7 +198,7 @@ mod tests {
             expected_epoch: config.epoch,
         };
         assert!(matches!(config.apply(&join), Outcome::Applied { .. }));
-        let finish = Command::FinishMove {
+        let finish = ConfigChange::FinishMove {
             begun_at: 2,
             expected_epoch: stopped_at,
         };
@@ -208,7 +208,7 @@ mod tests {
         ));
         assert_eq!(config.routing_map().unwrap().owner_of_slot(5).id, "s1");
         // The destination gives up; a second abort of the same move changes nothing.
-        let abort = Command::AbortMove {
+        let abort = ConfigChange::AbortMove {
             begun_at: 2,
             why: "the configuration changed".into(),
         };

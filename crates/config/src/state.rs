@@ -42,7 +42,7 @@ pub struct Shard {
     #[serde(default)]
     pub fenced_at: Option<Epoch>,
     /// Set with `fenced_at` when the change of primary is a planned hand-over to this
-    /// replica ([`crate::Command::HandOver`]): it goes on copying until it holds all the
+    /// replica ([`crate::ConfigChange::HandOver`]): it goes on copying until it holds all the
     /// stopped primary holds, and is promoted then.
     #[serde(default)]
     pub hand_over_to: Option<String>,
@@ -78,7 +78,7 @@ pub struct ClusterConfig {
 }
 
 /// A slot range on its way from one shard to another: the source serves it until the
-/// destination has copied it and the hand-over commits ([`crate::Command::FinishMove`]).
+/// destination has copied it and the hand-over commits ([`crate::ConfigChange::FinishMove`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotMove {
     /// First slot.

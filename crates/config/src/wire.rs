@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Command, Outcome};
+use crate::command::{ConfigChange, Outcome};
 use crate::lease::{Grant, Heartbeat, NodeHealth};
 use crate::state::{ClusterConfig, Epoch};
 
@@ -69,7 +69,7 @@ pub enum ClientRequest {
         wait_ms: u64,
     },
     /// Decide a change. Only the leader decides; others answer [`ClientReply::NotLeader`].
-    Propose(Command),
+    Propose(ConfigChange),
     /// The member's view of the group.
     Status,
     /// A storage node's report; only the leader answers, with a [`ClientReply::Grant`].

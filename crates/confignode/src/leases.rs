@@ -126,7 +126,7 @@ pub(crate) async fn decide(member: Weak<Member>) {
         };
         match command {
             // A primary acting on having replicas: routine.
-            ferry_config::Command::Leased { .. } => tracing::info!("config member {}: {command:?}", member.id()),
+            ferry_config::ConfigChange::Leased { .. } => tracing::info!("config member {}: {command:?}", member.id()),
             _ => tracing::warn!("config member {}: {command:?}", member.id()),
         }
         let reply = member.propose(command).await;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ferry_cluster::NodeEntry;
 use ferry_config::wire::{ClientReply, GroupStatus};
-use ferry_config::{ClusterConfig, Command, Outcome, Refusal};
+use ferry_config::{ClusterConfig, ConfigChange, Outcome, Refusal};
 use ferry_wal::DataDir;
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
@@ -163,7 +163,7 @@ impl Member {
     }
 
     /// Proposes `command`: its outcome once committed and applied, or where the leader is.
-    pub async fn propose(&self, command: Command) -> ClientReply {
+    pub async fn propose(&self, command: ConfigChange) -> ClientReply {
         match self.raft.client_write(command).await {
             Ok(written) => ClientReply::Outcome(written.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => ClientReply::NotLeader {
@@ -215,7 +215,7 @@ async fn propose_bootstrap(member: std::sync::Weak<Member>, nodes: Vec<NodeEntry
         }
         let leads = member.raft.metrics().borrow().current_leader == Some(member.id);
         if leads {
-            match member.propose(Command::Bootstrap { nodes: nodes.clone() }).await {
+            match member.propose(ConfigChange::Bootstrap { nodes: nodes.clone() }).await {
                 ClientReply::Outcome(Outcome::Applied { epoch }) => {
                     tracing::info!("config member {}: loaded the bootstrap map (epoch {epoch})", member.id);
                     return;

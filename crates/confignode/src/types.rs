@@ -1,14 +1,14 @@
-//! The Raft group's types: what its log carries ([`Command`]) and what applying an entry
+//! The Raft group's types: what its log carries ([`ConfigChange`]) and what applying an entry
 //! answers ([`Outcome`]). Member ids are numbers; a member's node record is its address.
 
-use ferry_config::{Command, Outcome};
+use ferry_config::{ConfigChange, Outcome};
 
 use std::io::Cursor;
 
 openraft::declare_raft_types!(
     /// The config group's type configuration.
     pub ConfigRaft:
-        D = Command,
+        D = ConfigChange,
         R = Outcome,
         SnapshotData = Cursor<Vec<u8>>,
 );

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ferry_client::config_group::ConfigClient;
 use ferry_cluster::ClusterMap;
 use ferry_config::lease::{Heartbeat, EXPIRY_MS, HEARTBEAT_MS, SERVE_MS};
-use ferry_config::{ClusterConfig, Command, Outcome, Refusal, StorageNode};
+use ferry_config::{ClusterConfig, ConfigChange, Outcome, Refusal, StorageNode};
 use ferry_confignode::{Member, MemberConfig};
 use ferry_net::tls::pem::Identity;
 use ferry_net::tls::testing::Pki;
@@ -115,11 +115,14 @@ async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches
     let config = until_epoch(&mut followed, 1).await;
     assert_eq!(config.routing_map().unwrap().owner_of_slot(0).id, "s1");
     assert_eq!(
-        client.propose(Command::Bootstrap { nodes: Vec::new() }).await.unwrap(),
+        client
+            .propose(ConfigChange::Bootstrap { nodes: Vec::new() })
+            .await
+            .unwrap(),
         Outcome::Refused(Refusal::AlreadyBootstrapped { epoch: 1 })
     );
 
-    let assign = |expected_epoch| Command::AssignSlots {
+    let assign = |expected_epoch| ConfigChange::AssignSlots {
         first: 0,
         last: 99,
         to: "s2".into(),
@@ -133,7 +136,7 @@ async fn a_group_decides_through_a_leader_failure_and_a_returning_member_catches
     let status = client.status(&members[&1]).await.unwrap();
     let leader = status.leader.expect("a leader after a commit");
     running.remove(&leader).unwrap().kill().await;
-    let give_back = Command::AssignSlots {
+    let give_back = ConfigChange::AssignSlots {
         first: 0,
         last: 99,
         to: "s1".into(),
@@ -219,7 +222,7 @@ async fn a_primary_that_stops_reporting_is_replaced_by_the_replica_with_the_long
     let mut followed = client.follow();
     until_epoch(&mut followed, 1).await;
     for (epoch, id) in [(1, "r1"), (2, "r2")] {
-        let add = Command::AddReplica {
+        let add = ConfigChange::AddReplica {
             id: id.into(),
             node: StorageNode {
                 addr: "127.0.0.1:17799".into(),

@@ -3,7 +3,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::policy::Placement;
 
 /// Draws `Remote` with probability X from a seeded generator, so runs are reproducible.
@@ -17,7 +17,7 @@ pub struct Arbiter {
 
 impl Arbiter {
     /// An arbiter sending fraction `x` remote, seeded with `seed`.
-    pub fn new(x: f64, seed: u64) -> Result<Self, ConfigError> {
+    pub fn new(x: f64, seed: u64) -> Result<Self, ControlError> {
         check_range("rpc fraction", "[0, 1]", x, 0.0, 1.0)?;
         Ok(Arbiter {
             x,

@@ -18,7 +18,7 @@
 //! Always within the configured range. The placement is told of every change (its load
 //! model divides by the app cores), so the split moves with the cores.
 
-use crate::error::ConfigError;
+use crate::error::ControlError;
 use crate::time::Nanos;
 
 /// How often the loop decides: twenty placement decisions' worth, slow enough that each
@@ -57,9 +57,9 @@ pub struct Elastic {
 
 impl Elastic {
     /// Scales between `min_cores` and `max_cores` app cores.
-    pub fn new(min_cores: u32, max_cores: u32) -> Result<Self, ConfigError> {
+    pub fn new(min_cores: u32, max_cores: u32) -> Result<Self, ControlError> {
         if min_cores == 0 || min_cores > max_cores || max_cores > CORES_MAX {
-            return Err(ConfigError::Range {
+            return Err(ControlError::Range {
                 name: "elastic app cores",
                 min: u64::from(min_cores),
                 max: u64::from(max_cores),

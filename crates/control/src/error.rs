@@ -5,7 +5,7 @@ use thiserror::Error;
 
 /// Why a controller configuration was rejected.
 #[derive(Debug, Clone, PartialEq, Error)]
-pub enum ConfigError {
+pub enum ControlError {
     /// A numeric parameter lies outside the range the algorithm is defined for.
     #[error("{name} must be in {range}, got {value}")]
     OutOfRange {
@@ -69,10 +69,10 @@ pub(crate) fn check_range(
     value: f64,
     lo: f64,
     hi: f64,
-) -> Result<(), ConfigError> {
+) -> Result<(), ControlError> {
     if value.is_finite() && value >= lo && value <= hi {
         Ok(())
     } else {
-        Err(ConfigError::OutOfRange { name, range, value })
+        Err(ControlError::OutOfRange { name, range, value })
     }
 }

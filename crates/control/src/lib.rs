@@ -39,7 +39,7 @@ pub mod time;
 
 pub use arbiter::Arbiter;
 pub use elastic::{Elastic, ElasticInput};
-pub use error::ConfigError;
+pub use error::ControlError;
 pub use fairness::jain_index;
 pub use kayak::{Kayak, KayakConfig, LoopOrder};
 pub use limiter::{Due, Schedule, TokenBucket};

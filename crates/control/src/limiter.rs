@@ -10,7 +10,7 @@
 //! is due one interval after request k − 1 whenever it is actually sent, and its latency is
 //! measured from then.
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::time::Nanos;
 
 /// Default bucket depth in requests: a few requests of burst absorb scheduling jitter in
@@ -39,7 +39,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     /// A bucket refilling at `rate_ops`, holding at most `burst` tokens, full at `now`.
-    pub fn new(now: Nanos, rate_ops: f64, burst: f64) -> Result<Self, ConfigError> {
+    pub fn new(now: Nanos, rate_ops: f64, burst: f64) -> Result<Self, ControlError> {
         check_range("rate", "(0, 1e9] ops/s", rate_ops, f64::MIN_POSITIVE, RATE_OPS_MAX)?;
         check_range("burst", "[1, 1e6] requests", burst, 1.0, BURST_MAX)?;
         Ok(TokenBucket {
@@ -132,7 +132,7 @@ pub struct Schedule {
 
 impl Schedule {
     /// A schedule whose first request is due at `start`.
-    pub fn new(start: Nanos, rate_ops: f64, lag_max: Nanos) -> Result<Self, ConfigError> {
+    pub fn new(start: Nanos, rate_ops: f64, lag_max: Nanos) -> Result<Self, ControlError> {
         check_range("rate", "(0, 1e9] ops/s", rate_ops, f64::MIN_POSITIVE, RATE_OPS_MAX)?;
         Ok(Schedule {
             rate_ops,

@@ -7,7 +7,7 @@
 //! and what they learn from completions.
 
 use crate::arbiter::Arbiter;
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::rate::{Admission, RateLoop, RateLoopConfig};
 use crate::time::Nanos;
 
@@ -178,7 +178,7 @@ impl FixedFraction {
         rate: RateLoopConfig,
         now: Nanos,
         seed: u64,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ControlError> {
         Ok(FixedFraction {
             name: name.into(),
             pushback: false,
@@ -190,7 +190,7 @@ impl FixedFraction {
 
 impl FixedFraction {
     /// ASFP: all remote, with pushback, the R loop setting the rate.
-    pub fn asfp(rate: RateLoopConfig, now: Nanos, seed: u64) -> Result<Self, ConfigError> {
+    pub fn asfp(rate: RateLoopConfig, now: Nanos, seed: u64) -> Result<Self, ControlError> {
         let mut policy = FixedFraction::new("asfp", 1.0, rate, now, seed)?;
         policy.pushback = true;
         Ok(policy)
@@ -250,7 +250,7 @@ pub struct FixedRate {
 
 impl FixedRate {
     /// Sends fraction `x` remote at a constant `rate_ops`.
-    pub fn new(x: f64, rate_ops: f64, seed: u64) -> Result<Self, ConfigError> {
+    pub fn new(x: f64, rate_ops: f64, seed: u64) -> Result<Self, ControlError> {
         check_range("rate", "(0, 1e9] ops/s", rate_ops, f64::MIN_POSITIVE, 1e9)?;
         Ok(FixedRate {
             arbiter: Arbiter::new(x, seed)?,
@@ -261,7 +261,7 @@ impl FixedRate {
 
     /// Sends the share `split[i]` of function i's requests remote at a constant
     /// `rate_ops`, reporting `x` as its X.
-    pub fn with_split(x: f64, split: Vec<f64>, rate_ops: f64, seed: u64) -> Result<Self, ConfigError> {
+    pub fn with_split(x: f64, split: Vec<f64>, rate_ops: f64, seed: u64) -> Result<Self, ControlError> {
         for &share in &split {
             check_range("function's rpc fraction", "[0, 1]", share, 0.0, 1.0)?;
         }

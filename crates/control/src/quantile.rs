@@ -5,7 +5,7 @@
 
 use sketches_ddsketch::{Config, DDSketch};
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::time::Nanos;
 
 /// Relative accuracy of every latency quantile: 0.5 % keeps a 200 µs p99 within ±1 µs, well
@@ -128,7 +128,7 @@ pub struct QuantileWindow {
 
 impl QuantileWindow {
     /// A window spanning `slots` epochs of `slot_ns` each.
-    pub fn new(slot_ns: Nanos, slots: usize) -> Result<Self, ConfigError> {
+    pub fn new(slot_ns: Nanos, slots: usize) -> Result<Self, ControlError> {
         check_range("window slot", "[1 ns, ∞)", slot_ns.0 as f64, 1.0, f64::MAX)?;
         check_range("window slots", "[1, 1024]", slots as f64, 1.0, WINDOW_SLOTS_MAX as f64)?;
         let ring = (0..=slots)

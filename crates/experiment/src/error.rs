@@ -1,6 +1,6 @@
 //! Typed errors of the simulator: bad scenarios are rejected before anything runs.
 
-use ferry_control::ConfigError;
+use ferry_control::ControlError;
 use thiserror::Error;
 
 use crate::spec::SpecError;
@@ -80,7 +80,7 @@ pub enum ExperimentError {
     },
     /// The controller rejected its configuration.
     #[error("policy configuration: {0}")]
-    Control(#[from] ConfigError),
+    Control(#[from] ControlError),
     /// The requested operation does not apply to this scenario.
     #[error("{0}")]
     Unsupported(String),

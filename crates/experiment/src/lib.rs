@@ -29,6 +29,6 @@ pub mod tasks;
 pub mod timeline;
 
 pub use error::ExperimentError;
-pub use model::{ClusterConfig, CostModel, FunctionSpec, Workload};
+pub use model::{ClusterModel, CostModel, FunctionSpec, Workload};
 pub use spec::{parse_duration, parse_policy, parse_workload, PolicySpec, SpecError};
 pub use timeline::TimelineRow;

@@ -24,7 +24,7 @@ use ferry_control::placement::balance::{Balance, BalanceConfig, Parts as Balance
 use ferry_control::placement::load_model::Capacity;
 use ferry_control::placement::mix::Slicing;
 use ferry_control::rate::{RateLoopConfig, PART_NAMES as RATE_PARTS};
-use ferry_control::{ConfigError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, Pyxis, PyxisConfig};
+use ferry_control::{ControlError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, Pyxis, PyxisConfig};
 
 use crate::spec::{parse_f64_in, parse_params, parse_u64_max, SpecError};
 
@@ -240,7 +240,7 @@ pub fn parse_policy(input: &str) -> Result<PolicySpec, SpecError> {
 
 impl RateParams {
     /// `cfg` with these parameters applied.
-    fn apply(&self, cfg: &mut RateLoopConfig) -> Result<(), ConfigError> {
+    fn apply(&self, cfg: &mut RateLoopConfig) -> Result<(), ControlError> {
         for name in &self.without {
             if RATE_PARTS.split(", ").any(|g| g == name) {
                 cfg.parts.disable(name)?;
@@ -299,7 +299,7 @@ impl PolicySpec {
         quantile: f64,
         capacity: Option<Capacity>,
         seed: u64,
-    ) -> Result<Box<dyn Policy>, ConfigError> {
+    ) -> Result<Box<dyn Policy>, ControlError> {
         let mut rate = RateLoopConfig::new(slo.0 as f64);
         rate.quantile = quantile;
         self.rate_params().apply(&mut rate)?;
@@ -311,7 +311,7 @@ impl PolicySpec {
             PolicySpec::Fixed(x, _) => Box::new(fixed(format!("fixed:{x}"), *x)?),
             PolicySpec::Asfp => Box::new(FixedFraction::asfp(rate, now, seed)?),
             PolicySpec::Balance(p) => {
-                let capacity = capacity.ok_or(ConfigError::Missing {
+                let capacity = capacity.ok_or(ControlError::Missing {
                     what: "the cores of each side (balance places by each side's load)",
                 })?;
                 let mut cfg = BalanceConfig::new(slo.0 as f64, capacity, seed);
@@ -321,7 +321,7 @@ impl PolicySpec {
                 Box::new(Balance::new(cfg, now)?)
             }
             PolicySpec::Pyxis(p) => {
-                let capacity = capacity.ok_or(ConfigError::Missing {
+                let capacity = capacity.ok_or(ControlError::Missing {
                     what: "the cores of each side (pyxis feeds R forward by each side's load)",
                 })?;
                 let mut cfg = PyxisConfig::new(slo.0 as f64, capacity, seed);
@@ -451,7 +451,7 @@ mod tests {
             .build(Nanos::from_us(200), 0.99, None, 1)
             .err()
             .unwrap();
-        assert!(matches!(err, ConfigError::InnerNotFaster { .. }), "{err}");
+        assert!(matches!(err, ControlError::InnerNotFaster { .. }), "{err}");
         assert!(parse_policy("kayak")
             .unwrap()
             .build(Nanos::from_us(200), 0.99, None, 1)

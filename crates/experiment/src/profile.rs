@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::model::{
-    ClusterConfig, BYTE_COST_NS_MAX, MSG_COST_MAX, RTT_MAX, STALL_MEAN_MAX, STALL_RATE_HZ_MAX,
+    ClusterModel, BYTE_COST_NS_MAX, MSG_COST_MAX, RTT_MAX, STALL_MEAN_MAX, STALL_RATE_HZ_MAX,
     STORAGE_COMPUTE_FACTOR_MAX,
 };
 
@@ -247,7 +247,7 @@ impl Profile {
 
     /// Makes `cluster` this machine: its CPU costs, RTT and stalls. Cores, nodes, links
     /// and the header size stay as they are.
-    pub fn apply(&self, cluster: &mut ClusterConfig) {
+    pub fn apply(&self, cluster: &mut ClusterModel) {
         let c = &mut cluster.costs;
         c.app_msg_ns = self.app_msg_ns;
         c.app_invoke_ns = self.app_invoke_ns;
@@ -361,9 +361,9 @@ mod tests {
         let p = sample();
         let again = Profile::parse(&p.to_json(), Path::new("p.json")).unwrap();
         assert_eq!(again, p);
-        let mut cl = ClusterConfig {
+        let mut cl = ClusterModel {
             app_cores: 3,
-            ..ClusterConfig::default()
+            ..ClusterModel::default()
         };
         p.apply(&mut cl);
         assert_eq!(cl.app_cores, 3, "the shape stays");

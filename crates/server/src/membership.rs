@@ -261,7 +261,7 @@ impl Member {
         let data_dir = self.wal.data_dir().path().to_path_buf();
         // Only a primary whose shard has replicas can be failed over, so only it serves
         // under a lease (the leader fences a shard only once its primary has acted on
-        // having replicas: `Command::Leased`).
+        // having replicas: `ConfigChange::Leased`).
         self.lease.set_required(
             config
                 .shard_led_by(&self.node_id)

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use ferry_client::config_group::ConfigClient;
 use ferry_cluster::key_slot;
-use ferry_config::{ClusterConfig, Command, Epoch, Outcome, SlotMove};
+use ferry_config::{ClusterConfig, ConfigChange, Epoch, Outcome, SlotMove};
 use ferry_replication::slots::{SinkFuture, MOVE_BATCH_BYTES, MOVE_BATCH_OBJECTS};
 use ferry_replication::wire::ObjectBatch;
 use ferry_replication::{SlotSink, SlotSource};
@@ -121,15 +121,15 @@ impl Mover {
                     frozen_ms = report.frozen_time.as_millis() as u64,
                     "slots copied; proposing the hand-over"
                 );
-                Command::FinishMove {
+                ConfigChange::FinishMove {
                     begun_at,
                     expected_epoch: report.frozen_epoch,
                 }
             }
-            Err(why) => Command::AbortMove { begun_at, why },
+            Err(why) => ConfigChange::AbortMove { begun_at, why },
         };
         let why = match self.client.propose(proposal.clone()).await {
-            Ok(Outcome::Applied { epoch }) if matches!(proposal, Command::FinishMove { .. }) => {
+            Ok(Outcome::Applied { epoch }) if matches!(proposal, ConfigChange::FinishMove { .. }) => {
                 tracing::info!(epoch, "slot move done");
                 return;
             }
@@ -140,7 +140,7 @@ impl Mover {
         // Whatever happened, the move must end: giving up a move that did finish changes
         // nothing (it names the move by its start).
         tracing::warn!("slot move given up: {why}");
-        if let Err(err) = self.client.propose(Command::AbortMove { begun_at, why }).await {
+        if let Err(err) = self.client.propose(ConfigChange::AbortMove { begun_at, why }).await {
             tracing::error!("cannot give the slot move up: {err}");
         }
     }
@@ -357,7 +357,7 @@ mod tests {
     use std::time::Duration;
 
     use ferry_cluster::ClusterMap;
-    use ferry_config::Command;
+    use ferry_config::ConfigChange;
     use ferry_replication::Upstream;
     use ferry_store::StoreError;
 
@@ -380,7 +380,7 @@ mod tests {
             })
             .collect();
         let mut config = ClusterConfig::default();
-        config.apply(&Command::Bootstrap { nodes });
+        config.apply(&ConfigChange::Bootstrap { nodes });
         config
     }
 

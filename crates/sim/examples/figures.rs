@@ -15,7 +15,7 @@ use common::{save, timeline};
 
 use ferry_control::Nanos;
 use ferry_experiment::plot::{Chart, Figure, Series, Style};
-use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
+use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
 use ferry_sim::{Scenario, SimReport, Slo, PAPER_SLO};
 use serde_json::json;
@@ -40,7 +40,7 @@ const WORKLOADS: [&str; 3] = ["light", "medium", "heavy"];
 
 fn sweep_at(workload: &str, slo_us: u64, threads: usize) -> SweepReport {
     let mut cfg = SweepConfig::new(
-        ClusterConfig::default(),
+        ClusterModel::default(),
         parse_workload(workload).expect("preset"),
         Slo::p99(Nanos::from_us(slo_us)),
         SEED,
@@ -60,7 +60,7 @@ fn window_bound(
     threads: usize,
 ) -> Vec<sweep::SweepRow> {
     let mut cfg = SweepConfig::new(
-        ClusterConfig::default(),
+        ClusterModel::default(),
         parse_workload(workload).expect("preset"),
         Slo::p99(PAPER_SLO),
         SEED,

@@ -17,7 +17,7 @@ use ferry_control::Nanos;
 use ferry_experiment::model::Sharding;
 use ferry_experiment::plot::{Chart, Figure, Series, Style};
 use ferry_experiment::scaling::parse_demand;
-use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
+use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
 use ferry_sim::{Scenario, SimReport, Slo};
 use serde_json::json;
@@ -28,17 +28,17 @@ const B: &str = "task:accesses=1,size=64,compute=50us";
 const SLO: Nanos = Nanos::from_ms(1);
 const POLICIES: [&str; 3] = ["balance", "pyxis", "kayak"];
 
-fn cores(app_nodes: u32, app_cores: u32, storage_nodes: u32, storage_cores: u32) -> ClusterConfig {
-    ClusterConfig {
+fn cores(app_nodes: u32, app_cores: u32, storage_nodes: u32, storage_cores: u32) -> ClusterModel {
+    ClusterModel {
         app_nodes,
         app_cores,
         storage_nodes,
         storage_cores,
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     }
 }
 
-fn run(cluster: &ClusterConfig, workload: &str, policy: &str, duration: Nanos, interval: Nanos) -> SimReport {
+fn run(cluster: &ClusterModel, workload: &str, policy: &str, duration: Nanos, interval: Nanos) -> SimReport {
     let mut s = Scenario::paper(
         parse_workload(workload).expect("valid workload"),
         parse_policy(policy).expect("valid policy"),
@@ -59,7 +59,7 @@ const PAIR_STEP: f64 = 0.05;
 const TASKS_STEP: f64 = 0.01;
 
 /// The best throughput of a sweep along `axis` at α (X) steps of `step`.
-fn bound(cluster: &ClusterConfig, workload: &str, axis: Axis, step: f64, threads: usize) -> (f64, f64) {
+fn bound(cluster: &ClusterModel, workload: &str, axis: Axis, step: f64, threads: usize) -> (f64, f64) {
     let mut cfg = SweepConfig::new(
         cluster.clone(),
         parse_workload(workload).expect("valid"),
@@ -363,7 +363,7 @@ fn main() {
     let mut groups = Vec::new();
     let mut group_points = Vec::new();
     for g in [1, 2, 4] {
-        let cl = ClusterConfig {
+        let cl = ClusterModel {
             sharding: Sharding::Staircase,
             placement_groups: g,
             ..cores(4, 8, 4, 8)

@@ -21,7 +21,7 @@ use ferry_control::Nanos;
 use thiserror::Error;
 
 use crate::error::ExperimentError;
-use crate::model::{ClusterConfig, Workload};
+use crate::model::{ClusterModel, Workload};
 use crate::scenario::{Scenario, SimReport, Slo, STEADY_FRACTION};
 use crate::spec::PolicySpec;
 use ferry_experiment::scaling::{Demand, DEMAND_OPS_MAX};
@@ -82,7 +82,7 @@ const TIMELINE_INTERVAL: Nanos = Nanos::from_ms(10);
 #[derive(Clone, Debug)]
 pub struct PlanConfig {
     /// The machine: costs, RTT, stalls, links (the shape is the plan's to choose).
-    pub machine: ClusterConfig,
+    pub machine: ClusterModel,
     /// The workload (its demand is set by the plan).
     pub workload: Workload,
     /// The objective.
@@ -125,8 +125,8 @@ impl Shape {
     }
 
     /// `machine` with this shape.
-    pub fn cluster(&self, machine: &ClusterConfig) -> ClusterConfig {
-        ClusterConfig {
+    pub fn cluster(&self, machine: &ClusterModel) -> ClusterModel {
+        ClusterModel {
             app_nodes: self.app_nodes,
             app_cores: self.app_cores,
             storage_nodes: self.storage_nodes,
@@ -400,7 +400,7 @@ impl PlanConfig {
 /// window holds [`STALLS_PER_WINDOW`] stalls of a node and [`COMPLETIONS_PER_WINDOW`]
 /// completions, at least [`DURATION_DEFAULT`], at most [`DURATION_AUTO_MAX`]. The
 /// paper-scale model (5000 stalls/s) gets 2 s; a VM's profile (a few stalls a second) 10–20 s.
-pub fn duration_for(machine: &ClusterConfig, demand_ops: f64) -> Nanos {
+pub fn duration_for(machine: &ClusterModel, demand_ops: f64) -> Nanos {
     let window = |events: f64, rate: f64| {
         if rate > 0.0 {
             events / rate / STEADY_FRACTION
@@ -486,7 +486,7 @@ mod tests {
 
     fn config(workload: &str, slo: Nanos, demand_ops: f64) -> PlanConfig {
         PlanConfig {
-            machine: ClusterConfig::default(),
+            machine: ClusterModel::default(),
             workload: parse_workload(workload).unwrap(),
             slo: Slo::p99(slo),
             demand_ops,
@@ -526,19 +526,19 @@ mod tests {
 
     #[test]
     fn runs_are_long_enough_to_hold_the_machines_stalls() {
-        let paper = ClusterConfig::default();
+        let paper = ClusterModel::default();
         assert_eq!(duration_for(&paper, 1e6), DURATION_DEFAULT);
         // Few completions: 10 000 in the last quarter at 1000/s.
         assert_eq!(duration_for(&paper, 1_000.0), Nanos::from_secs(40));
         // A VM's 2 stalls a second: 10 in the last quarter.
-        let vm = ClusterConfig {
+        let vm = ClusterModel {
             stall_rate_hz: 2.0,
-            ..ClusterConfig::default()
+            ..ClusterModel::default()
         };
         assert_eq!(duration_for(&vm, 1e5), Nanos::from_secs(20));
-        let rare = ClusterConfig {
+        let rare = ClusterModel {
             stall_rate_hz: 0.1,
-            ..ClusterConfig::default()
+            ..ClusterModel::default()
         };
         assert_eq!(duration_for(&rare, 1e5), DURATION_AUTO_MAX);
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::engine::{self, Arrivals, EngineConfig, EngineOutput};
 use crate::error::ExperimentError;
-use crate::model::{ClusterConfig, Workload};
+use crate::model::{ClusterModel, Workload};
 use crate::spec::{PolicySpec, DURATION_MAX};
 pub use ferry_experiment::timeline::{converge_ms, timeline_csv, TimelineRow, CONVERGE_TOLERANCE, STEADY_FRACTION};
 
@@ -51,7 +51,7 @@ impl Slo {
 #[derive(Clone, Debug)]
 pub struct Scenario {
     /// Nodes, network, CPU costs.
-    pub cluster: ClusterConfig,
+    pub cluster: ClusterModel,
     /// The requests.
     pub workload: Workload,
     /// Who decides placement and rate.
@@ -214,7 +214,7 @@ impl Scenario {
     /// 10 µs RTT, p99 ≤ [`PAPER_SLO`], Poisson arrivals, a 10 ms timeline.
     pub fn paper(workload: Workload, policy: PolicySpec, duration: Nanos, seed: u64) -> Scenario {
         Scenario {
-            cluster: ClusterConfig::default(),
+            cluster: ClusterModel::default(),
             workload,
             policy,
             slo: Slo::p99(PAPER_SLO),

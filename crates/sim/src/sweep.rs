@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::engine::{self, Abort, Arrivals, EngineConfig};
 use crate::error::ExperimentError;
-use crate::model::{ClusterConfig, Workload};
+use crate::model::{ClusterModel, Workload};
 use crate::scenario::Slo;
 
 /// Default warm-up before measuring: 10 ms is ≥ 50× the SLO-bound latencies of the paper's
@@ -62,7 +62,7 @@ pub enum Axis {
 #[derive(Clone, Debug)]
 pub struct SweepConfig {
     /// Nodes, network, costs.
-    pub cluster: ClusterConfig,
+    pub cluster: ClusterModel,
     /// A single-phase workload.
     pub workload: Workload,
     /// The objective.
@@ -90,7 +90,7 @@ pub struct SweepConfig {
 
 impl SweepConfig {
     /// Defaults for everything but the scenario.
-    pub fn new(cluster: ClusterConfig, workload: Workload, slo: Slo, seed: u64) -> Self {
+    pub fn new(cluster: ClusterModel, workload: Workload, slo: Slo, seed: u64) -> Self {
         SweepConfig {
             cluster,
             workload,
@@ -568,11 +568,11 @@ mod tests {
     fn the_engine_charges_per_byte_costs_as_the_closed_form_counts_them() {
         use crate::model::FunctionSpec;
         use ferry_control::Placement;
-        let mut cl = ClusterConfig {
+        let mut cl = ClusterModel {
             app_cores: 2,
             storage_cores: 2,
             stall_rate_hz: 0.0,
-            ..ClusterConfig::default()
+            ..ClusterModel::default()
         };
         cl.costs.app_byte_ns = 0.5;
         cl.costs.storage_byte_ns = 0.25;

@@ -7,14 +7,14 @@
 use ferry_control::Nanos;
 use ferry_experiment::model::Sharding;
 use ferry_experiment::scaling::parse_demand;
-use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
+use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
 use ferry_sim::{Scenario, SimReport, Slo};
 
 const A: &str = "task:accesses=4,size=49152,compute=50ns";
 const B: &str = "task:accesses=1,size=64,compute=50us";
 
-fn run(cluster: ClusterConfig, workload: &str, policy: &str, duration: Nanos, slo: Nanos) -> SimReport {
+fn run(cluster: ClusterModel, workload: &str, policy: &str, duration: Nanos, slo: Nanos) -> SimReport {
     let mut s = Scenario::paper(
         parse_workload(workload).unwrap(),
         parse_policy(policy).unwrap(),
@@ -30,10 +30,10 @@ fn run(cluster: ClusterConfig, workload: &str, policy: &str, duration: Nanos, sl
 /// doubles what the cluster serves. Measured: 3.9M against 1.9M ops/s.
 #[test]
 fn sharding_over_two_storage_nodes_doubles_a_storage_bound_workload() {
-    let cluster = |storage_nodes| ClusterConfig {
+    let cluster = |storage_nodes| ClusterModel {
         app_nodes: 2,
         storage_nodes,
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     };
     let one = run(cluster(1), "light", "rpc", Nanos::from_secs(1), Nanos::from_us(200));
     let two = run(cluster(2), "light", "rpc", Nanos::from_secs(1), Nanos::from_us(200));
@@ -53,10 +53,10 @@ fn sharding_over_two_storage_nodes_doubles_a_storage_bound_workload() {
 /// 128k at X = 0.45 (3.2×; without link queueing the two were 408k and 386k).
 #[test]
 fn a_queued_link_makes_one_split_for_every_function_three_times_worse() {
-    let cluster = ClusterConfig {
+    let cluster = ClusterModel {
         app_cores: 16,
         storage_cores: 4,
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     };
     let workload = parse_workload(&format!("{A}@0.2+{B}@0.8")).unwrap();
     let best = |axis| {
@@ -76,12 +76,12 @@ fn a_queued_link_makes_one_split_for_every_function_three_times_worse() {
 /// its groups sitting closer to their own SLOs).
 #[test]
 fn placement_groups_free_the_cold_storage_nodes_from_the_hot_one() {
-    let cluster = |groups| ClusterConfig {
+    let cluster = |groups| ClusterModel {
         app_nodes: 4,
         storage_nodes: 4,
         sharding: Sharding::Staircase,
         placement_groups: groups,
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     };
     let workload = format!("{A}@0.25+{A}@0.25+{B}@0.25+{B}@0.25");
     let one = run(cluster(1), &workload, "balance", Nanos::from_secs(2), Nanos::from_ms(1));
@@ -101,10 +101,10 @@ fn placement_groups_free_the_cold_storage_nodes_from_the_hot_one() {
 /// grows with the demand, meeting it throughout. Measured: 40 cores at 700k, 73 at 1.4M.
 #[test]
 fn elastic_compute_sizes_the_app_side_to_the_demand() {
-    let cluster = ClusterConfig {
+    let cluster = ClusterModel {
         app_nodes: 16,
         elastic: Some((8, 128)),
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     };
     let mut s = Scenario::paper(
         parse_workload(&format!("{A}@0.2+{B}@0.8")).unwrap(),

@@ -14,10 +14,10 @@
 //!   of the requests there, and they set the p99 (131 µs). All remote meets the SLO.
 
 use ferry_control::Nanos;
-use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
+use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
 use ferry_sim::{Scenario, SimReport, Slo};
 
-fn run(cluster: ClusterConfig, workload: &str, slo_us: u64, seed: u64, policy: &str) -> SimReport {
+fn run(cluster: ClusterModel, workload: &str, slo_us: u64, seed: u64, policy: &str) -> SimReport {
     let mut s = Scenario::paper(
         parse_workload(workload).unwrap(),
         parse_policy(policy).unwrap(),
@@ -29,17 +29,17 @@ fn run(cluster: ClusterConfig, workload: &str, slo_us: u64, seed: u64, policy: &
     s.run().unwrap()
 }
 
-fn cluster(app_cores: u32, storage_cores: u32, rtt: Nanos) -> ClusterConfig {
-    ClusterConfig {
+fn cluster(app_cores: u32, storage_cores: u32, rtt: Nanos) -> ClusterModel {
+    ClusterModel {
         app_cores,
         storage_cores,
         rtt,
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     }
 }
 
 /// The shape run by `balance` and by `rpc`, both printed.
-fn balance_and_rpc(cluster: ClusterConfig, workload: &str, slo_us: u64, seed: u64) -> (SimReport, SimReport) {
+fn balance_and_rpc(cluster: ClusterModel, workload: &str, slo_us: u64, seed: u64) -> (SimReport, SimReport) {
     let balance = run(cluster.clone(), workload, slo_us, seed, "balance");
     let rpc = run(cluster, workload, slo_us, seed, "rpc");
     eprintln!(

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ferry_control::Nanos;
-use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
+use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
 use ferry_sim::{Scenario, SimReport, Slo, PAPER_SLO};
 
@@ -64,7 +64,7 @@ fn reference(workload: &str, slo_us: u64) -> SweepReport {
         .clone();
     cell.get_or_init(|| {
         let mut cfg = SweepConfig::new(
-            ClusterConfig::default(),
+            ClusterModel::default(),
             parse_workload(workload).unwrap(),
             Slo::p99(Nanos::from_us(slo_us)),
             SEED,
@@ -91,7 +91,7 @@ fn bound(workload: &str) -> SweepReport {
     cell.get_or_init(|| {
         let coarse = reference(workload, 200);
         let mut cfg = SweepConfig::new(
-            ClusterConfig::default(),
+            ClusterModel::default(),
             parse_workload(workload).unwrap(),
             Slo::p99(PAPER_SLO),
             SEED,

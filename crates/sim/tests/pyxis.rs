@@ -8,18 +8,18 @@
 #![cfg(feature = "paper")]
 
 use ferry_control::Nanos;
-use ferry_experiment::{parse_policy, parse_workload, ClusterConfig};
+use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
 use ferry_sim::{Scenario, SimReport, Slo};
 
 const A: &str = "task:accesses=4,size=49152,compute=50ns";
 const B: &str = "task:accesses=1,size=64,compute=50us";
 
-fn cluster() -> ClusterConfig {
-    ClusterConfig {
+fn cluster() -> ClusterModel {
+    ClusterModel {
         app_cores: 16,
         storage_cores: 4,
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     }
 }
 

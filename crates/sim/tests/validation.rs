@@ -1,7 +1,7 @@
 //! The engine against closed-form queueing results, and its determinism.
 
 use ferry_control::Nanos;
-use ferry_experiment::model::{ClusterConfig, ComputeDist, CostModel, FunctionSpec, Workload};
+use ferry_experiment::model::{ClusterModel, ComputeDist, CostModel, FunctionSpec, Workload};
 use ferry_experiment::{parse_policy, parse_workload};
 use ferry_sim::queueing::{md1_wait_s, mm1_wait_s, mmc_wait_s};
 use ferry_sim::sweep::{measure, SweepConfig};
@@ -10,7 +10,7 @@ use ferry_sim::{Arrivals, Scenario, Slo};
 /// A bare queue: zero message costs, zero network, no stalls, `cores` storage cores serving
 /// one job per request whose length is the function's compute (mean 1 µs).
 fn bare_queue(cores: u32, dist: ComputeDist, seed: u64) -> SweepConfig {
-    let cluster = ClusterConfig {
+    let cluster = ClusterModel {
         app_cores: 1,
         storage_cores: cores,
         rtt: Nanos::ZERO,
@@ -27,7 +27,7 @@ fn bare_queue(cores: u32, dist: ComputeDist, seed: u64) -> SweepConfig {
         },
         stall_rate_hz: 0.0,
         stall_mean: Nanos::ZERO,
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     };
     let mut f = FunctionSpec::traverse("job", 1, Nanos::from_us(1));
     f.dist = dist;
@@ -74,7 +74,7 @@ fn mmc_mean_wait_matches_erlang_c() {
 
 fn scenario(policy: &str, seed: u64) -> Scenario {
     Scenario {
-        cluster: ClusterConfig::default(),
+        cluster: ClusterModel::default(),
         workload: parse_workload("heavy").unwrap(),
         policy: parse_policy(policy).unwrap(),
         slo: Slo::p99(Nanos::from_us(200)),

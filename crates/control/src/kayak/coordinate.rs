@@ -5,7 +5,7 @@
 //! the optimum's included, but its search space grows with the number of functions, which
 //! is what Pyxis' turning point avoids.
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::kayak::gradient::GradientAscent;
 use crate::placement::mix::FUNCTIONS_MAX;
 
@@ -33,7 +33,7 @@ pub struct CoordinateAscent {
 impl CoordinateAscent {
     /// Every function starts at `x_init`; steps of size `eta` (as Kayak's), moving on to
     /// the next function every `steps_per_function` steps.
-    pub fn new(x_init: f64, eta: f64, steps_per_function: u32) -> Result<Self, ConfigError> {
+    pub fn new(x_init: f64, eta: f64, steps_per_function: u32) -> Result<Self, ControlError> {
         check_range("steps per function", "[1, 1e6]", steps_per_function as f64, 1.0, 1e6)?;
         Ok(CoordinateAscent {
             split: Vec::new(),

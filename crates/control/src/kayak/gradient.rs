@@ -10,7 +10,7 @@
 //! - **step bound**: one step moves X by at most [`STEP_MAX`]: a secant across two noisy
 //!   rate averages can be arbitrarily steep.
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 
 /// Default step size η, in X per unit of relative gradient (a rate 10 % higher per 0.1 of
 /// X is a relative gradient of 1).
@@ -40,7 +40,7 @@ pub struct GradientAscent {
 
 impl GradientAscent {
     /// A loop starting at `x` with step size `eta`.
-    pub fn new(x: f64, eta: f64) -> Result<Self, ConfigError> {
+    pub fn new(x: f64, eta: f64) -> Result<Self, ControlError> {
         check_range("start X", "[0, 1]", x, 0.0, 1.0)?;
         check_range("X step size", "(0, 10]", eta, 1e-9, 10.0)?;
         Ok(GradientAscent {

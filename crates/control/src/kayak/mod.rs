@@ -15,14 +15,14 @@
 //! for), the X loop's step returns the X to apply, and in Algorithm II a move of X tells
 //! the R loop that its curve moved (its evidence restarts, see [`RateLoop::restart`]). In both orderings
 //! the inner loop must run faster than the outer: [`Kayak::new`] rejects it otherwise
-//! ([`ConfigError::InnerNotFaster`]).
+//! ([`ControlError::InnerNotFaster`]).
 
 pub mod coordinate;
 pub mod gradient;
 pub mod latency_x;
 
 use crate::arbiter::Arbiter;
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
 use crate::rate::{Admission, RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
 use crate::time::Nanos;
@@ -103,12 +103,12 @@ impl KayakConfig {
     }
 
     /// Rejects inconsistent configurations, including an inner loop that is not faster.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ControlError> {
         self.rate.validate()?;
         check_range("X-loop period", "[1 µs, ∞)", self.x_period.0 as f64, 1e3, f64::MAX)?;
         check_range("start X", "[0, 1]", self.x_init, 0.0, 1.0)?;
         if self.steps_per_function.is_some() && self.order != LoopOrder::RateThenFraction {
-            return Err(ConfigError::Unknown {
+            return Err(ControlError::Unknown {
                 what: "per-function loop order",
                 name: "fraction-then-rate".into(),
                 allowed: "rate-then-fraction (Kayak+ is Algorithm II per function)",
@@ -119,7 +119,7 @@ impl KayakConfig {
             LoopOrder::FractionThenRate => ("X loop", "R loop", self.x_period, self.rate.period),
         };
         if inner_period >= outer_period {
-            return Err(ConfigError::InnerNotFaster {
+            return Err(ControlError::InnerNotFaster {
                 inner,
                 outer,
                 inner_period_ns: inner_period.0,
@@ -152,7 +152,7 @@ pub struct Kayak {
 
 impl Kayak {
     /// A policy starting at `now`.
-    pub fn new(cfg: KayakConfig, now: Nanos) -> Result<Self, ConfigError> {
+    pub fn new(cfg: KayakConfig, now: Nanos) -> Result<Self, ControlError> {
         cfg.validate()?;
         let (x_loop, name) = match (cfg.order, cfg.steps_per_function) {
             (LoopOrder::RateThenFraction, Some(steps)) => (
@@ -264,7 +264,7 @@ mod tests {
         let mut cfg = KayakConfig::rate_then_fraction(RateLoopConfig::new(200_000.0), 1);
         assert!(cfg.validate().is_ok());
         cfg.x_period = Nanos::from_ms(5);
-        assert!(matches!(cfg.validate(), Err(ConfigError::InnerNotFaster { .. })));
+        assert!(matches!(cfg.validate(), Err(ControlError::InnerNotFaster { .. })));
         let xr = KayakConfig::fraction_then_rate(RateLoopConfig::new(200_000.0), 1);
         assert!(xr.validate().is_ok());
         assert!(xr.x_period < xr.rate.period);

@@ -18,7 +18,7 @@
 //!    split has not placed (a new one, or one that got its samples) is placed at the same
 //!    X, and everything learned stays.
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::placement::class_tail::ClassTails;
 use crate::placement::load_model::Capacity;
 use crate::placement::mix::Slicing;
@@ -60,7 +60,7 @@ impl Default for Parts {
 
 impl Parts {
     /// The default parts but those named in `names` (the R loop's part names are skipped).
-    pub fn without(names: &[String]) -> Result<Parts, ConfigError> {
+    pub fn without(names: &[String]) -> Result<Parts, ControlError> {
         let mut p = Parts::default();
         for name in names {
             match name.as_str() {
@@ -68,7 +68,7 @@ impl Parts {
                 "feed-forward" => p.feed_forward = false,
                 other if crate::rate::PART_NAMES.split(", ").any(|g| g == other) => {}
                 other => {
-                    return Err(ConfigError::Unknown {
+                    return Err(ControlError::Unknown {
                         what: "balance part",
                         name: other.to_string(),
                         allowed: PART_NAMES,
@@ -108,7 +108,7 @@ impl BalanceConfig {
     }
 
     /// Rejects values the policy is not defined for.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ControlError> {
         self.rate.validate()?;
         check_range("app cores", "[0.001, 1e6]", self.capacity.app_cores, 1e-3, 1e6)?;
         check_range("storage cores", "[0.001, 1e6]", self.capacity.storage_cores, 1e-3, 1e6)?;
@@ -176,7 +176,7 @@ pub struct Balance {
 
 impl Balance {
     /// A policy starting at `now`.
-    pub fn new(cfg: BalanceConfig, now: Nanos) -> Result<Self, ConfigError> {
+    pub fn new(cfg: BalanceConfig, now: Nanos) -> Result<Self, ControlError> {
         cfg.validate()?;
         Ok(Balance {
             placing: Placing::new(PROFILE_X, cfg.slicing, cfg.capacity, cfg.parts.capture, cfg.seed)?,

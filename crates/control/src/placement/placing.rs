@@ -10,7 +10,7 @@
 //! nothing is forgotten, nothing is profiled again.
 
 use crate::arbiter::Arbiter;
-use crate::error::ConfigError;
+use crate::error::ControlError;
 use crate::placement::capture::Capture;
 use crate::placement::load_model::{Capacity, LoadModel};
 use crate::placement::mix::{MixProfile, Slicing, UNREADY_X};
@@ -52,7 +52,7 @@ impl Placing {
         capacity: Capacity,
         use_capture: bool,
         seed: u64,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ControlError> {
         Ok(Placing {
             arbiter: Arbiter::new(x, seed)?,
             costs: MixProfile::new(slicing, capacity.app_ns_per_byte()),

@@ -6,7 +6,7 @@
 //! [`MEASURE_DECISIONS`] of what each delivered within the SLO (0 for a window over it).
 //! R is fed forward by the load model's capacities when α moves, as `balance` does.
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::placement::bracket::{BracketSearch, SEGMENTS_DEFAULT};
 use crate::placement::load_model::Capacity;
 use crate::placement::mix::Slicing;
@@ -87,7 +87,7 @@ pub struct Pyxis {
 
 impl Pyxis {
     /// A policy starting at `now`.
-    pub fn new(cfg: PyxisConfig, now: Nanos) -> Result<Self, ConfigError> {
+    pub fn new(cfg: PyxisConfig, now: Nanos) -> Result<Self, ControlError> {
         cfg.rate.validate()?;
         check_range("search start", "[0, 1]", cfg.alpha0, 0.0, 1.0)?;
         check_range("segments", "[3, 100]", cfg.segments as f64, 3.0, 100.0)?;

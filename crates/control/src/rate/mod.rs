@@ -29,7 +29,7 @@ pub mod margin;
 pub mod startup;
 pub mod window;
 
-use crate::error::{check_range, ConfigError};
+use crate::error::{check_range, ControlError};
 use crate::time::Nanos;
 
 use self::baseline::Baseline;
@@ -121,14 +121,14 @@ impl Default for Parts {
 
 impl Parts {
     /// Switches off the part called `name`.
-    pub fn disable(&mut self, name: &str) -> Result<(), ConfigError> {
+    pub fn disable(&mut self, name: &str) -> Result<(), ControlError> {
         match name {
             "window" => self.window = false,
             "capacity-filter" => self.capacity_filter = false,
             "proportional-cut" => self.proportional_cut = false,
             "margin" => self.margin = false,
             _ => {
-                return Err(ConfigError::Unknown {
+                return Err(ControlError::Unknown {
                     what: "R-loop part",
                     name: name.to_string(),
                     allowed: PART_NAMES,
@@ -173,7 +173,7 @@ impl RateLoopConfig {
     }
 
     /// Rejects values the loop is not defined for.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ControlError> {
         check_range("SLO latency", "(0, ∞) ns", self.slo_latency_ns, 1.0, f64::MAX)?;
         check_range("SLO quantile", "(0, 1)", self.quantile, 1e-9, 1.0 - 1e-9)?;
         check_range("R-loop period", "[1 µs, ∞)", self.period.0 as f64, 1e3, f64::MAX)?;
@@ -263,7 +263,7 @@ pub struct RateLoop {
 
 impl RateLoop {
     /// A loop starting at `cfg.rate_init_ops`, first ticking one period after `now`.
-    pub fn new(cfg: RateLoopConfig, now: Nanos) -> Result<Self, ConfigError> {
+    pub fn new(cfg: RateLoopConfig, now: Nanos) -> Result<Self, ControlError> {
         cfg.validate()?;
         Ok(RateLoop {
             window: Window::new(cfg.window(LATENCY_TARGET * cfg.slo_latency_ns), now),

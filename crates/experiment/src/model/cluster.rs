@@ -73,7 +73,7 @@ impl CostModel {
 
 /// The nodes and the network between them.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ClusterConfig {
+pub struct ClusterModel {
     /// App nodes (compute nodes): requests are spread over them in turn.
     pub app_nodes: u32,
     /// Storage nodes, over which the data is sharded.
@@ -111,9 +111,9 @@ pub struct ClusterConfig {
     pub stall_length_cv: f64,
 }
 
-impl Default for ClusterConfig {
+impl Default for ClusterModel {
     fn default() -> Self {
-        ClusterConfig {
+        ClusterModel {
             app_nodes: 1,
             storage_nodes: 1,
             app_cores: CORES_DEFAULT,
@@ -131,7 +131,7 @@ impl Default for ClusterConfig {
     }
 }
 
-impl ClusterConfig {
+impl ClusterModel {
     /// Rejects configurations the simulator does not support.
     pub fn validate(&self) -> Result<(), ExperimentError> {
         for (name, n) in [("--app-nodes", self.app_nodes), ("--storage-nodes", self.storage_nodes)] {
@@ -266,9 +266,9 @@ impl ClusterConfig {
 
     /// Placement group `g`'s share of the cluster: its nodes, as one cluster of one group
     /// (what its policy's load model sees).
-    pub fn group(&self, g: u32) -> ClusterConfig {
+    pub fn group(&self, g: u32) -> ClusterModel {
         let count = |n| nodes_of_group(n, self.placement_groups, g).len() as u32;
-        ClusterConfig {
+        ClusterModel {
             app_nodes: count(self.app_nodes),
             storage_nodes: count(self.storage_nodes),
             placement_groups: 1,

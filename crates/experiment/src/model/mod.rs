@@ -82,7 +82,7 @@ pub const BANDWIDTH_GBPS_DEFAULT: f64 = 25.0;
 /// Default round-trip time: 10 µs (the Kayak testbed measured 9.2 µs).
 pub const RTT_DEFAULT: Nanos = Nanos::from_us(10);
 
-/// Default rate of node-wide stalls ("hiccups") per node. See [`ClusterConfig::stall_rate_hz`].
+/// Default rate of node-wide stalls ("hiccups") per node. See [`ClusterModel::stall_rate_hz`].
 pub const STALL_RATE_HZ_DEFAULT: f64 = 5_000.0;
 
 /// Default mean length of one stall.
@@ -107,7 +107,7 @@ pub const NODES_MAX: u32 = 1024;
 mod cluster;
 mod workload;
 
-pub use cluster::{nodes_of_group, ClusterConfig, CostModel, Sharding};
+pub use cluster::{nodes_of_group, ClusterModel, CostModel, Sharding};
 pub use workload::{ComputeDist, FunctionKind, FunctionSpec, PhaseMix, SocialOp, Workload, SLOWDOWN_FLOOR};
 
 pub(crate) fn out_of_range(name: &str, range: &'static str, value: impl ToString) -> ExperimentError {

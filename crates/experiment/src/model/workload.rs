@@ -161,7 +161,7 @@ impl FunctionSpec {
     }
 
     /// Latency of one request placed this way on an idle cluster (mean compute).
-    pub fn no_load_latency_ns(&self, cl: &ClusterConfig, p: Placement) -> f64 {
+    pub fn no_load_latency_ns(&self, cl: &ClusterModel, p: Placement) -> f64 {
         let c = &cl.costs;
         let h = c.header_bytes;
         match p {
@@ -268,13 +268,13 @@ impl Workload {
     }
 
     /// Mean (app, storage) CPU per request of phase `phase` at RPC fraction `x`.
-    pub fn mean_costs_ns(&self, cl: &ClusterConfig, phase: usize, x: f64) -> (f64, f64) {
+    pub fn mean_costs_ns(&self, cl: &ClusterModel, phase: usize, x: f64) -> (f64, f64) {
         self.mean_costs_split_ns(cl, phase, &vec![x; self.functions.len()])
     }
 
     /// Mean (app, storage) CPU per request of phase `phase` when function i sends the
     /// share `split[i]` remote.
-    pub fn mean_costs_split_ns(&self, cl: &ClusterConfig, phase: usize, split: &[f64]) -> (f64, f64) {
+    pub fn mean_costs_split_ns(&self, cl: &ClusterModel, phase: usize, split: &[f64]) -> (f64, f64) {
         let c = &cl.costs;
         self.phases[phase].entries.iter().fold((0.0, 0.0), |(a, s), &(i, w)| {
             let f = &self.functions[i];
@@ -289,7 +289,7 @@ impl Workload {
     }
 
     /// Throughput at which one node's cores are fully busy in phase `phase` at fraction `x`.
-    pub fn capacity_ops(&self, cl: &ClusterConfig, phase: usize, x: f64) -> f64 {
+    pub fn capacity_ops(&self, cl: &ClusterModel, phase: usize, x: f64) -> f64 {
         self.capacity_split_ops(cl, phase, &vec![x; self.functions.len()])
     }
 
@@ -297,7 +297,7 @@ impl Workload {
     /// `phase`, the functions ordered by their exact costs and α cut by their shares (so α
     /// is the share of requests sent remote): what `balance` learns to do, with nothing
     /// left to learn.
-    pub fn turning_point_split(&self, cl: &ClusterConfig, phase: usize, alpha: f64) -> Vec<f64> {
+    pub fn turning_point_split(&self, cl: &ClusterModel, phase: usize, alpha: f64) -> Vec<f64> {
         let c = &cl.costs;
         let per_byte = cl.capacity().app_ns_per_byte();
         let bytes = |f: &FunctionSpec, p| {
@@ -323,7 +323,7 @@ impl Workload {
 
     /// Mean bytes per request (the app nodes send, the storage nodes send) of phase
     /// `phase` when function i sends the share `split[i]` remote.
-    pub fn mean_sent_bytes_split(&self, cl: &ClusterConfig, phase: usize, split: &[f64]) -> (f64, f64) {
+    pub fn mean_sent_bytes_split(&self, cl: &ClusterModel, phase: usize, split: &[f64]) -> (f64, f64) {
         let c = &cl.costs;
         self.phases[phase].entries.iter().fold((0.0, 0.0), |(a, s), &(i, w)| {
             let f = &self.functions[i];
@@ -338,7 +338,7 @@ impl Workload {
     /// app nodes' links or the storage nodes' links, data spread evenly) is fully busy in
     /// phase `phase` when function i sends the share `split[i]` remote: an upper bound on
     /// any rate that meets an SLO.
-    pub fn capacity_split_ops(&self, cl: &ClusterConfig, phase: usize, split: &[f64]) -> f64 {
+    pub fn capacity_split_ops(&self, cl: &ClusterModel, phase: usize, split: &[f64]) -> f64 {
         let (sent_app, sent_storage) = self.mean_sent_bytes_split(cl, phase, split);
         let link = |nodes: u32, bytes: f64| {
             if bytes > 0.0 && !cl.bandwidth_gbps.is_infinite() {
@@ -364,7 +364,7 @@ impl Workload {
 
     /// Gives each function the SLO `k` times its service time (Pyxis §VI's slowdown SLO):
     /// its mean unloaded latency on the faster placement, at least [`SLOWDOWN_FLOOR`].
-    pub fn set_slowdown_slo(&mut self, cl: &ClusterConfig, k: f64) {
+    pub fn set_slowdown_slo(&mut self, cl: &ClusterModel, k: f64) {
         for f in &mut self.functions {
             let service = [Placement::Local, Placement::Remote]
                 .into_iter()
@@ -381,7 +381,7 @@ impl Workload {
     }
 
     /// Worst unloaded latency over all functions of all phases for a placement.
-    pub fn no_load_latency_ns(&self, cl: &ClusterConfig, p: Placement) -> f64 {
+    pub fn no_load_latency_ns(&self, cl: &ClusterModel, p: Placement) -> f64 {
         self.functions
             .iter()
             .map(|f| f.no_load_latency_ns(cl, p))
@@ -395,7 +395,7 @@ mod tests {
 
     #[test]
     fn costs_follow_the_paths() {
-        let cl = ClusterConfig::default();
+        let cl = ClusterModel::default();
         let f = FunctionSpec::traverse("medium", 2, Nanos::from_us(1));
         let c = &cl.costs;
         // Remote: two app messages; storage: message + invoke + 2 × (get + 1.25 × 1 µs).
@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn per_byte_costs_charge_the_objects_a_local_execution_reads() {
-        let mut cl = ClusterConfig::default();
+        let mut cl = ClusterModel::default();
         let mut f = FunctionSpec::traverse("big", 3, Nanos::from_us(1));
         f.object_bytes = 16_384;
         let before = [Placement::Local, Placement::Remote].map(|p| {
@@ -444,7 +444,7 @@ mod tests {
 
     #[test]
     fn capacity_is_the_tighter_node() {
-        let cl = ClusterConfig::default();
+        let cl = ClusterModel::default();
         let w = Workload::single("light", FunctionSpec::traverse("light", 2, Nanos(100)));
         // X = 1: storage-bound at 8 cores / 2.05 µs.
         assert!((w.capacity_ops(&cl, 0, 1.0) - 8e9 / 2_050.0).abs() < 1.0);
@@ -456,7 +456,7 @@ mod tests {
 
     #[test]
     fn the_turning_point_sends_the_cheaper_remote_function_first_and_alpha_is_the_remote_share() {
-        let cl = ClusterConfig::default();
+        let cl = ClusterModel::default();
         // Pyxis' polarized pair: I/O-bound A (remote cheaper on both sides here) at 20 %,
         // compute-bound B at 80 %.
         let w = crate::spec::parse_workload(

@@ -14,7 +14,7 @@ use ferry_control::{Elastic, Nanos, Policy, PolicyState, TokenBucket};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::{nodes_of_group, ClusterConfig, Workload};
+use crate::model::{nodes_of_group, ClusterModel, Workload};
 
 /// Burst of the token bucket in paced mode: one request, i.e. evenly spaced arrivals.
 const PACED_BURST: f64 = 1.0;
@@ -55,7 +55,7 @@ pub(super) struct Group<'p> {
 impl<'p> Group<'p> {
     /// Group `g` of `groups` over `cluster`, drawing from the given streams.
     pub(super) fn new(
-        cluster: &ClusterConfig,
+        cluster: &ClusterModel,
         workload: &Workload,
         (g, groups): (u32, u32),
         policy: &'p mut dyn Policy,
@@ -173,7 +173,7 @@ impl<'p> Group<'p> {
     /// app nodes in turn, the storage node uniform over the function's nodes in the group.
     pub(super) fn draw_nodes(
         &mut self,
-        cluster: &ClusterConfig,
+        cluster: &ClusterModel,
         fn_idx: usize,
         rng_shards: &mut ChaCha8Rng,
     ) -> (u32, u32) {
@@ -194,7 +194,7 @@ impl<'p> Group<'p> {
 }
 
 /// How many of function `fn_idx`'s storage nodes (the first ones) lie in `storage`.
-fn in_group(cluster: &ClusterConfig, storage: &Range<u32>, fn_idx: usize) -> u32 {
+fn in_group(cluster: &ClusterModel, storage: &Range<u32>, fn_idx: usize) -> u32 {
     cluster
         .storage_nodes_of(fn_idx)
         .min(storage.end)
@@ -226,10 +226,10 @@ mod tests {
 
     #[test]
     fn a_function_s_share_of_a_group_follows_its_nodes() {
-        let cl = ClusterConfig {
+        let cl = ClusterModel {
             storage_nodes: 4,
             sharding: Sharding::Staircase,
-            ..ClusterConfig::default()
+            ..ClusterModel::default()
         };
         // Function 0 touches node 0 only, function 3 all four.
         assert_eq!(in_group(&cl, &(0..1), 0), 1);

@@ -12,7 +12,7 @@
 //! Kiefer–Wolfowitz recursion for FCFS G/G/c). A link is the same recursion with one
 //! server, in the order messages are sent, so each message hop takes two events: the send
 //! when the job that sends it finishes, and the arrival at the next node. Node-wide stalls
-//! (see `ClusterConfig::stall_rate_hz`) push the start and finish of the jobs they overlap,
+//! (see `ClusterModel::stall_rate_hz`) push the start and finish of the jobs they overlap,
 //! as a preempt-resume interruption of every core.
 //!
 //! Ties in time are broken by insertion order, every random draw comes from a seeded
@@ -32,7 +32,7 @@ use ferry_control::{Busy, Completion, Costs, FnId, LatencySketch, Nanos, Placeme
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::{ClusterConfig, Workload};
+use crate::model::{ClusterModel, Workload};
 use group::{combined_state, Group};
 use node::{Link, Node, Stalls};
 use stats::Interval;
@@ -87,7 +87,7 @@ pub struct Abort {
 /// What to run.
 pub struct EngineConfig<'a> {
     /// The nodes and network.
-    pub cluster: &'a ClusterConfig,
+    pub cluster: &'a ClusterModel,
     /// The requests.
     pub workload: &'a Workload,
     /// Seed of every random stream of the run.

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Arrivals;
 use crate::error::ExperimentError;
-use crate::model::ClusterConfig;
+use crate::model::ClusterModel;
 use crate::scenario::{converge_ms, Scenario, SimReport, CONVERGE_SMOOTHING, CONVERGE_TOLERANCE, STEADY_FRACTION};
 use crate::spec::PolicySpec;
 use crate::sweep::SweepConfig;
@@ -183,7 +183,7 @@ impl SuiteConfig {
         }
         if self.policy.fixed_x().is_none() {
             // Building validates the policy's own configuration.
-            let cores = ClusterConfig::default().capacity();
+            let cores = ClusterModel::default().capacity();
             self.policy.build(Nanos::from_us(100), 0.99, Some(cores), 0)?;
         } else if matches!(self.policy, PolicySpec::Asfp) {
             return Err(ExperimentError::Unsupported(

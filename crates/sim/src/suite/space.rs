@@ -47,7 +47,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::ExperimentError;
-use crate::model::{ClusterConfig, CostModel, FunctionSpec, Workload};
+use crate::model::{ClusterModel, CostModel, FunctionSpec, Workload};
 use crate::scenario::Slo;
 use crate::sweep::{self, SweepConfig};
 use ferry_experiment::profile::Profile;
@@ -141,14 +141,14 @@ impl Space {
         }
     }
 
-    fn cluster(self, rng: &mut ChaCha8Rng) -> ClusterConfig {
+    fn cluster(self, rng: &mut ChaCha8Rng) -> ClusterModel {
         match self {
             Space::Default | Space::Mixed | Space::Wide => {
-                let mut cl = ClusterConfig {
+                let mut cl = ClusterModel {
                     app_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
                     storage_cores: rng.gen_range(CORES_RANGE.0..=CORES_RANGE.1),
                     rtt: Nanos((log_uniform(rng, RTT_US_RANGE) * 10.0).round() as u64 * 100),
-                    ..ClusterConfig::default()
+                    ..ClusterModel::default()
                 };
                 if self == Space::Mixed {
                     cl.app_nodes = rng.gen_range(MIX_APP_NODES_RANGE.0..=MIX_APP_NODES_RANGE.1);
@@ -162,8 +162,8 @@ impl Space {
 }
 
 /// The 1 + 1 loopback machine as the simulator models it (see the module docs).
-pub fn one_plus_one_cluster() -> ClusterConfig {
-    ClusterConfig {
+pub fn one_plus_one_cluster() -> ClusterModel {
+    ClusterModel {
         app_cores: 1,
         storage_cores: 1,
         rtt: Nanos::from_us(73),
@@ -178,7 +178,7 @@ pub fn one_plus_one_cluster() -> ClusterConfig {
         },
         stall_rate_hz: 5.0,
         stall_mean: Nanos::from_ms(2),
-        ..ClusterConfig::default()
+        ..ClusterModel::default()
     }
 }
 
@@ -190,7 +190,7 @@ pub struct SuiteScenario {
     /// Seed of the simulator's random streams for this scenario's runs.
     pub seed: u64,
     /// Nodes, network, costs.
-    pub cluster: ClusterConfig,
+    pub cluster: ClusterModel,
     /// The workload spec (`traverse:...`), as `--workload` takes it.
     pub workload_spec: String,
     /// The parsed workload.
@@ -287,7 +287,7 @@ fn draw_function(rng: &mut ChaCha8Rng, object_bytes: (f64, f64)) -> (String, Fun
 }
 
 /// The p99 of one placement at [`UNLOADED_LOAD`] of its capacity.
-fn unloaded_p99_ns(cl: &ClusterConfig, w: &Workload, p: Placement, seed: u64) -> Result<f64, ExperimentError> {
+fn unloaded_p99_ns(cl: &ClusterModel, w: &Workload, p: Placement, seed: u64) -> Result<f64, ExperimentError> {
     let x = if p == Placement::Remote { 1.0 } else { 0.0 };
     let rate = UNLOADED_LOAD * w.capacity_ops(cl, 0, x);
     let mut cfg = SweepConfig::new(cl.clone(), w.clone(), Slo::p99(Nanos::from_secs(1)), seed);
@@ -311,7 +311,7 @@ impl SuiteScenario {
             "--app-cores {} --storage-cores {} --rtt {} --workload {} --slo-p99 {} --seed {}",
             cl.app_cores, cl.storage_cores, cl.rtt, self.workload_spec, self.slo.latency, self.seed
         ));
-        let d = ClusterConfig::default();
+        let d = ClusterModel::default();
         if *c != d.costs {
             out.push_str(&format!(
                 " --app-msg-cost {} --app-invoke-cost {} --storage-msg-cost {} --storage-invoke-cost {} \
