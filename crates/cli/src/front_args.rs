@@ -96,7 +96,7 @@ impl FrontArgs {
                 token: tenant.token,
             });
         }
-        let mut config = FrontConfig::new(crate::server_cmd::resolve(listen)?, tenants);
+        let mut config = FrontConfig::new(crate::server_cmd::resolve("--listen", listen)?, tenants);
         if let Some(fd) = self.listen_fd {
             let listener = inherited(fd, "--listen-fd")?;
             config.listen = listener
@@ -105,7 +105,7 @@ impl FrontArgs {
             config.adopted.ferry = Some(listener);
         }
         if let Some(metrics) = &self.metrics {
-            let addr = crate::server_cmd::resolve(metrics).map_err(|err| err.replace("--listen", "--metrics"))?;
+            let addr = crate::server_cmd::resolve("--metrics", metrics)?;
             config.metrics_listen = Some(addr);
         }
         config.threads = self.threads;

@@ -87,7 +87,7 @@ pub fn run(args: GatewayArgs) -> CmdResult {
     let mut front = args.front.front_config(&args.listen)?;
     let (routes, _following) = args.front.cluster_routes()?;
     if let Some(resp) = &args.resp {
-        front.resp_listen = Some(crate::server_cmd::resolve(resp).map_err(|err| err.replace("--listen", "--resp"))?);
+        front.resp_listen = Some(crate::server_cmd::resolve("--resp", resp)?);
     }
     if let Some(fd) = args.resp_fd {
         let listener = crate::front_args::inherited(fd, "--resp-fd")?;

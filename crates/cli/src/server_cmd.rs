@@ -181,7 +181,7 @@ impl ReplicationArgs {
             .clone()
             .ok_or("replication needs --replication-token (the same on the primary and its replicas)")?;
         let listen = match &self.replication_listen {
-            Some(addr) => Some(resolve(addr).map_err(|err| err.replace("--listen", "--replication-listen"))?),
+            Some(addr) => Some(resolve("--replication-listen", addr)?),
             None => None,
         };
         Ok(Some(ferry_server::Replication {
@@ -248,12 +248,12 @@ fn take_place(
     Ok(())
 }
 
-pub(crate) fn resolve(listen: &str) -> Result<SocketAddr, String> {
-    listen
-        .to_socket_addrs()
-        .map_err(|err| format!("cannot resolve --listen {listen:?}: {err}"))?
+/// The address flag `flag` (`--listen`, `--resp`, …) names; its errors name the flag.
+pub(crate) fn resolve(flag: &str, addr: &str) -> Result<SocketAddr, String> {
+    addr.to_socket_addrs()
+        .map_err(|err| format!("cannot resolve {flag} {addr:?}: {err}"))?
         .next()
-        .ok_or_else(|| format!("--listen {listen:?} resolves to no address"))
+        .ok_or_else(|| format!("{flag} {addr:?} resolves to no address"))
 }
 
 /// The data dir and log settings of the flags and the config file (flags win).
@@ -299,9 +299,9 @@ pub fn run(args: ServerArgs) -> CmdResult {
         None => ConfigFile::default(),
     };
     let listen = match (&args.listen, file.listen) {
-        (Some(listen), _) => resolve(listen)?,
+        (Some(listen), _) => resolve("--listen", listen)?,
         (None, Some(addr)) => addr,
-        (None, None) => resolve(DEFAULT_LISTEN)?,
+        (None, None) => resolve("--listen", DEFAULT_LISTEN)?,
     };
     let mut tenants = file.tenants.clone();
     for flag in &args.tenants {
@@ -349,14 +349,14 @@ pub fn run(args: ServerArgs) -> CmdResult {
     }
     config.inline_data_ops = !args.no_inline_data_ops;
     if let Some(resp) = &args.resp {
-        config.resp_listen = Some(resolve(resp).map_err(|err| err.replace("--listen", "--resp"))?);
+        config.resp_listen = Some(resolve("--resp", resp)?);
     }
     config.resp_default_tenant = args.default_tenant.or(file.default_tenant);
     if config.resp_default_tenant.is_some() && config.resp_listen.is_none() && args.resp_fd.is_none() {
         return Err("--default-tenant needs --resp".into());
     }
     if let Some(metrics) = &args.metrics {
-        config.metrics_listen = Some(resolve(metrics).map_err(|err| err.replace("--listen", "--metrics"))?);
+        config.metrics_listen = Some(resolve("--metrics", metrics)?);
     }
     if let (Some(path), Some(node_id)) = (&args.cluster_map, &args.node_id) {
         let text = std::fs::read_to_string(path)
@@ -488,4 +488,17 @@ fn registry(args: &ServerArgs) -> Result<ferry_func::Registry, String> {
             .map_err(|err| err.to_string())?;
     }
     Ok(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn an_address_that_does_not_resolve_is_refused_in_the_name_of_its_flag() {
+        // No port: refused before any name lookup.
+        let err = resolve("--metrics", "127.0.0.1").unwrap_err();
+        assert!(err.starts_with("cannot resolve --metrics \"127.0.0.1\""), "{err}");
+        assert_eq!(resolve("--resp", "127.0.0.1:7").unwrap().port(), 7);
+    }
 }
