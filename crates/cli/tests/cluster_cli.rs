@@ -362,6 +362,9 @@ fn a_storage_node_that_cannot_start_is_tried_within_its_budget_then_reported_dow
 
     // s1's process is gone and its data dir is a file now: no start can open it.
     let victim = before["storage_nodes"][0]["pid"].as_u64().unwrap();
+    // Frozen first: a running node may create a file while its directory is removed.
+    // SAFETY: kill(2) on a pid the cluster's JSON names.
+    assert_eq!(unsafe { libc::kill(victim as libc::pid_t, libc::SIGSTOP) }, 0);
     std::fs::remove_dir_all(dir.join("node-s1")).unwrap();
     std::fs::write(dir.join("node-s1"), "not a data dir").unwrap();
     // SAFETY: kill(2) on a pid the cluster's JSON names.

@@ -250,7 +250,10 @@ fn a_primary_whose_disk_is_gone_comes_back_as_a_replica_and_nothing_acknowledged
         }
     };
 
-    // The disk and the process are gone.
+    // The disk and the process are gone. The node is frozen first: a running node may
+    // create a file (a log segment, a snapshot) while its directory is being removed,
+    // which fails the removal with "Directory not empty".
+    signal(victim, libc::SIGSTOP);
     std::fs::remove_dir_all(dir.join("node-s1")).unwrap();
     signal(victim, libc::SIGKILL);
     let killed = Instant::now();
