@@ -27,7 +27,7 @@ fn main() {
     testbed.runtime.block_on(async {
         let client = testbed.connect().await.unwrap();
         let workload = ferry_experiment::spec::parse_workload("medium").unwrap();
-        ferry_datasets::load_for_workload(&client, &workload, 100_000, 1)
+        ferry_bench::workload_data::load_for_workload(&client, &workload, 100_000, 1)
             .await
             .unwrap();
         let mut lat = Vec::with_capacity(n);

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use ferry_bench::placement::{drive, DriveSpec};
 use ferry_bench::testbed::{NodeSite, Testbed, TestbedConfig};
+use ferry_bench::workload_data::load_for_workload;
 use ferry_client::Adaptive;
 use ferry_control::FixedRate;
-use ferry_datasets::load_for_workload;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

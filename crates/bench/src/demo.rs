@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ferry_experiment::model::Workload;
-use ferry_experiment::spec::PolicySpec;
+use ferry_spec::PolicySpec;
 
 use crate::placement::{run_on, PlacementBenchConfig, PlacementReport};
 use crate::report::{bench_facts, html_page, timeline_figure, write_into};

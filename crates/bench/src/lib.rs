@@ -22,6 +22,8 @@
 //! - [`fairness`]: `ferry fairness` — tenants' CPU shares on a multi-core node, Jain's
 //!   index, and work conservation when one tenant stops.
 //! - [`zipf`]: YCSB's Zipfian key generator.
+//! - [`workload_data`]: what a workload's functions read, loaded before a run
+//!   ([`workload_data::load_for_workload`]).
 //! - [`kv`]: `ferry bench-kv`, the node's raw get and invoke speed.
 //! - [`calibrate`]: `ferry calibrate`, this machine's costs in the simulator's terms, as
 //!   a profile `ferry sim --profile` runs as.
@@ -39,6 +41,7 @@ pub mod redis;
 pub mod report;
 pub mod sweep;
 pub mod testbed;
+pub mod workload_data;
 pub mod zipf;
 
 use thiserror::Error;

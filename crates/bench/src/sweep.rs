@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::workload_data::load_for_workload;
 use ferry_client::Adaptive;
 use ferry_control::FixedRate;
-use ferry_datasets::load_for_workload;
 use ferry_experiment::model::Workload;
 
 use crate::latency::median;

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use ferry_resp::Reply;
 
-use crate::bench_cmd::duration_flag;
 use crate::CmdResult;
 
 /// Longest reply line read back (a status or an error).
@@ -41,14 +40,14 @@ struct SnapshotArgs {
     #[arg(long)]
     background: bool,
     /// Longest wait for the answer.
-    #[arg(long, default_value = "600s")]
-    timeout: String,
+    #[arg(long, default_value = "600s", value_parser = crate::flag_values::duration)]
+    timeout: Duration,
 }
 
 pub fn run(args: AdminArgs) -> CmdResult {
     let AdminCommand::Snapshot(args) = args.command;
     let tenant = ferry_server::config::parse_tenant_flag(&args.tenant)?;
-    let timeout = duration_flag("--timeout", &args.timeout)?;
+    let timeout = args.timeout;
     let addr = args
         .resp
         .to_socket_addrs()

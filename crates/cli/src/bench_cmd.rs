@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use ferry_bench::placement::{PlacementBenchConfig, PlacementReport, DEFAULT_GRAPH_NODES};
 use ferry_bench::testbed::{NodeSite, TestbedConfig};
-use ferry_experiment::spec::{parse_policy, parse_workload};
+use ferry_experiment::spec::parse_workload;
+use ferry_spec::parse_policy;
 
 use crate::CmdResult;
 
@@ -89,17 +90,17 @@ pub struct BenchArgs {
     policy: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
     /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.
-    #[arg(long, default_value = "5ms")]
-    slo_p99: String,
+    #[arg(long, default_value = "5ms", value_parser = crate::flag_values::slo)]
+    slo_p99: Duration,
     /// Length of the run.
-    #[arg(long, default_value = "5s")]
-    duration: String,
+    #[arg(long, default_value = "5s", value_parser = crate::flag_values::duration)]
+    duration: Duration,
     /// Seed of the policy and the request stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Timeline resolution.
-    #[arg(long, default_value = "50ms")]
-    timeline_interval: String,
+    #[arg(long, default_value = "50ms", value_parser = crate::flag_values::duration)]
+    timeline_interval: Duration,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -117,29 +118,15 @@ pub struct BenchArgs {
     testbed: TestbedArgs,
 }
 
-/// Parses a duration flag, naming the flag in the error.
-pub fn duration_flag(flag: &str, value: &str) -> Result<Duration, String> {
-    crate::parse_std_duration(value).map_err(|err| format!("{flag}: {err}"))
-}
-
-/// Checks a positive SLO.
-pub fn slo_flag(value: &str) -> Result<Duration, String> {
-    let slo = duration_flag("--slo-p99", value)?;
-    if slo.is_zero() {
-        return Err("--slo-p99 must be positive".into());
-    }
-    Ok(slo)
-}
-
 pub fn run(args: BenchArgs) -> CmdResult {
     let workload = parse_workload(&args.workload).map_err(|err| format!("--workload: {err}"))?;
     let policy = parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
-    let slo = slo_flag(&args.slo_p99)?;
-    let duration = duration_flag("--duration", &args.duration)?;
+    let slo = args.slo_p99;
+    let duration = args.duration;
     if !(MIN_DURATION..=MAX_DURATION).contains(&duration) {
         return Err(format!("--duration must be between {MIN_DURATION:?} and {MAX_DURATION:?}").into());
     }
-    let timeline_interval = duration_flag("--timeline-interval", &args.timeline_interval)?;
+    let timeline_interval = args.timeline_interval;
     let config = PlacementBenchConfig {
         testbed: args.testbed.testbed()?,
         workload,

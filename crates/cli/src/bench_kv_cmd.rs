@@ -33,10 +33,10 @@ pub struct BenchKvArgs {
     #[arg(long, default_value = "1")]
     client_cpus: String,
     /// Measured time of each phase.
-    #[arg(long, default_value = "3s", value_parser = crate::parse_std_duration)]
+    #[arg(long, default_value = "3s", value_parser = crate::flag_values::duration)]
     duration: Duration,
     /// Warm-up before each saturation phase.
-    #[arg(long, default_value = "500ms", value_parser = crate::parse_std_duration)]
+    #[arg(long, default_value = "500ms", value_parser = crate::flag_values::duration)]
     warmup: Duration,
     /// Repetitions (medians are reported).
     #[arg(long, default_value_t = 3)]

@@ -18,7 +18,7 @@ pub struct CalibrateArgs {
     /// Total measuring time, shared out over the phases: ten CPU phases of 1/16 each and
     /// the stall stream of 6/16 (plus a second or two to start the node and load data).
     /// Shorter runs are noisier; at least 500ms.
-    #[arg(long, default_value = "24s", value_parser = crate::parse_std_duration)]
+    #[arg(long, default_value = "24s", value_parser = crate::flag_values::duration)]
     duration: Duration,
     /// Offered rate of each CPU phase, requests/s: moderate, so nothing queues.
     #[arg(long, default_value_t = RATE_OPS_DEFAULT, allow_negative_numbers = true)]

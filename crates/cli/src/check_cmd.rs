@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use ferry_chaos::crash::{CrashConfig, NodeFds};
 use ferry_chaos::{ChaosConfig, ChaosReport};
+use ferry_server::Ack;
 use ferry_wal::FsyncMode;
 
-use crate::bench_cmd::duration_flag;
 use crate::CmdResult;
 
 /// Longest single run: a fresh node per run keeps each history (and the checker's graph)
@@ -29,8 +29,8 @@ const RUN_MAX: Duration = Duration::from_secs(30);
 #[derive(clap::Args)]
 pub struct CheckArgs {
     /// Total time spent invoking, split into runs of at most 30 s, each on a fresh node.
-    #[arg(long, default_value = "60s")]
-    duration: String,
+    #[arg(long, default_value = "60s", value_parser = crate::flag_values::duration)]
+    duration: Duration,
     /// Seed of the first run (each further run adds one).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -60,11 +60,11 @@ pub struct CheckArgs {
     #[arg(long)]
     crash: bool,
     /// With --crash: mean time between kills (exponential; at least 200ms).
-    #[arg(long, default_value = "1s", requires = "crash")]
-    mean_uptime: String,
+    #[arg(long, default_value = "1s", requires = "crash", value_parser = crate::flag_values::duration)]
+    mean_uptime: Duration,
     /// With --crash: the node's fsync mode (a kill -9 loses nothing acknowledged in any).
-    #[arg(long, default_value = "everysec", value_parser = ["always", "everysec", "no"], requires = "crash")]
-    fsync: String,
+    #[arg(long, default_value = "everysec", value_parser = crate::flag_values::choice::<FsyncMode>(), requires = "crash")]
+    fsync: FsyncMode,
     /// With --crash: the node snapshots each time its log grows this much (small, so
     /// kills land in snapshots and recoveries read them).
     #[arg(long, default_value_t = 256 * 1024, requires = "crash")]
@@ -81,15 +81,15 @@ pub struct CheckArgs {
     #[arg(long, conflicts_with = "crash")]
     cluster: bool,
     /// With --cluster: mean time between faults (exponential; each settles first).
-    #[arg(long, default_value = "3s", requires = "cluster")]
-    mean_fault_interval: String,
+    #[arg(long, default_value = "3s", requires = "cluster", value_parser = crate::flag_values::duration)]
+    mean_fault_interval: Duration,
     /// With --cluster: when a storage node acknowledges a write: `replica` (once a
     /// replica has logged it) or `primary`. With `primary`, a stopped or killed primary
     /// may take acknowledged writes with it, so the nemesis only moves slots and cuts
     /// primaries off the config group, and the primaries' leases alone must keep every
     /// acknowledged write and every read fresh.
-    #[arg(long, default_value = "replica", value_parser = ["replica", "primary"], requires = "cluster")]
-    ack: String,
+    #[arg(long, default_value = "replica", value_parser = crate::flag_values::choice::<Ack>(), requires = "cluster")]
+    ack: Ack,
     /// With --cluster: draw only these faults, separated by commas: move, stop, group
     /// (cut off the config group), clients (cut off its clients), one-way (its clients'
     /// link one way only), replicas (cut off its replicas), kill, lose-disk. Default:
@@ -114,8 +114,8 @@ pub struct CheckNodeArgs {
     #[arg(long, default_value_t = 2)]
     workers: usize,
     /// fsync mode.
-    #[arg(long, default_value = "everysec")]
-    fsync: String,
+    #[arg(long, default_value = "everysec", value_parser = crate::flag_values::choice::<FsyncMode>())]
+    fsync: FsyncMode,
     /// Snapshot every this many bytes of log.
     #[arg(long)]
     snapshot_log_bytes: u64,
@@ -125,7 +125,7 @@ pub struct CheckNodeArgs {
 pub fn run_node(args: CheckNodeArgs) -> CmdResult {
     let mut config = ferry_chaos::node_config(args.workers);
     let mut durability = ferry_server::Durability::new(args.data_dir);
-    durability.wal.fsync = args.fsync.parse::<FsyncMode>()?;
+    durability.wal.fsync = args.fsync;
     durability.snapshot_log_bytes = args.snapshot_log_bytes.max(1);
     config.durability = Some(durability);
     let inherited =
@@ -144,8 +144,8 @@ pub fn run_node(args: CheckNodeArgs) -> CmdResult {
 /// How `--crash` starts a node: this executable's `check-node`.
 fn crash_config(args: &CheckArgs, data_dir: PathBuf) -> Result<CrashConfig, String> {
     let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
-    let (workers, fsync, snapshot_log_bytes) = (args.workers, args.fsync.clone(), args.snapshot_log_bytes);
-    let mean_uptime = duration_flag("--mean-uptime", &args.mean_uptime)?;
+    let (workers, fsync, snapshot_log_bytes) = (args.workers, args.fsync, args.snapshot_log_bytes);
+    let mean_uptime = args.mean_uptime;
     Ok(CrashConfig {
         launcher: Arc::new(move |fds: NodeFds, dir: &Path| {
             let mut command = std::process::Command::new(&exe);
@@ -156,7 +156,7 @@ fn crash_config(args: &CheckArgs, data_dir: PathBuf) -> Result<CrashConfig, Stri
                 .arg("--data-dir")
                 .arg(dir)
                 .args(["--workers", &workers.to_string()])
-                .args(["--fsync", &fsync])
+                .args(["--fsync", fsync.name()])
                 .args(["--snapshot-log-bytes", &snapshot_log_bytes.to_string()]);
             command
         }),
@@ -168,8 +168,8 @@ fn crash_config(args: &CheckArgs, data_dir: PathBuf) -> Result<CrashConfig, Stri
 /// How `--cluster` starts its cluster: this executable's `cluster up`.
 fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster::ClusterChaos, String> {
     let exe = std::env::current_exe().map_err(|err| format!("cannot find the ferry executable: {err}"))?;
-    let mean_fault_interval = duration_flag("--mean-fault-interval", &args.mean_fault_interval)?;
-    let ack = args.ack.clone();
+    let mean_fault_interval = args.mean_fault_interval;
+    let ack = args.ack;
     let faults = match &args.faults {
         None => Vec::new(),
         Some(list) => list
@@ -184,7 +184,7 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
     };
     if let Some(fault) = faults
         .iter()
-        .find(|fault| args.ack == "primary" && fault.needs_ack_replica())
+        .find(|fault| args.ack == Ack::Primary && fault.needs_ack_replica())
     {
         return Err(format!(
             "--faults {}: it may lose writes --ack primary acknowledged, as that mode allows; it needs --ack replica",
@@ -203,7 +203,7 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
                     "--replicas",
                     "2",
                     "--ack",
-                    &ack,
+                    ack.name(),
                 ])
                 .args(["--compute-nodes", "0", "--tenant", "1:chaos", "--chaos-functions"])
                 // The nemesis restarts the hot shard's nodes far more often than five a
@@ -217,7 +217,7 @@ fn cluster_chaos(args: &CheckArgs, dir: PathBuf) -> Result<ferry_chaos::cluster:
         }),
         dir,
         mean_fault_interval,
-        ack_replica: args.ack == "replica",
+        ack_replica: args.ack == Ack::Replica,
         faults,
     })
 }
@@ -248,7 +248,7 @@ fn resp_judged(resp: bool, report: &ChaosReport) -> String {
 }
 
 pub fn run(args: CheckArgs) -> CmdResult {
-    let total = duration_flag("--duration", &args.duration)?;
+    let total = args.duration;
     if total < Duration::from_secs(1) {
         return Err("--duration must be at least 1s".into());
     }

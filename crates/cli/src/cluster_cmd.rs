@@ -10,6 +10,8 @@ use serde::Serialize;
 use ferry_cluster::ClusterMap;
 use ferry_config::ClusterConfig;
 use ferry_os::ChildServer;
+use ferry_server::Ack;
+use ferry_wal::FsyncMode;
 
 use crate::cluster_supervise::{supervise, Kind, NodeListeners, Supervised, MAX_RESTARTS_PER_MINUTE};
 use crate::CmdResult;
@@ -87,8 +89,8 @@ struct UpArgs {
     replicas: usize,
     /// When the storage nodes acknowledge a write: `primary` (once its log holds it) or
     /// `replica` (once a replica's log holds it too); with --replicas.
-    #[arg(long, value_parser = ["primary", "replica"], default_value = "primary")]
-    ack: String,
+    #[arg(long, value_parser = crate::flag_values::choice::<Ack>(), default_value = "primary")]
+    ack: Ack,
     /// Compute nodes behind the gateway.
     #[arg(long, default_value_t = 1)]
     compute_nodes: usize,
@@ -102,6 +104,7 @@ struct UpArgs {
     #[arg(long, default_value_t = 1)]
     cores: usize,
     /// Storage nodes also serve the soak's function (`ferry check --cluster`).
+    #[cfg(feature = "lab")]
     #[arg(long, hide = true)]
     chaos_functions: bool,
     /// `ID=HOST:PORT,...`: storage node ID dials the config group at these addresses (one
@@ -144,8 +147,8 @@ struct UpArgs {
     dir: Option<PathBuf>,
     /// When the storage nodes sync their log to disk (`ferry server --fsync`): always,
     /// everysec (the server's default) or no.
-    #[arg(long, value_parser = ["always", "everysec", "no"])]
-    fsync: Option<String>,
+    #[arg(long, value_parser = crate::flag_values::choice::<FsyncMode>())]
+    fsync: Option<FsyncMode>,
     /// Every process's listeners speak TLS (the certificate must name 127.0.0.1): passed
     /// on to each storage node, compute node and the gateway.
     #[command(flatten)]
@@ -364,11 +367,11 @@ fn up(args: UpArgs) -> CmdResult {
     if args.replicas > 0 && args.config_members == 0 {
         return Err("--replicas needs the config group (--config-members 1 or more): it decides failovers".into());
     }
-    if args.replicas == 0 && args.ack != "primary" {
+    if args.replicas == 0 && args.ack != Ack::Primary {
         return Err("--ack replica needs --replicas 1 or more".into());
     }
     ferry_server::config::parse_tenant_flag(&args.tenant)?;
-    ferry_experiment::spec::parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
+    ferry_spec::parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
     args.tls.server_tls()?;
     if args.tls.tls_cert.is_some() != args.tls_ca.is_some() {
         return Err("--tls-cert and --tls-ca go together: the gateway and the compute nodes dial TLS listeners".into());
@@ -406,7 +409,7 @@ fn up(args: UpArgs) -> CmdResult {
             "--replication-token".into(),
             format!("{:032x}", rand::random::<u128>()),
             "--ack".into(),
-            args.ack.clone(),
+            args.ack.name().into(),
         ],
         false => Vec::new(),
     };
@@ -487,9 +490,10 @@ fn up(args: UpArgs) -> CmdResult {
         server_args.extend(["--cores".to_string(), args.cores.to_string()]);
         server_args.extend(cpu_flag(&storage_cpus, index));
         if let Some(fsync) = &args.fsync {
-            server_args.extend(["--fsync".to_string(), fsync.clone()]);
+            server_args.extend(["--fsync".to_string(), fsync.name().to_string()]);
         }
         server_args.extend(replication_flags.iter().cloned());
+        #[cfg(feature = "lab")]
         if args.chaos_functions {
             server_args.push("--chaos-functions".into());
         }

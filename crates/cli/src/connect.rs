@@ -17,7 +17,7 @@ pub struct ConnectArgs {
     #[arg(long, default_value = "ferry")]
     pub token: String,
     /// Longest wait for any one answer (e.g. 10s).
-    #[arg(long, default_value = "10s", value_parser = crate::parse_std_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::flag_values::duration)]
     pub timeout: Duration,
     #[command(flatten)]
     pub tls: crate::tls_args::DialTlsArgs,
@@ -29,7 +29,7 @@ impl ConnectArgs {
         let mut config = ClientConfig::new(self.server.clone(), self.tenant, self.token.clone());
         config.connections = connections;
         config.request_timeout = self.timeout;
-        config.connect_timeout = self.timeout.min(ferry_client::client::DEFAULT_CONNECT_TIMEOUT);
+        config.connect_timeout = self.timeout.min(ferry_client::config::DEFAULT_CONNECT_TIMEOUT);
         if let Some(tls) = self.tls.client_tls()? {
             config.tls = Some(tls.load().map_err(|err| format!("TLS: {err}"))?);
         }

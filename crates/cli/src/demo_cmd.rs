@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use ferry_bench::demo::{verdict, within_slo, DemoConfig, DemoPart, DEFAULT_POLICY};
 use ferry_bench::placement::{PlacementReport, DEFAULT_GRAPH_NODES};
-use ferry_experiment::policy_spec::PolicySpec;
-use ferry_experiment::spec::{parse_policy, parse_workload};
+use ferry_experiment::spec::parse_workload;
+use ferry_spec::{parse_policy, PolicySpec};
 
-use crate::bench_cmd::{duration_flag, slo_flag};
 use crate::CmdResult;
 
 /// Length of each policy's run with `--quick` (for tests and a first look).
@@ -41,11 +40,11 @@ pub struct DemoArgs {
     no_mixed: bool,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
     /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.
-    #[arg(long, default_value = "5ms")]
-    slo_p99: String,
+    #[arg(long, default_value = "5ms", value_parser = crate::flag_values::slo)]
+    slo_p99: Duration,
     /// Length of each policy's run.
-    #[arg(long, default_value = "8s")]
-    duration: String,
+    #[arg(long, default_value = "8s", value_parser = crate::flag_values::duration)]
+    duration: Duration,
     /// One second per policy on a small graph.
     #[arg(long)]
     quick: bool,
@@ -90,12 +89,8 @@ pub fn run(args: DemoArgs) -> CmdResult {
     }
     let config = DemoConfig {
         parts,
-        slo: slo_flag(&args.slo_p99)?,
-        duration_each: if args.quick {
-            QUICK_DURATION
-        } else {
-            duration_flag("--duration", &args.duration)?
-        },
+        slo: args.slo_p99,
+        duration_each: if args.quick { QUICK_DURATION } else { args.duration },
         seed: args.seed,
         graph_nodes: if args.quick {
             QUICK_GRAPH_NODES

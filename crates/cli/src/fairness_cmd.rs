@@ -6,7 +6,6 @@ use std::time::Duration;
 use ferry_bench::fairness::{FairnessConfig, FairnessReport};
 use ferry_experiment::spec::parse_workload;
 
-use crate::bench_cmd::duration_flag;
 use crate::CmdResult;
 
 /// Flags of `ferry fairness`.
@@ -26,8 +25,8 @@ pub struct FairnessArgs {
     #[arg(long, default_value = "1")]
     client_cpus: String,
     /// Length of each phase (all tenants; then all but the last).
-    #[arg(long, default_value = "4s")]
-    phase: String,
+    #[arg(long, default_value = "4s", value_parser = crate::flag_values::duration)]
+    phase: Duration,
     /// Invocations each tenant keeps in flight.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -55,7 +54,7 @@ pub fn run(args: FairnessArgs) -> CmdResult {
         cores: args.cores,
         server_cpus: ferry_os::parse_cpu_set(&args.server_cpus)?,
         client_cpus: ferry_os::parse_cpu_set(&args.client_cpus)?,
-        phase: duration_flag("--phase", &args.phase)?.max(Duration::from_millis(100)),
+        phase: args.phase.max(Duration::from_millis(100)),
         concurrency: args.concurrency,
     };
     let report = ferry_bench::fairness::run(&config, |line| eprintln!("{line}"))?;

@@ -1,12 +1,13 @@
 //! `ferry gateway`: run the scheduler tier until SIGINT or SIGTERM.
 
+use std::time::Duration;
+
 use std::sync::Arc;
 
 use ferry_control::Nanos;
-use ferry_experiment::spec::parse_policy;
 use ferry_front::{start_gateway, GatewayConfig};
+use ferry_spec::parse_policy;
 
-use crate::bench_cmd::slo_flag;
 use crate::front_args::{serve_until_signal, FrontArgs};
 use crate::CmdResult;
 
@@ -26,8 +27,8 @@ pub struct GatewayArgs {
     #[arg(long, default_value = "balance")]
     policy: String,
     /// p99 latency objective the rate limiter keeps.
-    #[arg(long, default_value = "5ms")]
-    slo_p99: String,
+    #[arg(long, default_value = "5ms", value_parser = crate::flag_values::slo)]
+    slo_p99: Duration,
     /// Storage cores and app cores the placement's load model assumes (`balance` needs
     /// them): STORAGE,APP.
     #[arg(long, value_name = "STORAGE,APP", default_value = "1,1")]
@@ -76,7 +77,7 @@ fn parse_cores(text: &str) -> Result<ferry_control::placement::load_model::Capac
 pub fn run(args: GatewayArgs) -> CmdResult {
     args.front.pin()?;
     let spec = parse_policy(&args.policy).map_err(|err| format!("--policy: {err}"))?;
-    let slo_p99 = slo_flag(&args.slo_p99)?;
+    let slo_p99 = args.slo_p99;
     let slo = Nanos(slo_p99.as_nanos() as u64);
     let capacity = parse_cores(&args.cores)?;
     let seed = args.seed;

@@ -98,7 +98,7 @@ fn number(value: &str, what: &str) -> Result<u64, String> {
 }
 
 fn compute_ns(value: &str) -> Result<u64, String> {
-    ferry_experiment::spec::parse_duration(value)
+    ferry_spec::parse_duration(value)
         .map(|nanos| nanos.as_nanos())
         .map_err(|err| err.to_string())
 }

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use ferry_control::Nanos;
 use ferry_experiment::model::ClusterModel;
 use ferry_experiment::scaling::parse_rate;
-use ferry_experiment::{parse_duration, parse_workload, ExperimentError};
+use ferry_experiment::{parse_workload, ExperimentError};
 use ferry_sim::plan::{self, PlanConfig, Shape, MAX_CORES_DEFAULT};
 use ferry_sim::Slo;
+use ferry_spec::parse_duration;
 
 use crate::scenario_args::{duration, load_profile};
 use crate::CmdResult;
@@ -104,7 +105,7 @@ pub fn run(args: PlanArgs) -> CmdResult {
             .storage_node_cores
             .map(|c| count("--storage-node-cores", c, "[1, 256]"))
             .transpose()?,
-        policy: ferry_experiment::spec::default_policy(),
+        policy: ferry_spec::default_policy(),
         duration: run_length,
         seed: args.seed,
         threads: if args.threads == 0 {

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use ferry_control::Nanos;
 use ferry_experiment::model::{ClusterModel, Sharding, RTT_DEFAULT};
 use ferry_experiment::profile::Profile;
-use ferry_experiment::{parse_duration, parse_workload, ExperimentError};
+use ferry_experiment::{parse_workload, ExperimentError};
 use ferry_sim::{Arrivals, Slo};
+use ferry_spec::parse_duration;
 
 /// What the flag parsing of a scenario returns: a typed error of the model, or one of a
 /// profile file, both printed as `error: ...` by `main`.

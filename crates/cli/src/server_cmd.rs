@@ -1,201 +1,47 @@
 //! `ferry server`: run a storage node until SIGINT or SIGTERM.
 
+use ferry_server::config::ServerConfig;
+use ferry_server::{Ack, Durability};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
-use std::time::Duration;
 
-use ferry_server::config::{parse_tenant_flag, ConfigFile, ServerConfig};
-use ferry_server::Durability;
-use ferry_wal::FsyncMode;
-
+use crate::server_settings::{ReplicationSettings, ServerSettings};
 use crate::CmdResult;
 
 /// Address used when neither the flag nor the config file gives one.
 const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
 
-/// Flags of `ferry server`. Flags override the config file.
-#[derive(clap::Args)]
-pub struct ServerArgs {
-    /// Address to listen on; port 0 picks a free port (printed on the first line).
-    #[arg(long)]
-    listen: Option<String>,
-    /// Worker threads ("cores"), each with its own queue.
-    #[arg(long)]
-    cores: Option<usize>,
-    /// TOML config file (listen, cores, io_threads, queue_capacity, invoke_budget_ms,
-    /// max_connections, hello_timeout_ms, max_unauthenticated, default_tenant, data_dir, fsync,
-    /// max_log_bytes, snapshot_log_bytes, tls_cert, tls_key, tls_client_ca,
-    /// tls_require_client_cert, [[tenant]] id/token/quota_bytes/home_core/maxmemory_policy).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// A tenant as ID:TOKEN; repeatable. Added to those of the config file.
-    #[arg(long = "tenant", value_name = "ID:TOKEN")]
-    tenants: Vec<String>,
-    /// Threads that accept connections (then handed to the cores) and serve the metrics,
-    /// replication and config-group links.
-    #[arg(long)]
-    io_threads: Option<usize>,
-    /// Also serve the soak's storage function (`ferry check --cluster` starts its
-    /// cluster so).
-    #[arg(long, hide = true)]
-    chaos_functions: bool,
-    /// Depth of each worker's queue before requests are refused with `overloaded`.
-    #[arg(long)]
-    queue_capacity: Option<usize>,
-    /// CPU-time budget of one server-side invocation, a Lua call's time limit too (e.g.
-    /// 100ms; 1ms to 60s).
-    #[arg(long, value_parser = crate::parse_std_duration)]
-    invoke_budget: Option<Duration>,
-    #[command(flatten)]
-    limits: crate::limits_args::ConnectionLimitArgs,
-    /// Pin the whole node to these CPUs (e.g. 0 or 0-1).
-    #[arg(long)]
-    cpu_set: Option<String>,
-    /// Keep the --cpu-set CPUs from idling: one idle-priority spinning thread per CPU, which
-    /// runs only when the node does not (on VMs a halted vCPU takes milliseconds to wake).
-    #[arg(long, requires = "cpu_set")]
-    keep_warm: bool,
-    /// Emulated-work calibration to use instead of measuring (iterations per ms).
-    #[arg(long)]
-    spin_iters_per_ms: Option<u64>,
-    /// ASFP pushback: compute credit D per data access (e.g. 5us); an invocation that
-    /// allows pushback is handed back when its compute so far exceeds accesses × D.
-    #[arg(long, value_parser = crate::parse_std_duration)]
-    pushback_credit: Option<Duration>,
-    /// ASFP pushback: suspended invocations a worker must hold before pushing back.
-    #[arg(long)]
-    pushback_old_min: Option<usize>,
-    /// ASFP pushback: invocations that must be waiting in the worker's queue.
-    #[arg(long)]
-    pushback_new_min: Option<usize>,
-    /// ASFP pushback: invocations a worker keeps after pushing one back.
-    #[arg(long)]
-    pushback_keep_min: Option<usize>,
-    /// Queue every request in its tenant's lane of its core, even when the core is idle
-    /// (by default an idle core runs it at once, on the connection; for measurements).
-    #[arg(long)]
-    no_inline_data_ops: bool,
-    /// Serve as one node of a sharded cluster: the cluster map (TOML: [[node]] id, addr,
-    /// slots = ["0-8191", ...]); keys of other nodes' slots are refused with `moved`.
-    #[arg(long, requires = "node_id", conflicts_with = "config_group")]
-    cluster_map: Option<PathBuf>,
-    /// Serve as one node of a cluster whose configuration the config group holds (`ferry
-    /// config` members, as HOST:PORT separated by commas): the node waits for the first
-    /// configuration, then follows each new epoch's map.
-    #[arg(long, requires = "node_id")]
-    config_group: Option<String>,
-    /// Serve Prometheus metrics (`GET /metrics`) and the probes `GET /healthz` and
-    /// `GET /readyz` on this address (port 0: any free one;
-    /// printed as `metrics on HOST:PORT` after the `listening on` line).
-    #[arg(long)]
-    metrics: Option<String>,
-    /// Speak RESP (redis-cli, redis-benchmark, Redis clients) on this address too (port 0:
-    /// any free one; printed as `resp on HOST:PORT` right after the `listening on` line).
-    #[arg(long)]
-    resp: Option<String>,
-    /// Sign RESP connections in as this tenant before any AUTH (Redis's `default` user
-    /// with no password), for clients and test suites that send none; off by default.
-    #[arg(long, value_name = "ID")]
-    default_tenant: Option<u32>,
-    /// Serve the ferry protocol on this inherited listening socket (a file descriptor)
-    /// instead of binding --listen: how `ferry cluster up` hands each node the socket it
-    /// bound for the cluster map.
-    #[arg(long)]
-    listen_fd: Option<i32>,
-    /// Serve RESP on this inherited listening socket instead of binding --resp.
-    #[arg(long)]
-    resp_fd: Option<i32>,
-    /// This node's id in --cluster-map or in the config group's configuration.
-    #[arg(long)]
-    node_id: Option<String>,
-    /// Keep a write-ahead log of every commit in this directory (it must exist) and recover
-    /// from it on start; without it the node keeps everything in memory only.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// When the log is synced to disk: `always` (before any reply that reveals a write:
-    /// survives power loss), `everysec` (written before the reply, synced each second:
-    /// survives kill -9, power loss may lose about a second) or `no` (written before the
-    /// reply, synced by the OS: survives kill -9). Default everysec.
-    #[arg(long, value_parser = ["always", "everysec", "no"])]
-    fsync: Option<String>,
-    /// Most bytes of log on disk; commits past it are refused (reads are still served).
-    #[arg(long)]
-    max_log_bytes: Option<u64>,
-    /// Take a snapshot of every tenant, and remove the log it makes unneeded, each time
-    /// the log grows by this many bytes (default 256 MiB; at most half of
-    /// --max-log-bytes). BGSAVE and SAVE take one on demand.
-    #[arg(long)]
-    snapshot_log_bytes: Option<u64>,
-    #[command(flatten)]
-    tls: crate::tls_args::ServeTlsArgs,
-    #[command(flatten)]
-    replication: ReplicationArgs,
-}
-
-/// Log shipping between a primary and its replicas (both need --data-dir).
-#[derive(clap::Args)]
-struct ReplicationArgs {
-    /// Serve this node's log to replicas on this address (port 0: any free one; printed
-    /// as `replication on HOST:PORT`). Over TLS when the node's listeners are.
-    #[arg(long, value_name = "ADDR")]
-    replication_listen: Option<String>,
-    /// Serve replication on this inherited listening socket instead of binding
-    /// --replication-listen (how `ferry cluster up` hands it over).
-    #[arg(long, hide = true)]
-    replication_fd: Option<i32>,
-    /// Be a replica of the primary whose replication address this is: copy its snapshots
-    /// and log when this data dir holds nothing yet, then every record it logs. The node
-    /// serves reads and refuses writes (READONLY). Over TLS with --tls-ca. With
-    /// --config-group the configuration says whom a node copies instead.
-    #[arg(long, value_name = "HOST:PORT", conflicts_with = "config_group")]
-    replica_of: Option<String>,
-    /// The secret every replication link of the cluster presents (1-1024 bytes); needed
-    /// with --replication-listen and --replica-of.
-    #[arg(long, value_name = "TOKEN")]
-    replication_token: Option<String>,
-    /// When a write is acknowledged: `primary` (once this node's log holds it as --fsync
-    /// promises) or `replica` (once a replica's log holds it too; with no replica
-    /// following, replies that may reveal a write wait).
-    #[arg(long, value_parser = ["primary", "replica"], default_value = "primary")]
-    ack: String,
-    /// Dial the primary (--replica-of) and the config group (--config-group) over TLS,
-    /// trusting only these CAs (PEM); --tls-cert and --tls-key are presented when asked
-    /// for a client certificate.
-    #[arg(long, value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
-}
-
-impl ReplicationArgs {
-    /// The node's replication settings, if it replicates.
-    fn replication(&self, tls: &crate::tls_args::ServeTlsArgs) -> Result<Option<ferry_server::Replication>, String> {
-        let serves = self.replication_listen.is_some() || self.replication_fd.is_some();
-        if !serves && self.replica_of.is_none() {
-            if self.replication_token.is_some() || self.ack != "primary" {
-                return Err("--replication-token and --ack need --replication-listen or --replica-of".into());
-            }
-            return Ok(None);
+/// The node's replication settings, if it replicates.
+fn replication(
+    settings: &ReplicationSettings,
+    tls: &crate::tls_args::ServeTlsArgs,
+) -> Result<Option<ferry_server::Replication>, String> {
+    let serves = settings.replication_listen.is_some() || settings.replication_fd.is_some();
+    if !serves && settings.replica_of.is_none() {
+        if settings.replication_token.is_some() || settings.ack.is_some_and(|ack| ack != Ack::Primary) {
+            return Err("--replication-token and --ack need --replication-listen or --replica-of".into());
         }
-        let token = self
-            .replication_token
-            .clone()
-            .ok_or("replication needs --replication-token (the same on the primary and its replicas)")?;
-        let listen = match &self.replication_listen {
-            Some(addr) => Some(resolve("--replication-listen", addr)?),
-            None => None,
-        };
-        Ok(Some(ferry_server::Replication {
-            listen,
-            primary: self.replica_of.clone(),
-            token,
-            ack: self.ack.parse()?,
-            tls: self.tls_ca.as_ref().map(|ca| ferry_net::tls::ClientTls {
-                ca: ca.clone(),
-                identity: tls.identity(),
-            }),
-            primary_epoch: 0,
-        }))
+        return Ok(None);
     }
+    let token = settings
+        .replication_token
+        .clone()
+        .ok_or("replication needs --replication-token (the same on the primary and its replicas)")?;
+    let listen = match &settings.replication_listen {
+        Some(addr) => Some(resolve("--replication-listen", addr)?),
+        None => None,
+    };
+    Ok(Some(ferry_server::Replication {
+        listen,
+        primary: settings.replica_of.clone(),
+        token,
+        ack: settings.ack.unwrap_or_default(),
+        tls: settings.tls_ca.as_ref().map(|ca| ferry_net::tls::ClientTls {
+            ca: ca.clone(),
+            identity: tls.identity(),
+        }),
+        primary_epoch: 0,
+    }))
 }
 
 /// A node with replication in a config group: what the configuration makes it (the
@@ -256,13 +102,10 @@ pub(crate) fn resolve(flag: &str, addr: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{flag} {addr:?} resolves to no address"))
 }
 
-/// The data dir and log settings of the flags and the config file (flags win).
-fn durability(args: &ServerArgs, file: &ConfigFile) -> Result<Option<Durability>, String> {
-    let fsync = args.fsync.clone().or(file.fsync.clone());
-    let max_log_bytes = args.max_log_bytes.or(file.max_log_bytes);
-    let snapshot_log_bytes = args.snapshot_log_bytes.or(file.snapshot_log_bytes);
-    let Some(data_dir) = args.data_dir.clone().or(file.data_dir.clone()) else {
-        if fsync.is_some() || max_log_bytes.is_some() || snapshot_log_bytes.is_some() {
+/// The data dir and log settings.
+fn durability(settings: &ServerSettings) -> Result<Option<Durability>, String> {
+    let Some(data_dir) = settings.data_dir.clone() else {
+        if settings.fsync.is_some() || settings.max_log_bytes.is_some() || settings.snapshot_log_bytes.is_some() {
             return Err(
                 "--fsync, --max-log-bytes and --snapshot-log-bytes need --data-dir (or data_dir in the config file)"
                     .into(),
@@ -270,88 +113,61 @@ fn durability(args: &ServerArgs, file: &ConfigFile) -> Result<Option<Durability>
         }
         return Ok(None);
     };
-    if snapshot_log_bytes == Some(0) {
+    if settings.snapshot_log_bytes == Some(0) {
         return Err("--snapshot-log-bytes must be above 0".into());
     }
     let mut durability = Durability::new(data_dir);
-    durability.wal.max_log_bytes = max_log_bytes;
-    if let Some(bytes) = snapshot_log_bytes {
+    durability.wal.max_log_bytes = settings.max_log_bytes;
+    if let Some(bytes) = settings.snapshot_log_bytes {
         durability.snapshot_log_bytes = bytes;
     }
-    if let Some(mode) = fsync {
-        durability.wal.fsync = mode.parse::<FsyncMode>()?;
+    if let Some(mode) = settings.fsync {
+        durability.wal.fsync = mode;
     }
     Ok(Some(durability))
 }
 
-pub fn run(args: ServerArgs) -> CmdResult {
-    let mut _warm = None;
-    if let Some(cpu_set) = &args.cpu_set {
-        // Before any thread starts, so every worker and I/O thread inherits the mask.
-        let cpus = ferry_os::parse_cpu_set(cpu_set)?;
-        ferry_os::pin_current_thread(&cpus)?;
-        if args.keep_warm {
-            _warm = Some(ferry_os::KeepWarm::start(&cpus)?);
-        }
-    }
-    let file = match &args.config {
-        Some(path) => ConfigFile::load(path)?,
-        None => ConfigFile::default(),
-    };
-    let listen = match (&args.listen, file.listen) {
-        (Some(listen), _) => resolve("--listen", listen)?,
-        (None, Some(addr)) => addr,
-        (None, None) => resolve("--listen", DEFAULT_LISTEN)?,
-    };
-    let mut tenants = file.tenants.clone();
-    for flag in &args.tenants {
-        tenants.push(parse_tenant_flag(flag)?);
-    }
-    let mut config = ServerConfig::new(listen, args.cores.or(file.cores).unwrap_or(1), tenants);
-    if let Some(threads) = args.io_threads.or(file.io_threads) {
+/// The node's configuration from its settings (flags over the config file).
+fn server_config(args: &ServerSettings) -> Result<ServerConfig, String> {
+    let listen = resolve("--listen", args.listen.as_deref().unwrap_or(DEFAULT_LISTEN))?;
+    let mut config = ServerConfig::new(listen, args.cores.unwrap_or(1), args.tenants.clone());
+    if let Some(threads) = args.io_threads {
         config.io_threads = threads;
     }
-    if let Some(capacity) = args.queue_capacity.or(file.queue_capacity) {
+    if let Some(capacity) = args.queue_capacity {
         config.queue_capacity = capacity;
     }
-    if let Some(budget) = args.invoke_budget.or(file.invoke_budget_ms.map(Duration::from_millis)) {
+    if let Some(budget) = args.invoke_budget {
         config.invoke_budget = budget;
     }
-    if let Some(max) = args.limits.max_connections.or(file.max_connections) {
+    if let Some(max) = args.limits.max_connections {
         config.max_connections = max;
     }
-    if let Some(timeout) = args
-        .limits
-        .hello_timeout
-        .or(file.hello_timeout_ms.map(Duration::from_millis))
-    {
+    if let Some(timeout) = args.limits.hello_timeout {
         config.hello_timeout = timeout;
     }
-    if let Some(max) = args.limits.max_unauthenticated.or(file.max_unauthenticated) {
+    if let Some(max) = args.limits.max_unauthenticated {
         config.max_unauthenticated = max;
     }
     config.spin_iters_per_ms = args.spin_iters_per_ms;
     let pushback = &mut config.pushback;
-    if let Some(credit) = args
-        .pushback_credit
-        .or(file.pushback_credit_ns.map(Duration::from_nanos))
-    {
+    if let Some(credit) = args.pushback_credit {
         pushback.credit_per_access = credit;
     }
-    if let Some(min) = args.pushback_old_min.or(file.pushback_old_min) {
+    if let Some(min) = args.pushback_old_min {
         pushback.old_invocations_min = min;
     }
-    if let Some(min) = args.pushback_new_min.or(file.pushback_new_min) {
+    if let Some(min) = args.pushback_new_min {
         pushback.new_invocations_min = min;
     }
-    if let Some(min) = args.pushback_keep_min.or(file.pushback_keep_min) {
+    if let Some(min) = args.pushback_keep_min {
         pushback.keep_min = min;
     }
     config.inline_data_ops = !args.no_inline_data_ops;
     if let Some(resp) = &args.resp {
         config.resp_listen = Some(resolve("--resp", resp)?);
     }
-    config.resp_default_tenant = args.default_tenant.or(file.default_tenant);
+    config.resp_default_tenant = args.default_tenant;
     if config.resp_default_tenant.is_some() && config.resp_listen.is_none() && args.resp_fd.is_none() {
         return Err("--default-tenant needs --resp".into());
     }
@@ -361,11 +177,31 @@ pub fn run(args: ServerArgs) -> CmdResult {
     if let (Some(path), Some(node_id)) = (&args.cluster_map, &args.node_id) {
         let text = std::fs::read_to_string(path)
             .map_err(|err| format!("cannot read --cluster-map {}: {err}", path.display()))?;
-        let map = ferry_cluster::ClusterMap::parse(&text)?;
+        let map = ferry_cluster::ClusterMap::parse(&text)
+            .map_err(|err| format!("--cluster-map {}: {err}", path.display()))?;
         config.cluster = Some(ferry_server::routing::ClusterRole::fixed(map, node_id.clone()));
     }
-    config.durability = durability(&args, &file)?;
-    config.replication = args.replication.replication(&args.tls)?;
+    config.durability = durability(args)?;
+    config.replication = replication(&args.replication, &args.tls)?;
+    config.tls = args.tls.server_tls()?;
+    Ok(config)
+}
+
+pub fn run(flags: ServerSettings) -> CmdResult {
+    let args = crate::server_settings::layered(&flags)?;
+    if args.keep_warm && args.cpu_set.is_none() {
+        return Err("--keep-warm needs --cpu-set".into());
+    }
+    let mut _warm = None;
+    if let Some(cpu_set) = &args.cpu_set {
+        // Before any thread starts, so every worker and I/O thread inherits the mask.
+        let cpus = ferry_os::parse_cpu_set(cpu_set)?;
+        ferry_os::pin_current_thread(&cpus)?;
+        if args.keep_warm {
+            _warm = Some(ferry_os::KeepWarm::start(&cpus)?);
+        }
+    }
+    let mut config = server_config(&args)?;
     // Runs the config group's watch for the process's life.
     let mut _following = None;
     if let (Some(group), Some(node_id)) = (&args.config_group, &args.node_id) {
@@ -385,13 +221,6 @@ pub fn run(args: ServerArgs) -> CmdResult {
     if args.node_id.is_some() && config.cluster.is_none() {
         return Err("--node-id needs --cluster-map or --config-group".into());
     }
-    // Flags win over the config file, setting by setting.
-    config.tls = crate::tls_args::server_tls(
-        args.tls.tls_cert.clone().or(file.tls_cert.clone()),
-        args.tls.tls_key.clone().or(file.tls_key.clone()),
-        args.tls.tls_client_ca.clone().or(file.tls_client_ca.clone()),
-        args.tls.tls_require_client_cert || file.tls_require_client_cert.unwrap_or(false),
-    )?;
     let replication_fd = args
         .replication
         .replication_fd
@@ -480,7 +309,8 @@ pub fn run(args: ServerArgs) -> CmdResult {
 
 /// The functions the node serves: the builtins and Lua's, and with `--chaos-functions` the
 /// soak's program.
-fn registry(args: &ServerArgs) -> Result<ferry_func::Registry, String> {
+#[cfg(feature = "lab")]
+fn registry(args: &ServerSettings) -> Result<ferry_func::Registry, String> {
     let mut registry = ferry_lua::registry();
     if args.chaos_functions {
         registry
@@ -488,6 +318,12 @@ fn registry(args: &ServerArgs) -> Result<ferry_func::Registry, String> {
             .map_err(|err| err.to_string())?;
     }
     Ok(registry)
+}
+
+/// The functions the node serves: the builtins and Lua's (a production build has no soak).
+#[cfg(not(feature = "lab"))]
+fn registry(_args: &ServerSettings) -> Result<ferry_func::Registry, String> {
+    Ok(ferry_lua::registry())
 }
 
 #[cfg(test)]

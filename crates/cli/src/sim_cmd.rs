@@ -7,10 +7,11 @@
 use std::path::PathBuf;
 
 use ferry_control::Nanos;
-use ferry_experiment::{parse_policy, ExperimentError};
+use ferry_experiment::ExperimentError;
 use ferry_sim::scenario::TIMELINE_INTERVAL_DEFAULT;
 use ferry_sim::sweep::{self, SweepConfig};
 use ferry_sim::Scenario;
+use ferry_spec::parse_policy;
 
 pub use crate::scenario_args::parse_x_list;
 use crate::scenario_args::{duration, ScenarioArgs};
@@ -274,7 +275,7 @@ pub fn run_sweep(args: SimSweepArgs) -> CmdResult {
     let probe = Scenario {
         cluster: cfg.cluster.clone(),
         workload: cfg.workload.clone(),
-        policy: ferry_experiment::spec::default_policy(),
+        policy: ferry_spec::default_policy(),
         slo: cfg.slo,
         duration: Nanos::from_secs(1),
         seed: cfg.seed,

@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use ferry_experiment::{parse_duration, parse_policy, ExperimentError};
+use ferry_experiment::ExperimentError;
 use ferry_sim::suite::{self, BoundCache, Space, SuiteConfig};
+use ferry_spec::{parse_duration, parse_policy};
 
 use crate::CmdResult;
 
@@ -64,7 +65,7 @@ pub fn run(args: SimSuiteArgs) -> CmdResult {
             flag: "--policy".into(),
             source,
         })?,
-        None => ferry_experiment::spec::default_policy(),
+        None => ferry_spec::default_policy(),
     };
     let duration = match &args.duration {
         Some(d) => parse_duration(d).map_err(|source| ExperimentError::Spec {

@@ -1,11 +1,13 @@
 //! `ferry sweep`: the measured upper bound over fixed RPC fractions.
 
+use std::time::Duration;
+
 use std::path::PathBuf;
 
 use ferry_bench::sweep::{SweepConfig, SweepReport};
 use ferry_experiment::spec::parse_workload;
 
-use crate::bench_cmd::{duration_flag, slo_flag, TestbedArgs};
+use crate::bench_cmd::TestbedArgs;
 use crate::CmdResult;
 
 /// Most bisection steps accepted.
@@ -19,8 +21,8 @@ pub struct SweepArgs {
     workload: String,
     /// p99 latency objective. Default 5 ms: on these VMs a loopback round trip alone has a
     /// p99 of 0.3–0.6 ms and a p99.9 of several ms, so tighter SLOs leave no room to control.
-    #[arg(long, default_value = "5ms")]
-    slo_p99: String,
+    #[arg(long, default_value = "5ms", value_parser = crate::flag_values::slo)]
+    slo_p99: Duration,
     /// X step from 0 to 1.
     #[arg(long, default_value_t = 0.1)]
     step: f64,
@@ -29,11 +31,11 @@ pub struct SweepArgs {
     x: Option<String>,
     /// Measured length of each probe. Default 1.5 s: the judged window (the last quarter)
     /// of the 6 s runs the real A/B judges the policies by.
-    #[arg(long, default_value = "1.5s")]
-    probe: String,
+    #[arg(long, default_value = "1.5s", value_parser = crate::flag_values::duration)]
+    probe: Duration,
     /// Unmeasured start of each probe.
-    #[arg(long, default_value = "300ms")]
-    warmup: String,
+    #[arg(long, default_value = "300ms", value_parser = crate::flag_values::duration)]
+    warmup: Duration,
     /// Bisection steps per X after bracketing.
     #[arg(long, default_value_t = 5)]
     bisection_steps: u32,
@@ -71,7 +73,7 @@ fn mark(path: &PathBuf) -> Result<(String, f64, f64), String> {
 
 pub fn run(args: SweepArgs) -> CmdResult {
     let workload = parse_workload(&args.workload).map_err(|err| format!("--workload: {err}"))?;
-    let slo = slo_flag(&args.slo_p99)?;
+    let slo = args.slo_p99;
     if args.bisection_steps > MAX_BISECTION_STEPS {
         return Err(format!("--bisection-steps must be at most {MAX_BISECTION_STEPS}").into());
     }
@@ -85,8 +87,8 @@ pub fn run(args: SweepArgs) -> CmdResult {
             Some(list) => crate::sim_cmd::parse_x_list(list)?,
             None => ferry_bench::sweep::fractions(args.step)?,
         },
-        warmup: duration_flag("--warmup", &args.warmup)?,
-        probe: duration_flag("--probe", &args.probe)?,
+        warmup: args.warmup,
+        probe: args.probe,
         bisection_steps: args.bisection_steps,
         start_rate_ops: args.start_rate,
         seed: args.seed,

@@ -9,7 +9,8 @@ use ferry_net::tls::pem::Identity;
 use ferry_net::tls::{ClientAuth, ClientTls, ServerTls};
 
 /// TLS on every listener of a process.
-#[derive(clap::Args, Clone, Debug, Default)]
+#[derive(clap::Args, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ServeTlsArgs {
     /// Speak TLS on every listener (the ferry protocol, --resp, --metrics) with this
     /// certificate chain (PEM); needs --tls-key.

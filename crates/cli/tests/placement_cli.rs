@@ -125,7 +125,10 @@ fn bad_placement_flags_fail_with_a_message() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["bench", "--workload", "nonsense"], "--workload"),
         (vec!["bench", "--policy", "magic"], "--policy"),
-        (vec!["bench", "--slo-p99", "0ms"], "--slo-p99 must be positive"),
+        (
+            vec!["bench", "--slo-p99", "0ms"],
+            "for '--slo-p99 <SLO_P99>': an SLO must be positive",
+        ),
         (vec!["bench", "--slo-p99", "fast"], "--slo-p99"),
         (
             vec!["bench", "--server", "127.0.0.1:1", "--duration", "1s"],

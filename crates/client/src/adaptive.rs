@@ -23,7 +23,7 @@ use ferry_control::{Busy, Completion, Costs, FnId, Nanos, Placement, Policy, Pol
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::gate::Gate;
-use crate::Invocation;
+use crate::invocation::Invocation;
 
 /// Each side's busy CPU time so far, as a deployment measures it (the storage node: all of
 /// its threads; the app side: its whole process, less whatever only spins while idle):

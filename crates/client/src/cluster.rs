@@ -26,10 +26,9 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use crate::adaptive::{Backend, BackendFuture};
-use crate::client::{Client, ClientConfig, Versioned};
+use crate::client::{Client, Versioned};
+use crate::config::ClientConfig;
 use crate::error::ClientError;
-use crate::route::Route;
-use crate::Invocation;
 
 /// Longest a request answered `moved` waits for a newer map before the answer stands.
 pub const MOVED_WAIT: Duration = Duration::from_secs(2);
@@ -219,47 +218,6 @@ impl ClusterClient {
     /// [`ClusterView::node_for_invocation`]).
     pub fn node_for_invocation(&self, function: &str, args: &Bytes) -> Result<Client, ClientError> {
         self.view().node_for_invocation(function, args).cloned()
-    }
-
-    /// Runs `function` on the node serving its routing key (ship compute); if it reaches
-    /// another node's key it is finished here.
-    pub async fn invoke_remote(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
-        self.view().invoke(function, args, false).await
-    }
-
-    /// Like [`ClusterClient::invoke_remote`], accepting an ASFP pushback too.
-    pub async fn invoke_pushable(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
-        self.view().invoke(function, args, true).await
-    }
-
-    /// Runs `function` on every node of the map, one after another (what changes the
-    /// node-local catalog: FUNCTION LOAD and DELETE reach every primary, as in Redis
-    /// Cluster). The first node's result, or the first error, naming the node (the nodes
-    /// before it have run it: running it again is how to finish).
-    pub async fn invoke_on_every_node(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
-        let view = self.view();
-        let mut first = None;
-        for node in view.map.nodes() {
-            let invocation = view
-                .client(&node.id)?
-                .invoke_remote(function, args.clone())
-                .await
-                .map_err(|err| match err {
-                    ClientError::Server { status, message } => {
-                        ClientError::server(status, format!("on node {}: {message}", node.id))
-                    }
-                    other => other,
-                })?;
-            first.get_or_insert(invocation);
-        }
-        first.ok_or_else(|| ClientError::Protocol("the cluster map has no node".into()))
-    }
-
-    /// Runs `function` here (ship data), each access going to its key's node.
-    pub async fn invoke_local(&self, function: &str, args: Bytes) -> Result<Invocation, ClientError> {
-        let view = self.view();
-        let home = view.home_of(function, &args);
-        crate::local::invoke_local(Route::Cluster(&view, home), function, args).await
     }
 }
 
@@ -455,15 +413,6 @@ impl ClusterView {
             Some(key) => &self.map.owner(&key).id,
             None => &self.map.owner(args).id,
         }
-    }
-
-    /// Runs `function` on the node serving its routing key, accepting a pushback when
-    /// `pushable`; if it reaches another node's key it is finished here.
-    async fn invoke(&self, function: &str, args: Bytes, pushable: bool) -> Result<Invocation, ClientError> {
-        let home = self.home_of(function, &args);
-        self.client(home)?
-            .invoke_on_node(function, args, pushable, false, Route::Cluster(self, home))
-            .await
     }
 }
 

@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 
 use ferry_proto::{Decoded, FrameDecoder, HelloInfo, Request, Response, ResponseBody, Status};
 
-use crate::client::ClientConfig;
+use crate::config::ClientConfig;
 use crate::error::ClientError;
-use crate::gateway::GatewayRate;
+use crate::gateway_rate::GatewayRate;
 
 /// Requests one connection may have in flight; more wait for a slot. Bounds the client's
 /// memory and matches the node's per-connection limit order of magnitude.

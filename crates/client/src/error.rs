@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use ferry_proto::{EncodeError, Status};
+use ferry_proto::{EncodeError, Response, ResponseBody, Status};
 
 /// Why a client operation failed. Nothing the server sends can make the client panic;
 /// anything unexpected becomes [`ClientError::Protocol`].
@@ -82,4 +82,21 @@ impl ClientError {
             },
         }
     }
+}
+
+/// Turns an error status into [`ClientError::Server`].
+pub(crate) fn check_status(response: Response) -> Result<Response, ClientError> {
+    match response.status {
+        Status::Ok => Ok(response),
+        status => match response.body {
+            ResponseBody::Error { message } => Err(ClientError::server(status, message)),
+            ResponseBody::Pushback(_) => Err(ClientError::server(status, "invocation pushed back")),
+            other => Err(ClientError::Protocol(format!("status {status} with body {other:?}"))),
+        },
+    }
+}
+
+/// An answer of a kind the request does not take.
+pub(crate) fn unexpected(response: &Response) -> ClientError {
+    ClientError::Protocol(format!("unexpected answer {:?}", response.body))
 }

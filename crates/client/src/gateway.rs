@@ -17,9 +17,6 @@
 //!
 //! `Adaptive::through_gateway(client)` puts the three together.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
-
 use bytes::Bytes;
 
 use ferry_control::{Completion, FnId, Nanos, Placement, Policy, PolicyState};
@@ -27,6 +24,7 @@ use ferry_control::{Completion, FnId, Nanos, Placement, Policy, PolicyState};
 use crate::adaptive::{Adaptive, Backend, BackendFuture};
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::gateway_rate::GatewayRate;
 
 /// How often the follower re-reads the gateway's R: well inside the gateway's own 5 ms
 /// R-loop period (`ferry_control::rate::RATE_PERIOD_DEFAULT`), so the client is never
@@ -40,29 +38,6 @@ pub const FOLLOW_PERIOD: Nanos = Nanos::from_ms(2);
 /// 4 / (0.05 R) (8 ms at 10 k/s), and costs no throughput: the gateway's loop raises R
 /// until the load it *admits* meets the SLO.
 pub const FOLLOW_HEADROOM: f64 = 0.05;
-
-/// The admission rate a gateway last reported for this client's tenant (0: none yet, the
-/// peer is not a gateway). Cheap to clone; clones share it.
-#[derive(Clone, Debug, Default)]
-pub struct GatewayRate(Arc<AtomicU32>);
-
-impl GatewayRate {
-    /// The latest R in requests/s, if a gateway reported one.
-    pub fn rate_ops(&self) -> Option<u32> {
-        match self.0.load(Ordering::Relaxed) {
-            0 => None,
-            rate => Some(rate),
-        }
-    }
-
-    /// Notes the rate field of an answer (0, from a process that is not a gateway, is no
-    /// news and leaves the last rate in place).
-    pub fn observe(&self, rate_ops: u32) {
-        if rate_ops > 0 {
-            self.0.store(rate_ops, Ordering::Relaxed);
-        }
-    }
-}
 
 /// The policy of a client whose tenant's scheduler is a gateway: everything goes to the
 /// gateway (placed `Remote`; the gateway places it further), admitted at the gateway's R

@@ -36,10 +36,11 @@ use ferry_proto::{
     MAX_SNAPSHOTS,
 };
 
-use crate::client::check_status;
+use crate::error::check_status;
 use crate::error::ClientError;
+use crate::invocation::{Invocation, InvokeCost};
 use crate::route::Route;
-use crate::{Invocation, InvokeCost, Placement};
+use ferry_control::Placement;
 
 /// Attempts of one local invocation before it gives up with `tx_abort`.
 pub const MAX_LOCAL_ATTEMPTS: u32 = 8;

@@ -4,8 +4,9 @@
 //! serving its routing key, so a function that reads its library and then the keys of
 //! that node commits on one node.
 
-use crate::client::{Client, ClientConfig};
+use crate::client::Client;
 use crate::cluster::ClusterView;
+use crate::config::ClientConfig;
 use crate::error::ClientError;
 
 /// The node (or nodes) a local invocation fetches from and commits to.

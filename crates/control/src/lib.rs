@@ -16,7 +16,9 @@
 //! - [`placement`]: placement from measured costs and CPU: cost profiles, capture ratios,
 //!   Pyxis' load model, X stepping toward balanced utilisation (`balance`), and Pyxis'
 //!   Algorithm 1 (`pyxis`).
-//! - [`policy`]: the [`Policy`] trait every policy implements, and the static policies.
+//! - [`policy`]: the [`Policy`] trait every policy implements and the values it is
+//!   driven with; [`fixed`]: the static policies (a fixed X with the R loop, or at a
+//!   fixed rate).
 //! - [`kayak`]: Kayak's dual loop (R-X and X-R orderings) as a `Policy`, the baseline.
 //! - [`elastic`]: Pyxis' elastic-compute loop, sizing the app side to the demand.
 //! - [`slo`]: SLOs per function on one policy (Pyxis' slowdown SLO).
@@ -28,6 +30,7 @@ pub mod elastic;
 pub mod error;
 pub mod extremum;
 pub mod fairness;
+pub mod fixed;
 pub mod kayak;
 pub mod limiter;
 pub mod placement;
@@ -41,11 +44,12 @@ pub use arbiter::Arbiter;
 pub use elastic::{Elastic, ElasticInput};
 pub use error::ControlError;
 pub use fairness::jain_index;
+pub use fixed::{FixedFraction, FixedRate};
 pub use kayak::{Kayak, KayakConfig, LoopOrder};
 pub use limiter::{Due, Schedule, TokenBucket};
 pub use placement::balance::{Balance, BalanceConfig};
 pub use placement::pyxis::{Pyxis, PyxisConfig};
-pub use policy::{Busy, Completion, Costs, FixedFraction, FixedRate, FnId, Placement, Policy, PolicyState};
+pub use policy::{Busy, Completion, Costs, FnId, Placement, Policy, PolicyState};
 pub use quantile::{LatencySketch, QuantileWindow};
 pub use rate::{Admission, RateLoop, RateLoopConfig};
 pub use time::Nanos;

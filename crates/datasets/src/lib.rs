@@ -8,20 +8,17 @@
 //! - [`catalog`]: the data sets by name as `ferry load` offers them ([`Dataset`]), their
 //!   defaults and limits, and [`LoadSpec::build`], which makes their tables.
 //! - [`social`]: the social application's graph and users ([`load_social`]).
-//! - [`workload`]: what a benchmark workload's functions read ([`load_for_workload`]).
 //! - [`conservation`]: YCSB-T's invariant, the total of all balances, checked after a run.
 
 pub mod catalog;
 pub mod conservation;
 pub mod load;
 pub mod social;
-pub mod workload;
 
 pub use catalog::{Dataset, LoadSpec};
 pub use conservation::ycsbt_total_is_conserved;
 pub use load::{load_dataset, load_tables, Table, LOAD_CONCURRENCY};
 pub use social::load_social;
-pub use workload::load_for_workload;
 
 use thiserror::Error;
 

@@ -3,7 +3,7 @@
 use ferry_control::ControlError;
 use thiserror::Error;
 
-use crate::spec::SpecError;
+use ferry_spec::SpecError;
 
 /// Why a scenario cannot be simulated.
 #[derive(Debug, Clone, PartialEq, Error)]

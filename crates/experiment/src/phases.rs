@@ -6,7 +6,9 @@
 use ferry_control::Nanos;
 
 use crate::model::{FunctionSpec, PhaseMix, Workload, PHASES_MAX};
-use crate::spec::{mix_shares, parse_duration, parse_element, SpecError};
+use ferry_spec::{parse_duration, SpecError};
+
+use crate::mix::{mix_shares, parse_element};
 
 /// Parses the part after `phases:` (see the module docs).
 pub fn parse_phases(params: &str) -> Result<Workload, SpecError> {

@@ -7,7 +7,7 @@
 
 use ferry_control::Nanos;
 
-use crate::spec::{parse_duration, parse_u64_max, SpecError};
+use ferry_spec::{parse_duration, parse_u64_max, SpecError};
 
 /// Most steps of a demand schedule.
 pub const DEMAND_STEPS_MAX: usize = 64;

@@ -12,7 +12,7 @@
 use ferry_control::Nanos;
 
 use crate::model::{ComputeDist, FunctionKind, FunctionSpec, PhaseMix, SocialOp, Workload};
-use crate::spec::{parse_f64_in, parse_params, parse_u64_max, SpecError};
+use ferry_spec::{parse_f64_in, parse_params, parse_u64_max, SpecError};
 
 /// Default vertices of the graph (a vertex is about 67 KiB over its four rows).
 pub const SOCIAL_VERTICES_DEFAULT: u64 = 2000;

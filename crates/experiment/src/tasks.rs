@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::model::{FunctionSpec, PhaseMix, Workload};
-use crate::spec::{parse_params, parse_u64_max, SpecError};
+use ferry_spec::{parse_params, parse_u64_max, SpecError};
 
 /// Most tasks a random mix may have: the policies tell apart 64 functions.
 pub const RANDOM_TASKS_MAX: u64 = ferry_control::placement::mix::FUNCTIONS_MAX as u64;

@@ -61,22 +61,24 @@ pub enum Opcode {
 }
 
 impl Opcode {
+    /// Every opcode, in wire order.
+    pub const ALL: [Opcode; 11] = [
+        Opcode::Hello,
+        Opcode::Get,
+        Opcode::Put,
+        Opcode::Delete,
+        Opcode::MultiGet,
+        Opcode::Invoke,
+        Opcode::Commit,
+        Opcode::Stats,
+        Opcode::List,
+        Opcode::Info,
+        Opcode::ReadPart,
+    ];
+
     /// Parses a wire opcode; `None` for values this version does not know.
     pub fn from_u8(value: u8) -> Option<Opcode> {
-        Some(match value {
-            1 => Opcode::Hello,
-            2 => Opcode::Get,
-            3 => Opcode::Put,
-            4 => Opcode::Delete,
-            5 => Opcode::MultiGet,
-            6 => Opcode::Invoke,
-            7 => Opcode::Commit,
-            8 => Opcode::Stats,
-            9 => Opcode::List,
-            10 => Opcode::Info,
-            11 => Opcode::ReadPart,
-            _ => return None,
-        })
+        Opcode::ALL.into_iter().find(|opcode| *opcode as u8 == value)
     }
 
     /// Lower-case name used in logs, stats and error messages.
@@ -155,23 +157,7 @@ impl Status {
 
     /// Parses a wire status; `None` for values this version does not know.
     pub fn from_u8(value: u8) -> Option<Status> {
-        Some(match value {
-            0 => Status::Ok,
-            1 => Status::NotFound,
-            2 => Status::BadRequest,
-            3 => Status::Unauthorized,
-            4 => Status::TooLarge,
-            5 => Status::UnknownFunction,
-            6 => Status::FunctionFailed,
-            7 => Status::Overloaded,
-            8 => Status::TxAbort,
-            9 => Status::Pushback,
-            10 => Status::Moved,
-            11 => Status::CrossSlot,
-            12 => Status::Unavailable,
-            13 => Status::OutcomeUnknown,
-            _ => return None,
-        })
+        Status::ALL.into_iter().find(|status| *status as u8 == value)
     }
 
     /// Lower-case name as written in docs/PROTOCOL.md.

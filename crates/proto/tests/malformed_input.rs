@@ -288,6 +288,21 @@ proptest! {
 }
 
 #[test]
+fn every_opcode_and_status_parses_from_its_wire_value_and_no_other_does() {
+    for opcode in Opcode::ALL {
+        assert_eq!(Opcode::from_u8(opcode as u8), Some(opcode));
+    }
+    let opcodes: Vec<u8> = (0..=u8::MAX)
+        .filter(|value| Opcode::from_u8(*value).is_some())
+        .collect();
+    assert_eq!(opcodes, (1..=11).collect::<Vec<u8>>());
+    let statuses: Vec<u8> = (0..=u8::MAX)
+        .filter(|value| Status::from_u8(*value).is_some())
+        .collect();
+    assert_eq!(statuses, (0..=13).collect::<Vec<u8>>());
+}
+
+#[test]
 fn every_error_status_round_trips_with_its_message() {
     // Every status but ok and pushback (which carry bodies of their own), and each one's
     // wire value parses back to it.

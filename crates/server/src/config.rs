@@ -1,10 +1,9 @@
 //! Storage-node configuration: defaults, the config file, and validation.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use ferry_store::limits::DEFAULT_TENANT_QUOTA_BYTES;
@@ -97,7 +96,7 @@ impl Default for PushbackConfig {
 }
 
 /// One tenant the node serves.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     /// Tenant id, as sent in every frame header.
@@ -114,7 +113,11 @@ pub struct TenantConfig {
     /// `noeviction` (refused, the default), `allkeys-lru`, `allkeys-lfu`,
     /// `allkeys-random`, `volatile-lru`, `volatile-lfu`, `volatile-random`, `volatile-ttl`.
     /// The tenant may change it with `CONFIG SET maxmemory-policy`.
-    #[serde(default, deserialize_with = "eviction_policy")]
+    #[serde(
+        default,
+        deserialize_with = "eviction_policy",
+        serialize_with = "eviction_policy_name"
+    )]
     pub maxmemory_policy: EvictionPolicy,
 }
 
@@ -127,6 +130,10 @@ fn eviction_policy<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
             names.join(", ")
         ))
     })
+}
+
+fn eviction_policy_name<S: serde::Serializer>(policy: &EvictionPolicy, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(policy.name())
 }
 
 fn default_quota() -> u64 {
@@ -346,66 +353,6 @@ impl ServerConfig {
     }
 }
 
-/// The config file (TOML). Every key is optional; command-line flags override it.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigFile {
-    /// Address to listen on.
-    pub listen: Option<SocketAddr>,
-    /// Worker threads.
-    pub cores: Option<usize>,
-    /// I/O threads (accepting connections and the other listeners).
-    pub io_threads: Option<usize>,
-    /// Depth of each worker's queue.
-    pub queue_capacity: Option<usize>,
-    /// Invocation CPU budget in milliseconds.
-    pub invoke_budget_ms: Option<u64>,
-    /// Most simultaneous connections.
-    pub max_connections: Option<usize>,
-    /// Longest a connection may take to authenticate, in milliseconds.
-    pub hello_timeout_ms: Option<u64>,
-    /// Most connections waiting to authenticate at once.
-    pub max_unauthenticated: Option<usize>,
-    /// The tenant of RESP connections that send no AUTH.
-    pub default_tenant: Option<u32>,
-    /// Pushback credit D per data access, in nanoseconds.
-    pub pushback_credit_ns: Option<u64>,
-    /// Pushback: suspended invocations needed before pushing back.
-    pub pushback_old_min: Option<usize>,
-    /// Pushback: queued invocations needed before pushing back.
-    pub pushback_new_min: Option<usize>,
-    /// Pushback: invocations kept after a pushback.
-    pub pushback_keep_min: Option<usize>,
-    /// Data dir: keep a write-ahead log there and recover from it on start.
-    pub data_dir: Option<std::path::PathBuf>,
-    /// When the log is synced: always, everysec (default) or no.
-    pub fsync: Option<String>,
-    /// Most bytes of log on disk; commits past it are refused.
-    pub max_log_bytes: Option<u64>,
-    /// Log growth since the last snapshot that starts the next one.
-    pub snapshot_log_bytes: Option<u64>,
-    /// TLS on every listener: the certificate chain presented (PEM).
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// TLS: the certificate's private key (PEM).
-    pub tls_key: Option<std::path::PathBuf>,
-    /// TLS: ask clients for a certificate and verify it against these CAs (PEM).
-    pub tls_client_ca: Option<std::path::PathBuf>,
-    /// TLS: refuse clients without a certificate from `tls_client_ca`.
-    pub tls_require_client_cert: Option<bool>,
-    /// Tenants.
-    #[serde(default, rename = "tenant")]
-    pub tenants: Vec<TenantConfig>,
-}
-
-impl ConfigFile {
-    /// Reads and parses a config file.
-    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| ConfigError::Invalid(format!("cannot read {}: {err}", path.display())))?;
-        toml::from_str(&text).map_err(|err| ConfigError::Invalid(format!("{}: {err}", path.display())))
-    }
-}
-
 /// Parses a `--tenant ID:TOKEN` flag value.
 pub fn parse_tenant_flag(value: &str) -> Result<TenantConfig, ConfigError> {
     let (id, token) = value
@@ -473,32 +420,33 @@ mod tests {
         );
         assert!(parse_tenant_flag("seven:x").is_err());
         assert!(parse_tenant_flag("7").is_err());
-        let file: ConfigFile = toml::from_str(
-            "cores = 2\ninvoke_budget_ms = 50\n[[tenant]]\nid = 1\ntoken = \"a\"\n[[tenant]]\nid = 2\ntoken = \"b\"\nhome_core = 1\n",
-        )
-        .unwrap();
-        assert_eq!(file.cores, Some(2));
-        assert_eq!(file.tenants.len(), 2);
-        assert_eq!(file.tenants[1].home_core, Some(1));
-        assert!(toml::from_str::<ConfigFile>("bogus_key = 1").is_err());
-        let tls: ConfigFile = toml::from_str(
-            "tls_cert = \"node.pem\"\ntls_key = \"node.key\"\ntls_client_ca = \"ca.pem\"\ntls_require_client_cert = true\n",
-        )
-        .unwrap();
-        assert_eq!(tls.tls_cert.as_deref(), Some(Path::new("node.pem")));
-        assert_eq!(tls.tls_key.as_deref(), Some(Path::new("node.key")));
-        assert_eq!(tls.tls_client_ca.as_deref(), Some(Path::new("ca.pem")));
-        assert_eq!(tls.tls_require_client_cert, Some(true));
+        let file: Tenants =
+            toml::from_str("[[tenant]]\nid = 1\ntoken = \"a\"\n[[tenant]]\nid = 2\ntoken = \"b\"\nhome_core = 1\n")
+                .unwrap();
+        assert_eq!(file.tenant.len(), 2);
+        assert_eq!(file.tenant[1].home_core, Some(1));
+        assert_eq!(file.tenant[0].quota_bytes, DEFAULT_TENANT_QUOTA_BYTES);
+        assert!(toml::from_str::<Tenants>("[[tenant]]\nid = 1\ntoken = \"a\"\nbogus_key = 1\n").is_err());
+        // What a flag parsed to is written and read back the same (flags over a file).
+        let flag = parse_tenant_flag("7:x").unwrap();
+        let again: TenantConfig = toml::from_str(&toml::to_string(&flag).unwrap()).unwrap();
+        assert_eq!(again, flag);
+    }
+
+    /// A config file's tenant tables.
+    #[derive(Debug, Deserialize)]
+    struct Tenants {
+        tenant: Vec<TenantConfig>,
     }
 
     #[test]
     fn a_tenant_names_its_eviction_policy_by_redis_name() {
-        let file: ConfigFile =
+        let file: Tenants =
             toml::from_str("[[tenant]]\nid = 1\ntoken = \"a\"\nmaxmemory_policy = \"allkeys-lru\"\n").unwrap();
-        assert_eq!(file.tenants[0].maxmemory_policy, EvictionPolicy::AllKeysLru);
-        let defaulted: ConfigFile = toml::from_str("[[tenant]]\nid = 1\ntoken = \"a\"\n").unwrap();
-        assert_eq!(defaulted.tenants[0].maxmemory_policy, EvictionPolicy::NoEviction);
-        let err = toml::from_str::<ConfigFile>("[[tenant]]\nid = 1\ntoken = \"a\"\nmaxmemory_policy = \"lru\"\n")
+        assert_eq!(file.tenant[0].maxmemory_policy, EvictionPolicy::AllKeysLru);
+        let defaulted: Tenants = toml::from_str("[[tenant]]\nid = 1\ntoken = \"a\"\n").unwrap();
+        assert_eq!(defaulted.tenant[0].maxmemory_policy, EvictionPolicy::NoEviction);
+        let err = toml::from_str::<Tenants>("[[tenant]]\nid = 1\ntoken = \"a\"\nmaxmemory_policy = \"lru\"\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("allkeys-lru"), "{err}");

@@ -82,7 +82,7 @@ mod turn;
 mod watchdog;
 mod worker;
 
-pub use config::{ConfigError, ConfigFile, PushbackConfig, Scheduling, ServerConfig, TenantConfig};
+pub use config::{ConfigError, PushbackConfig, Scheduling, ServerConfig, TenantConfig};
 pub use durable::Durability;
 pub use listeners::Listeners;
 pub use replica::{Ack, Replication};

@@ -34,15 +34,27 @@ pub enum Ack {
     Replica,
 }
 
+impl Ack {
+    /// Every mode, in the order `--help` lists them.
+    pub const ALL: [Ack; 2] = [Ack::Primary, Ack::Replica];
+
+    /// The name used by `--ack`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ack::Primary => "primary",
+            Ack::Replica => "replica",
+        }
+    }
+}
+
 impl FromStr for Ack {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Ack, String> {
-        match name {
-            "primary" => Ok(Ack::Primary),
-            "replica" => Ok(Ack::Replica),
-            other => Err(format!("unknown ack mode {other:?}: use primary or replica")),
-        }
+        Ack::ALL
+            .into_iter()
+            .find(|ack| ack.name() == name)
+            .ok_or_else(|| format!("unknown ack mode {name:?}: use primary or replica"))
     }
 }
 

@@ -15,9 +15,10 @@ use common::{save, timeline};
 
 use ferry_control::Nanos;
 use ferry_experiment::plot::{Chart, Figure, Series, Style};
-use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
+use ferry_experiment::{parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
 use ferry_sim::{Scenario, SimReport, Slo, PAPER_SLO};
+use ferry_spec::parse_policy;
 use serde_json::json;
 
 /// Seed of every run.

@@ -17,9 +17,10 @@ use ferry_control::Nanos;
 use ferry_experiment::model::Sharding;
 use ferry_experiment::plot::{Chart, Figure, Series, Style};
 use ferry_experiment::scaling::parse_demand;
-use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
+use ferry_experiment::{parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
 use ferry_sim::{Scenario, SimReport, Slo};
+use ferry_spec::parse_policy;
 use serde_json::json;
 
 const SEED: u64 = 1;

@@ -23,8 +23,8 @@ use thiserror::Error;
 use crate::error::ExperimentError;
 use crate::model::{ClusterModel, Workload};
 use crate::scenario::{Scenario, SimReport, Slo, STEADY_FRACTION};
-use crate::spec::PolicySpec;
 use ferry_experiment::scaling::{Demand, DEMAND_OPS_MAX};
+use ferry_spec::PolicySpec;
 
 /// Largest node a plan builds from unless told otherwise: a large server's cores; a side
 /// needing more gets more nodes.
@@ -493,7 +493,7 @@ mod tests {
             max_cores: 16,
             app_node_cores: None,
             storage_node_cores: None,
-            policy: ferry_experiment::policy_spec::default_policy(),
+            policy: ferry_spec::default_policy(),
             duration: Nanos::from_secs(1),
             seed: 1,
             threads: 2,

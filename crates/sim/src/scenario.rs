@@ -8,8 +8,8 @@ use serde::Serialize;
 use crate::engine::{self, Arrivals, EngineConfig, EngineOutput};
 use crate::error::ExperimentError;
 use crate::model::{ClusterModel, Workload};
-use crate::spec::{PolicySpec, DURATION_MAX};
 pub use ferry_experiment::timeline::{converge_ms, timeline_csv, TimelineRow, CONVERGE_TOLERANCE, STEADY_FRACTION};
+use ferry_spec::{PolicySpec, DURATION_MAX};
 
 /// Default timeline interval: 10 ms, two R-loop periods. Per-interval throughput is a count
 /// of completions; at the slowest workload (~0.5 Mops) 10 ms holds ~5000 of them, so counting

@@ -7,9 +7,10 @@
 use ferry_control::Nanos;
 use ferry_experiment::model::Sharding;
 use ferry_experiment::scaling::parse_demand;
-use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
+use ferry_experiment::{parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
 use ferry_sim::{Scenario, SimReport, Slo};
+use ferry_spec::parse_policy;
 
 const A: &str = "task:accesses=4,size=49152,compute=50ns";
 const B: &str = "task:accesses=1,size=64,compute=50us";

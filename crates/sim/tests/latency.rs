@@ -14,8 +14,9 @@
 //!   of the requests there, and they set the p99 (131 µs). All remote meets the SLO.
 
 use ferry_control::Nanos;
-use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
+use ferry_experiment::{parse_workload, ClusterModel};
 use ferry_sim::{Scenario, SimReport, Slo};
+use ferry_spec::parse_policy;
 
 fn run(cluster: ClusterModel, workload: &str, slo_us: u64, seed: u64, policy: &str) -> SimReport {
     let mut s = Scenario::paper(

@@ -13,9 +13,10 @@
 //! issue 39 (the test below holds what the current one reaches); `kayak` 108k.
 
 use ferry_control::Nanos;
-use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
+use ferry_experiment::{parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, Axis, SweepConfig};
 use ferry_sim::{Scenario, Slo};
+use ferry_spec::parse_policy;
 
 const POLARIZED: &str = "task:accesses=4,size=49152,compute=50ns@0.2+task:accesses=1,size=64,compute=50us@0.8";
 

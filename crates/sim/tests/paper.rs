@@ -19,9 +19,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ferry_control::Nanos;
-use ferry_experiment::{parse_policy, parse_workload, ClusterModel};
+use ferry_experiment::{parse_workload, ClusterModel};
 use ferry_sim::sweep::{self, SweepConfig, SweepReport};
 use ferry_sim::{Scenario, SimReport, Slo, PAPER_SLO};
+use ferry_spec::parse_policy;
 
 /// X step of the coarse sweeps.
 const SWEEP_X_STEP: f64 = 0.1;

@@ -2,10 +2,11 @@
 
 use ferry_control::Nanos;
 use ferry_experiment::model::{ClusterModel, ComputeDist, CostModel, FunctionSpec, Workload};
-use ferry_experiment::{parse_policy, parse_workload};
+use ferry_experiment::parse_workload;
 use ferry_sim::queueing::{md1_wait_s, mm1_wait_s, mmc_wait_s};
 use ferry_sim::sweep::{measure, SweepConfig};
 use ferry_sim::{Arrivals, Scenario, Slo};
+use ferry_spec::parse_policy;
 
 /// A bare queue: zero message costs, zero network, no stalls, `cores` storage cores serving
 /// one job per request whose length is the function's compute (mean 1 µs).

@@ -51,6 +51,9 @@ pub enum FsyncMode {
 }
 
 impl FsyncMode {
+    /// Every mode, in the order `--help` lists them.
+    pub const ALL: [FsyncMode; 3] = [FsyncMode::Always, FsyncMode::EverySec, FsyncMode::No];
+
     /// The name used by `--fsync` and the config file.
     pub fn name(self) -> &'static str {
         match self {
@@ -65,12 +68,10 @@ impl FromStr for FsyncMode {
     type Err = String;
 
     fn from_str(name: &str) -> Result<FsyncMode, String> {
-        match name {
-            "always" => Ok(FsyncMode::Always),
-            "everysec" => Ok(FsyncMode::EverySec),
-            "no" => Ok(FsyncMode::No),
-            other => Err(format!("unknown fsync mode {other:?}: use always, everysec or no")),
-        }
+        FsyncMode::ALL
+            .into_iter()
+            .find(|mode| mode.name() == name)
+            .ok_or_else(|| format!("unknown fsync mode {name:?}: use always, everysec or no"))
     }
 }
 

@@ -12,13 +12,13 @@
 //! `recording` keeps what completes and `progress` draws the terminal line; `calibrate`
 //! measures the per-request overheads before a run; `report` is what a run reports and the
 //! summary of a drive; `run` puts these together against a ferry node or Redis. The data
-//! sets a workload reads are loaded by `ferry_datasets::workload`.
+//! sets a workload reads are loaded by `crate::workload_data`.
 
 use std::time::Duration;
 
 use ferry_experiment::model::Workload;
-use ferry_experiment::spec::PolicySpec;
 use ferry_func::builtins::traverse;
+use ferry_spec::PolicySpec;
 
 use crate::testbed::TestbedConfig;
 use crate::BenchError;

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::workload_data::{load_for_workload, object_bytes, ycsbt_accounts};
 use ferry_client::{Adaptive, Backend, FollowGateway, Overhead, ViaGateway};
 use ferry_control::{Nanos, Policy};
-use ferry_datasets::workload::{load_for_workload, object_bytes, ycsbt_accounts};
 use ferry_datasets::ycsbt_total_is_conserved;
 use ferry_experiment::model::FunctionKind;
 use ferry_experiment::timeline::STEADY_FRACTION;

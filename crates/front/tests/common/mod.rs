@@ -47,7 +47,7 @@ pub fn cluster_of(
     gateway_front: FrontConfig,
     compute_front: FrontConfig,
 ) -> Cluster {
-    let spec = ferry_experiment::policy_spec::parse_policy(policy).expect("policy spec");
+    let spec = ferry_spec::parse_policy(policy).expect("policy spec");
     let policy: PolicyFactory = std::sync::Arc::new(move || {
         spec.build(Nanos::from_ms(5), 0.99, None, 1)
             .map_err(|err| err.to_string())

@@ -26,9 +26,9 @@ use crate::engine::Arrivals;
 use crate::error::ExperimentError;
 use crate::model::ClusterModel;
 use crate::scenario::{converge_ms, Scenario, SimReport, CONVERGE_SMOOTHING, CONVERGE_TOLERANCE, STEADY_FRACTION};
-use crate::spec::PolicySpec;
 use crate::sweep::SweepConfig;
 use ferry_experiment::profile::Profile;
+use ferry_spec::PolicySpec;
 
 pub use bound::{same_window_bound, Bound};
 pub use space::{draw, draw_with, Space, SuiteScenario};

@@ -6,9 +6,7 @@ use ferry_client::Client;
 use ferry_experiment::model::{FunctionKind, Workload};
 use ferry_func::builtins::{auth, traverse, ycsbt};
 
-use crate::load::load_dataset;
-use crate::social::load_social;
-use crate::DatasetError;
+use ferry_datasets::{load_dataset, load_social, DatasetError};
 
 /// Smallest object a workload's data set holds: the 8-byte head every built-in value
 /// starts with.

@@ -26,7 +26,8 @@ use ferry_control::placement::mix::Slicing;
 use ferry_control::rate::{RateLoopConfig, PART_NAMES as RATE_PARTS};
 use ferry_control::{ControlError, FixedFraction, Kayak, KayakConfig, Nanos, Policy, Pyxis, PyxisConfig};
 
-use crate::spec::{parse_f64_in, parse_params, parse_u64_max, SpecError};
+use crate::grammar::{parse_f64_in, parse_params, parse_u64_max};
+use crate::SpecError;
 
 /// Largest accepted loop frequency: 1 MHz, a period of 1 µs (the R loop's minimum period).
 pub const LOOP_HZ_MAX: f64 = 1e6;
