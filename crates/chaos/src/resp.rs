@@ -123,27 +123,18 @@ impl Conn {
 }
 
 /// Takes the first whole reply off the front of `pending`, decoded by ferry's own
-/// decoder (`Reply::decode`, which wants exactly one reply): RESP is prefix-free, so the
-/// shortest run of bytes ending in CRLF that decodes is the first reply.
+/// decoder (`Reply::decode_prefix`).
 fn take_reply(pending: &mut BytesMut) -> Result<Option<Reply>, String> {
-    if let Some(&first) = pending.first() {
-        if !b"+-:$*_%&,".contains(&first) {
-            return Err(format!("a reply cannot start with byte {first:#04x}"));
-        }
-    }
     let bytes = Bytes::copy_from_slice(pending);
-    let mut end = 0;
-    while let Some(at) = bytes[end..].windows(2).position(|pair| pair == b"\r\n") {
-        end += at + 2;
-        if let Ok(reply) = Reply::decode(&bytes.slice(..end)) {
-            pending.advance(end);
-            return Ok(Some(reply));
+    match Reply::decode_prefix(&bytes) {
+        Ok(Some((reply, used))) => {
+            pending.advance(used);
+            Ok(Some(reply))
         }
+        Ok(None) if pending.len() > MAX_REPLY_BYTES => Err(format!("{} bytes hold no whole reply", pending.len())),
+        Ok(None) => Ok(None),
+        Err(err) => Err(err.to_string()),
     }
-    if pending.len() > MAX_REPLY_BYTES {
-        return Err(format!("{} bytes hold no whole reply", pending.len()));
-    }
-    Ok(None)
 }
 
 /// What each queued command's reply must be.

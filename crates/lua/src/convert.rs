@@ -21,7 +21,7 @@
 use bytes::Bytes;
 use mlua::{Lua, Table, Value};
 
-use ferry_resp::reply::MAX_REPLY_DEPTH;
+use ferry_resp::decode::MAX_REPLY_DEPTH;
 use ferry_resp::Reply;
 
 /// A reply as the Lua value `redis.call` returns: RESP2's conversions, or RESP3's with

@@ -7,7 +7,8 @@
 //! - [`info`]: INFO's sections by name, and its server section;
 //! - [`parser`]: commands from clients (arrays of bulk strings, or inline), parsed
 //!   incrementally with every size bounded;
-//! - [`reply`]: replies, encoded as RESP2 or RESP3;
+//! - [`reply`]: replies, encoded as RESP2, RESP3 or ferry's lossless form; [`decode`]: a
+//!   reply decoded from its bytes, whole or from the front of a stream;
 //! - [`table`]: the one table of commands (arity, flags, key positions) that drives
 //!   parsing, COMMAND, cluster key extraction and what scripts may call.
 //!
@@ -16,6 +17,7 @@
 pub mod blocking;
 pub mod command;
 pub mod config;
+pub mod decode;
 pub mod glob;
 pub mod info;
 pub mod parser;
@@ -23,5 +25,6 @@ pub mod reply;
 pub mod table;
 
 pub use command::Command;
+pub use decode::DecodeError;
 pub use parser::{ParseError, Parser};
 pub use reply::{Protocol, Reply};
