@@ -197,7 +197,7 @@ pub fn add_node_cmd(args: AddNodeArgs) -> CmdResult {
             }
         }
     }
-    let following = crate::config_cmd::Following::start(&args.config_group, args.tls.client_tls()?.as_ref())?;
+    let following = crate::config_cmd::follow(&args.config_group, args.tls.client_tls()?.as_ref())?;
     let node = ferry_config::StorageNode {
         addr: args.addr.clone(),
         resp: args.resp.clone(),
@@ -223,7 +223,7 @@ pub fn add_node_cmd(args: AddNodeArgs) -> CmdResult {
 /// as the primary of a new shard), unless it is in it already, and waits until the
 /// configuration `following` holds shows it.
 pub(crate) fn add_node(
-    following: &crate::config_cmd::Following,
+    following: &ferry_client::following::Following,
     id: &str,
     node: ferry_config::StorageNode,
     replica_of: Option<&str>,

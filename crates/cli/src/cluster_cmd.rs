@@ -558,7 +558,7 @@ fn up(args: UpArgs) -> CmdResult {
                 ca: ca.clone(),
                 identity: args.tls.identity(),
             });
-            Some(crate::config_cmd::Following::start(&group.join(","), tls.as_ref())?)
+            Some(crate::config_cmd::follow(&group.join(","), tls.as_ref())?)
         }
     };
     // Replicas: each is added to the configuration (as a replica of its primary's

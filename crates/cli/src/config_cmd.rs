@@ -6,100 +6,24 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
-use ferry_client::config_group::{follow_routes, ConfigClient};
-use ferry_cluster::ClusterMap;
-use ferry_config::ClusterConfig;
+use ferry_client::config_group::ConfigClient;
+use ferry_client::following::{Following, MAX_MEMBERS};
 use ferry_confignode::{Member, MemberConfig};
-use tokio::sync::watch;
+use ferry_os::{StartupKind, StartupLine};
 
 use crate::CmdResult;
 
-/// Longest a node, gateway or compute node waits at start for the cluster's first
-/// configuration (the config group forming and loading its map).
-pub const FIRST_CONFIG_WAIT: Duration = Duration::from_secs(120);
-
-/// The config group's members, from `HOST:PORT,HOST:PORT,…`.
-pub fn parse_group(text: &str) -> Result<Vec<String>, String> {
-    let members: Vec<String> = text
-        .split(',')
-        .map(str::trim)
-        .filter(|addr| !addr.is_empty())
-        .map(str::to_string)
-        .collect();
-    if members.is_empty() || members.len() > MAX_MEMBERS {
-        return Err(format!(
-            "--config-group: 1 to {MAX_MEMBERS} members, as HOST:PORT separated by commas"
-        ));
-    }
-    Ok(members)
+/// A process's view of the config group at `group` (`--config-group`), over TLS with
+/// `tls`, once it holds the first configuration; errors name the flag.
+pub fn follow(group: &str, tls: Option<&ferry_net::tls::ClientTls>) -> Result<Following, String> {
+    Following::start(group, tls).map_err(|err| format!("--config-group {group}: {err}"))
 }
 
-/// A process's view of the config group: the configuration and its routing map, kept
-/// current by tasks on a runtime of their own (one thread) for as long as it is held.
-pub struct Following {
-    client: ConfigClient,
-    configs: watch::Receiver<Arc<ClusterConfig>>,
-    routes: watch::Receiver<Arc<ClusterMap>>,
-    /// Runs the watch tasks; dropped last.
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Following {
-    /// Starts following the group at `group` (`--config-group`), over TLS with `tls`, and
-    /// waits for the first configuration.
-    pub fn start(
-        group: &str,
-        tls: Option<&ferry_net::tls::ClientTls>,
-    ) -> Result<Following, Box<dyn std::error::Error + Send + Sync>> {
-        let client = group_client(group, tls)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("ferry-config-watch")
-            .enable_all()
-            .build()?;
-        let configs = runtime.block_on(async { client.follow() });
-        tracing::info!("waiting for the cluster configuration from the config group at {group}");
-        let routes = runtime
-            .block_on(follow_routes(configs.clone(), FIRST_CONFIG_WAIT))
-            .map_err(|err| format!("--config-group {group}: {err}"))?;
-        Ok(Following {
-            client,
-            configs,
-            routes,
-            _runtime: runtime,
-        })
-    }
-
-    /// The routing map of the newest configuration.
-    pub fn routes(&self) -> watch::Receiver<Arc<ClusterMap>> {
-        self.routes.clone()
-    }
-
-    /// The newest configuration.
-    pub fn configs(&self) -> watch::Receiver<Arc<ClusterConfig>> {
-        self.configs.clone()
-    }
-
-    /// The config group, to report to and propose to.
-    pub fn client(&self) -> ConfigClient {
-        self.client.clone()
-    }
-}
-
-/// A client of the config group at `group`, over TLS with `tls`.
+/// A client of the config group at `group` (`--config-group`), over TLS with `tls`.
 pub fn group_client(group: &str, tls: Option<&ferry_net::tls::ClientTls>) -> Result<ConfigClient, String> {
-    let client = ConfigClient::new(parse_group(group)?);
-    match tls {
-        None => Ok(client),
-        Some(tls) => Ok(client.with_tls(tls.load().map_err(|err| format!("TLS for --config-group: {err}"))?)),
-    }
+    ferry_client::following::group_client(group, tls).map_err(|err| format!("--config-group {group}: {err}"))
 }
-
-/// Most members of a config group (Raft needs a majority of them for every decision).
-const MAX_MEMBERS: usize = 9;
 
 /// Flags of `ferry config`.
 #[derive(clap::Args)]
@@ -254,9 +178,9 @@ pub fn run(args: ConfigArgs) -> CmdResult {
         ));
         // The first stdout line is a contract: tools and tests read the address from it.
         let mut stdout = std::io::stdout();
-        writeln!(stdout, "listening on {addr}")?;
+        writeln!(stdout, "{}", StartupLine::new(StartupKind::Listening, addr))?;
         if let Some(metrics) = metrics_addr {
-            writeln!(stdout, "metrics on {metrics}")?;
+            writeln!(stdout, "{}", StartupLine::new(StartupKind::Metrics, metrics))?;
         }
         stdout.flush()?;
         tracing::info!("config member {}: SIGINT or SIGTERM stops it", args.id);

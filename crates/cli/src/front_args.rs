@@ -1,5 +1,6 @@
 //! Flags shared by `ferry gateway` and `ferry compute`, and their common run loop.
 
+use ferry_os::{StartupKind, StartupLine};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use tokio::sync::watch;
 use ferry_cluster::ClusterMap;
 use ferry_front::{FrontConfig, FrontHandle, FrontTenant};
 
-use crate::config_cmd::Following;
 use crate::CmdResult;
+use ferry_client::following::Following;
 
 /// How a process in front of the storage nodes listens, whom it lets in, and where the
 /// storage nodes are.
@@ -73,7 +74,7 @@ impl FrontArgs {
                 ca: ca.clone(),
                 identity: self.tls.identity(),
             });
-            let following = Following::start(group, tls.as_ref()).map_err(|err| err.to_string())?;
+            let following = crate::config_cmd::follow(group, tls.as_ref())?;
             return Ok((following.routes(), Some(following)));
         }
         let path = self
@@ -138,12 +139,16 @@ pub fn inherited(fd: i32, flag: &str) -> Result<Arc<std::net::TcpListener>, Stri
 /// it), then serves until SIGINT or SIGTERM.
 pub fn serve_until_signal(handle: FrontHandle, what: &str) -> CmdResult {
     let mut stdout = std::io::stdout();
-    writeln!(stdout, "listening on {}", handle.local_addr())?;
+    writeln!(
+        stdout,
+        "{}",
+        StartupLine::new(StartupKind::Listening, handle.local_addr())
+    )?;
     if let Some(resp) = handle.resp_addr() {
-        writeln!(stdout, "resp on {resp}")?;
+        writeln!(stdout, "{}", StartupLine::new(StartupKind::Resp, resp))?;
     }
     if let Some(metrics) = handle.metrics_addr() {
-        writeln!(stdout, "metrics on {metrics}")?;
+        writeln!(stdout, "{}", StartupLine::new(StartupKind::Metrics, metrics))?;
     }
     stdout.flush()?;
     tracing::info!("{what}; SIGINT or SIGTERM stops it");

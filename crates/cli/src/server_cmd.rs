@@ -1,5 +1,6 @@
 //! `ferry server`: run a storage node until SIGINT or SIGTERM.
 
+use ferry_os::{StartupKind, StartupLine};
 use ferry_server::config::ServerConfig;
 use ferry_server::{Ack, Durability};
 use std::io::Write;
@@ -209,7 +210,7 @@ pub fn run(flags: ServerSettings) -> CmdResult {
             ca: ca.clone(),
             identity: args.tls.identity(),
         });
-        let following = crate::config_cmd::Following::start(group, group_tls.as_ref())?;
+        let following = crate::config_cmd::follow(group, group_tls.as_ref())?;
         let mut role = ferry_server::routing::ClusterRole::following(following.routes(), node_id.clone());
         if let (Some(replication), Some(durability)) = (&mut config.replication, &config.durability) {
             take_place(&following.configs().borrow(), node_id, replication, durability)?;
@@ -248,43 +249,50 @@ pub fn run(flags: ServerSettings) -> CmdResult {
             ferry_server::start_on(config.clone(), registry(&args)?, listeners)?
         }
     };
-    // The first stdout line is a contract: tools and tests read the port from it.
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "listening on {}", handle.local_addr())?;
-    if let Some(resp) = handle.resp_addr() {
-        writeln!(stdout, "resp on {resp}")?;
-    }
-    if let Some(metrics) = handle.metrics_addr() {
-        writeln!(stdout, "metrics on {metrics}")?;
-    }
-    if let Some(replication) = handle.replication_addr() {
-        writeln!(stdout, "replication on {replication}")?;
-    }
+    // The start-up lines are a contract: tools and tests read the addresses from them.
+    let mut lines = vec![StartupLine::new(StartupKind::Listening, handle.local_addr())];
+    let addresses = [
+        (StartupKind::Resp, handle.resp_addr()),
+        (StartupKind::Metrics, handle.metrics_addr()),
+        (StartupKind::Replication, handle.replication_addr()),
+    ];
+    lines.extend(
+        addresses
+            .into_iter()
+            .filter_map(|(kind, addr)| addr.map(|addr| StartupLine::new(kind, addr))),
+    );
     if let Some(copied) = handle.copied() {
-        writeln!(
-            stdout,
-            "copied the primary: {} snapshots ({} bytes) and {} bytes of log from offset {}",
-            copied.snapshots, copied.snapshot_bytes, copied.log_bytes, copied.log_from
-        )?;
+        lines.push(StartupLine::new(
+            StartupKind::Copied,
+            format_args!(
+                "{} snapshots ({} bytes) and {} bytes of log from offset {}",
+                copied.snapshots, copied.snapshot_bytes, copied.log_bytes, copied.log_from
+            ),
+        ));
     }
     if let Some((restored, recovered, took)) = handle.recovered() {
-        writeln!(
-            stdout,
-            "recovered {} objects from {} snapshots ({} bytes) and {} commits ({} bytes of log) in {} ms",
-            restored.objects,
-            restored.covers.len(),
-            restored.bytes,
-            recovered.records,
-            recovered.bytes,
-            took.as_millis()
-        )?;
+        lines.push(StartupLine::new(
+            StartupKind::Recovered,
+            format_args!(
+                "{} objects from {} snapshots ({} bytes) and {} commits ({} bytes of log) in {} ms",
+                restored.objects,
+                restored.covers.len(),
+                restored.bytes,
+                recovered.records,
+                recovered.bytes,
+                took.as_millis()
+            ),
+        ));
         if let Some(cut) = &recovered.cut {
-            writeln!(
-                stdout,
-                "cut {} bytes of log at offset {}: {}",
-                cut.bytes, cut.lsn, cut.why
-            )?;
+            lines.push(StartupLine::new(
+                StartupKind::Cut,
+                format_args!("{} bytes of log at offset {}: {}", cut.bytes, cut.lsn, cut.why),
+            ));
         }
+    }
+    let mut stdout = std::io::stdout();
+    for line in lines {
+        writeln!(stdout, "{line}")?;
     }
     stdout.flush()?;
     tracing::info!(

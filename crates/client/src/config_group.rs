@@ -41,6 +41,10 @@ pub enum ConfigGroupError {
     /// The cluster has no configuration yet.
     #[error("the cluster has no configuration yet (waited {0:?}): start the config members with --cluster-map")]
     NotBootstrapped(Duration),
+    /// The group could not be followed from this process (its member list, its TLS
+    /// files, the watch's thread).
+    #[error("{0}")]
+    Start(String),
     /// A member could not serve the request.
     #[error("config member {member}: {why}")]
     Failed {

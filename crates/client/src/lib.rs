@@ -11,6 +11,8 @@
 //!   data operation routed to the node serving its keys.
 //! - [`config_group`]: [`config_group::ConfigClient`] — watching the cluster's
 //!   configuration in the config group, proposing changes, heartbeats.
+//! - [`following`]: [`following::Following`] — a process's view of the config group (the
+//!   configuration and its routing map, kept current), what nodes and gateways follow.
 //! - [`gateway`]: a client of a gateway — the admission rate R the gateway reports on
 //!   every answer, and [`FollowGateway`], the policy that admits at it (one rate loop per
 //!   tenant, the gateway's), with [`ViaGateway`] asking for each run's costs.
@@ -35,6 +37,7 @@ pub mod config;
 pub mod config_group;
 mod conn;
 pub mod error;
+pub mod following;
 pub mod gate;
 pub mod gateway;
 mod gateway_rate;

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::startup::{StartupKind, StartupLine};
+
 /// How long the child may take to print each of its start-up lines: a node without a data
 /// dir loads nothing at start, so this only bounds a hung start-up.
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -86,10 +88,6 @@ pub struct ChildSpec {
     pub extra_args: Vec<String>,
 }
 
-/// Lines a storage node may print between the ones a start waits for (a replica's copy
-/// of its primary, a replication listener): read past, not treated as unexpected.
-const INFORMATIONAL_LINES: &[&str] = &["replication on ", "copied the primary"];
-
 /// A running child process; stopped (SIGTERM, then kill) when dropped.
 pub struct ChildServer {
     child: Child,
@@ -123,7 +121,7 @@ impl ChildServer {
     /// Like [`ChildServer::start`] for a process (storage node, gateway) started with `--resp` and
     /// `--metrics`: it prints `resp on HOST:PORT` between the two.
     pub fn start_resp(command: Command, what: &str) -> Result<ChildServer, ChildError> {
-        Self::start_lines(command, what, &["resp on ", "metrics on "], START_TIMEOUT)
+        Self::start_lines(command, what, &[StartupKind::Resp, StartupKind::Metrics], START_TIMEOUT)
     }
 
     /// Like [`ChildServer::start_resp`] for a storage node started with `--data-dir`: it
@@ -133,7 +131,7 @@ impl ChildServer {
         Self::start_lines(
             command,
             what,
-            &["resp on ", "metrics on ", "recovered "],
+            &[StartupKind::Resp, StartupKind::Metrics, StartupKind::Recovered],
             RECOVERY_START_TIMEOUT,
         )
     }
@@ -142,16 +140,17 @@ impl ChildServer {
     /// then `metrics on HOST:PORT` if `metrics` says it serves them) and waits for its
     /// addresses. `what` names it in errors.
     pub fn start(command: Command, what: &str, metrics: bool) -> Result<ChildServer, ChildError> {
-        let lines: &[&str] = if metrics { &["metrics on "] } else { &[] };
+        let lines: &[StartupKind] = if metrics { &[StartupKind::Metrics] } else { &[] };
         Self::start_lines(command, what, lines, START_TIMEOUT)
     }
 
     /// Starts `command` and reads `listening on HOST:PORT` (within `first_line_timeout`),
-    /// then one line per prefix of `more` (`resp on `, `metrics on `), in that order.
+    /// then one line of each kind of `more` (`resp on`, `metrics on`), in that order,
+    /// reading past informational ones.
     fn start_lines(
         mut command: Command,
         what: &str,
-        more: &[&str],
+        more: &[StartupKind],
         first_line_timeout: Duration,
     ) -> Result<ChildServer, ChildError> {
         let mut child = command
@@ -173,12 +172,12 @@ impl ChildServer {
             }
         });
         let what = what.to_string();
-        let mut next_line = |prefix: &str, timeout: Duration| loop {
+        let mut next_line = |kind: StartupKind, timeout: Duration| loop {
             break match receiver.recv_timeout(timeout) {
-                Ok(Ok(line)) => match line.strip_prefix(prefix) {
-                    Some(addr) => Ok(addr.trim().to_string()),
-                    None if INFORMATIONAL_LINES.iter().any(|info| line.starts_with(info)) => continue,
-                    None => Err(ChildError::UnexpectedLine {
+                Ok(Ok(line)) => match StartupLine::parse(&line) {
+                    Some(startup) if startup.kind == kind => Ok(startup),
+                    Some(startup) if startup.kind.is_informational() => continue,
+                    _ => Err(ChildError::UnexpectedLine {
                         what: what.clone(),
                         line,
                     }),
@@ -200,14 +199,14 @@ impl ChildServer {
                 }
             };
         };
-        let addr = next_line("listening on ", first_line_timeout)?;
+        let addr = next_line(StartupKind::Listening, first_line_timeout)?.value;
         let (mut resp_addr, mut metrics_addr, mut recovered) = (None, None, None);
-        for prefix in more {
-            let value = next_line(prefix, START_TIMEOUT)?;
-            match *prefix {
-                "resp on " => resp_addr = Some(value),
-                "recovered " => recovered = Some(format!("recovered {value}")),
-                _ => metrics_addr = Some(value),
+        for &kind in more {
+            let line = next_line(kind, START_TIMEOUT)?;
+            match kind {
+                StartupKind::Resp => resp_addr = Some(line.value),
+                StartupKind::Recovered => recovered = Some(line.to_string()),
+                _ => metrics_addr = Some(line.value),
             }
         }
         Ok(ChildServer {

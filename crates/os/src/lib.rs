@@ -9,8 +9,10 @@
 //!   thread it starts afterwards.
 //! - [`keep_warm`]: [`KeepWarm`], idle-priority spinning threads that keep pinned vCPUs
 //!   from halting.
+//! - [`startup`]: the start-up lines a ferry process prints ([`StartupLine`]), printed and
+//!   parsed through one type.
 //! - [`child`]: [`ChildServer`], a `ferry` subcommand run as a child process whose
-//!   addresses are read from its first lines; stopped when dropped.
+//!   addresses are read from its start-up lines; stopped when dropped.
 //! - [`cpu_time`]: a process's or some of its threads' CPU time, leaving out keep-warm
 //!   threads.
 //! - [`priority`]: background threads (snapshots) lowered below the serving ones.
@@ -21,7 +23,9 @@ pub mod cpu_time;
 pub mod inherit;
 pub mod keep_warm;
 pub mod priority;
+pub mod startup;
 
 pub use affinity::{online_cpus, parse_cpu_set, pin_current_thread, AffinityError, MAX_CPUS};
 pub use child::{ChildError, ChildServer, ChildSpec};
 pub use keep_warm::{KeepWarm, KEEP_WARM_THREAD_PREFIX};
+pub use startup::{StartupKind, StartupLine};
