@@ -1,7 +1,7 @@
 //! Talking to the config group (`ferry config` members) from outside it: storage nodes,
 //! gateways, clients and admin commands. Any member answers a watch; a proposal or a
 //! heartbeat goes to the leader, found by following the members' `NotLeader` hints. The
-//! frames themselves ([`read_frame`], [`write_frame`]) are shared with the members.
+//! frames are read and written by `ferry_net::config_frame`, as the members do.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 use ferry_cluster::ClusterMap;
 use ferry_config::lease::{Grant, Heartbeat};
 use ferry_config::wire::{decode, encode, Channel, ClientReply, ClientRequest, GroupStatus};
-use ferry_config::wire::{header, HEADER_BYTES};
 use ferry_config::{ClusterConfig, ConfigChange, Outcome};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ferry_net::config_frame::{read_frame, write_frame};
 use tokio::sync::watch;
 
 /// Longest a connection to a member may take to open.
@@ -326,26 +325,6 @@ pub async fn follow_routes(
         }
     });
     Ok(receiver)
-}
-
-/// The next frame's channel and body, or `None` at a clean end of stream.
-pub async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<Option<(Channel, Vec<u8>)>> {
-    let mut head = [0u8; HEADER_BYTES];
-    match stream.read_exact(&mut head).await {
-        Ok(_) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(err) => return Err(err),
-    }
-    let (channel, len) = header(head).map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?;
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).await?;
-    Ok(Some((channel, body)))
-}
-
-/// Writes a whole frame (as [`ferry_config::wire::encode`] made it).
-pub async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, frame: &[u8]) -> std::io::Result<()> {
-    stream.write_all(frame).await?;
-    stream.flush().await
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{ConfigRaft, MemberId};
-use ferry_client::config_group::{read_frame, write_frame};
+use ferry_net::config_frame::{read_frame, write_frame};
 
 /// Longest a connection to a peer may take to open.
 pub const PEER_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);

@@ -11,7 +11,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::member::Member;
 use crate::peer::{PeerReply, PeerRequest};
-use ferry_client::config_group::{read_frame, write_frame};
+use ferry_net::config_frame::{read_frame, write_frame};
 
 /// Most connections a member serves at once (peers, every node's and gateway's watch,
 /// admin commands); more are closed at once.

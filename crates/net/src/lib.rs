@@ -1,6 +1,8 @@
 //! What every listening ferry process (storage node, gateway, compute node) shares:
 //!
 //! - [`accept`]: the one accept loop of every listener, and its back-off;
+//! - [`config_frame`]: the config group's frames on a stream, for its members and its
+//!   clients alike;
 //! - [`connections`]: a process's connections — counters, authenticated seats and the
 //!   pre-authentication bound — shared by its listeners;
 //! - [`gate`]: the gate replies pass before they are written (the write-ahead log's);
@@ -20,6 +22,7 @@
 //!   ring), with optional or required client certificates.
 
 pub mod accept;
+pub mod config_frame;
 pub mod connections;
 pub mod door;
 pub mod gate;
