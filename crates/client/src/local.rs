@@ -476,14 +476,14 @@ async fn commit(route: Route<'_>, tx: &TxState, nodes_read: usize, cost: &mut In
     };
     let client = match route {
         Route::Node(client) => client,
-        Route::Cluster(..) if tx.reads().iter().any(|read| read.key.is_empty()) => {
+        Route::Cluster(..) if tx.read_objects().any(|read| read.key.is_empty()) => {
             // A listing (pushed back by a node of the cluster) covers that node alone.
             return Err(ClientError::server(Status::CrossSlot, LISTING_NEEDS_ONE_NODE));
         }
         Route::Cluster(cluster, home) => {
             // The catalog was read on the home node: the commit goes there with the rest.
             let sharded = |table: &str| !ferry_cluster::is_node_local(table);
-            let keys = tx.reads().iter().filter(|r| sharded(&r.table)).map(|r| &r.key[..]);
+            let keys = tx.read_objects().filter(|r| sharded(&r.table)).map(|r| &r.key[..]);
             let keys = keys.chain(tx.writes().iter().filter(|w| sharded(&w.table)).map(|w| &w.key[..]));
             let keys: Vec<&[u8]> = keys.collect();
             let touched_catalog = keys.len() < tx.reads().len() + tx.writes().len();
@@ -526,13 +526,14 @@ async fn commit(route: Route<'_>, tx: &TxState, nodes_read: usize, cost: &mut In
 /// read set in one that the gateway splits. A changed object answers `tx_abort`, which
 /// retries the attempt.
 async fn validate_across_nodes(route: Route<'_>, tx: &TxState, cost: &mut InvokeCost) -> Result<(), ClientError> {
-    let Some(first) = tx.reads().first() else { return Ok(()) };
+    let Some(first) = tx.read_objects().next() else {
+        return Ok(());
+    };
     let parts: Vec<Vec<ReadVersion>> = match route {
         Route::Node(_) => vec![tx.read_versions()],
         Route::Cluster(..) => {
             let mut nodes: Vec<&str> = tx
-                .reads()
-                .iter()
+                .read_objects()
                 .map(|read| route.node_of(&read.table, &read.key))
                 .collect();
             nodes.sort_unstable();

@@ -31,4 +31,4 @@ pub use ctx::{Ctx, CtxError, CtxFuture, Listed};
 pub use interrupt::Interrupt;
 pub use registry::{FnError, FnFuture, Registry, StorageFn};
 pub use slice::{Bell, Slice, TimeLimit};
-pub use tx::{TxState, TxWrite};
+pub use tx::{TxRead, TxState};

@@ -14,31 +14,16 @@ use crate::ctx::{CtxError, Listed};
 /// of its sets and the locks its commit takes (matches the protocol's per-message limit).
 pub const MAX_TX_ENTRIES: usize = 4096;
 
-/// An object as the transaction read it.
+/// An object read by the transaction: which, at what version, and the value seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxRead {
-    /// Table.
-    pub table: String,
-    /// Key.
-    pub key: Bytes,
-    /// Version seen (0 = absent).
-    pub version: u64,
+    /// The object and the version seen (0 = absent).
+    pub object: ReadVersion,
     /// Value seen (`None` = absent, or not fetched: see `partial`).
     pub value: Option<Bytes>,
     /// Only the version is known: a command ran where the value is and returned part of
     /// it (`Ctx::read_part`). The value is fetched, at the same version, if it is needed.
     pub partial: bool,
-}
-
-/// A buffered write (`value: None` deletes).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TxWrite {
-    /// Table.
-    pub table: String,
-    /// Key.
-    pub key: Bytes,
-    /// New value, or `None` to delete.
-    pub value: Option<Bytes>,
 }
 
 /// Finds entries of one set by (table, key) without allocating: a map from a 64-bit hash
@@ -91,7 +76,7 @@ impl Index {
 #[derive(Debug, Default)]
 pub struct TxState {
     reads: Vec<TxRead>,
-    writes: Vec<TxWrite>,
+    writes: Vec<CommitWrite>,
     read_index: Index,
     write_index: Index,
 }
@@ -103,8 +88,9 @@ impl TxState {
     }
 
     fn find_read(&self, hash: u64, table: &str, key: &[u8]) -> Option<usize> {
-        self.read_index
-            .find(hash, |i| self.reads[i].table == table && self.reads[i].key == key)
+        self.read_index.find(hash, |i| {
+            self.reads[i].object.table == table && self.reads[i].object.key == key
+        })
     }
 
     fn find_write(&self, hash: u64, table: &str, key: &[u8]) -> Option<usize> {
@@ -132,11 +118,11 @@ impl TxState {
         if let Some(index) = self.find_read(hash, table, &key) {
             let read = &mut self.reads[index];
             if read.partial {
-                if read.version != version {
+                if read.object.version != version {
                     return Err(CtxError::Conflict(format!(
                         "{table} key of {} bytes changed from version {} to {version} within the invocation",
                         key.len(),
-                        read.version
+                        read.object.version
                     )));
                 }
                 read.value = value;
@@ -151,9 +137,11 @@ impl TxState {
         }
         self.read_index.push(hash, self.reads.len());
         self.reads.push(TxRead {
-            table: table.to_string(),
-            key,
-            version,
+            object: ReadVersion {
+                table: table.to_string(),
+                key,
+                version,
+            },
             value,
             partial: false,
         });
@@ -166,7 +154,7 @@ impl TxState {
     pub fn record_partial(&mut self, table: &str, key: &[u8], version: u64) -> Result<(), CtxError> {
         let hash = hash_of(table, key);
         if let Some(index) = self.find_read(hash, table, key) {
-            let known = self.reads[index].version;
+            let known = self.reads[index].object.version;
             return if known == version {
                 Ok(())
             } else {
@@ -196,7 +184,7 @@ impl TxState {
             )));
         }
         self.write_index.push(hash, self.writes.len());
-        self.writes.push(TxWrite {
+        self.writes.push(CommitWrite {
             table: table.to_string(),
             key: Bytes::copy_from_slice(key),
             value,
@@ -258,14 +246,12 @@ impl TxState {
 
     /// The read set in protocol form, for validation by the storage node.
     pub fn read_versions(&self) -> Vec<ReadVersion> {
-        self.reads
-            .iter()
-            .map(|read| ReadVersion {
-                table: read.table.clone(),
-                key: read.key.clone(),
-                version: read.version,
-            })
-            .collect()
+        self.read_objects().cloned().collect()
+    }
+
+    /// The objects read and the versions seen, in the order first read.
+    pub fn read_objects(&self) -> impl Iterator<Item = &ReadVersion> {
+        self.reads.iter().map(|read| &read.object)
     }
 
     /// The read set with the values read, as a pushback hands it to the client.
@@ -273,11 +259,7 @@ impl TxState {
         self.reads
             .iter()
             .map(|read| PushbackRead {
-                read: ReadVersion {
-                    table: read.table.clone(),
-                    key: read.key.clone(),
-                    version: read.version,
-                },
+                read: read.object.clone(),
                 value: read.value.clone(),
             })
             .collect()
@@ -300,14 +282,7 @@ impl TxState {
 
     /// The write set in protocol form, for a commit.
     pub fn commit_writes(&self) -> Vec<CommitWrite> {
-        self.writes
-            .iter()
-            .map(|write| CommitWrite {
-                table: write.table.clone(),
-                key: write.key.clone(),
-                value: write.value.clone(),
-            })
-            .collect()
+        self.writes.clone()
     }
 
     /// What this transaction read and, committed at `installed`, wrote: the record a
@@ -338,7 +313,7 @@ impl TxState {
     }
 
     /// The write set in the order objects were first written.
-    pub fn writes(&self) -> &[TxWrite] {
+    pub fn writes(&self) -> &[CommitWrite] {
         &self.writes
     }
 
@@ -423,7 +398,7 @@ mod tests {
         tx.record_read("t", Bytes::from_static(b"k"), 9, Some(Bytes::from_static(b"new")))
             .unwrap();
         assert_eq!(tx.lookup("t", b"k"), Some(Some(Bytes::from_static(b"old"))));
-        assert_eq!(tx.reads()[0].version, 3);
+        assert_eq!(tx.reads()[0].object.version, 3);
         tx.buffer_write("t", b"k", None).unwrap();
         assert_eq!(tx.lookup("t", b"k"), Some(None));
         tx.buffer_write("t", b"k", Some(Bytes::from_static(b"mine"))).unwrap();

@@ -3,25 +3,15 @@
 
 use bytes::Bytes;
 
-use ferry_proto::{MultiGetEntry, ReadVersion, Request, Response, ResponseBody, Snapshot, Status, MAX_BODY_BYTES};
-use ferry_store::{ObjectRef, WriteRef};
+use ferry_proto::{MultiGetEntry, Request, Response, ResponseBody, Snapshot, Status, MAX_BODY_BYTES};
+use ferry_store::WriteRef;
 
 use crate::exec::store_error;
 use crate::node::TenantState;
+use crate::store_ctx::object_refs;
 
 /// Largest total of values one multiget may return (what fits in one response frame).
 const MAX_MULTIGET_RESPONSE_BYTES: usize = MAX_BODY_BYTES as usize - 64 * 1024;
-
-fn request_refs(reads: &[ReadVersion]) -> Vec<ObjectRef<'_>> {
-    reads
-        .iter()
-        .map(|read| ObjectRef {
-            table: &read.table,
-            key: &read.key,
-            version: read.version,
-        })
-        .collect()
-}
 
 /// Answers a data operation of `tenant`'s; `cluster`: the node is one of a cluster's.
 pub(crate) fn data_operation(tenant: &TenantState, cluster: bool, request: Request) -> Response {
@@ -32,7 +22,7 @@ pub(crate) fn data_operation(tenant: &TenantState, cluster: bool, request: Reque
                 store.get(&table, &key)
             } else {
                 store
-                    .read_validated(&table, &[&key], &request_refs(&validate))
+                    .read_validated(&table, &[&key], &object_refs(&validate))
                     .map(|mut values| values.pop().flatten())
             };
             match read {
@@ -79,7 +69,7 @@ pub(crate) fn data_operation(tenant: &TenantState, cluster: bool, request: Reque
                 }
             } else {
                 store
-                    .read_validated(&table, &keys, &request_refs(&validate))
+                    .read_validated(&table, &keys, &object_refs(&validate))
                     .map(|values| (values, None))
             };
             match read {
@@ -116,7 +106,7 @@ pub(crate) fn data_operation(tenant: &TenantState, cluster: bool, request: Reque
                 .iter()
                 .map(|write| WriteRef::put_or_delete(&write.table, &write.key, write.value.as_deref()))
                 .collect();
-            match store.commit(&request_refs(&reads), &write_refs) {
+            match store.commit(&object_refs(&reads), &write_refs) {
                 Ok(version) => Response::ok(ResponseBody::Commit { version }),
                 Err(err) => store_error(err),
             }

@@ -87,7 +87,7 @@ fn attempt(
     let state = state.lock();
     match tenant
         .store
-        .commit(&object_refs(state.tx.reads()), &write_refs(state.tx.writes()))
+        .commit(&object_refs(state.tx.read_objects()), &write_refs(state.tx.writes()))
     {
         Ok(_) => Ok(Reply::Array(replies)),
         Err(err) if err.is_conflict() => Err(CtxError::Conflict(err.to_string())),

@@ -392,7 +392,7 @@ fn complete(
     if wrote {
         let started = Instant::now();
         let state = ctx.state.lock();
-        let reads = object_refs(state.tx.reads());
+        let reads = object_refs(state.tx.read_objects());
         let writes = write_refs(state.tx.writes());
         let store = &invocation.tenant.store;
         let committed = if state.allow_oom {

@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 
 use bytes::Bytes;
 
-use ferry_func::tx::TxRead;
-use ferry_func::{Ctx, CtxError, CtxFuture, Listed, TxState, TxWrite};
+use ferry_func::{Ctx, CtxError, CtxFuture, Listed, TxState};
+use ferry_proto::{CommitWrite, ReadVersion};
 use ferry_store::{ObjectRef, StoreError, WriteRef};
 
 use crate::node::TenantState;
@@ -278,7 +278,7 @@ pub(crate) fn at_read_version_extending<T>(
                 extensions += 1;
                 let moved_to = store.read_version();
                 store
-                    .still_current(&object_refs(state.tx.reads()), moved_to)
+                    .still_current(&object_refs(state.tx.read_objects()), moved_to)
                     .map_err(ctx_error)?;
                 state.read_version = moved_to;
             }
@@ -288,9 +288,9 @@ pub(crate) fn at_read_version_extending<T>(
 }
 
 /// A transaction's read set as the store takes it.
-pub(crate) fn object_refs(reads: &[TxRead]) -> Vec<ObjectRef<'_>> {
+pub(crate) fn object_refs<'a>(reads: impl IntoIterator<Item = &'a ReadVersion>) -> Vec<ObjectRef<'a>> {
     reads
-        .iter()
+        .into_iter()
         .map(|read| ObjectRef {
             table: &read.table,
             key: &read.key,
@@ -300,7 +300,7 @@ pub(crate) fn object_refs(reads: &[TxRead]) -> Vec<ObjectRef<'_>> {
 }
 
 /// A transaction's write set as the store takes it.
-pub(crate) fn write_refs(writes: &[TxWrite]) -> Vec<WriteRef<'_>> {
+pub(crate) fn write_refs(writes: &[CommitWrite]) -> Vec<WriteRef<'_>> {
     writes
         .iter()
         .map(|write| WriteRef::put_or_delete(&write.table, &write.key, write.value.as_deref()))
@@ -471,7 +471,7 @@ mod tests {
         let state = ctx.state.lock();
         let refused = tenant
             .store
-            .commit(&object_refs(state.tx.reads()), &write_refs(state.tx.writes()));
+            .commit(&object_refs(state.tx.read_objects()), &write_refs(state.tx.writes()));
         assert!(refused.is_err_and(|err| err.is_conflict()));
         drop(state);
         // A new attempt lists it, and commits.
@@ -479,7 +479,7 @@ mod tests {
         let listed = finish(ctx.list(&tables)).unwrap();
         assert_eq!(listed[0].len(), 3);
         let state = ctx.state.lock();
-        tenant.store.commit(&object_refs(state.tx.reads()), &[]).unwrap();
+        tenant.store.commit(&object_refs(state.tx.read_objects()), &[]).unwrap();
     }
 
     #[test]
