@@ -66,6 +66,43 @@ pub struct CommandSpec {
     pub flags: u8,
     /// Its keys.
     pub keys: KeySpec,
+    /// For a command the connection answers itself (neither a data command nor a
+    /// blocking one): which, for the parser's arm of it.
+    pub session: Option<Session>,
+}
+
+/// The commands a connection answers itself, each its own arm of [`crate::Command::parse`]:
+/// the parser matches on these, never on names, so a name is written only in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Session {
+    Ping,
+    Echo,
+    Quit,
+    Auth,
+    Hello,
+    Select,
+    ReadOnly,
+    ReadWrite,
+    CommandInfo,
+    Info,
+    Config,
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+    Unwatch,
+    Save,
+    BgSave,
+    Client,
+    Cluster,
+    Function,
+    FCall,
+    FCallRo,
+    Eval,
+    EvalRo,
+    EvalSha,
+    EvalShaRo,
+    Script,
 }
 
 const fn spec(name: &'static str, arity: i32, flags: u8, keys: KeySpec) -> CommandSpec {
@@ -74,6 +111,15 @@ const fn spec(name: &'static str, arity: i32, flags: u8, keys: KeySpec) -> Comma
         arity,
         flags,
         keys,
+        session: None,
+    }
+}
+
+/// A command the connection answers itself, as [`Session`] `session`.
+const fn session(name: &'static str, arity: i32, flags: u8, keys: KeySpec, session: Session) -> CommandSpec {
+    CommandSpec {
+        session: Some(session),
+        ..spec(name, arity, flags, keys)
     }
 }
 
@@ -121,14 +167,14 @@ const G: u8 = W | DENY_OOM;
 
 /// Every command served.
 pub const COMMANDS: &[CommandSpec] = &[
-    spec("ping", -1, 0, NO_KEYS),
-    spec("echo", 2, 0, NO_KEYS),
-    spec("quit", -1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("auth", -2, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("hello", -1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("select", 2, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("readonly", 1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("readwrite", 1, ADMIN | NO_SCRIPT, NO_KEYS),
+    session("ping", -1, 0, NO_KEYS, Session::Ping),
+    session("echo", 2, 0, NO_KEYS, Session::Echo),
+    session("quit", -1, ADMIN | NO_SCRIPT, NO_KEYS, Session::Quit),
+    session("auth", -2, ADMIN | NO_SCRIPT, NO_KEYS, Session::Auth),
+    session("hello", -1, ADMIN | NO_SCRIPT, NO_KEYS, Session::Hello),
+    session("select", 2, ADMIN | NO_SCRIPT, NO_KEYS, Session::Select),
+    session("readonly", 1, ADMIN | NO_SCRIPT, NO_KEYS, Session::ReadOnly),
+    session("readwrite", 1, ADMIN | NO_SCRIPT, NO_KEYS, Session::ReadWrite),
     // Strings.
     spec("get", 2, R, ONE_KEY),
     spec("set", -3, G, ONE_KEY),
@@ -300,26 +346,56 @@ pub const COMMANDS: &[CommandSpec] = &[
             step: 1,
         },
     ),
-    spec("command", -1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("info", -1, ADMIN, NO_KEYS),
-    spec("config", -2, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("multi", 1, NO_SCRIPT, NO_KEYS),
-    spec("exec", 1, NO_SCRIPT, NO_KEYS),
-    spec("discard", 1, NO_SCRIPT, NO_KEYS),
-    spec("watch", -2, NO_SCRIPT, ALL_KEYS),
-    spec("unwatch", 1, NO_SCRIPT, NO_KEYS),
-    spec("save", 1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("bgsave", 1, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("client", -2, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("cluster", -2, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("function", -2, ADMIN | NO_SCRIPT, NO_KEYS),
-    spec("fcall", -3, WRITE | NO_SCRIPT, KeySpec::Counted { at: 2 }),
-    spec("fcall_ro", -3, READ_ONLY | NO_SCRIPT, KeySpec::Counted { at: 2 }),
-    spec("eval", -3, WRITE | NO_SCRIPT, KeySpec::Counted { at: 2 }),
-    spec("eval_ro", -3, READ_ONLY | NO_SCRIPT, KeySpec::Counted { at: 2 }),
-    spec("evalsha", -3, WRITE | NO_SCRIPT, KeySpec::Counted { at: 2 }),
-    spec("evalsha_ro", -3, READ_ONLY | NO_SCRIPT, KeySpec::Counted { at: 2 }),
-    spec("script", -2, NO_SCRIPT, NO_KEYS),
+    session("command", -1, ADMIN | NO_SCRIPT, NO_KEYS, Session::CommandInfo),
+    session("info", -1, ADMIN, NO_KEYS, Session::Info),
+    session("config", -2, ADMIN | NO_SCRIPT, NO_KEYS, Session::Config),
+    session("multi", 1, NO_SCRIPT, NO_KEYS, Session::Multi),
+    session("exec", 1, NO_SCRIPT, NO_KEYS, Session::Exec),
+    session("discard", 1, NO_SCRIPT, NO_KEYS, Session::Discard),
+    session("watch", -2, NO_SCRIPT, ALL_KEYS, Session::Watch),
+    session("unwatch", 1, NO_SCRIPT, NO_KEYS, Session::Unwatch),
+    session("save", 1, ADMIN | NO_SCRIPT, NO_KEYS, Session::Save),
+    session("bgsave", 1, ADMIN | NO_SCRIPT, NO_KEYS, Session::BgSave),
+    session("client", -2, ADMIN | NO_SCRIPT, NO_KEYS, Session::Client),
+    session("cluster", -2, ADMIN | NO_SCRIPT, NO_KEYS, Session::Cluster),
+    session("function", -2, ADMIN | NO_SCRIPT, NO_KEYS, Session::Function),
+    session(
+        "fcall",
+        -3,
+        WRITE | NO_SCRIPT,
+        KeySpec::Counted { at: 2 },
+        Session::FCall,
+    ),
+    session(
+        "fcall_ro",
+        -3,
+        READ_ONLY | NO_SCRIPT,
+        KeySpec::Counted { at: 2 },
+        Session::FCallRo,
+    ),
+    session("eval", -3, WRITE | NO_SCRIPT, KeySpec::Counted { at: 2 }, Session::Eval),
+    session(
+        "eval_ro",
+        -3,
+        READ_ONLY | NO_SCRIPT,
+        KeySpec::Counted { at: 2 },
+        Session::EvalRo,
+    ),
+    session(
+        "evalsha",
+        -3,
+        WRITE | NO_SCRIPT,
+        KeySpec::Counted { at: 2 },
+        Session::EvalSha,
+    ),
+    session(
+        "evalsha_ro",
+        -3,
+        READ_ONLY | NO_SCRIPT,
+        KeySpec::Counted { at: 2 },
+        Session::EvalShaRo,
+    ),
+    session("script", -2, NO_SCRIPT, NO_KEYS, Session::Script),
 ];
 
 /// Longest command name served: a longer word is no command, and a name is lowered
