@@ -170,12 +170,12 @@ fn write_report(
     facts.extend(verdicts);
     for run in &runs {
         facts.push((
-            format!("{} on {}", run.policy, run.workload),
+            format!("{} on {}", run.steady.policy, run.steady.workload),
             format!(
                 "{:.0} ops/s, p99 {} µs, X {:.2}",
-                run.throughput_ops,
-                run.p99_us.map_or("-".into(), |p| format!("{p:.0}")),
-                run.rpc_fraction_mean
+                run.steady.throughput_ops,
+                run.steady.p99_us.map_or("-".into(), |p| format!("{p:.0}")),
+                run.steady.rpc_fraction_mean
             ),
         ));
     }
@@ -183,8 +183,13 @@ fn write_report(
     for run in &runs {
         let details: Vec<String> = bench_facts(run).iter().map(|(k, v)| format!("{k}: {v}")).collect();
         figures.push((
-            format!("{} on {} — {}", run.policy, run.workload, details.join("; ")),
-            timeline_figure(&run.policy, &run.timeline, run.slo_p99_us).to_svg(),
+            format!(
+                "{} on {} — {}",
+                run.steady.policy,
+                run.steady.workload,
+                details.join("; ")
+            ),
+            timeline_figure(&run.steady.policy, &run.timeline, run.steady.slo_p99_us).to_svg(),
         ));
     }
     let page = html_page("ferry demo: ship compute or ship data?", &facts, &figures);
@@ -193,7 +198,7 @@ fn write_report(
 
 /// Whether a run's steady p99 met the objective (a goodput over it does not count).
 pub fn within_slo(run: &PlacementReport) -> bool {
-    run.p99_us.is_some_and(|p| p <= run.slo_p99_us)
+    run.steady.p99_us.is_some_and(|p| p <= run.steady.slo_p99_us)
 }
 
 /// How near a policy's X must be to a static policy's to have placed like it.
@@ -202,11 +207,11 @@ const SAME_PLACEMENT_X: f64 = 0.05;
 /// One sentence on the default policy (`default`) against the better static policy of a
 /// part, from what the runs measured: ahead, or why not.
 pub fn verdict(runs: &[PlacementReport], default: &str) -> Option<String> {
-    let run = runs.iter().find(|run| run.policy == default)?;
+    let run = runs.iter().find(|run| run.steady.policy == default)?;
     let best = runs
         .iter()
-        .filter(|r| (r.policy == "kv" || r.policy == "rpc") && within_slo(r))
-        .max_by(|a, b| a.throughput_ops.total_cmp(&b.throughput_ops));
+        .filter(|r| (r.steady.policy == "kv" || r.steady.policy == "rpc") && within_slo(r))
+        .max_by(|a, b| a.steady.throughput_ops.total_cmp(&b.steady.throughput_ops));
     let Some(best) = best else {
         return Some(if within_slo(run) {
             format!("{default} met the SLO and neither kv nor rpc did.")
@@ -214,29 +219,29 @@ pub fn verdict(runs: &[PlacementReport], default: &str) -> Option<String> {
             format!("{default} missed the SLO, and so did kv and rpc: no policy kept it here.")
         });
     };
-    let ratio = run.throughput_ops / best.throughput_ops.max(1.0);
+    let ratio = run.steady.throughput_ops / best.steady.throughput_ops.max(1.0);
     Some(if !within_slo(run) {
         format!(
             "{default} missed the SLO (p99 {:.0} µs), so its goodput does not count; {} met it.",
-            run.p99_us.unwrap_or(f64::NAN),
-            best.policy
+            run.steady.p99_us.unwrap_or(f64::NAN),
+            best.steady.policy
         )
     } else if ratio >= 1.0 {
         format!(
             "{default} met the SLO at {ratio:.2}× {}, the better static policy.",
-            best.policy
+            best.steady.policy
         )
-    } else if (run.rpc_fraction_mean - best.rpc_fraction_mean).abs() <= SAME_PLACEMENT_X {
+    } else if (run.steady.rpc_fraction_mean - best.steady.rpc_fraction_mean).abs() <= SAME_PLACEMENT_X {
         format!(
             "{default} placed as {} does (X {:.2}) and met the SLO at {ratio:.2}× its goodput: \
              its rate loop held R under what {} reached in this run.",
-            best.policy, run.rpc_fraction_mean, best.policy
+            best.steady.policy, run.steady.rpc_fraction_mean, best.steady.policy
         )
     } else {
         format!(
             "{default} met the SLO at {ratio:.2}× {}: the X its CPU balance chose ({:.2}) served \
              less here than {}'s X of {:.0}.",
-            best.policy, run.rpc_fraction_mean, best.policy, best.rpc_fraction_mean
+            best.steady.policy, run.steady.rpc_fraction_mean, best.steady.policy, best.steady.rpc_fraction_mean
         )
     })
 }

@@ -111,22 +111,36 @@ fn opt(value: Option<f64>, unit: &str) -> String {
 /// Facts of a bench report, for its page.
 pub fn bench_facts(report: &PlacementReport) -> Vec<(String, String)> {
     vec![
-        ("policy".into(), report.policy.clone()),
-        ("workload".into(), report.workload.clone()),
+        ("policy".into(), report.steady.policy.clone()),
+        ("workload".into(), report.steady.workload.clone()),
         (
             "SLO".into(),
-            format!("p{:.0} ≤ {:.0} µs", report.slo_quantile * 100.0, report.slo_p99_us),
+            format!(
+                "p{:.0} ≤ {:.0} µs",
+                report.steady.slo_quantile * 100.0,
+                report.steady.slo_p99_us
+            ),
         ),
-        ("goodput (steady)".into(), format!("{:.0} ops/s", report.throughput_ops)),
+        (
+            "goodput (steady)".into(),
+            format!("{:.0} ops/s", report.steady.throughput_ops),
+        ),
         (
             "p50 / p99 (steady)".into(),
-            format!("{} / {}", opt(report.latency_us_p50, "µs"), opt(report.p99_us, "µs")),
+            format!(
+                "{} / {}",
+                opt(report.steady.latency_us_p50, "µs"),
+                opt(report.steady.p99_us, "µs")
+            ),
         ),
         (
             "final X / R".into(),
-            format!("{:.3} / {:.0} ops/s", report.rpc_fraction, report.rate_ops),
+            format!(
+                "{:.3} / {:.0} ops/s",
+                report.steady.rpc_fraction, report.steady.rate_ops
+            ),
         ),
-        ("converged after".into(), opt(report.converge_ms, "ms")),
+        ("converged after".into(), opt(report.steady.converge_ms, "ms")),
         (
             "CPU used (node / app)".into(),
             format!(
@@ -144,8 +158,8 @@ pub fn bench_facts(report: &PlacementReport) -> Vec<(String, String)> {
 
 /// Writes `report.html` for one `ferry bench` run; returns its path.
 pub fn write_bench_report(dir: &Path, report: &PlacementReport) -> Result<PathBuf, BenchError> {
-    let title = format!("ferry bench: {} on {}", report.policy, report.workload);
-    let figure = timeline_figure(&report.policy, &report.timeline, report.slo_p99_us);
+    let title = format!("ferry bench: {} on {}", report.steady.policy, report.steady.workload);
+    let figure = timeline_figure(&report.steady.policy, &report.timeline, report.steady.slo_p99_us);
     let page = html_page(&title, &bench_facts(report), &[("Timeline".into(), figure.to_svg())]);
     write_into(dir, "report.html", &page)
 }

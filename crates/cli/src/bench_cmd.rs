@@ -165,24 +165,24 @@ fn print_report(report: &PlacementReport) {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
     println!(
         "bench: {} on {}, SLO p99 {:.0} µs, {:.1} s, node CPUs {:?}, app CPUs {:?}",
-        report.policy,
-        report.workload,
-        report.slo_p99_us,
-        report.duration_ms / 1e3,
+        report.steady.policy,
+        report.steady.workload,
+        report.steady.slo_p99_us,
+        report.steady.duration_ms / 1e3,
         report.server_cpus,
         report.client_cpus
     );
-    println!("  goodput (steady)    {:>10.0} ops/s", report.throughput_ops);
+    println!("  goodput (steady)    {:>10.0} ops/s", report.steady.throughput_ops);
     println!(
         "  latency (steady)    p50 {} µs   p99 {} µs",
-        opt(report.latency_us_p50, 0),
-        opt(report.p99_us, 0)
+        opt(report.steady.latency_us_p50, 0),
+        opt(report.steady.p99_us, 0)
     );
     println!(
         "  final X / R         {:.3} / {:.0} ops/s   (mean X in steady state {:.3})",
-        report.rpc_fraction, report.rate_ops, report.rpc_fraction_mean
+        report.steady.rpc_fraction, report.steady.rate_ops, report.steady.rpc_fraction_mean
     );
-    println!("  converged after     {} ms", opt(report.converge_ms, 0));
+    println!("  converged after     {} ms", opt(report.steady.converge_ms, 0));
     println!(
         "  CPU used            node {}   app {} (of which in functions {:.2})",
         opt(report.storage_cpus_used, 2),

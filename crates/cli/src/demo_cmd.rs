@@ -133,12 +133,12 @@ fn print_table(runs: &[PlacementReport], label: &str, pinned: bool, config: &Dem
         let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         println!(
             "{:<10} {:>14.0} {:>10} {:>10} {:>8.2} {:>12} {:>10} {:>8}",
-            run.policy,
-            run.throughput_ops,
-            opt(run.latency_us_p50, 0),
-            opt(run.p99_us, 0),
-            run.rpc_fraction_mean,
-            opt(run.converge_ms, 0),
+            run.steady.policy,
+            run.steady.throughput_ops,
+            opt(run.steady.latency_us_p50, 0),
+            opt(run.steady.p99_us, 0),
+            run.steady.rpc_fraction_mean,
+            opt(run.steady.converge_ms, 0),
             opt(run.storage_cpus_used, 2),
             if within_slo(run) { "met" } else { "MISSED" }
         );
@@ -148,8 +148,8 @@ fn print_table(runs: &[PlacementReport], label: &str, pinned: bool, config: &Dem
     }
     let goodput = |name: &str| {
         runs.iter()
-            .find(|run| run.policy == name && within_slo(run))
-            .map(|run| run.throughput_ops)
+            .find(|run| run.steady.policy == name && within_slo(run))
+            .map(|run| run.steady.throughput_ops)
     };
     if let (Some(pyxis), Some(kayak)) = (goodput("pyxis"), goodput("kayak")) {
         println!("pyxis reaches {:.2}× kayak's goodput", pyxis / kayak.max(1.0));

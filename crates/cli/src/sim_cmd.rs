@@ -162,29 +162,32 @@ pub fn run_sim(args: SimArgs) -> CmdResult {
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     println!(
         "seed {} policy {} workload {} on {} cores, rtt {}, SLO p99 <= {}us, {}{}",
-        report.seed,
-        report.policy,
-        report.workload,
+        report.steady.seed,
+        report.steady.policy,
+        report.steady.workload,
         scenario.cluster.shape(),
         scenario.cluster.rtt,
-        report.slo_p99_us,
+        report.steady.slo_p99_us,
         scenario.duration,
         s.profile_path()
             .map_or(String::new(), |p| format!(", profile {}", p.display()))
     );
     println!(
         "steady state (from {:.0} ms): throughput {:.0} ops/s, p99 {} us, mean {} us, X {:.3} (final {:.3}), R {:.0} ops/s",
-        report.steady_start_ms,
-        report.throughput_ops,
-        opt(report.p99_us),
+        report.steady.steady_start_ms,
+        report.steady.throughput_ops,
+        opt(report.steady.p99_us),
         opt(report.latency_us_mean),
-        report.rpc_fraction_mean,
-        report.rpc_fraction,
-        report.rate_ops
+        report.steady.rpc_fraction_mean,
+        report.steady.rpc_fraction,
+        report.steady.rate_ops
     );
     println!(
         "converged after {} ms; utilisation app {:.2} storage {:.2}; {} completed, {} dropped",
-        report.converge_ms.map_or("never".to_string(), |c| format!("{c:.0}")),
+        report
+            .steady
+            .converge_ms
+            .map_or("never".to_string(), |c| format!("{c:.0}")),
         report.app_utilization,
         report.storage_utilization,
         report.completed,

@@ -13,6 +13,8 @@
 //!   [`scaling`]: the demand over time and the elastic range.
 //! - [`profile`]: a machine's measured costs (`ferry calibrate`), loaded and checked, and
 //!   applied to a cluster so the simulator runs as that machine.
+//! - [`steady`]: [`SteadyState`], what a run reached, embedded in the simulator's and the
+//!   real system's reports alike.
 //! - [`timeline`]: a run's timeline rows, their CSV and convergence.
 //! - [`plot`]: a dependency-free SVG line/scatter chart writer.
 //! - [`error`]: typed errors of a bad experiment.
@@ -26,10 +28,12 @@ pub mod profile;
 pub mod scaling;
 pub mod social;
 pub mod spec;
+pub mod steady;
 pub mod tasks;
 pub mod timeline;
 
 pub use error::ExperimentError;
 pub use model::{ClusterModel, CostModel, FunctionSpec, Workload};
 pub use spec::parse_workload;
+pub use steady::SteadyState;
 pub use timeline::TimelineRow;

@@ -204,20 +204,20 @@ fn main() {
         let kayak = run(w, "kayak", Nanos::from_secs(2));
         numbers.insert(
             format!("kayak_{w}"),
-            json!({"throughput_ops": kayak.throughput_ops, "converge_ms": kayak.converge_ms,
-                   "rpc_fraction_mean": kayak.rpc_fraction_mean, "p99_us": kayak.p99_us,
-                   "gap_to_bound": kayak.throughput_ops / best.throughput_ops - 1.0}),
+            json!({"throughput_ops": kayak.steady.throughput_ops, "converge_ms": kayak.steady.converge_ms,
+                   "rpc_fraction_mean": kayak.steady.rpc_fraction_mean, "p99_us": kayak.steady.p99_us,
+                   "gap_to_bound": kayak.steady.throughput_ops / best.throughput_ops - 1.0}),
         );
         numbers.insert(
             format!("fast_{w}"),
-            json!({"throughput_ops": fast.throughput_ops, "converge_ms": fast.converge_ms, "p99_us": fast.p99_us,
-                   "gap_to_bound": fast.throughput_ops / at_one - 1.0}),
+            json!({"throughput_ops": fast.steady.throughput_ops, "converge_ms": fast.steady.converge_ms, "p99_us": fast.steady.p99_us,
+                   "gap_to_bound": fast.steady.throughput_ops / at_one - 1.0}),
         );
         numbers.insert(
             format!("dual_{w}"),
-            json!({"throughput_ops": dual.throughput_ops, "converge_ms": dual.converge_ms,
-                   "rpc_fraction_mean": dual.rpc_fraction_mean, "p99_us": dual.p99_us,
-                   "gap_to_bound": dual.throughput_ops / best.throughput_ops - 1.0}),
+            json!({"throughput_ops": dual.steady.throughput_ops, "converge_ms": dual.steady.converge_ms,
+                   "rpc_fraction_mean": dual.steady.rpc_fraction_mean, "p99_us": dual.steady.p99_us,
+                   "gap_to_bound": dual.steady.throughput_ops / best.throughput_ops - 1.0}),
         );
         let mut c = Chart::new(
             &format!("{w}: throughput (R loop alone at X = 1, balance, kayak)"),
@@ -303,7 +303,7 @@ fn main() {
     };
     numbers.insert(
         "ordering".into(),
-        json!({"rx": late(&rx_run), "xr": late(&xr_run), "rx_p99_us": rx_run.p99_us, "xr_p99_us": xr_run.p99_us}),
+        json!({"rx": late(&rx_run), "xr": late(&xr_run), "rx_p99_us": rx_run.steady.p99_us, "xr_p99_us": xr_run.steady.p99_us}),
     );
     let mut d2 = Chart::new(
         "heavy: X",
@@ -339,9 +339,9 @@ fn main() {
     for x0 in [0.0, 0.25, 0.75, 1.0] {
         let r = run("heavy", &format!("kayak:x0={x0}"), Nanos::from_secs(2));
         starts.push(
-            json!({"x0": x0, "throughput_ops": r.throughput_ops, "rpc_fraction_mean": r.rpc_fraction_mean,
-                           "converge_ms": r.converge_ms, "p99_us": r.p99_us,
-                           "gap_to_bound": r.throughput_ops / bounds["heavy"].throughput_ops - 1.0}),
+            json!({"x0": x0, "throughput_ops": r.steady.throughput_ops, "rpc_fraction_mean": r.steady.rpc_fraction_mean,
+                           "converge_ms": r.steady.converge_ms, "p99_us": r.steady.p99_us,
+                           "gap_to_bound": r.steady.throughput_ops / bounds["heavy"].throughput_ops - 1.0}),
         );
         ex.push(timeline(&format!("x0 = {x0}"), &r, |t| t.rpc_fraction));
         et.push(timeline(&format!("x0 = {x0}"), &r, |t| t.throughput_ops / 1e6));

@@ -105,11 +105,11 @@ fn main() {
             let mut runs = serde_json::Map::new();
             for (i, p) in POLICIES.iter().enumerate() {
                 let r = run(&cl, &workload, p, Nanos::from_secs(3), Nanos::from_ms(10));
-                lines[2 + i].1.push((ratio, r.throughput_ops / 1e6));
+                lines[2 + i].1.push((ratio, r.steady.throughput_ops / 1e6));
                 runs.insert(
                     p.to_string(),
-                    json!({"throughput_ops": r.throughput_ops, "gap": r.throughput_ops / tp - 1.0,
-                           "p99_us": r.p99_us, "converge_ms": r.converge_ms}),
+                    json!({"throughput_ops": r.steady.throughput_ops, "gap": r.steady.throughput_ops / tp - 1.0,
+                           "p99_us": r.steady.p99_us, "converge_ms": r.steady.converge_ms}),
                 );
             }
             cells.push(
@@ -180,11 +180,11 @@ fn main() {
         let mut row = json!({"tasks": n, "turning_point_ops": tp});
         for (i, p) in POLICIES.iter().enumerate() {
             let r = run(&cl, &w, p, Nanos::from_secs(3), Nanos::from_ms(10));
-            by_n[1 + i].1.push((n as f64, r.throughput_ops / 1e6));
+            by_n[1 + i].1.push((n as f64, r.steady.throughput_ops / 1e6));
             if *p == "pyxis" {
                 convergence.push(timeline(&format!("{n} tasks"), &r, |t| t.throughput_ops / 1e6));
             }
-            row[*p] = json!({"throughput_ops": r.throughput_ops, "converge_ms": r.converge_ms, "p99_us": r.p99_us});
+            row[*p] = json!({"throughput_ops": r.steady.throughput_ops, "converge_ms": r.steady.converge_ms, "p99_us": r.steady.p99_us});
         }
         tasks.push(row);
     }
@@ -247,7 +247,9 @@ fn main() {
     let mut start_lines = Vec::new();
     for a0 in [0.0, 0.5, 1.0] {
         let r = run(&cl, &half, &format!("pyxis:alpha0={a0}"), Nanos::from_secs(3), tick);
-        starts.push(json!({"alpha0": a0, "throughput_ops": r.throughput_ops, "converge_ms": r.converge_ms}));
+        starts.push(
+            json!({"alpha0": a0, "throughput_ops": r.steady.throughput_ops, "converge_ms": r.steady.converge_ms}),
+        );
         start_lines.push(timeline(&format!("alpha0 = {a0}"), &r, |t| {
             t.remote_share.unwrap_or(0.0)
         }));
@@ -255,7 +257,7 @@ fn main() {
     let mut m_lines = Vec::new();
     for m in [3, 5, 7, 9] {
         let r = run(&cl, &half, &format!("pyxis:alpha0=0,m={m}"), Nanos::from_secs(3), tick);
-        starts.push(json!({"alpha0": 0.0, "m": m, "throughput_ops": r.throughput_ops, "converge_ms": r.converge_ms}));
+        starts.push(json!({"alpha0": 0.0, "m": m, "throughput_ops": r.steady.throughput_ops, "converge_ms": r.steady.converge_ms}));
         m_lines.push(timeline(&format!("M = {m}"), &r, |t| t.remote_share.unwrap_or(0.0)));
     }
     numbers.insert("starts".into(), json!(starts));
@@ -291,9 +293,9 @@ fn main() {
                 second,
                 Nanos::from_ms(10),
             );
-            points.push((f64::from(app_nodes), r.throughput_ops / 1e6));
+            points.push((f64::from(app_nodes), r.steady.throughput_ops / 1e6));
             scale.push(
-                json!({"storage_nodes": storage_nodes, "app_nodes": app_nodes, "throughput_ops": r.throughput_ops}),
+                json!({"storage_nodes": storage_nodes, "app_nodes": app_nodes, "throughput_ops": r.steady.throughput_ops}),
             );
         }
         scale_lines.push(line(&format!("{storage_nodes} storage nodes"), points));
@@ -370,8 +372,8 @@ fn main() {
             ..cores(4, 8, 4, 8)
         };
         let r = run(&cl, &workload, "balance", Nanos::from_secs(2), Nanos::from_ms(10));
-        group_points.push((f64::from(g), r.throughput_ops / 1e6));
-        groups.push(json!({"groups": g, "throughput_ops": r.throughput_ops, "group_x": r.group_rpc_fractions}));
+        group_points.push((f64::from(g), r.steady.throughput_ops / 1e6));
+        groups.push(json!({"groups": g, "throughput_ops": r.steady.throughput_ops, "group_x": r.group_rpc_fractions}));
     }
     numbers.insert("groups".into(), json!(groups));
     save(

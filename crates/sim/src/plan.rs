@@ -319,13 +319,13 @@ impl PlanConfig {
     fn judge(&self, shape: Shape, demand_ops: f64, r: &SimReport) -> Trial {
         let window_s = self.duration.as_secs_f64() * STEADY_FRACTION;
         let noise = NOISE_SIGMAS * (demand_ops * window_s).sqrt() / window_s;
-        let enough = r.throughput_ops >= demand_ops * (1.0 - DEMAND_SHORTFALL) - noise;
-        let within = r.p99_us.is_some_and(|p| p <= self.slo.latency.as_us_f64());
+        let enough = r.steady.throughput_ops >= demand_ops * (1.0 - DEMAND_SHORTFALL) - noise;
+        let within = r.steady.p99_us.is_some_and(|p| p <= self.slo.latency.as_us_f64());
         Trial {
             shape,
-            throughput_ops: r.throughput_ops,
-            p99_us: r.p99_us,
-            rpc_fraction: r.rpc_fraction_mean,
+            throughput_ops: r.steady.throughput_ops,
+            p99_us: r.steady.p99_us,
+            rpc_fraction: r.steady.rpc_fraction_mean,
             utilization: (r.app_utilization, r.storage_utilization),
             meets: enough && within,
         }

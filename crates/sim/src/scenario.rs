@@ -5,6 +5,8 @@ use ferry_control::slo::PerFunctionSlo;
 use ferry_control::{Nanos, Placement};
 use serde::Serialize;
 
+use ferry_experiment::SteadyState;
+
 use crate::engine::{self, Arrivals, EngineConfig, EngineOutput};
 use crate::error::ExperimentError;
 use crate::model::{ClusterModel, Workload};
@@ -93,12 +95,9 @@ pub struct PhaseReport {
 /// The report of a run: the JSON `ferry sim --json` writes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SimReport {
-    /// Policy name.
-    pub policy: String,
-    /// Workload spec.
-    pub workload: String,
-    /// Seed of the run.
-    pub seed: u64,
+    /// The run and its steady state, as every placement report gives them.
+    #[serde(flatten)]
+    pub steady: SteadyState,
     /// App nodes.
     pub app_nodes: u32,
     /// Storage nodes.
@@ -109,33 +108,10 @@ pub struct SimReport {
     pub storage_cores: u32,
     /// Network RTT.
     pub rtt_us: f64,
-    /// The SLO latency.
-    pub slo_p99_us: f64,
-    /// The SLO quantile.
-    pub slo_quantile: f64,
-    /// Simulated time.
-    pub duration_ms: f64,
     /// Arrival process.
     pub arrivals: Arrivals,
-    /// Where the steady-state summary starts.
-    pub steady_start_ms: f64,
-    /// Steady-state throughput (completions/s).
-    pub throughput_ops: f64,
-    /// Steady-state p99 latency.
-    pub p99_us: Option<f64>,
-    /// Steady-state median latency.
-    pub latency_us_p50: Option<f64>,
     /// Steady-state mean latency.
     pub latency_us_mean: Option<f64>,
-    /// X at the end of the run.
-    pub rpc_fraction: f64,
-    /// Mean X over the steady state.
-    pub rpc_fraction_mean: f64,
-    /// R at the end of the run.
-    pub rate_ops: f64,
-    /// Convergence time (max over phases, each from its own start); null if some phase
-    /// never settled.
-    pub converge_ms: Option<f64>,
     /// Share of timeline intervals in the steady state whose p99 exceeded the SLO.
     pub slo_violation_share: f64,
     /// Unloaded latency of the local path (worst function).
@@ -418,27 +394,29 @@ impl Scenario {
             })
             .collect();
         SimReport {
-            policy,
-            workload: self.workload.label.clone(),
-            seed: self.seed,
+            steady: SteadyState {
+                policy,
+                workload: self.workload.label.clone(),
+                seed: self.seed,
+                slo_p99_us: slo_us,
+                slo_quantile: self.slo.quantile,
+                duration_ms: self.duration.as_ms_f64(),
+                steady_start_ms: last.start.as_ms_f64(),
+                throughput_ops: last.throughput_ops(),
+                p99_us: last.latency.quantile(self.slo.quantile).map(|v| v / 1e3),
+                latency_us_p50: last.latency.quantile(0.5).map(|v| v / 1e3),
+                rpc_fraction: out.final_state.rpc_fraction,
+                rpc_fraction_mean: mean_x(last.start, last.end),
+                rate_ops: out.final_state.rate_ops,
+                converge_ms: converge,
+            },
             app_nodes: self.cluster.app_nodes,
             storage_nodes: self.cluster.storage_nodes,
             app_cores: self.cluster.app_cores,
             storage_cores: self.cluster.storage_cores,
             rtt_us: self.cluster.rtt.as_us_f64(),
-            slo_p99_us: slo_us,
-            slo_quantile: self.slo.quantile,
-            duration_ms: self.duration.as_ms_f64(),
             arrivals: self.arrivals,
-            steady_start_ms: last.start.as_ms_f64(),
-            throughput_ops: last.throughput_ops(),
-            p99_us: last.latency.quantile(self.slo.quantile).map(|v| v / 1e3),
-            latency_us_p50: last.latency.quantile(0.5).map(|v| v / 1e3),
             latency_us_mean: last.latency.mean().map(|v| v / 1e3),
-            rpc_fraction: out.final_state.rpc_fraction,
-            rpc_fraction_mean: mean_x(last.start, last.end),
-            rate_ops: out.final_state.rate_ops,
-            converge_ms: converge,
             slo_violation_share: if steady_rows.is_empty() {
                 0.0
             } else {

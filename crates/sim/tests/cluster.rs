@@ -38,12 +38,12 @@ fn sharding_over_two_storage_nodes_doubles_a_storage_bound_workload() {
     };
     let one = run(cluster(1), "light", "rpc", Nanos::from_secs(1), Nanos::from_us(200));
     let two = run(cluster(2), "light", "rpc", Nanos::from_secs(1), Nanos::from_us(200));
-    let ratio = two.throughput_ops / one.throughput_ops;
+    let ratio = two.steady.throughput_ops / one.steady.throughput_ops;
     assert!(
         (1.7..=2.3).contains(&ratio),
         "{:.0} vs {:.0}",
-        two.throughput_ops,
-        one.throughput_ops
+        two.steady.throughput_ops,
+        one.steady.throughput_ops
     );
 }
 
@@ -90,10 +90,10 @@ fn placement_groups_free_the_cold_storage_nodes_from_the_hot_one() {
     assert!(one.group_rpc_fractions.is_empty());
     assert_eq!(four.group_rpc_fractions.len(), 4);
     assert!(
-        four.throughput_ops >= 1.05 * one.throughput_ops,
+        four.steady.throughput_ops >= 1.05 * one.steady.throughput_ops,
         "{:.0} vs {:.0}",
-        four.throughput_ops,
-        one.throughput_ops
+        four.steady.throughput_ops,
+        one.steady.throughput_ops
     );
 }
 

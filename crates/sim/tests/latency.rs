@@ -45,7 +45,11 @@ fn balance_and_rpc(cluster: ClusterModel, workload: &str, slo_us: u64, seed: u64
     let rpc = run(cluster, workload, slo_us, seed, "rpc");
     eprintln!(
         "balance: {:.0} ops/s at X {:.3}, p99 {:?}; rpc: {:.0}, p99 {:?}",
-        balance.throughput_ops, balance.rpc_fraction_mean, balance.p99_us, rpc.throughput_ops, rpc.p99_us
+        balance.steady.throughput_ops,
+        balance.steady.rpc_fraction_mean,
+        balance.steady.p99_us,
+        rpc.steady.throughput_ops,
+        rpc.steady.p99_us
     );
     (balance, rpc)
 }
@@ -60,9 +64,17 @@ fn many_dependent_round_trips_run_remote_within_the_slo() {
     );
     // The local runs' eight round trips set the tail at any load: all but the minority
     // share runs remote, within the SLO, and serves about what all remote does.
-    assert!(balance.rpc_fraction_mean > 0.99, "X {}", balance.rpc_fraction_mean);
-    assert!(balance.p99_us.unwrap() <= 117.0, "p99 {:?}", balance.p99_us);
-    assert!(balance.throughput_ops > 0.8 * rpc.throughput_ops);
+    assert!(
+        balance.steady.rpc_fraction_mean > 0.99,
+        "X {}",
+        balance.steady.rpc_fraction_mean
+    );
+    assert!(
+        balance.steady.p99_us.unwrap() <= 117.0,
+        "p99 {:?}",
+        balance.steady.p99_us
+    );
+    assert!(balance.steady.throughput_ops > 0.8 * rpc.steady.throughput_ops);
 }
 
 #[test]
@@ -76,7 +88,15 @@ fn a_placement_whose_floor_nears_the_slo_carries_no_requests() {
     // The placement is what this shape tests: the rate at a 97 µs SLO on a machine whose
     // remote runs already take ~80 µs at p99 unloaded is the R loop's, and both policies'
     // (measured: balance 35k, rpc 72k) are far under the old loop's 400k here.
-    assert!(balance.rpc_fraction_mean > 0.99, "X {}", balance.rpc_fraction_mean);
-    assert!(balance.p99_us.unwrap() <= 97.0, "p99 {:?}", balance.p99_us);
-    assert!(rpc.p99_us.unwrap() <= 97.0, "p99 {:?}", rpc.p99_us);
+    assert!(
+        balance.steady.rpc_fraction_mean > 0.99,
+        "X {}",
+        balance.steady.rpc_fraction_mean
+    );
+    assert!(
+        balance.steady.p99_us.unwrap() <= 97.0,
+        "p99 {:?}",
+        balance.steady.p99_us
+    );
+    assert!(rpc.steady.p99_us.unwrap() <= 97.0, "p99 {:?}", rpc.steady.p99_us);
 }

@@ -75,20 +75,24 @@ fn balance_places_a_mix_near_the_turning_point_bound_where_kayak_cannot() {
         per_function.best_throughput_ops,
         per_function.best_rpc_fraction,
         one_x.best_throughput_ops,
-        balance.throughput_ops,
-        balance.rpc_fraction_mean,
-        balance.p99_us,
-        kayak.throughput_ops
+        balance.steady.throughput_ops,
+        balance.steady.rpc_fraction_mean,
+        balance.steady.p99_us,
+        kayak.steady.throughput_ops
     );
     assert!(
-        balance.throughput_ops >= 0.95 * per_function.best_throughput_ops,
+        balance.steady.throughput_ops >= 0.95 * per_function.best_throughput_ops,
         "{} vs {}",
-        balance.throughput_ops,
+        balance.steady.throughput_ops,
         per_function.best_throughput_ops
     );
-    assert!(balance.p99_us.is_some_and(|p| p <= 1_250.0), "{:?}", balance.p99_us);
-    assert!((balance.rpc_fraction_mean - per_function.best_rpc_fraction).abs() < 0.05);
-    assert!(balance.throughput_ops >= 3.0 * kayak.throughput_ops);
+    assert!(
+        balance.steady.p99_us.is_some_and(|p| p <= 1_250.0),
+        "{:?}",
+        balance.steady.p99_us
+    );
+    assert!((balance.steady.rpc_fraction_mean - per_function.best_rpc_fraction).abs() < 0.05);
+    assert!(balance.steady.throughput_ops >= 3.0 * kayak.steady.throughput_ops);
 }
 
 /// Pyxis' 16 random tasks (§VI) on 16 + 4 cores: measured (seed 1) bound 1.010M at
@@ -116,14 +120,14 @@ fn sixteen_random_tasks_converge_fast_near_the_bound() {
         "bound {:.0} at {:.2}; balance {:.0} X {:.3} converged {:?} p99 {:?}",
         bound.best_throughput_ops,
         bound.best_rpc_fraction,
-        r.throughput_ops,
-        r.rpc_fraction_mean,
-        r.converge_ms,
-        r.p99_us
+        r.steady.throughput_ops,
+        r.steady.rpc_fraction_mean,
+        r.steady.converge_ms,
+        r.steady.p99_us
     );
-    assert!(r.throughput_ops >= 0.9 * bound.best_throughput_ops);
-    assert!((r.rpc_fraction_mean - bound.best_rpc_fraction).abs() < 0.03);
-    assert!(r.p99_us.is_some_and(|p| p <= 1_000.0), "{:?}", r.p99_us);
+    assert!(r.steady.throughput_ops >= 0.9 * bound.best_throughput_ops);
+    assert!((r.steady.rpc_fraction_mean - bound.best_rpc_fraction).abs() < 0.03);
+    assert!(r.steady.p99_us.is_some_and(|p| p <= 1_000.0), "{:?}", r.steady.p99_us);
 }
 
 /// The polarized pair's mix flips from 20:80 to 80:20 and back every 1.5 s (Pyxis Fig. 9's
@@ -195,7 +199,7 @@ fn a_slowdown_slo_judges_each_function_by_its_own_service_time() {
         .map(|t| t.p99_us.unwrap() / t.slo_us)
         .fold(0.0, f64::max);
     assert_eq!(r.slo_ratio, Some(worst));
-    eprintln!("slowdown: {:.0} ops/s, worst ratio {worst:.2}", r.throughput_ops);
+    eprintln!("slowdown: {:.0} ops/s, worst ratio {worst:.2}", r.steady.throughput_ops);
     assert!(worst <= 1.1, "{worst}");
-    assert!(r.throughput_ops > 30e3, "{}", r.throughput_ops);
+    assert!(r.steady.throughput_ops > 30e3, "{}", r.steady.throughput_ops);
 }

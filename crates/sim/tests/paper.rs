@@ -164,7 +164,7 @@ fn row(s: &SweepReport, x: f64) -> f64 {
 
 /// The run's steady p99 in µs (the p99 of every completion of its steady window).
 fn p99(r: &SimReport) -> f64 {
-    r.p99_us.unwrap_or(f64::INFINITY)
+    r.steady.p99_us.unwrap_or(f64::INFINITY)
 }
 
 // (a) Kayak Fig. 4/5: light favours RPC, heavy favours KV, medium and heavy peak inside,
@@ -282,10 +282,10 @@ fn fast(workload: &str) -> (SimReport, f64) {
     let b = row(&bound(workload), 1.0);
     eprintln!(
         "{workload} rpc: converge {:?} ms, {:.0} vs bound {:.0} ({:+.1} %), p99 {:.1} us",
-        r.converge_ms,
-        r.throughput_ops,
+        r.steady.converge_ms,
+        r.steady.throughput_ops,
         b,
-        (r.throughput_ops / b - 1.0) * 100.0,
+        (r.steady.throughput_ops / b - 1.0) * 100.0,
         p99(&r)
     );
     (r, b)
@@ -301,11 +301,11 @@ fn dual(workload: &str, policy: &str) -> (SimReport, SweepReport) {
     let b = bound(workload);
     eprintln!(
         "{workload} {policy}: converge {:?} ms, {:.0} vs bound {:.0} ({:+.1} %), X {:.2} vs {}, p99 {:.1} us",
-        r.converge_ms,
-        r.throughput_ops,
+        r.steady.converge_ms,
+        r.steady.throughput_ops,
         b.best_throughput_ops,
-        (r.throughput_ops / b.best_throughput_ops - 1.0) * 100.0,
-        r.rpc_fraction_mean,
+        (r.steady.throughput_ops / b.best_throughput_ops - 1.0) * 100.0,
+        r.steady.rpc_fraction_mean,
         b.best_rpc_fraction,
         p99(&r)
     );
@@ -316,7 +316,7 @@ fn dual(workload: &str, policy: &str) -> (SimReport, SweepReport) {
 #[test]
 #[ignore = "missed for heavy by the 5 % band: R settles by 90 ms and then wanders by ±3 %, and one 50 ms excursion at 1.2 s leaves the band (light 200 ms, medium 100 ms, heavy 1210 ms)"]
 fn b_fast_loop_converges_within_0_2_s() {
-    let converge: Vec<Option<f64>> = WORKLOADS.iter().map(|w| fast(w).0.converge_ms).collect();
+    let converge: Vec<Option<f64>> = WORKLOADS.iter().map(|w| fast(w).0.steady.converge_ms).collect();
     for (w, c) in WORKLOADS.iter().zip(&converge) {
         assert!(c.is_some_and(|c| c <= FAST_CONVERGE_MS_TARGET), "{w}: {converge:?}");
     }
@@ -332,14 +332,14 @@ fn b_fast_loop_holds_the_slo_near_the_bound() {
         let (r, b) = fast(w);
         assert!(p99(&r) <= SLO_US, "{w}: p99 {} us over the SLO", p99(&r));
         assert!(
-            r.throughput_ops >= (1.0 - FAST_GAP_ACHIEVED) * b,
+            r.steady.throughput_ops >= (1.0 - FAST_GAP_ACHIEVED) * b,
             "{w}: {:.0} vs {b:.0}",
-            r.throughput_ops
+            r.steady.throughput_ops
         );
         assert!(
-            r.converge_ms.is_some_and(|c| c <= FAST_CONVERGE_MS_ACHIEVED),
+            r.steady.converge_ms.is_some_and(|c| c <= FAST_CONVERGE_MS_ACHIEVED),
             "{w}: {:?}",
-            r.converge_ms
+            r.steady.converge_ms
         );
     }
 }
@@ -352,15 +352,15 @@ fn b_dual_loop_converges_within_1_s_to_3_percent() {
     let runs: Vec<(SimReport, SweepReport)> = WORKLOADS.iter().map(|w| dual(w, DEFAULT)).collect();
     for (w, (r, b)) in WORKLOADS.iter().zip(&runs) {
         assert!(
-            r.throughput_ops >= (1.0 - DUAL_GAP_TARGET) * b.best_throughput_ops,
+            r.steady.throughput_ops >= (1.0 - DUAL_GAP_TARGET) * b.best_throughput_ops,
             "{w}: {:.0} vs {:.0}",
-            r.throughput_ops,
+            r.steady.throughput_ops,
             b.best_throughput_ops
         );
         assert!(
-            r.converge_ms.is_some_and(|c| c <= DUAL_CONVERGE_MS_TARGET),
+            r.steady.converge_ms.is_some_and(|c| c <= DUAL_CONVERGE_MS_TARGET),
             "{w}: {:?}",
-            r.converge_ms
+            r.steady.converge_ms
         );
     }
 }
@@ -375,15 +375,15 @@ fn b_dual_loop_holds_the_slo_near_the_optimum() {
         let (r, b) = dual(w, DEFAULT);
         assert!(p99(&r) <= P99_SLACK * SLO_US, "{w}: p99 {} us over the SLO", p99(&r));
         assert!(
-            r.throughput_ops >= (1.0 - DUAL_GAP_ACHIEVED) * b.best_throughput_ops,
+            r.steady.throughput_ops >= (1.0 - DUAL_GAP_ACHIEVED) * b.best_throughput_ops,
             "{w}: {:.0} vs {:.0}",
-            r.throughput_ops,
+            r.steady.throughput_ops,
             b.best_throughput_ops
         );
         assert!(
-            r.converge_ms.is_some_and(|c| c <= DUAL_CONVERGE_MS_ACHIEVED),
+            r.steady.converge_ms.is_some_and(|c| c <= DUAL_CONVERGE_MS_ACHIEVED),
             "{w}: {:?}",
-            r.converge_ms
+            r.steady.converge_ms
         );
     }
 }
@@ -512,7 +512,7 @@ fn e_every_start_converges_to_the_same_optimum() {
     let mut xs = Vec::new();
     for x0 in [0.0, 0.25, 0.75, 1.0] {
         let (r, _) = dual("heavy", &format!("kayak:x0={x0}"));
-        xs.push((r.rpc_fraction_mean, p99(&r)));
+        xs.push((r.steady.rpc_fraction_mean, p99(&r)));
     }
     eprintln!("optimum region [{lo:.2}, {hi:.2}]; (X, p99): {xs:?}");
     let (xmin, xmax) = xs.iter().fold((1.0f64, 0.0f64), |(a, b), &(x, _)| (a.min(x), b.max(x)));

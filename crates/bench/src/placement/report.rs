@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use ferry_experiment::SteadyState;
+
 use ferry_experiment::timeline::{converge_ms, TimelineRow, CONVERGE_TOLERANCE};
 
 use super::drive::{Drive, DriveSpec};
@@ -14,36 +16,11 @@ use crate::latency::LatencySummary;
 /// What `ferry bench` measured. Field names and meanings follow `ferry sim`'s report.
 #[derive(Clone, Debug, Serialize)]
 pub struct PlacementReport {
-    /// Policy name.
-    pub policy: String,
-    /// Workload spec.
-    pub workload: String,
-    /// Seed.
-    pub seed: u64,
-    /// The SLO latency.
-    pub slo_p99_us: f64,
-    /// The SLO quantile.
-    pub slo_quantile: f64,
-    /// Length of the run.
-    pub duration_ms: f64,
-    /// Where the steady-state summary starts (the last quarter of the run).
-    pub steady_start_ms: f64,
-    /// Steady-state goodput (successful completions per second).
-    pub throughput_ops: f64,
-    /// Steady-state p99 latency.
-    pub p99_us: Option<f64>,
-    /// Steady-state median latency.
-    pub latency_us_p50: Option<f64>,
+    /// The run and its steady state, as every placement report gives them.
+    #[serde(flatten)]
+    pub steady: SteadyState,
     /// Steady-state latency percentiles in full.
     pub latency: LatencySummary,
-    /// X at the end of the run.
-    pub rpc_fraction: f64,
-    /// Mean X over the steady state.
-    pub rpc_fraction_mean: f64,
-    /// R at the end of the run.
-    pub rate_ops: f64,
-    /// Time after which throughput stays within 5% of its steady value; null if never.
-    pub converge_ms: Option<f64>,
     /// Requests that succeeded over the whole run.
     pub completed: u64,
     /// Failed requests by kind over the whole run.

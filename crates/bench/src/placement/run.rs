@@ -11,6 +11,7 @@ use ferry_control::{Nanos, Policy};
 use ferry_datasets::ycsbt_total_is_conserved;
 use ferry_experiment::model::FunctionKind;
 use ferry_experiment::timeline::STEADY_FRACTION;
+use ferry_experiment::SteadyState;
 
 use super::calibrate::calibrate_overhead;
 use super::drive::{drive, DriveSpec};
@@ -50,15 +51,15 @@ pub async fn run_on(
             testbed.server_cpu_time()
         })
         .await?;
-        report.policy = format!("gateway ({})", config.policy.name());
-        report.rpc_fraction_mean = report.remote_share;
-        report.rpc_fraction = report.remote_share;
+        report.steady.policy = format!("gateway ({})", config.policy.name());
+        report.steady.rpc_fraction_mean = report.remote_share;
+        report.steady.rpc_fraction = report.remote_share;
         report
     } else {
         run_backend(testbed, config, client.clone(), None, || testbed.server_cpu_time()).await?
     };
     if let (Some(before), Some(after)) = (pushbacks_before, counters("pushbacks").await) {
-        let seconds = report.duration_ms / 1e3;
+        let seconds = report.steady.duration_ms / 1e3;
         let pushbacks = after.saturating_sub(before) as f64;
         report.pushbacks_per_s = Some(pushbacks / seconds);
         report.pushback_share = Some(pushbacks / (report.completed as f64).max(1.0));
@@ -110,7 +111,7 @@ pub fn run_redis(config: &PlacementBenchConfig, target: &str) -> Result<Placemen
             pid.and_then(ferry_os::cpu_time::process_cpu_time)
         })
         .await?;
-        report.policy = format!("redis/{}", report.policy);
+        report.steady.policy = format!("redis/{}", report.steady.policy);
         Ok(report)
     })
 }
@@ -175,21 +176,23 @@ async fn run_backend<B: Backend>(
     let app_cpus_used = cpus_used(app_cpu_before, testbed.app_cpu_time(), drive.wall);
     let summary = summarize(&spec, &drive);
     Ok(PlacementReport {
-        policy: adaptive.policy_name(),
-        workload: config.workload.label.clone(),
-        seed: config.seed,
-        slo_p99_us: config.slo.as_secs_f64() * 1e6,
-        slo_quantile: config.quantile,
-        duration_ms: config.duration.as_secs_f64() * 1e3,
-        steady_start_ms: summary.steady_start_ms,
-        throughput_ops: summary.throughput_ops,
-        p99_us: summary.p99_us,
-        latency_us_p50: summary.latency_us_p50,
+        steady: SteadyState {
+            policy: adaptive.policy_name(),
+            workload: config.workload.label.clone(),
+            seed: config.seed,
+            slo_p99_us: config.slo.as_secs_f64() * 1e6,
+            slo_quantile: config.quantile,
+            duration_ms: config.duration.as_secs_f64() * 1e3,
+            steady_start_ms: summary.steady_start_ms,
+            throughput_ops: summary.throughput_ops,
+            p99_us: summary.p99_us,
+            latency_us_p50: summary.latency_us_p50,
+            rpc_fraction: drive.final_state.rpc_fraction,
+            rpc_fraction_mean: summary.rpc_fraction_mean,
+            rate_ops: drive.final_state.rate_ops,
+            converge_ms: summary.converge_ms,
+        },
         latency: summary.latency,
-        rpc_fraction: drive.final_state.rpc_fraction,
-        rpc_fraction_mean: summary.rpc_fraction_mean,
-        rate_ops: drive.final_state.rate_ops,
-        converge_ms: summary.converge_ms,
         completed: drive.recording.completed,
         errors: drive.recording.errors.clone(),
         dropped: drive.dropped,

@@ -270,7 +270,7 @@ fn result(s: &SuiteScenario, b: &Bound, r: &SimReport) -> ScenarioResult {
     let slo_us = s.slo.latency.as_us_f64();
     let smoothing_s = CONVERGE_SMOOTHING
         .as_secs_f64()
-        .max(CONVERGE_SAMPLES / r.throughput_ops.max(1.0));
+        .max(CONVERGE_SAMPLES / r.steady.throughput_ops.max(1.0));
     let rows = (smoothing_s / TIMELINE_INTERVAL.as_secs_f64()).ceil() as usize;
     ScenarioResult {
         index: s.index,
@@ -284,17 +284,17 @@ fn result(s: &SuiteScenario, b: &Bound, r: &SimReport) -> ScenarioResult {
         unloaded_p99_us: s.unloaded_p99_ns / 1e3,
         bound_x: b.rpc_fraction,
         bound_ops: b.throughput_ops,
-        policy_ops: r.throughput_ops,
-        policy_x: r.rpc_fraction_mean,
+        policy_ops: r.steady.throughput_ops,
+        policy_x: r.steady.rpc_fraction_mean,
         gap: if b.throughput_ops > 0.0 {
-            (b.throughput_ops - r.throughput_ops) / b.throughput_ops
+            (b.throughput_ops - r.steady.throughput_ops) / b.throughput_ops
         } else {
             0.0
         },
-        p99_us: r.p99_us,
-        p99_over_slo: r.p99_us.map(|p| p / slo_us),
-        slo_met: r.p99_us.is_some_and(|p| p <= slo_us),
-        converge_ms: converge_ms(&r.timeline, 0.0, r.throughput_ops, CONVERGE_TOLERANCE, rows),
+        p99_us: r.steady.p99_us,
+        p99_over_slo: r.steady.p99_us.map(|p| p / slo_us),
+        slo_met: r.steady.p99_us.is_some_and(|p| p <= slo_us),
+        converge_ms: converge_ms(&r.timeline, 0.0, r.steady.throughput_ops, CONVERGE_TOLERANCE, rows),
         searches: r.searches,
     }
 }
