@@ -20,7 +20,7 @@ fn main() {
     let testbed = Testbed::start(&TestbedConfig {
         exe,
         node: NodeSite::Child,
-        tenant: 1,
+        tenant: ferry_proto::TenantId(1),
         token: "ferry".into(),
         server_cpus: vec![0],
         client_cpus: vec![1],

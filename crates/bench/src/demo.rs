@@ -72,7 +72,7 @@ pub fn run(config: &DemoConfig, mut progress: impl FnMut(&str)) -> Result<DemoRe
     let testbed_config = TestbedConfig {
         exe: PathBuf::new(),
         node: NodeSite::Embedded,
-        tenant: DEMO_TENANT,
+        tenant: ferry_proto::TenantId(DEMO_TENANT),
         token: DEMO_TOKEN.into(),
         server_cpus: if pinned { vec![NODE_CPU] } else { Vec::new() },
         client_cpus: if pinned { vec![APP_CPU] } else { Vec::new() },

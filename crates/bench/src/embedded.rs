@@ -1,6 +1,7 @@
 //! A storage node embedded in this process (`ferry demo`: one binary, no executable to
 //! find), its threads pinned to the node's CPUs while the app side keeps its own.
 
+use ferry_proto::TenantId;
 use std::sync::mpsc;
 
 use ferry_server::{ServerConfig, ServerHandle, TenantConfig};
@@ -14,7 +15,7 @@ pub struct EmbeddedNode<'a> {
     /// Worker threads.
     pub cores: usize,
     /// The one tenant it lets in.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// That tenant's token (the node listens on loopback only).
     pub token: &'a str,
     /// Emulated-work calibration shared with the app side (iterations per ms).

@@ -4,6 +4,7 @@
 //! and Jain's index. Then the last tenant stops, and the others' throughput must rise as idle
 //! cores steal their work (work conservation).
 
+use ferry_proto::TenantId;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -46,7 +47,7 @@ pub struct FairnessConfig {
 #[derive(Clone, Debug, Serialize)]
 pub struct TenantRow {
     /// Tenant id.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// Its workload.
     pub workload: String,
     /// Its home core.
@@ -80,7 +81,7 @@ pub struct FairnessReport {
     pub client_cpus: Vec<usize>,
 }
 
-fn token(tenant: u32) -> String {
+fn token(tenant: TenantId) -> String {
     format!("tenant-{tenant}")
 }
 
@@ -183,7 +184,7 @@ pub fn run(config: &FairnessConfig, mut progress: impl FnMut(&str)) -> Result<Fa
         exe: config.exe.clone(),
         cpus: config.server_cpus.clone(),
         cores: config.cores,
-        tenants: ids.iter().map(|id| format!("{id}:{}", token(*id))).collect(),
+        tenants: ids.iter().map(|id| format!("{id}:{}", token(TenantId(*id)))).collect(),
         spin_iters_per_ms: spin,
         // Closed-loop saturation: the CPUs never idle, so there is nothing to keep warm.
         keep_warm: false,
@@ -198,7 +199,12 @@ pub fn run(config: &FairnessConfig, mut progress: impl FnMut(&str)) -> Result<Fa
         let mut clients = Vec::new();
         let mut homes = Vec::new();
         for (id, function) in ids.iter().zip(&config.tenants) {
-            let client = Client::connect(ClientConfig::new(child.addr().to_string(), *id, token(*id))).await?;
+            let client = Client::connect(ClientConfig::new(
+                child.addr().to_string(),
+                TenantId(*id),
+                token(TenantId(*id)),
+            ))
+            .await?;
             let graph: Vec<(Bytes, Bytes)> =
                 traverse::dataset(GRAPH_NODES, function.object_bytes.max(8) as usize, 1).collect();
             ferry_datasets::load_dataset(&client, traverse::TABLE, graph).await?;
@@ -223,7 +229,7 @@ pub fn run(config: &FairnessConfig, mut progress: impl FnMut(&str)) -> Result<Fa
             .iter()
             .enumerate()
             .map(|(index, (id, _, function))| TenantRow {
-                tenant: *id,
+                tenant: TenantId(*id),
                 workload: format!(
                     "{} (depth {}, {} ns/access)",
                     function.name, function.accesses, function.compute.0

@@ -3,6 +3,7 @@
 //! own CPUs (or embedded in this process on its own CPUs, or an external one), and a
 //! single-threaded runtime for the app side.
 
+use ferry_proto::TenantId;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ pub struct TestbedConfig {
     /// Where the node runs.
     pub node: NodeSite,
     /// Tenant to act as.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// Its token.
     pub token: String,
     /// CPUs of the node (a child or an embedded node; empty: not pinned).

@@ -254,7 +254,11 @@ pub fn run_cluster(config: &ChaosConfig, cluster: &ClusterChaos) -> Result<Chaos
         [through(routes.clone(), via.clone()), through(routes_behind_link, via)]
     };
     let registry = registry()?;
-    let mut client_config = ClientConfig::new(routes.borrow().nodes()[0].addr.clone(), TENANT, TOKEN);
+    let mut client_config = ClientConfig::new(
+        routes.borrow().nodes()[0].addr.clone(),
+        ferry_proto::TenantId(TENANT),
+        TOKEN,
+    );
     client_config.registry = registry;
     client_config.trace = true;
     client_config.request_timeout = REQUEST_TIMEOUT;

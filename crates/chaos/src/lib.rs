@@ -166,7 +166,7 @@ pub fn node_config(workers: usize) -> ServerConfig {
         "127.0.0.1:0".parse().expect("loopback address"),
         workers,
         vec![TenantConfig {
-            id: TENANT,
+            id: ferry_proto::TenantId(TENANT),
             token: TOKEN.into(),
             quota_bytes: 64 << 20,
             home_core: None,
@@ -266,7 +266,13 @@ fn client_runtime() -> Result<tokio::runtime::Runtime, ChaosError> {
 /// The node's count of replaced workers, from its stats (0 if it cannot be read).
 fn server_replacements(runtime: &tokio::runtime::Runtime, addr: std::net::SocketAddr) -> u64 {
     runtime.block_on(async {
-        let Ok(client) = Client::connect(ClientConfig::new(addr.to_string(), TENANT, TOKEN)).await else {
+        let Ok(client) = Client::connect(ClientConfig::new(
+            addr.to_string(),
+            ferry_proto::TenantId(TENANT),
+            TOKEN,
+        ))
+        .await
+        else {
             return 0;
         };
         client
@@ -340,7 +346,7 @@ async fn drive(
             tasks.push(tokio::spawn(task));
             continue;
         }
-        let mut client_config = ClientConfig::new(addr.to_string(), TENANT, TOKEN);
+        let mut client_config = ClientConfig::new(addr.to_string(), ferry_proto::TenantId(TENANT), TOKEN);
         client_config.registry = registry.clone();
         client_config.trace = true;
         client_config.request_timeout = REQUEST_TIMEOUT;
@@ -367,7 +373,7 @@ async fn final_read(
     registry: Registry,
     shared: &Shared,
 ) -> Result<Record, ChaosError> {
-    let mut final_config = ClientConfig::new(node.to_string(), TENANT, TOKEN);
+    let mut final_config = ClientConfig::new(node.to_string(), ferry_proto::TenantId(TENANT), TOKEN);
     final_config.registry = registry;
     final_config.trace = true;
     let client = Client::connect(final_config)

@@ -1,5 +1,6 @@
 //! `ferry bench`: a placement policy on real processes, with the flags of `ferry sim`.
 
+use ferry_proto::TenantId;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,8 +25,8 @@ pub struct TestbedArgs {
     #[arg(long)]
     pub server: Option<String>,
     /// Tenant id.
-    #[arg(long, default_value_t = 1)]
-    pub tenant: u32,
+    #[arg(long, default_value_t = TenantId(1))]
+    pub tenant: TenantId,
     /// Tenant token.
     #[arg(long, default_value = "ferry")]
     pub token: String,

@@ -1,5 +1,6 @@
 //! `ferry bench-kv`: gets and no-op invocations against a pinned storage node.
 
+use ferry_proto::TenantId;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,8 +22,8 @@ pub struct BenchKvArgs {
     #[arg(long)]
     server: Option<String>,
     /// Tenant id (for --server).
-    #[arg(long, default_value_t = 1)]
-    tenant: u32,
+    #[arg(long, default_value_t = TenantId(1))]
+    tenant: TenantId,
     /// Tenant token (for --server).
     #[arg(long, default_value = "ferry")]
     token: String,

@@ -37,7 +37,7 @@ pub fn run(args: CalibrateArgs) -> CmdResult {
         testbed: TestbedConfig {
             exe: std::env::current_exe()?,
             node: NodeSite::Child,
-            tenant: 1,
+            tenant: ferry_proto::TenantId(1),
             token: "ferry".into(),
             server_cpus: ferry_os::parse_cpu_set(&args.server_cpus)?,
             client_cpus: ferry_os::parse_cpu_set(&args.client_cpus)?,

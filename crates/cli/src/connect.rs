@@ -1,5 +1,6 @@
 //! Flags shared by every command that talks to a running storage node.
 
+use ferry_proto::TenantId;
 use std::time::Duration;
 
 use ferry_client::{Client, ClientConfig};
@@ -11,8 +12,8 @@ pub struct ConnectArgs {
     #[arg(long, default_value = "127.0.0.1:7700")]
     pub server: String,
     /// Tenant id.
-    #[arg(long, default_value_t = 1)]
-    pub tenant: u32,
+    #[arg(long, default_value_t = TenantId(1))]
+    pub tenant: TenantId,
     /// Tenant token.
     #[arg(long, default_value = "ferry")]
     pub token: String,

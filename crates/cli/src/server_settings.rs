@@ -4,6 +4,7 @@
 //! and `--tenant` adds to the file's `[[tenant]]` tables. docs/ARCHITECTURE.md's table of
 //! them is checked against this type by a test.
 
+use ferry_proto::TenantId;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -108,7 +109,7 @@ pub struct ServerSettings {
     /// Sign RESP connections in as this tenant before any AUTH (Redis's `default` user
     /// with no password), for clients and test suites that send none; off by default.
     #[arg(long, value_name = "ID")]
-    pub default_tenant: Option<u32>,
+    pub default_tenant: Option<TenantId>,
     /// Serve the ferry protocol on this inherited listening socket (a file descriptor)
     /// instead of binding --listen: how `ferry cluster up` hands each node the socket it
     /// bound for the cluster map.
@@ -259,7 +260,7 @@ mod tests {
         assert_eq!(settings.fsync, Some(FsyncMode::Always));
         assert_eq!(settings.replication.ack, Some(Ack::Replica));
         assert!(settings.tls.tls_require_client_cert);
-        let tenants: Vec<(u32, Option<usize>)> = settings.tenants.iter().map(|t| (t.id, t.home_core)).collect();
+        let tenants: Vec<(u32, Option<usize>)> = settings.tenants.iter().map(|t| (t.id.0, t.home_core)).collect();
         assert_eq!(tenants, vec![(1, Some(1)), (2, None)]);
 
         std::fs::write(&path, "invoke_budget_ms = 50\n").unwrap();

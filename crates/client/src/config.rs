@@ -1,5 +1,6 @@
 //! How a client reaches and identifies itself to a storage node, with its defaults.
 
+use ferry_proto::TenantId;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ pub struct ClientConfig {
     /// `host:port` of the storage node.
     pub addr: String,
     /// Tenant id.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// Tenant token.
     pub token: String,
     /// Connections to spread requests over (each is pipelined).
@@ -41,7 +42,7 @@ pub struct ClientConfig {
 
 impl ClientConfig {
     /// One connection, default timeouts, the built-in functions.
-    pub fn new(addr: impl Into<String>, tenant: u32, token: impl Into<String>) -> ClientConfig {
+    pub fn new(addr: impl Into<String>, tenant: TenantId, token: impl Into<String>) -> ClientConfig {
         ClientConfig {
             addr: addr.into(),
             tenant,

@@ -6,6 +6,7 @@
 //! system calls as possible, and a reader task routes every response to its waiter by id,
 //! in whatever order the node answers.
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -79,7 +80,7 @@ const TLS_MAJOR_VERSION: u8 = 0x03;
 /// Who says hello, to whom, and how long the node may take to answer.
 struct HelloAs<'a> {
     addr: &'a str,
-    tenant: u32,
+    tenant: TenantId,
     token: &'a [u8],
     timeout: Duration,
     /// Whether the stream is TLS (for a clearer error when a plain one meets a TLS node).
@@ -89,7 +90,7 @@ struct HelloAs<'a> {
 /// A live connection, authenticated as one tenant.
 pub(crate) struct Connection {
     shared: Arc<Shared>,
-    tenant: u32,
+    tenant: TenantId,
     next_id: AtomicU64,
     slots: Semaphore,
     hello: HelloInfo,

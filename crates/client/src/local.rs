@@ -21,6 +21,7 @@
 //! anything is sent): a commit is never half-applied, and reads on a node it does not commit
 //! on could not be kept valid until the commit.
 
+use ferry_proto::TenantId;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -250,7 +251,7 @@ impl Ctx for RemoteCtx<'_> {
         self.now_us
     }
 
-    fn tenant(&self) -> u32 {
+    fn tenant(&self) -> TenantId {
         self.route.config().tenant
     }
 

@@ -8,6 +8,7 @@
 //! answered with the costs record: this node's CPU as the app side's, and the storage CPU,
 //! round trips and bytes of the gets and commit it sent the storage nodes.
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub struct ComputeConfig {
 
 struct Compute {
     /// A client of the whole cluster per tenant, authenticated as that tenant.
-    tenants: HashMap<u32, ClusterClient>,
+    tenants: HashMap<TenantId, ClusterClient>,
     workers: Arc<Workers>,
     invocations: AtomicU64,
     failures: AtomicU64,
@@ -83,7 +84,7 @@ pub fn start_compute(config: ComputeConfig) -> Result<FrontHandle, FrontError> {
 }
 
 impl Service for Compute {
-    fn call(self: Arc<Self>, tenant: u32, request: Request) -> ServiceFuture {
+    fn call(self: Arc<Self>, tenant: TenantId, request: Request) -> ServiceFuture {
         Box::pin(async move {
             let Request::Invoke {
                 function,

@@ -169,7 +169,7 @@ mod tests {
     /// A storage node stands in for a compute node: the set only links and picks.
     fn node() -> ferry_server::ServerHandle {
         let tenant = ferry_server::TenantConfig {
-            id: 1,
+            id: ferry_proto::TenantId(1),
             token: TOKEN.into(),
             quota_bytes: 1 << 20,
             home_core: None,
@@ -204,7 +204,7 @@ mod tests {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let client = ClientConfig::new("", 1, TOKEN);
+            let client = ClientConfig::new("", ferry_proto::TenantId(1), TOKEN);
             let names = vec!["compute.example:7400".to_string()];
             let set = ComputeSet::connect_with(names.clone(), client.clone(), Arc::clone(&lookup))
                 .await

@@ -1,5 +1,6 @@
 //! What a gateway or compute node listens on and whom it lets in.
 
+use ferry_proto::TenantId;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ pub const MAX_TOKEN_BYTES: usize = 1024;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrontTenant {
     /// Tenant id, as sent in every frame header.
-    pub id: u32,
+    pub id: TenantId,
     /// Secret of the tenant.
     pub token: String,
 }
@@ -120,7 +121,7 @@ mod tests {
 
     fn tenant(id: u32, token: &str) -> FrontTenant {
         FrontTenant {
-            id,
+            id: TenantId(id),
             token: token.into(),
         }
     }

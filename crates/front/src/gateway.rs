@@ -16,6 +16,7 @@
 //! - Its metrics carry each tenant's R and X and each function's measured c_i (app CPU
 //!   per local run) and s_i (storage CPU per remote run).
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -151,7 +152,7 @@ fn wire_rate_ops(rate_ops: f64) -> u32 {
 }
 
 struct Gateway {
-    tenants: HashMap<u32, Adaptive<Placer>>,
+    tenants: HashMap<TenantId, Adaptive<Placer>>,
     functions: Mutex<HashMap<String, FunctionCosts>>,
     throttled: AtomicU64,
     /// Every tenant's compute nodes (the same names, one set of links per tenant).
@@ -229,7 +230,7 @@ impl Gateway {
 }
 
 impl Service for Gateway {
-    fn call(self: Arc<Self>, tenant: u32, request: Request) -> ServiceFuture {
+    fn call(self: Arc<Self>, tenant: TenantId, request: Request) -> ServiceFuture {
         Box::pin(async move {
             let Some(placer) = self.tenants.get(&tenant) else {
                 return Response::error(Status::Unauthorized, "unknown tenant");
@@ -276,7 +277,7 @@ impl Service for Gateway {
         self.compute_nodes() as u32
     }
 
-    fn admission_rate_ops(&self, tenant: u32) -> u32 {
+    fn admission_rate_ops(&self, tenant: TenantId) -> u32 {
         self.tenants
             .get(&tenant)
             .map_or(0, |placer| wire_rate_ops(placer.admission_rate_ops()))

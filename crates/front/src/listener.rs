@@ -3,6 +3,7 @@
 //! a task of its own, so a slow invocation does not hold up the requests behind it; answers
 //! go back in completion order, matched by request id.
 
+use ferry_proto::TenantId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ pub type ServiceFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
 pub trait Service: Send + Sync + 'static {
     /// Answers one request of `tenant` (never `hello` or `stats`, which the listener
     /// answers). Must not panic on any request.
-    fn call(self: Arc<Self>, tenant: u32, request: Request) -> ServiceFuture;
+    fn call(self: Arc<Self>, tenant: TenantId, request: Request) -> ServiceFuture;
 
     /// Workers to announce in the hello answer.
     fn workers(&self) -> u32;
@@ -32,7 +33,7 @@ pub trait Service: Send + Sync + 'static {
     /// The admission rate R (requests/s, at least 1) `tenant`'s requests are admitted at,
     /// for a process that admits them (a gateway); 0 for one that does not. Every answer
     /// to the tenant carries it in its header, so its clients follow it without asking.
-    fn admission_rate_ops(&self, _tenant: u32) -> u32 {
+    fn admission_rate_ops(&self, _tenant: TenantId) -> u32 {
         0
     }
 
@@ -67,7 +68,7 @@ impl<S: Service> Shared<S> {
     }
 
     /// Whether `token` is tenant `id`'s.
-    pub(crate) fn signs_in(&self, id: u32, token: &[u8]) -> bool {
+    pub(crate) fn signs_in(&self, id: TenantId, token: &[u8]) -> bool {
         self.config
             .tenants
             .iter()
@@ -76,17 +77,17 @@ impl<S: Service> Shared<S> {
 }
 
 impl<S: Service> Door for Shared<S> {
-    type Tenant = u32;
+    type Tenant = TenantId;
 
     fn connections(&self) -> &Arc<Connections> {
         &self.connections
     }
 
-    fn sign_in(&self, id: u32, token: &[u8]) -> Option<u32> {
+    fn sign_in(&self, id: TenantId, token: &[u8]) -> Option<TenantId> {
         self.signs_in(id, token).then_some(id)
     }
 
-    fn welcome(&self, tenant: &u32) -> Response {
+    fn welcome(&self, tenant: &TenantId) -> Response {
         let info = HelloInfo {
             workers: self.service.workers(),
             home_core: 0,
@@ -97,7 +98,7 @@ impl<S: Service> Door for Shared<S> {
         answer
     }
 
-    fn dispatch(self: &Arc<Self>, tenant: &u32, header: Header, request: Request, outbox: &Arc<Outbox>) {
+    fn dispatch(self: &Arc<Self>, tenant: &TenantId, header: Header, request: Request, outbox: &Arc<Outbox>) {
         let tenant = *tenant;
         if let Request::Stats = request {
             let mut answer = Response::ok(ResponseBody::Stats(ferry_net::metrics::sample::stats(&self.stats())));

@@ -6,6 +6,7 @@
 //! transaction. FUNCTION STATS adds, per function, where the gateway placed its calls and
 //! their measured c_i and s_i.
 
+use ferry_proto::TenantId;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ pub(crate) struct RespFront<S>(pub(crate) Arc<Shared<S>>);
 impl<S: Service> RespFront<S> {
     /// Sends one invocation through the service and returns its result bytes or the reply
     /// explaining the failure.
-    async fn invoke(&self, tenant: u32, function: String, args: bytes::Bytes) -> Result<bytes::Bytes, Reply> {
+    async fn invoke(&self, tenant: TenantId, function: String, args: bytes::Bytes) -> Result<bytes::Bytes, Reply> {
         let deadline = tokio::time::Instant::now() + MAX_ADMISSION_WAIT;
         loop {
             let request = Request::Invoke {
@@ -92,7 +93,7 @@ impl<S: Service> RespFront<S> {
     }
 
     /// Runs one command of a signed-in connection.
-    async fn run(&self, tenant: u32, table: &str, command: Command) -> Reply {
+    async fn run(&self, tenant: TenantId, table: &str, command: Command) -> Reply {
         match FunctionCall::of(command, table) {
             Ok(FunctionCall::Kill(_)) => {
                 Reply::err("this is the gateway: send FUNCTION KILL and SCRIPT KILL to the storage node's RESP address")
@@ -136,13 +137,13 @@ impl<S: Service> RespFront<S> {
 }
 
 impl<S: Service> RespService for RespFront<S> {
-    type Tenant = u32;
+    type Tenant = TenantId;
 
-    fn tenant_label(&self, tenant: &u32) -> String {
+    fn tenant_label(&self, tenant: &TenantId) -> String {
         tenant.to_string()
     }
 
-    fn sign_in(&self, id: u32, password: &[u8]) -> Option<u32> {
+    fn sign_in(&self, id: TenantId, password: &[u8]) -> Option<TenantId> {
         self.0.signs_in(id, password).then_some(id)
     }
 
@@ -150,7 +151,7 @@ impl<S: Service> RespService for RespFront<S> {
         &self.0.connections
     }
 
-    fn execute<'a>(&'a self, tenant: &'a u32, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
+    fn execute<'a>(&'a self, tenant: &'a TenantId, table: &'a str, batch: Vec<Queued>) -> RespFuture<'a> {
         Box::pin(async move {
             let mut replies = Vec::with_capacity(batch.len());
             for queued in batch {
@@ -160,7 +161,7 @@ impl<S: Service> RespService for RespFront<S> {
         })
     }
 
-    fn charge(&self, _tenant: &u32, _cpu_ns: u64) {}
+    fn charge(&self, _tenant: &TenantId, _cpu_ns: u64) {}
 
     fn mode(&self) -> &'static str {
         "standalone"

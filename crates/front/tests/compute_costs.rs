@@ -101,7 +101,7 @@ async fn a_ship_data_run_through_the_gateway_reports_both_sides_costs() {
         gateway.put(traverse::TABLE, &key, &value).await.unwrap();
     }
     // The reference: the same runs by an embedded client over the same cluster.
-    let mut config = ClientConfig::new("", TENANT, TOKEN);
+    let mut config = ClientConfig::new("", ferry_proto::TenantId(TENANT), TOKEN);
     config.registry = ferry_lua::registry();
     let embedded = ClusterClient::connect(cluster.map.clone(), config).await.unwrap();
 

@@ -35,7 +35,9 @@ impl RawConn {
 
     async fn send(&mut self, tenant: u32, request_id: u64, request: &Request) {
         let mut out = BytesMut::new();
-        request.encode_frame(tenant, request_id, &mut out).unwrap();
+        request
+            .encode_frame(ferry_proto::TenantId(tenant), request_id, &mut out)
+            .unwrap();
         self.send_bytes(&out).await;
     }
 
@@ -120,7 +122,7 @@ async fn misbehave(addr: SocketAddr, is_compute: bool) {
         key: Bytes::from_static(b"key"),
         validate: vec![],
     }
-    .encode_frame(TENANT, 7, &mut frame)
+    .encode_frame(ferry_proto::TenantId(TENANT), 7, &mut frame)
     .unwrap();
     let body_len = frame.len() - HEADER_LEN - 2;
     frame.truncate(frame.len() - 2);
@@ -129,7 +131,9 @@ async fn misbehave(addr: SocketAddr, is_compute: bool) {
     let (id, answer) = raw.response().await;
     assert_eq!((id, answer.status), (7, Status::BadRequest));
     let mut frame = BytesMut::new();
-    Request::Stats.encode_frame(TENANT, 8, &mut frame).unwrap();
+    Request::Stats
+        .encode_frame(ferry_proto::TenantId(TENANT), 8, &mut frame)
+        .unwrap();
     frame[3] = 250;
     raw.send_bytes(&frame).await;
     match raw.recv_decoded().await.unwrap() {
@@ -139,7 +143,9 @@ async fn misbehave(addr: SocketAddr, is_compute: bool) {
     raw.send(TENANT + 1, 9, &Request::Stats).await;
     assert_eq!(raw.response().await.1.status, Status::Unauthorized);
     let mut frame = BytesMut::new();
-    Request::Stats.encode_frame(TENANT, 10, &mut frame).unwrap();
+    Request::Stats
+        .encode_frame(ferry_proto::TenantId(TENANT), 10, &mut frame)
+        .unwrap();
     frame[4] = 1; // the response flag
     raw.send_bytes(&frame).await;
     assert_eq!(raw.response().await.1.status, Status::BadRequest);
@@ -156,7 +162,9 @@ async fn misbehave(addr: SocketAddr, is_compute: bool) {
 
     // A header announcing more than the largest body: answered too_large, then closed.
     let mut frame = BytesMut::new();
-    Request::Stats.encode_frame(TENANT, 13, &mut frame).unwrap();
+    Request::Stats
+        .encode_frame(ferry_proto::TenantId(TENANT), 13, &mut frame)
+        .unwrap();
     frame[20..24].copy_from_slice(&(MAX_BODY_BYTES + 1).to_le_bytes());
     raw.send_bytes(&frame).await;
     assert_eq!(raw.response().await.1.status, Status::TooLarge);
@@ -166,14 +174,16 @@ async fn misbehave(addr: SocketAddr, is_compute: bool) {
     let mut raw = RawConn::connect(addr).await;
     assert_eq!(raw.hello(TOKEN).await, Status::Ok);
     let mut frame = BytesMut::new();
-    put.encode_frame(TENANT, 1, &mut frame).unwrap();
+    put.encode_frame(ferry_proto::TenantId(TENANT), 1, &mut frame).unwrap();
     raw.send_bytes(&frame[..frame.len() / 2]).await;
     drop(raw);
     let mut raw = RawConn::connect(addr).await;
     assert_eq!(raw.hello(TOKEN).await, Status::Ok);
     let mut burst = BytesMut::new();
     for id in 0..600u64 {
-        Request::Stats.encode_frame(TENANT, id, &mut burst).unwrap();
+        Request::Stats
+            .encode_frame(ferry_proto::TenantId(TENANT), id, &mut burst)
+            .unwrap();
     }
     raw.send_bytes(&burst).await;
     drop(raw);
@@ -217,7 +227,7 @@ async fn idle_unauthenticated_connections_cannot_lock_a_client_out() {
         let mut tries = 0;
         let legit = loop {
             tries += 1;
-            let mut config = ferry_client::ClientConfig::new(addr.to_string(), TENANT, TOKEN);
+            let mut config = ferry_client::ClientConfig::new(addr.to_string(), ferry_proto::TenantId(TENANT), TOKEN);
             config.registry = ferry_lua::registry();
             match ferry_client::Client::connect(config).await {
                 Ok(client) => break client,

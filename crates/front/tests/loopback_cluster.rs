@@ -117,7 +117,7 @@ async fn invocations_placed_either_way_give_the_single_node_results() {
     // The reference: one storage node with the same data.
     let reference = tokio::task::spawn_blocking(|| {
         let tenant = ferry_server::TenantConfig {
-            id: TENANT,
+            id: ferry_proto::TenantId(TENANT),
             token: TOKEN.into(),
             quota_bytes: 64 << 20,
             home_core: None,

@@ -5,6 +5,7 @@
 //! Either way reads are tracked with their versions and writes are buffered until the
 //! function returns, then committed with OCC, so the function's code never changes.
 
+use ferry_proto::TenantId;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -41,7 +42,7 @@ pub trait Ctx: Send {
 
     /// The tenant the invocation runs for. Anything a function's runtime keeps from one
     /// invocation to the next (loaded code, a VM's state) must be kept per tenant.
-    fn tenant(&self) -> u32;
+    fn tenant(&self) -> TenantId;
 
     /// Whether the accesses made now, until this is asked again (one command's: MSET's
     /// several keys), complete without waiting on anything outside this thread (each may

@@ -2,6 +2,7 @@
 //! functions (built-in or Lua) and tools that check a function's logic. Writes apply at
 //! once (there is no concurrency to guard against), and every access is ready at once.
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
@@ -17,7 +18,7 @@ pub struct MemoryCtx {
     /// The arguments the next invocation sees.
     pub args: Bytes,
     /// The tenant it runs for.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// The objects.
     pub data: HashMap<(String, Bytes), Bytes>,
     /// What [`Ctx::now_us`] answers: this context has no clock, so the caller sets it.
@@ -33,7 +34,7 @@ impl MemoryCtx {
     pub fn new(data: impl IntoIterator<Item = (&'static str, Bytes, Bytes)>) -> MemoryCtx {
         MemoryCtx {
             args: Bytes::new(),
-            tenant: 0,
+            tenant: TenantId(0),
             now_us: 0,
             interrupt: None,
             slice: None,
@@ -55,7 +56,7 @@ impl Ctx for MemoryCtx {
     fn args(&self) -> &Bytes {
         &self.args
     }
-    fn tenant(&self) -> u32 {
+    fn tenant(&self) -> TenantId {
         self.tenant
     }
     fn now_us(&self) -> u64 {

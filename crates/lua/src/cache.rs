@@ -4,6 +4,7 @@
 //! them): two tenants loading the same text must not share that. By hash, because a text
 //! is only ever found by its own hash, whichever side of the process asks.
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -30,7 +31,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A library's place in the cache: its tenant and the hash of its text.
-type Key = (u32, String);
+type Key = (TenantId, String);
 
 fn libraries() -> &'static Mutex<HashMap<Key, Arc<Loaded>>> {
     static LIBRARIES: OnceLock<Mutex<HashMap<Key, Arc<Loaded>>>> = OnceLock::new();
@@ -38,13 +39,13 @@ fn libraries() -> &'static Mutex<HashMap<Key, Arc<Loaded>>> {
 }
 
 /// The library of `tenant` whose text hashes to `hash`, if loaded here.
-pub fn find(tenant: u32, hash: &str) -> Option<Arc<Loaded>> {
+pub fn find(tenant: TenantId, hash: &str) -> Option<Arc<Loaded>> {
     lock(libraries()).get(&(tenant, hash.to_string())).cloned()
 }
 
 /// Remembers `tenant`'s `code` (whose hash is `hash`), with `vm` as its first idle VM if
 /// given.
-pub fn remember(tenant: u32, hash: &str, code: String, vm: Option<Vm>) -> Arc<Loaded> {
+pub fn remember(tenant: TenantId, hash: &str, code: String, vm: Option<Vm>) -> Arc<Loaded> {
     let key = (tenant, hash.to_string());
     let loaded = Arc::new(Loaded {
         code,

@@ -7,6 +7,7 @@ use ferry_func::{CtxError, FnError};
 use ferry_lua::catalog::{self, ListArgs, LoadArgs};
 use ferry_lua::fcall::reply_of;
 use ferry_lua::FcallArgs;
+use ferry_proto::TenantId;
 use ferry_resp::Reply;
 
 fn invoke(ctx: &mut MemoryCtx, name: &str, args: Bytes) -> Result<Bytes, FnError> {
@@ -555,7 +556,7 @@ fn conflicts_end_the_invocation_and_are_not_visible_to_the_script() {
         fn args(&self) -> &Bytes {
             self.0.args()
         }
-        fn tenant(&self) -> u32 {
+        fn tenant(&self) -> TenantId {
             self.0.tenant()
         }
         fn now_us(&self) -> u64 {
@@ -651,11 +652,11 @@ fn tenants_loading_the_same_text_do_not_share_what_its_vm_keeps() {
     let stateful =
         "#!lua name=stateful\nlocal n = 0\nredis.register_function('count', function() n = n + 1 return n end)";
     let mut first = MemoryCtx {
-        tenant: 1,
+        tenant: TenantId(1),
         ..MemoryCtx::default()
     };
     let mut second = MemoryCtx {
-        tenant: 2,
+        tenant: TenantId(2),
         ..MemoryCtx::default()
     };
     load(&mut first, stateful, false).unwrap();

@@ -11,6 +11,7 @@
 //! unanswered requests, or [`MAX_OUTBOX_BYTES`] of unsent answers, is not read until they
 //! drain: a client cannot queue unbounded work or memory by pipelining without reading.
 
+use ferry_proto::TenantId;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -50,7 +51,7 @@ pub trait Door: Send + Sync + 'static {
     fn connections(&self) -> &Arc<Connections>;
 
     /// The tenant `id` if `token` is its token.
-    fn sign_in(&self, id: u32, token: &[u8]) -> Option<Self::Tenant>;
+    fn sign_in(&self, id: TenantId, token: &[u8]) -> Option<Self::Tenant>;
 
     /// The answer to a tenant's successful hello.
     fn welcome(&self, tenant: &Self::Tenant) -> Response;
@@ -74,7 +75,7 @@ pub trait Door: Send + Sync + 'static {
 
     /// The runtime a new connection's task runs on, given the tenant its hello names (if
     /// its first bytes held one); `None`: the listener's own.
-    fn runtime_for_connection(&self, _hello_tenant: Option<u32>) -> Option<tokio::runtime::Handle> {
+    fn runtime_for_connection(&self, _hello_tenant: Option<TenantId>) -> Option<tokio::runtime::Handle> {
         None
     }
 }
@@ -149,7 +150,7 @@ impl Outbox {
     }
 
     /// Appends the answer to one accepted request. Callable from any thread.
-    pub fn respond(&self, opcode: Opcode, tenant: u32, request_id: u64, response: &Response) {
+    pub fn respond(&self, opcode: Opcode, tenant: TenantId, request_id: u64, response: &Response) {
         if !self.closed.load(Ordering::Acquire) {
             let mut buf = self.buf.lock();
             let was_empty = buf.is_empty();
@@ -171,7 +172,7 @@ impl Outbox {
         }
     }
 
-    fn respond_unknown_opcode(&self, raw_opcode: u8, tenant: u32, request_id: u64) {
+    fn respond_unknown_opcode(&self, raw_opcode: u8, tenant: TenantId, request_id: u64) {
         {
             let mut buf = self.buf.lock();
             encode_unknown_opcode_response(raw_opcode, tenant, request_id, &mut buf)
@@ -184,7 +185,7 @@ impl Outbox {
 /// What the reader knows about the connection's peer.
 struct Session<T> {
     /// The tenant it said hello as, and its id.
-    tenant: Option<(u32, T)>,
+    tenant: Option<(TenantId, T)>,
     failed_hellos: u32,
     /// Held from a successful hello until the connection closes.
     seat: Option<Seat>,
@@ -311,7 +312,7 @@ async fn read_loop<D: Door, R: AsyncRead + Unpin>(
                         outbox.accept();
                         outbox.respond(
                             Opcode::Stats,
-                            0,
+                            TenantId(0),
                             request_id,
                             &Response::error(Status::TooLarge, err.to_string()),
                         );
@@ -355,7 +356,7 @@ fn handle_frame<D: Door>(door: &Arc<D>, session: &mut Session<D::Tenant>, outbox
     Next::Continue
 }
 
-fn hello<D: Door>(door: &D, session: &mut Session<D::Tenant>, tenant_id: u32, frame: Frame) -> (Response, Next) {
+fn hello<D: Door>(door: &D, session: &mut Session<D::Tenant>, tenant_id: TenantId, frame: Frame) -> (Response, Next) {
     if session.tenant.is_some() {
         let refusal = Response::error(Status::BadRequest, "connection already authenticated");
         return (refusal, Next::Continue);

@@ -11,6 +11,7 @@
 //! HELLO and QUIT is served before AUTH: the user is the tenant id (`default` is tenant 1)
 //! and the password its token.
 
+use ferry_proto::TenantId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -48,7 +49,7 @@ pub const MAX_PENDING_REPLY_BYTES: usize = 4 * 1024 * 1024;
 pub const MAX_DATABASES: u32 = ferry_resp::config::DATABASES;
 
 /// The tenant the `default` user (and a one-argument AUTH) stands for.
-pub const DEFAULT_TENANT: u32 = 1;
+pub const DEFAULT_TENANT: TenantId = TenantId(1);
 
 /// The table of database `index`.
 pub fn table_of(index: u32) -> String {
@@ -80,7 +81,7 @@ pub trait RespService: Send + Sync + 'static {
     type Tenant: Send + Sync + 'static;
 
     /// The tenant `id` if `password` is its token.
-    fn sign_in(&self, id: u32, password: &[u8]) -> Option<Self::Tenant>;
+    fn sign_in(&self, id: TenantId, password: &[u8]) -> Option<Self::Tenant>;
 
     /// The process's connections (counters, seats, the pre-authentication bound), shared
     /// with its ferry-protocol door.
@@ -162,7 +163,7 @@ pub trait RespService: Send + Sync + 'static {
     /// The runtime a new connection's task runs on (a storage node's core loop, where its
     /// commands then run without a hand-off), given the tenant its first command signs in
     /// as, if it is an AUTH or HELLO … AUTH ([`crate::resp_sign_in::signs_in_as`]); `None`: the listener's own.
-    fn runtime_for_connection(&self, _signs_in_as: Option<u32>) -> Option<tokio::runtime::Handle> {
+    fn runtime_for_connection(&self, _signs_in_as: Option<TenantId>) -> Option<tokio::runtime::Handle> {
         None
     }
 }

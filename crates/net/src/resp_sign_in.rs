@@ -2,6 +2,7 @@
 //! connection's first bytes name (to start it on that tenant's home core).
 
 use bytes::BytesMut;
+use ferry_proto::TenantId;
 use ferry_resp::Parser;
 
 use crate::resp::DEFAULT_TENANT;
@@ -9,7 +10,7 @@ use crate::resp::DEFAULT_TENANT;
 /// The tenant a connection's first command signs in as (`AUTH [user] password`, or
 /// `HELLO protover AUTH user password`), read from bytes peeked before it is parsed for
 /// real; `None` if they hold no such command (yet).
-pub fn signs_in_as(first: &[u8]) -> Option<u32> {
+pub fn signs_in_as(first: &[u8]) -> Option<TenantId> {
     let mut bytes = BytesMut::from(first);
     let args = Parser::before_sign_in().next(&mut bytes).ok()??;
     let name = args.first()?;
@@ -30,7 +31,7 @@ pub fn signs_in_as(first: &[u8]) -> Option<u32> {
 
 /// The tenant a RESP user name stands for: `default` (or none) is [`DEFAULT_TENANT`],
 /// else the user is the tenant's id.
-pub(crate) fn tenant_of_user(user: Option<&[u8]>) -> Option<u32> {
+pub(crate) fn tenant_of_user(user: Option<&[u8]>) -> Option<TenantId> {
     match user {
         None | Some(b"default") => Some(DEFAULT_TENANT),
         Some(user) => std::str::from_utf8(user).ok()?.parse().ok(),
@@ -51,16 +52,19 @@ mod tests {
 
     #[test]
     fn the_first_auth_or_hello_names_the_tenant() {
-        assert_eq!(signs_in_as(&command(&["AUTH", "7", "secret"])), Some(7));
+        assert_eq!(signs_in_as(&command(&["AUTH", "7", "secret"])), Some(TenantId(7)));
         assert_eq!(
             signs_in_as(&command(&["auth", "default", "secret"])),
             Some(DEFAULT_TENANT)
         );
         assert_eq!(signs_in_as(&command(&["AUTH", "secret"])), Some(DEFAULT_TENANT));
-        assert_eq!(signs_in_as(&command(&["HELLO", "3", "AUTH", "9", "secret"])), Some(9));
+        assert_eq!(
+            signs_in_as(&command(&["HELLO", "3", "AUTH", "9", "secret"])),
+            Some(TenantId(9))
+        );
         let mut pipelined = command(&["AUTH", "4", "secret"]);
         pipelined.extend(command(&["GET", "k"]));
-        assert_eq!(signs_in_as(&pipelined), Some(4));
+        assert_eq!(signs_in_as(&pipelined), Some(TenantId(4)));
     }
 
     #[test]

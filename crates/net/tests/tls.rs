@@ -52,8 +52,8 @@ struct Tenant1 {
 impl RespService for Tenant1 {
     type Tenant = ();
 
-    fn sign_in(&self, id: u32, password: &[u8]) -> Option<()> {
-        (id == 1 && password == b"ferry").then_some(())
+    fn sign_in(&self, id: ferry_proto::TenantId, password: &[u8]) -> Option<()> {
+        (id == ferry_proto::TenantId(1) && password == b"ferry").then_some(())
     }
 
     fn connections(&self) -> &Arc<Connections> {
@@ -241,7 +241,7 @@ impl ferry_net::door::Door for NoTenants {
         &self.connections
     }
 
-    fn sign_in(&self, _id: u32, _token: &[u8]) -> Option<()> {
+    fn sign_in(&self, _id: ferry_proto::TenantId, _token: &[u8]) -> Option<()> {
         None
     }
 
@@ -287,7 +287,7 @@ async fn the_ferry_protocol_door_and_the_metrics_endpoint_speak_tls() {
     ferry_proto::Request::Hello {
         token: bytes::Bytes::from_static(b"wrong"),
     }
-    .encode_frame(1, 7, &mut hello)
+    .encode_frame(ferry_proto::TenantId(1), 7, &mut hello)
     .unwrap();
     stream.write_all(&hello).await.unwrap();
     stream.flush().await.unwrap();

@@ -5,6 +5,7 @@
 //! understand a body to find the next frame, and it can reject an oversized frame before
 //! buffering a single byte of it.
 
+use crate::tenant::TenantId;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
@@ -206,7 +207,7 @@ pub struct Header {
     /// Outcome (responses only; `Ok` on requests).
     pub status: Status,
     /// Tenant the request acts for; must match the tenant the connection said hello as.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// Chosen by the client, echoed by the node: lets many requests share a connection
     /// and be answered out of order.
     pub request_id: u64,
@@ -227,7 +228,7 @@ pub struct Header {
 
 impl Header {
     /// Header of a request frame.
-    pub fn request(opcode: Opcode, tenant: u32, request_id: u64, body_len: u32) -> Header {
+    pub fn request(opcode: Opcode, tenant: TenantId, request_id: u64, body_len: u32) -> Header {
         Header {
             opcode,
             kind: FrameKind::Request,
@@ -255,7 +256,7 @@ impl Header {
         });
         out.put_u8(self.status as u8);
         out.put_u16_le(0); // reserved
-        out.put_u32_le(self.tenant);
+        out.put_u32_le(self.tenant.0);
         out.put_u64_le(self.request_id);
         out.put_u32_le(self.body_len);
         out.put_u64_le(self.cpu_ns);
@@ -265,7 +266,7 @@ impl Header {
 
     /// The tenant named by the header at the start of `bytes` (a connection's first
     /// bytes, peeked to place it), if they hold a well-formed one.
-    pub fn peek_tenant(bytes: &[u8]) -> Option<u32> {
+    pub fn peek_tenant(bytes: &[u8]) -> Option<TenantId> {
         let header = bytes.get(..HEADER_LEN)?;
         Header::decode_raw(header).ok().map(|raw| raw.tenant)
     }
@@ -290,7 +291,7 @@ impl Header {
         let flags = buf.get_u8();
         let status_raw = buf.get_u8();
         let _reserved = buf.get_u16_le();
-        let tenant = buf.get_u32_le();
+        let tenant = TenantId(buf.get_u32_le());
         let request_id = buf.get_u64_le();
         let body_len = buf.get_u32_le();
         let cpu_ns = buf.get_u64_le();
@@ -334,7 +335,7 @@ struct RawHeader {
     opcode: Result<Opcode, u8>,
     kind: FrameKind,
     status: Status,
-    tenant: u32,
+    tenant: TenantId,
     request_id: u64,
     body_len: u32,
     cpu_ns: u64,
@@ -384,7 +385,7 @@ pub struct UnknownOpcode {
     /// The opcode byte received.
     pub opcode: u8,
     /// Tenant field of the frame.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// Id to answer to.
     pub request_id: u64,
     /// Status of the frame (meaningful on responses: the node answers an unknown opcode
@@ -490,7 +491,7 @@ mod tests {
             opcode: Opcode::Invoke,
             kind: FrameKind::Response,
             status: Status::TxAbort,
-            tenant: 7,
+            tenant: TenantId(7),
             request_id: 0xDEAD_BEEF_0000_0001,
             body_len: 3,
             cpu_ns: 12_345,

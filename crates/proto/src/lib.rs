@@ -20,6 +20,7 @@ pub mod listing;
 pub mod message;
 pub mod request;
 pub mod response;
+pub mod tenant;
 pub mod wire;
 
 pub use costs::{InvokeCosts, INVOKE_COSTS_LEN};
@@ -37,4 +38,5 @@ pub use response::{
     encode_unknown_opcode_response, HelloInfo, MultiGetEntry, PushbackRead, PushbackState, Response, ResponseBody,
     StatEntry,
 };
+pub use tenant::TenantId;
 pub use wire::EncodeError;

@@ -5,6 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::frame::{Header, Opcode};
 use crate::message::*;
+use crate::tenant::TenantId;
 use crate::wire::{put_bytes16, put_bytes32, put_count, EncodeError, Reader};
 
 /// Invoke flag: the client accepts a `pushback` answer.
@@ -179,7 +180,7 @@ impl Request {
     }
 
     /// Appends the whole frame (header and body) to `out`.
-    pub fn encode_frame(&self, tenant: u32, request_id: u64, out: &mut BytesMut) -> Result<(), EncodeError> {
+    pub fn encode_frame(&self, tenant: TenantId, request_id: u64, out: &mut BytesMut) -> Result<(), EncodeError> {
         let header = Header::request(self.opcode(), tenant, request_id, 0);
         encode_with_header(header, out, |out| self.encode_body(out))
     }

@@ -5,6 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::costs::InvokeCosts;
 use crate::frame::{FrameKind, Header, Opcode, Status};
 use crate::message::*;
+use crate::tenant::TenantId;
 use crate::wire::{put_bytes16, put_bytes32, put_count, EncodeError, Reader};
 
 /// What the node tells a client that said hello.
@@ -177,7 +178,7 @@ impl Response {
     pub fn encode_frame(
         &self,
         opcode: Opcode,
-        tenant: u32,
+        tenant: TenantId,
         request_id: u64,
         out: &mut BytesMut,
     ) -> Result<(), EncodeError> {
@@ -327,7 +328,7 @@ impl Response {
 /// echoing the raw opcode byte so the peer can match it to what it sent.
 pub fn encode_unknown_opcode_response(
     raw_opcode: u8,
-    tenant: u32,
+    tenant: TenantId,
     request_id: u64,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {

@@ -190,13 +190,13 @@ proptest! {
     #[test]
     fn requests_round_trip(request in request_strategy(), request_id in any::<u64>(), tenant in any::<u32>()) {
         let mut buf = BytesMut::new();
-        request.encode_frame(tenant, request_id, &mut buf).unwrap();
+        request.encode_frame(ferry_proto::TenantId(tenant), request_id, &mut buf).unwrap();
         let mut decoder = FrameDecoder::new();
         let Some(Decoded::Frame(frame)) = decoder.decode(&mut buf).unwrap() else {
             panic!("a whole frame was encoded");
         };
         prop_assert_eq!(frame.header.request_id, request_id);
-        prop_assert_eq!(frame.header.tenant, tenant);
+        prop_assert_eq!(frame.header.tenant.0, tenant);
         prop_assert_eq!(Request::decode(frame.header.opcode, frame.body).unwrap(), request);
     }
 
@@ -213,7 +213,7 @@ proptest! {
             },
         };
         let mut buf = BytesMut::new();
-        response.encode_frame(Opcode::MultiGet, 3, 9, &mut buf).unwrap();
+        response.encode_frame(Opcode::MultiGet, ferry_proto::TenantId(3), 9, &mut buf).unwrap();
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
             panic!("a whole frame was encoded");
         };
@@ -244,7 +244,7 @@ proptest! {
             snapshot: ferry_proto::Snapshot { clock: snapshot.0, version: snapshot.1 },
         });
         let mut buf = BytesMut::new();
-        response.encode_frame(Opcode::List, 3, 9, &mut buf).unwrap();
+        response.encode_frame(Opcode::List, ferry_proto::TenantId(3), 9, &mut buf).unwrap();
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
             panic!("a whole frame was encoded");
         };
@@ -279,7 +279,7 @@ proptest! {
         });
         response.admission_rate_ops = admission_rate_ops;
         let mut buf = BytesMut::new();
-        response.encode_frame(Opcode::Invoke, 3, 9, &mut buf).unwrap();
+        response.encode_frame(Opcode::Invoke, ferry_proto::TenantId(3), 9, &mut buf).unwrap();
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
             panic!("a whole frame was encoded");
         };
@@ -313,7 +313,9 @@ fn every_error_status_round_trips_with_its_message() {
         }
         let response = Response::error(status, format!("because {status}"));
         let mut buf = BytesMut::new();
-        response.encode_frame(Opcode::Invoke, 1, 2, &mut buf).unwrap();
+        response
+            .encode_frame(Opcode::Invoke, ferry_proto::TenantId(1), 2, &mut buf)
+            .unwrap();
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {
             panic!("a whole frame was encoded");
         };
@@ -344,7 +346,7 @@ fn a_costs_flag_on_an_answer_that_cannot_carry_costs_is_refused() {
     for (opcode, status) in [(Opcode::Get, Status::Ok), (Opcode::Invoke, Status::Overloaded)] {
         let mut buf = BytesMut::new();
         Response::ok(costs.clone())
-            .encode_frame(opcode, 1, 2, &mut buf)
+            .encode_frame(opcode, ferry_proto::TenantId(1), 2, &mut buf)
             .unwrap();
         buf[5] = status as u8;
         let Some(Decoded::Frame(frame)) = FrameDecoder::new().decode(&mut buf).unwrap() else {

@@ -5,6 +5,7 @@
 //! holds them as promised ([`ferry_wal::ReplyGate::logged`]), never from memory, so a
 //! replica never receives a record the primary could still lose on a crash of its own.
 
+use ferry_proto::TenantId;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -276,7 +277,7 @@ fn list_snapshots(source: &Source) -> Message {
 }
 
 /// Up to [`SNAPSHOT_CHUNK_BYTES`] of one snapshot file from `offset`.
-async fn read_snapshot(source: &Source, tenant: u32, lsn: u64, offset: u64) -> Message {
+async fn read_snapshot(source: &Source, tenant: TenantId, lsn: u64, offset: u64) -> Message {
     let path = source.wal.data_dir().snapshot_path(tenant, lsn);
     let read = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
         let file = std::fs::File::open(&path)?;

@@ -3,6 +3,7 @@
 //! bytes, so a record lands at the same offset in the replica's log.
 
 use bytes::Bytes;
+use ferry_proto::TenantId;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use ferry_wal::record::MAX_RECORD_BYTES;
@@ -20,7 +21,7 @@ pub const MAX_LISTED_SNAPSHOTS: usize = 65_536;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotFile {
     /// The tenant.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// The log offset of its mark (records from here on are replayed over it).
     pub lsn: u64,
     /// Bytes.
@@ -77,7 +78,7 @@ pub enum Message {
     /// Replica → primary: bytes of a snapshot file from `offset`.
     ReadSnapshot {
         /// The tenant.
-        tenant: u32,
+        tenant: TenantId,
         /// The snapshot's offset (names the file).
         lsn: u64,
         /// Where to read.
@@ -138,7 +139,7 @@ pub enum Message {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectBatch {
     /// The tenant.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// The table.
     pub table: String,
     /// Keys, their versions and values.
@@ -218,14 +219,14 @@ impl Message {
                 out.extend_from_slice(&log_from.to_le_bytes());
                 out.extend_from_slice(&(files.len() as u32).to_le_bytes());
                 for file in files {
-                    out.extend_from_slice(&file.tenant.to_le_bytes());
+                    out.extend_from_slice(&file.tenant.0.to_le_bytes());
                     out.extend_from_slice(&file.lsn.to_le_bytes());
                     out.extend_from_slice(&file.bytes.to_le_bytes());
                 }
             }
             Message::ReadSnapshot { tenant, lsn, offset } => {
                 out.push(READ_SNAPSHOT);
-                out.extend_from_slice(&tenant.to_le_bytes());
+                out.extend_from_slice(&tenant.0.to_le_bytes());
                 out.extend_from_slice(&lsn.to_le_bytes());
                 out.extend_from_slice(&offset.to_le_bytes());
             }
@@ -244,7 +245,7 @@ impl Message {
             }
             Message::Objects(batch) => {
                 out.push(OBJECTS);
-                out.extend_from_slice(&batch.tenant.to_le_bytes());
+                out.extend_from_slice(&batch.tenant.0.to_le_bytes());
                 // Table names and keys are within the store's limits (u8 and u16 lengths).
                 out.push(batch.table.len() as u8);
                 out.extend_from_slice(batch.table.as_bytes());
@@ -317,7 +318,7 @@ impl Message {
                 let mut files = Vec::with_capacity(count);
                 for _ in 0..count {
                     files.push(SnapshotFile {
-                        tenant: input.u32()?,
+                        tenant: TenantId(input.u32()?),
                         lsn: input.u64()?,
                         bytes: input.u64()?,
                     });
@@ -325,7 +326,7 @@ impl Message {
                 Message::Snapshots { log_from, files }
             }
             READ_SNAPSHOT => Message::ReadSnapshot {
-                tenant: input.u32()?,
+                tenant: TenantId(input.u32()?),
                 lsn: input.u64()?,
                 offset: input.u64()?,
             },
@@ -355,7 +356,11 @@ impl Message {
                     let value_len = input.u32()? as usize;
                     objects.push((key, version, input.bytes(value_len)?));
                 }
-                Message::Objects(ObjectBatch { tenant, table, objects })
+                Message::Objects(ObjectBatch {
+                    tenant: TenantId(tenant),
+                    table,
+                    objects,
+                })
             }
             SCAN_DONE => Message::ScanDone { log_from: input.u64()? },
             TAIL => Message::Tail {
@@ -456,13 +461,13 @@ mod tests {
             Message::Snapshots {
                 log_from: 3,
                 files: vec![SnapshotFile {
-                    tenant: 1,
+                    tenant: TenantId(1),
                     lsn: 3,
                     bytes: 100,
                 }],
             },
             Message::ReadSnapshot {
-                tenant: 1,
+                tenant: TenantId(1),
                 lsn: 3,
                 offset: 64,
             },
@@ -472,7 +477,7 @@ mod tests {
             Message::Refused { why: "no".into() },
             Message::ScanSlots { first: 3, last: 700 },
             Message::Objects(ObjectBatch {
-                tenant: 2,
+                tenant: TenantId(2),
                 table: "users".into(),
                 objects: vec![
                     (Bytes::from_static(b"k1"), 7, Bytes::from_static(b"v1")),

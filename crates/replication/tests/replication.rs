@@ -62,14 +62,20 @@ fn open(dir: &Path) -> Node {
 
 fn primary(dir: &Path) -> Node {
     let node = open(dir);
-    node.store.attach_journal(node.wal.journal(TENANT)).ok().unwrap();
+    node.store
+        .attach_journal(node.wal.journal(ferry_proto::TenantId(TENANT)))
+        .ok()
+        .unwrap();
     node
 }
 
 fn replica(dir: &Path) -> Node {
     let node = open(dir);
     node.wal.set_read_only(Some("a test replica".into()));
-    node.store.attach_journal(node.wal.journal(TENANT)).ok().unwrap();
+    node.store
+        .attach_journal(node.wal.journal(ferry_proto::TenantId(TENANT)))
+        .ok()
+        .unwrap();
     node
 }
 
@@ -79,7 +85,7 @@ impl Apply for Installer {
     fn apply(&self, lsn: u64, frame: &[u8]) -> Result<(), String> {
         let (payload, _) = next_frame(frame).map_err(|err| err.to_string())?;
         let commit = decode(payload).map_err(|err| err.to_string())?;
-        assert_eq!(commit.tenant, TENANT);
+        assert_eq!(commit.tenant, ferry_proto::TenantId(TENANT));
         self.1
             .replicate(commit.version, &commit.writes, || self.0.append_frames(lsn, frame))
             .map_err(|err| err.to_string())
@@ -89,8 +95,11 @@ impl Apply for Installer {
 struct OneTenant(Arc<TenantStore>);
 
 impl Tenants for OneTenant {
-    fn each(&self, each: &mut dyn FnMut(u32, &TenantStore) -> Result<(), WalError>) -> Result<(), WalError> {
-        each(TENANT, &self.0)
+    fn each(
+        &self,
+        each: &mut dyn FnMut(ferry_proto::TenantId, &TenantStore) -> Result<(), WalError>,
+    ) -> Result<(), WalError> {
+        each(ferry_proto::TenantId(TENANT), &self.0)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Storage-node configuration: defaults, the config file, and validation.
 
+use ferry_proto::TenantId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -100,7 +101,7 @@ impl Default for PushbackConfig {
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     /// Tenant id, as sent in every frame header.
-    pub id: u32,
+    pub id: TenantId,
     /// Secret the tenant proves itself with in `hello`.
     pub token: String,
     /// Memory quota in bytes.
@@ -182,7 +183,7 @@ pub struct ServerConfig {
     /// The tenant a RESP connection is signed in as before any AUTH (Redis's `default`
     /// user without a password), if any: for clients and test suites that send no
     /// password. Off unless set; AUTH still switches to another tenant.
-    pub resp_default_tenant: Option<u32>,
+    pub resp_default_tenant: Option<TenantId>,
     /// This node's place in a sharded cluster, if it is one: it then refuses keys it does
     /// not serve (`moved`) and requests spanning nodes (`cross_slot`).
     pub cluster: Option<crate::routing::ClusterRole>,
@@ -359,7 +360,7 @@ pub fn parse_tenant_flag(value: &str) -> Result<TenantConfig, ConfigError> {
         .split_once(':')
         .ok_or_else(|| ConfigError::Invalid(format!("--tenant {value:?}: expected ID:TOKEN")))?;
     let id = id
-        .parse::<u32>()
+        .parse::<TenantId>()
         .map_err(|_| ConfigError::Invalid(format!("--tenant {value:?}: tenant id must be a number")))?;
     Ok(TenantConfig {
         id,

@@ -4,6 +4,7 @@
 //! connection's outbox, in any order; the request id in each answer says which request it
 //! answers.
 
+use ferry_proto::TenantId;
 use std::sync::Arc;
 
 use ferry_net::connections::Connections;
@@ -18,11 +19,11 @@ use crate::worker::{Task, Work};
 /// RESP connection waiting for the invocation its FCALL became.
 pub(crate) trait Answer: Send + Sync {
     /// Answers one accepted request. Callable from any thread.
-    fn respond(&self, opcode: Opcode, tenant: u32, request_id: u64, response: &Response);
+    fn respond(&self, opcode: Opcode, tenant: TenantId, request_id: u64, response: &Response);
 }
 
 impl Answer for Outbox {
-    fn respond(&self, opcode: Opcode, tenant: u32, request_id: u64, response: &Response) {
+    fn respond(&self, opcode: Opcode, tenant: TenantId, request_id: u64, response: &Response) {
         Outbox::respond(self, opcode, tenant, request_id, response);
     }
 }
@@ -34,7 +35,7 @@ impl Door for Node {
         &self.connections
     }
 
-    fn sign_in(&self, id: u32, token: &[u8]) -> Option<Arc<TenantState>> {
+    fn sign_in(&self, id: TenantId, token: &[u8]) -> Option<Arc<TenantState>> {
         self.tenants
             .get(&id)
             .filter(|tenant| tenant.token_matches(token))
@@ -46,7 +47,7 @@ impl Door for Node {
     }
 
     /// On the home core of the tenant its hello names, else the next core in turn.
-    fn runtime_for_connection(&self, hello_tenant: Option<u32>) -> Option<tokio::runtime::Handle> {
+    fn runtime_for_connection(&self, hello_tenant: Option<TenantId>) -> Option<tokio::runtime::Handle> {
         let home = hello_tenant
             .and_then(|id| self.tenants.get(&id))
             .map(|tenant| tenant.home);

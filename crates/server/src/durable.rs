@@ -5,6 +5,7 @@
 //! listeners) so none reveals a write before the log holds it as durably as `fsync`
 //! promises.
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,10 +57,10 @@ impl Durable {
 }
 
 /// The node's tenants, for the checkpointer.
-struct NodeTenants(Vec<(u32, Arc<TenantState>)>);
+struct NodeTenants(Vec<(TenantId, Arc<TenantState>)>);
 
 impl Tenants for NodeTenants {
-    fn each(&self, each: &mut dyn FnMut(u32, &TenantStore) -> Result<(), WalError>) -> Result<(), WalError> {
+    fn each(&self, each: &mut dyn FnMut(TenantId, &TenantStore) -> Result<(), WalError>) -> Result<(), WalError> {
         self.0.iter().try_for_each(|(id, tenant)| each(*id, &tenant.store))
     }
 }
@@ -71,7 +72,7 @@ impl Tenants for NodeTenants {
 /// copied from its primary.
 pub(crate) fn open(
     config: &Durability,
-    tenants: &HashMap<u32, Arc<TenantState>>,
+    tenants: &HashMap<TenantId, Arc<TenantState>>,
     read_only: Option<String>,
 ) -> Result<Durable, WalError> {
     let started = Instant::now();
@@ -98,7 +99,7 @@ pub(crate) fn open(
         let stats = tenant.store.stats();
         if stats.used_bytes > stats.quota_bytes {
             tracing::warn!(
-                tenant = id,
+                tenant = id.0,
                 used_bytes = stats.used_bytes,
                 quota_bytes = stats.quota_bytes,
                 "recovered data exceeds the tenant's quota: writes that grow it are refused"

@@ -7,10 +7,11 @@
 //! and a tenant that was idle restarts at the current virtual time instead of cashing in
 //! the time it did not use. With one tenant per worker this is plain FIFO.
 
+use ferry_proto::TenantId;
 use std::collections::VecDeque;
 
 struct Lane<T> {
-    tenant: u32,
+    tenant: TenantId,
     items: VecDeque<T>,
     /// CPU nanoseconds charged to this tenant on this worker (shifted on re-activation).
     vtime_ns: u64,
@@ -38,7 +39,7 @@ impl<T> FairQueue<T> {
         self.len
     }
 
-    fn lane(&mut self, tenant: u32) -> &mut Lane<T> {
+    fn lane(&mut self, tenant: TenantId) -> &mut Lane<T> {
         let index = match self.lanes.iter().position(|lane| lane.tenant == tenant) {
             Some(index) => index,
             None => {
@@ -54,7 +55,7 @@ impl<T> FairQueue<T> {
     }
 
     /// Queues `item` for `tenant`.
-    pub(crate) fn push(&mut self, tenant: u32, item: T) {
+    pub(crate) fn push(&mut self, tenant: TenantId, item: T) {
         let virtual_now = self.virtual_now_ns;
         let lane = self.lane(tenant);
         if lane.items.is_empty() {
@@ -77,7 +78,7 @@ impl<T> FairQueue<T> {
     }
 
     /// Charges `ns` of CPU to `tenant`.
-    pub(crate) fn charge(&mut self, tenant: u32, ns: u64) {
+    pub(crate) fn charge(&mut self, tenant: TenantId, ns: u64) {
         let lane = self.lane(tenant);
         lane.vtime_ns = lane.vtime_ns.saturating_add(ns);
     }
@@ -91,7 +92,7 @@ mod tests {
     fn one_tenant_is_fifo() {
         let mut queue = FairQueue::new();
         for i in 0..5 {
-            queue.push(1, i);
+            queue.push(TenantId(1), i);
         }
         let order: Vec<i32> = std::iter::from_fn(|| queue.pop()).collect();
         assert_eq!(order, vec![0, 1, 2, 3, 4]);
@@ -105,14 +106,14 @@ mod tests {
         let mut queue = FairQueue::new();
         let mut cpu = [0u64; 3];
         for _ in 0..1000 {
-            queue.push(1, 1u32);
-            queue.push(2, 2u32);
+            queue.push(TenantId(1), 1u32);
+            queue.push(TenantId(2), 2u32);
         }
         for _ in 0..1000 {
             let tenant = queue.pop().unwrap();
             let cost = if tenant == 1 { 10 } else { 1 };
             cpu[tenant as usize] += cost;
-            queue.charge(tenant, cost);
+            queue.charge(TenantId(tenant), cost);
         }
         let share = cpu[1] as f64 / (cpu[1] + cpu[2]) as f64;
         assert!((share - 0.5).abs() < 0.02, "tenant 1 got {share:.3} of the CPU");
@@ -123,20 +124,20 @@ mod tests {
         let mut queue = FairQueue::new();
         // Tenant 1 runs alone for a long time.
         for _ in 0..100 {
-            queue.push(1, 1u32);
+            queue.push(TenantId(1), 1u32);
             queue.pop();
-            queue.charge(1, 10);
+            queue.charge(TenantId(1), 10);
         }
         // Tenant 2 arrives: it must not monopolise the worker for the 1000 units tenant 1
         // used while it was away.
         for _ in 0..20 {
-            queue.push(1, 1u32);
-            queue.push(2, 2u32);
+            queue.push(TenantId(1), 1u32);
+            queue.push(TenantId(2), 2u32);
         }
         let mut first_ten = Vec::new();
         for _ in 0..10 {
             let tenant = queue.pop().unwrap();
-            queue.charge(tenant, 10);
+            queue.charge(TenantId(tenant), 10);
             first_ten.push(tenant);
         }
         assert!(first_ten.contains(&1), "tenant 1 starved by a newcomer: {first_ten:?}");

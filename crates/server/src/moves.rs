@@ -13,6 +13,7 @@
 //! it stops them until the next configuration (the destination's copy breaks with the
 //! restart, and its give-up is that configuration).
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -38,7 +39,7 @@ use crate::replica::Replication;
 pub(crate) struct Mover {
     pub(crate) node_id: String,
     /// The node's tenants, by id.
-    pub(crate) tenants: Vec<(u32, Arc<TenantState>)>,
+    pub(crate) tenants: Vec<(TenantId, Arc<TenantState>)>,
     pub(crate) wal: Arc<Wal>,
     pub(crate) frozen: Arc<FrozenSlots>,
     pub(crate) configs: watch::Receiver<Arc<ClusterConfig>>,
@@ -168,14 +169,14 @@ impl Mover {
     /// against the same numbers (the destination's own clock could otherwise give a moved
     /// key a number the source gave an older value: a lost update), and a history sees
     /// one sequence of versions per key across the move.
-    fn install_at(&self, tenant: u32, version: u64, writes: &[WriteRef<'_>]) -> Result<(), String> {
+    fn install_at(&self, tenant: TenantId, version: u64, writes: &[WriteRef<'_>]) -> Result<(), String> {
         self.tenant(tenant)?
             .store
             .replicate(version, writes, || self.wal.append(tenant, version, writes))
             .map_err(|err| err.to_string())
     }
 
-    fn tenant(&self, id: u32) -> Result<&TenantState, String> {
+    fn tenant(&self, id: TenantId) -> Result<&TenantState, String> {
         self.tenants
             .iter()
             .find(|(tenant, _)| *tenant == id)
@@ -199,7 +200,7 @@ fn flush(batch: &mut ObjectBatch, each: &mut dyn FnMut(ObjectBatch) -> Result<()
 
 /// Every object of the node whose key's slot is in `first..=last`, in batches.
 fn scan_range(
-    tenants: &[(u32, Arc<TenantState>)],
+    tenants: &[(TenantId, Arc<TenantState>)],
     first: u16,
     last: u16,
     each: &mut dyn FnMut(ObjectBatch) -> Result<(), String>,
@@ -292,12 +293,12 @@ impl SlotSink for Mover {
         let mut found: HashMap<(u32, String), Vec<Bytes>> = HashMap::new();
         scan_range(&self.tenants, first, last, &mut |batch| {
             let keys = batch.objects.into_iter().map(|(key, _, _)| key);
-            found.entry((batch.tenant, batch.table)).or_default().extend(keys);
+            found.entry((batch.tenant.0, batch.table)).or_default().extend(keys);
             Ok(())
         })?;
         let mut cleared = 0;
         for ((tenant, table), keys) in found {
-            let store = &self.tenant(tenant)?.store;
+            let store = &self.tenant(TenantId(tenant))?.store;
             for chunk in keys.chunks(MOVE_BATCH_OBJECTS) {
                 let deletes: Vec<WriteRef<'_>> = chunk.iter().map(|key| WriteRef::delete(&table, key)).collect();
                 store
@@ -390,7 +391,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let tenant = Arc::new(TenantState::for_test(1, 1 << 30));
-        let tenants = HashMap::from([(1, Arc::clone(&tenant))]);
+        let tenants = HashMap::from([(TenantId(1), Arc::clone(&tenant))]);
         let mut durability = crate::durable::Durability::new(dir);
         durability.wal.segment_bytes = 1 << 20;
         let durable = crate::durable::open(&durability, &tenants, None).unwrap();
@@ -401,7 +402,7 @@ mod tests {
             .set_key_filter(Arc::new(move |key: &[u8]| filter.refusal(key)));
         let mover = Arc::new(Mover {
             node_id: name.into(),
-            tenants: vec![(1, tenant)],
+            tenants: vec![(TenantId(1), tenant)],
             wal: Arc::clone(&durable.wal),
             frozen,
             configs,

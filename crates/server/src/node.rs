@@ -1,6 +1,7 @@
 //! State shared by every thread of the storage node.
 
 use ferry_net::histogram::LatencyHistograms;
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +16,7 @@ use crate::worker::Pool;
 /// One tenant: its data, credentials, home core and counters.
 pub(crate) struct TenantState {
     /// Tenant id.
-    pub(crate) id: u32,
+    pub(crate) id: TenantId,
     /// Secret token for `hello`.
     token: Vec<u8>,
     /// Worker whose queue receives this tenant's requests.
@@ -39,7 +40,7 @@ impl TenantState {
     #[cfg(test)]
     pub(crate) fn for_test(id: u32, quota_bytes: u64) -> TenantState {
         TenantState {
-            id,
+            id: TenantId(id),
             token: Vec::new(),
             home: 0,
             store: TenantStore::new(quota_bytes),
@@ -60,18 +61,18 @@ impl TenantState {
 
 /// A name for a tenant's version clock on this node that no other node, and no restart of
 /// this one, gives it: readers carrying snapshots of several nodes tell them apart by it.
-fn clock_id(tenant: u32) -> u64 {
+fn clock_id(tenant: TenantId) -> u64 {
     let started_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos() as u64);
     let process = u64::from(std::process::id());
-    ferry_func::args::mix64(started_ns ^ (process << 32) ^ ferry_func::args::mix64(u64::from(tenant)))
+    ferry_func::args::mix64(started_ns ^ (process << 32) ^ ferry_func::args::mix64(u64::from(tenant.0)))
 }
 
 /// Everything the threads of one node share.
 pub(crate) struct Node {
     /// Tenants by id; fixed at start.
-    pub(crate) tenants: HashMap<u32, Arc<TenantState>>,
+    pub(crate) tenants: HashMap<TenantId, Arc<TenantState>>,
     /// Storage functions by name.
     pub(crate) registry: Registry,
     /// The cores and native workers: queues and threads.
@@ -100,7 +101,7 @@ pub(crate) struct Node {
     /// Replication's state, once started (a node with a log and `replication` set).
     pub(crate) replication: std::sync::OnceLock<crate::replica::ReplicationState>,
     /// The tenant a RESP connection starts signed in as, if any.
-    pub(crate) resp_default_tenant: Option<u32>,
+    pub(crate) resp_default_tenant: Option<TenantId>,
     /// What a replica copied from its primary before it opened its data dir.
     pub(crate) copied: Option<ferry_replication::BootstrapReport>,
 }

@@ -5,6 +5,7 @@
 //! record into its own log and installs it, refuses writes of its own (`READONLY`), and
 //! serves reads.
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -147,7 +148,7 @@ pub(crate) fn copy_if_needed(
 /// Logs and installs the primary's records into the node's tenants.
 struct Installer {
     wal: Arc<Wal>,
-    tenants: HashMap<u32, Arc<TenantState>>,
+    tenants: HashMap<TenantId, Arc<TenantState>>,
 }
 
 impl Apply for Installer {

@@ -8,6 +8,7 @@
 //! Connections share the node's pre-authentication bound, hello timeout and connection
 //! limit.
 
+use ferry_proto::TenantId;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use crate::stats::TenantCounters;
 impl RespService for Node {
     type Tenant = Arc<TenantState>;
 
-    fn sign_in(&self, id: u32, password: &[u8]) -> Option<Arc<TenantState>> {
+    fn sign_in(&self, id: TenantId, password: &[u8]) -> Option<Arc<TenantState>> {
         ferry_net::door::Door::sign_in(self, id, password)
     }
 
@@ -116,7 +117,7 @@ impl RespService for Node {
 
     /// On the home core of the tenant the connection's first command signs in as, else
     /// of the tenant it starts signed in as (if any), else the next core in turn.
-    fn runtime_for_connection(&self, signs_in_as: Option<u32>) -> Option<tokio::runtime::Handle> {
+    fn runtime_for_connection(&self, signs_in_as: Option<TenantId>) -> Option<tokio::runtime::Handle> {
         let tenant = signs_in_as
             .and_then(|id| self.tenants.get(&id).cloned())
             .or_else(|| self.default_tenant());

@@ -16,6 +16,7 @@
 //! [`crate::store_ctx::POLL_SLICE`] by default), like a poll of an invocation: a tenant's
 //! long pipeline queues again behind other tenants' work instead of holding the core.
 
+use ferry_proto::TenantId;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -217,7 +218,7 @@ struct Waiter {
 }
 
 impl Answer for Waiter {
-    fn respond(&self, _opcode: Opcode, _tenant: u32, _request_id: u64, response: &Response) {
+    fn respond(&self, _opcode: Opcode, _tenant: TenantId, _request_id: u64, response: &Response) {
         let Some(sender) = self.sender.lock().take() else {
             return;
         };
@@ -265,7 +266,7 @@ mod tests {
 
     fn tenant(id: u32) -> TenantConfig {
         TenantConfig {
-            id,
+            id: TenantId(id),
             token: format!("token-{id}"),
             quota_bytes: 1 << 20,
             home_core: Some(0),
@@ -289,10 +290,10 @@ mod tests {
     fn read_task(node: &Node, id: u32) -> crate::worker::Task {
         struct Nowhere;
         impl Answer for Nowhere {
-            fn respond(&self, _: Opcode, _: u32, _: u64, _: &Response) {}
+            fn respond(&self, _: Opcode, _: TenantId, _: u64, _: &Response) {}
         }
         crate::worker::Task {
-            tenant: Arc::clone(&node.tenants[&id]),
+            tenant: Arc::clone(&node.tenants[&TenantId(id)]),
             received: Instant::now(),
             work: crate::worker::Work::Request {
                 outbox: Arc::new(Nowhere),
@@ -322,7 +323,7 @@ mod tests {
     fn a_turn_holds_the_core_for_a_slice_and_leaves_the_rest_for_the_next() {
         const COMMANDS: usize = 100_000;
         let node = node();
-        let tenant = Arc::clone(&node.tenants[&1]);
+        let tenant = Arc::clone(&node.tenants[&TenantId(1)]);
         let mut steps = (0..COMMANDS).map(set).collect();
         let ran = run(&node, 0, &tenant, "db0", &mut steps, Instant::now());
         // A hundred thousand commands take far longer than one 200 µs slice.
@@ -334,7 +335,7 @@ mod tests {
     #[test]
     fn pipelined_sets_are_charged_to_their_tenant_in_its_workers_fair_queue() {
         let node = node();
-        let busy = Arc::clone(&node.tenants[&1]);
+        let busy = Arc::clone(&node.tenants[&TenantId(1)]);
         let replies = run_to_the_end(&node, &busy, (0..PIPELINED_SETS).map(set).collect());
         assert_eq!(replies.len(), PIPELINED_SETS);
         assert!(replies.iter().all(|reply| *reply == Reply::ok()), "{replies:?}");
@@ -345,7 +346,7 @@ mod tests {
 
         // The tenant's counters…
         let counters = |id: u32| {
-            let counters = &node.tenants[&id].counters;
+            let counters = &node.tenants[&TenantId(id)].counters;
             (
                 counters.requests.load(std::sync::atomic::Ordering::Relaxed),
                 counters.cpu_ns.load(std::sync::atomic::Ordering::Relaxed),
@@ -363,13 +364,13 @@ mod tests {
         node.pool.submit(0, read_task(&node, 1)).ok().unwrap();
         node.pool.submit(0, read_task(&node, 2)).ok().unwrap();
         let first = node.pool.pop(0).unwrap();
-        assert_eq!(first.tenant.id, 2);
+        assert_eq!(first.tenant.id, TenantId(2));
     }
 
     #[test]
     fn commands_of_a_job_run_in_order_and_a_refused_one_says_why() {
         let node = node();
-        let tenant = Arc::clone(&node.tenants[&1]);
+        let tenant = Arc::clone(&node.tenants[&TenantId(1)]);
         let incr = |key: &str| {
             let words = ["INCR".to_string(), key.to_string()];
             Step::Data(Command::parse(words.into_iter().map(Bytes::from).collect()).unwrap())

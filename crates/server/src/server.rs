@@ -1,5 +1,6 @@
 //! Starting, running and stopping a storage node.
 
+use ferry_proto::TenantId;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -442,7 +443,7 @@ impl ServerHandle {
 
     /// Every object of a tenant's table, sorted by key, as (key, version, value): lets
     /// in-process tests compare state directly.
-    pub fn table_snapshot(&self, tenant: u32, table: &str) -> Vec<(Bytes, u64, Bytes)> {
+    pub fn table_snapshot(&self, tenant: TenantId, table: &str) -> Vec<(Bytes, u64, Bytes)> {
         self.node
             .tenants
             .get(&tenant)

@@ -1,5 +1,6 @@
 //! Counters of the storage node, reported by the `stats` operation.
 
+use ferry_proto::TenantId;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferry_net::metrics::{Sample, Scope};
@@ -39,7 +40,7 @@ impl TenantCounters {
     }
 
     /// Appends this tenant's counters, named `tenant.<id>.<counter>`.
-    pub fn report(&self, tenant: u32, out: &mut Vec<Sample>) {
+    pub fn report(&self, tenant: TenantId, out: &mut Vec<Sample>) {
         let fields: [(&'static str, &AtomicU64); 11] = [
             ("requests", &self.requests),
             ("cpu_ns", &self.cpu_ns),

@@ -10,6 +10,7 @@
 //! invocation needs no commit at all, and one that writes validates its reads once, at
 //! commit.
 
+use ferry_proto::TenantId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -316,7 +317,7 @@ impl Ctx for StoreCtx {
         self.now_us
     }
 
-    fn tenant(&self) -> u32 {
+    fn tenant(&self) -> TenantId {
         self.tenant.id
     }
 

@@ -10,6 +10,7 @@
 //! replacement thread for the core's queue (Splinter's approach); the stuck thread
 //! discards its result and exits if it ever returns.
 
+use ferry_proto::TenantId;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle, Thread};
@@ -103,7 +104,7 @@ impl Pool {
     /// had it; else the watchdog is woken for that moment), so the tenant waits about one
     /// slice, not a look period. A tenant's own work behind its own call asks nothing:
     /// pausing isolates tenants, and a busy tenant's short calls would pay for it.
-    pub(crate) fn pause_for(&self, index: usize, tenant: u32, now_ns: u64, slice_ns: u64) {
+    pub(crate) fn pause_for(&self, index: usize, tenant: TenantId, now_ns: u64, slice_ns: u64) {
         let ends_ns = {
             let current = self.slots[index].current.lock();
             let Some(poll) = current.as_ref() else { return };

@@ -17,6 +17,7 @@
 //! work waits anywhere: the node is work-conserving. Pauses of Lua calls and the
 //! replacement of a stuck core are the `watchdog`'s.
 
+use ferry_proto::TenantId;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -261,7 +262,7 @@ impl Pool {
     }
 
     /// Charges `ns` of CPU to `tenant` in the fair queue of its home worker `home`.
-    pub(crate) fn charge(&self, home: usize, tenant: u32, ns: u64) {
+    pub(crate) fn charge(&self, home: usize, tenant: TenantId, ns: u64) {
         if self.scheduling.fair_queueing {
             self.queues[home].tasks.lock().charge(tenant, ns);
         }
@@ -289,7 +290,7 @@ impl Pool {
             let lane = if self.scheduling.fair_queueing {
                 task.tenant.id
             } else {
-                0
+                TenantId(0)
             };
             tasks.push(lane, task);
             queue.len.fetch_add(1, Ordering::SeqCst);
@@ -316,7 +317,7 @@ impl Pool {
         let lane = if self.scheduling.fair_queueing {
             invocation.tenant.id
         } else {
-            0
+            TenantId(0)
         };
         let task = Task {
             tenant: Arc::clone(&invocation.tenant),

@@ -11,7 +11,7 @@ use ferry_client::{Client, ClientConfig, ClientError, ClusterClient};
 use ferry_proto::{CommitWrite, Status};
 
 async fn direct(addr: &str) -> Client {
-    let mut config = ClientConfig::new(addr, TENANT_A, TOKEN_A);
+    let mut config = ClientConfig::new(addr, ferry_proto::TenantId(TENANT_A), TOKEN_A);
     config.registry = registry();
     Client::connect(config).await.unwrap()
 }
@@ -31,7 +31,7 @@ fn status(err: ClientError) -> Option<Status> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_are_routed_to_their_owner_and_refused_elsewhere() {
     let (servers, map) = two_nodes();
-    let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
+    let mut config = ClientConfig::new("", ferry_proto::TenantId(TENANT_A), TOKEN_A);
     config.registry = registry();
     let cluster = ClusterClient::connect(map.clone(), config).await.unwrap();
     let keys: Vec<Vec<u8>> = (0..200u32).map(|i| format!("key{i}").into_bytes()).collect();
@@ -78,7 +78,7 @@ async fn keys_are_routed_to_their_owner_and_refused_elsewhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_tags_keep_a_commit_on_one_node_and_a_cross_node_commit_applies_nothing() {
     let (servers, map) = two_nodes();
-    let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
+    let mut config = ClientConfig::new("", ferry_proto::TenantId(TENANT_A), TOKEN_A);
     config.registry = registry();
     let cluster = ClusterClient::connect(map.clone(), config).await.unwrap();
     // Tagged keys share a slot, so one node commits both.
@@ -130,7 +130,7 @@ async fn hash_tags_keep_a_commit_on_one_node_and_a_cross_node_commit_applies_not
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_mid_run_fails_its_slots_clearly_and_the_other_keeps_everything() {
     let (mut servers, map) = two_nodes();
-    let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
+    let mut config = ClientConfig::new("", ferry_proto::TenantId(TENANT_A), TOKEN_A);
     config.registry = registry();
     config.connect_timeout = std::time::Duration::from_secs(2);
     config.request_timeout = std::time::Duration::from_secs(5);

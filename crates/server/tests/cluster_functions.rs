@@ -22,14 +22,14 @@ const ACCOUNTS: u64 = 32;
 const SOCIAL_VERTICES: u64 = 40;
 
 async fn cluster_client(map: &ClusterMap) -> ClusterClient {
-    let mut config = ClientConfig::new("", TENANT_A, TOKEN_A);
+    let mut config = ClientConfig::new("", ferry_proto::TenantId(TENANT_A), TOKEN_A);
     config.registry = registry();
     config.request_timeout = std::time::Duration::from_secs(20);
     ClusterClient::connect(map.clone(), config).await.unwrap()
 }
 
 async fn direct(addr: &str) -> Client {
-    let mut config = ClientConfig::new(addr, TENANT_A, TOKEN_A);
+    let mut config = ClientConfig::new(addr, ferry_proto::TenantId(TENANT_A), TOKEN_A);
     config.registry = registry();
     Client::connect(config).await.unwrap()
 }

@@ -123,8 +123,8 @@ async fn every_builtin_gives_the_same_result_and_state_remotely_and_locally() {
     }
     assert!(compared >= 20);
     for table in [traverse::TABLE, ycsbt::TABLE, aggregate::TABLE, auth::TABLE, "scratch"] {
-        let a = server.table_snapshot(TENANT_A, table);
-        let b = server.table_snapshot(TENANT_B, table);
+        let a = server.table_snapshot(ferry_proto::TenantId(TENANT_A), table);
+        let b = server.table_snapshot(ferry_proto::TenantId(TENANT_B), table);
         assert!(!a.is_empty(), "{table} should hold data");
         assert_eq!(a, b, "state of {table} differs between remote and local execution");
     }
@@ -158,7 +158,8 @@ async fn racing_remote_and_local_transfers_are_applied_exactly_once() {
         .map(|task| {
             let server_addr = server.local_addr();
             tokio::spawn(async move {
-                let mut config = ferry_client::ClientConfig::new(server_addr.to_string(), TENANT_A, TOKEN_A);
+                let mut config =
+                    ferry_client::ClientConfig::new(server_addr.to_string(), ferry_proto::TenantId(TENANT_A), TOKEN_A);
                 config.registry = registry();
                 let client = Client::connect(config).await.unwrap();
                 let mut applied = Vec::new();

@@ -37,7 +37,7 @@ fn node(cores: usize, homes: &[(u32, &str)], scheduling: Scheduling) -> ServerHa
     let tenants = homes
         .iter()
         .map(|&(id, token)| TenantConfig {
-            id,
+            id: ferry_proto::TenantId(id),
             token: token.into(),
             quota_bytes: 64 << 20,
             home_core: Some(0),

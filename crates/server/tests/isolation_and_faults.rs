@@ -56,8 +56,13 @@ async fn tenants_cannot_see_or_touch_each_others_data() {
         .await
         .unwrap();
     assert_eq!(a.get("scratch", b"echo").await.unwrap(), None);
-    assert_eq!(server.table_snapshot(TENANT_B, "scratch").len(), 1);
-    assert!(server.table_snapshot(TENANT_A, "scratch").is_empty());
+    assert_eq!(
+        server.table_snapshot(ferry_proto::TenantId(TENANT_B), "scratch").len(),
+        1
+    );
+    assert!(server
+        .table_snapshot(ferry_proto::TenantId(TENANT_A), "scratch")
+        .is_empty());
     server.shutdown();
 }
 
@@ -177,7 +182,7 @@ async fn garbage_truncated_frames_and_abrupt_disconnects_cost_only_their_connect
         key: Bytes::from_static(b"half"),
         value: Bytes::from(vec![1u8; 4096]),
     }
-    .encode_frame(TENANT_A, 1, &mut frame)
+    .encode_frame(ferry_proto::TenantId(TENANT_A), 1, &mut frame)
     .unwrap();
     raw.send_bytes(&frame[..frame.len() / 2]).await;
     drop(raw);
@@ -192,7 +197,7 @@ async fn garbage_truncated_frames_and_abrupt_disconnects_cost_only_their_connect
             key: Bytes::from_static(b"k"),
             validate: vec![],
         }
-        .encode_frame(TENANT_A, id, &mut burst)
+        .encode_frame(ferry_proto::TenantId(TENANT_A), id, &mut burst)
         .unwrap();
     }
     raw.send_bytes(&burst).await;
@@ -204,7 +209,7 @@ async fn garbage_truncated_frames_and_abrupt_disconnects_cost_only_their_connect
     Request::Hello {
         token: Bytes::from_static(b"x"),
     }
-    .encode_frame(TENANT_A, 1, &mut frame)
+    .encode_frame(ferry_proto::TenantId(TENANT_A), 1, &mut frame)
     .unwrap();
     raw.send_bytes(&frame[..ferry_proto::HEADER_LEN]).await;
     drop(raw);
@@ -270,7 +275,7 @@ async fn idle_unauthenticated_connections_cannot_lock_out_a_client() {
     let mut tries = 0;
     let client = loop {
         tries += 1;
-        let mut config = ferry_client::ClientConfig::new(addr.to_string(), TENANT_A, TOKEN_A);
+        let mut config = ferry_client::ClientConfig::new(addr.to_string(), ferry_proto::TenantId(TENANT_A), TOKEN_A);
         config.registry = registry();
         match ferry_client::Client::connect(config).await {
             Ok(client) => break client,
@@ -314,7 +319,7 @@ async fn authenticated_connections_are_capped_and_a_freed_place_is_reused() {
     let server = start_with(config);
     let addr = server.local_addr().to_string();
     let connect = || {
-        let mut config = ferry_client::ClientConfig::new(addr.clone(), TENANT_A, TOKEN_A);
+        let mut config = ferry_client::ClientConfig::new(addr.clone(), ferry_proto::TenantId(TENANT_A), TOKEN_A);
         config.registry = registry();
         ferry_client::Client::connect(config)
     };

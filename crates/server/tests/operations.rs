@@ -239,7 +239,7 @@ async fn unauthorized_before_hello_with_wrong_token_and_for_another_tenant() {
 
     let err = ferry_client::Client::connect(ferry_client::ClientConfig::new(
         server.local_addr().to_string(),
-        TENANT_A,
+        ferry_proto::TenantId(TENANT_A),
         "nope",
     ))
     .await
@@ -280,7 +280,7 @@ async fn bad_request_for_malformed_bodies_and_unknown_opcodes() {
         key: Bytes::from_static(b"key"),
         validate: vec![],
     }
-    .encode_frame(TENANT_A, 7, &mut frame)
+    .encode_frame(ferry_proto::TenantId(TENANT_A), 7, &mut frame)
     .unwrap();
     let body_len = frame.len() - HEADER_LEN - 2;
     frame.truncate(frame.len() - 2);
@@ -291,7 +291,9 @@ async fn bad_request_for_malformed_bodies_and_unknown_opcodes() {
 
     // An unknown opcode: answered bad_request with the raw opcode echoed.
     let mut frame = BytesMut::new();
-    Request::Stats.encode_frame(TENANT_A, 8, &mut frame).unwrap();
+    Request::Stats
+        .encode_frame(ferry_proto::TenantId(TENANT_A), 8, &mut frame)
+        .unwrap();
     frame[3] = 250;
     raw.send_bytes(&frame).await;
     match raw.recv_decoded().await.unwrap() {
@@ -318,7 +320,9 @@ async fn oversized_length_field_gets_too_large_then_a_clean_close() {
     let mut raw = RawConn::connect(&server).await;
     assert_eq!(raw.hello(TENANT_A, TOKEN_A).await.status, Status::Ok);
     let mut frame = BytesMut::new();
-    Request::Stats.encode_frame(TENANT_A, 3, &mut frame).unwrap();
+    Request::Stats
+        .encode_frame(ferry_proto::TenantId(TENANT_A), 3, &mut frame)
+        .unwrap();
     frame[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
     raw.send_bytes(&frame).await;
     let (id, response) = raw.recv_response().await;

@@ -92,7 +92,7 @@ async fn transfers_through_every_path_at_once_are_applied_exactly_once() {
         .map(|task| {
             let addr = server.local_addr().to_string();
             tokio::spawn(async move {
-                let mut config = ferry_client::ClientConfig::new(addr, TENANT_A, TOKEN_A);
+                let mut config = ferry_client::ClientConfig::new(addr, ferry_proto::TenantId(TENANT_A), TOKEN_A);
                 config.registry = registry();
                 let client = Client::connect(config).await.unwrap();
                 let mut applied = Vec::new();

@@ -342,7 +342,7 @@ fn hashes_lists_sets_sorted_sets_and_expiry_work_over_resp() {
 fn a_default_tenant_serves_connections_that_send_no_auth() {
     let mut config = config(1);
     config.resp_listen = Some("127.0.0.1:0".parse().unwrap());
-    config.resp_default_tenant = Some(TENANT_A);
+    config.resp_default_tenant = Some(ferry_proto::TenantId(TENANT_A));
     let server = start_with(config);
     let addr = server.resp_addr().unwrap();
     let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
@@ -372,7 +372,7 @@ fn a_default_tenant_serves_connections_that_send_no_auth() {
 #[test]
 fn a_default_tenant_must_be_one_of_the_nodes_tenants() {
     let mut config = config(1);
-    config.resp_default_tenant = Some(9_999);
+    config.resp_default_tenant = Some(ferry_proto::TenantId(9_999));
     let err = config.validate().unwrap_err().to_string();
     assert!(err.contains("default tenant 9999"), "{err}");
 }

@@ -13,6 +13,7 @@
 //! When every tenant has its snapshot, a segment is removed once the next one starts at
 //! or before the oldest mark: no recovery reads it again.
 
+use ferry_proto::TenantId;
 use std::time::{Duration, Instant};
 
 use ferry_store::TenantStore;
@@ -24,7 +25,7 @@ use crate::snapshot::{SnapshotHead, SnapshotWriter};
 /// The tenants a checkpoint snapshots: every tenant of the node.
 pub trait Tenants: Send + Sync {
     /// Calls `each` with every tenant id and its store, stopping at the first error.
-    fn each(&self, each: &mut dyn FnMut(u32, &TenantStore) -> Result<(), WalError>) -> Result<(), WalError>;
+    fn each(&self, each: &mut dyn FnMut(TenantId, &TenantStore) -> Result<(), WalError>) -> Result<(), WalError>;
 }
 
 /// What a checkpoint did.

@@ -1,6 +1,7 @@
 //! The data directory: held by one node at a time (a lock file), and the log's segment
 //! files in it, named by the log offset they start at.
 
+use ferry_proto::TenantId;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -99,13 +100,13 @@ impl DataDir {
     }
 
     /// The path of tenant `tenant`'s snapshot covering the log up to `lsn`.
-    pub fn snapshot_path(&self, tenant: u32, lsn: u64) -> PathBuf {
+    pub fn snapshot_path(&self, tenant: TenantId, lsn: u64) -> PathBuf {
         self.path
             .join(format!("{SNAPSHOT_PREFIX}{tenant:010}-{lsn:020}{SNAPSHOT_SUFFIX}"))
     }
 
     /// The snapshots present, as (tenant, log offset, path), sorted.
-    pub fn snapshots(&self) -> Result<Vec<(u32, u64, PathBuf)>, WalError> {
+    pub fn snapshots(&self) -> Result<Vec<(TenantId, u64, PathBuf)>, WalError> {
         let entries = std::fs::read_dir(&self.path).map_err(|err| WalError::io(&self.path, "cannot list", err))?;
         let mut snapshots = Vec::new();
         for entry in entries {
@@ -116,7 +117,7 @@ impl DataDir {
                 .and_then(|name| name.strip_prefix(SNAPSHOT_PREFIX)?.strip_suffix(SNAPSHOT_SUFFIX))
                 .and_then(|digits| digits.split_once('-'))
                 .filter(|(tenant, lsn)| tenant.len() == 10 && lsn.len() == 20)
-                .and_then(|(tenant, lsn)| Some((tenant.parse::<u32>().ok()?, lsn.parse::<u64>().ok()?)))
+                .and_then(|(tenant, lsn)| Some((tenant.parse::<TenantId>().ok()?, lsn.parse::<u64>().ok()?)))
             else {
                 continue;
             };

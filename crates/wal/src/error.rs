@@ -1,5 +1,6 @@
 //! The log's errors: each says which file and what to do.
 
+use ferry_proto::TenantId;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -30,7 +31,7 @@ pub enum WalError {
     },
     /// The log holds commits of a tenant the configuration does not list.
     #[error("the log holds data of tenant {0}, which the configuration does not list: add it back, or move the data dir away")]
-    UnknownTenant(u32),
+    UnknownTenant(TenantId),
     /// A snapshot file that is not whole and valid (renamed into place only once synced,
     /// so this is damage, not a crash).
     #[error("snapshot {path} is damaged ({why}); its log is gone, so the node does not start without it: restore the file, or move the data dir away")]

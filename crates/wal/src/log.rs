@@ -8,6 +8,7 @@
 //! full disk refuses the commit that would not fit instead of failing a write whose
 //! commit is already visible. `max_log_bytes` caps the log the same way.
 
+use ferry_proto::TenantId;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::str::FromStr;
@@ -338,7 +339,7 @@ impl Wal {
 
     /// Appends the record of a commit. Called by the store while the commit holds its
     /// write locks, before the writes are visible.
-    pub fn append(&self, tenant: u32, version: u64, writes: &[WriteRef<'_>]) -> Result<(), AppendError> {
+    pub fn append(&self, tenant: TenantId, version: u64, writes: &[WriteRef<'_>]) -> Result<(), AppendError> {
         let frame = record::frame_len(writes);
         if frame > MAX_RECORD_BYTES {
             return Err(AppendError::TooLarge(frame));
@@ -465,7 +466,7 @@ impl Wal {
     }
 
     /// The journal of one tenant's store: its commits go to this log.
-    pub fn journal(self: &Arc<Wal>, tenant: u32) -> Arc<dyn Journal> {
+    pub fn journal(self: &Arc<Wal>, tenant: TenantId) -> Arc<dyn Journal> {
         Arc::new(TenantLog {
             wal: Arc::clone(self),
             tenant,
@@ -494,7 +495,7 @@ impl Drop for Wal {
 /// One tenant's commits into the node's log.
 struct TenantLog {
     wal: Arc<Wal>,
-    tenant: u32,
+    tenant: TenantId,
 }
 
 impl Journal for TenantLog {

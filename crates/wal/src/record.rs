@@ -2,12 +2,13 @@
 //! checksum so recovery can tell a whole record from a torn or corrupt one.
 //!
 //! Frame: `payload_len: u32`, `crc32(payload): u32`, payload. Payload: `kind: u8` (1, a
-//! commit), `tenant: u32`, `version: u64`, `writes: u32`, then per write `table_len: u8`,
+//! commit), `tenant: TenantId`, `version: u64`, `writes: u32`, then per write `table_len: u8`,
 //! table, `key_len: u16`, key, `op: u8` (0 delete, 1 put, 2 changes), for a put
 //! `value_len: u32`, value, and for changes `base: u64` (the version they apply to),
 //! `changes_len: u32`, changes (`ferry_value::change::encode`'s form). Integers are
 //! little-endian.
 
+use ferry_proto::TenantId;
 use ferry_store::limits::{MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_TX_OBJECTS, MAX_VALUE_BYTES};
 use ferry_store::{Write, WriteRef};
 use thiserror::Error;
@@ -35,7 +36,7 @@ const _: () = assert!(MAX_RECORD_BYTES <= u32::MAX as usize);
 #[derive(Debug, PartialEq, Eq)]
 pub struct Commit<'a> {
     /// Tenant id.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// Commit version in the tenant's clock.
     pub version: u64,
     /// Each object written once.
@@ -63,7 +64,7 @@ pub fn frame_len(writes: &[WriteRef<'_>]) -> usize {
 
 /// Appends the frame of a commit to `out`. The writes must pass the store's checks (the
 /// store checked them before journalling), so every length fits its field.
-pub fn encode(out: &mut Vec<u8>, tenant: u32, version: u64, writes: &[WriteRef<'_>]) {
+pub fn encode(out: &mut Vec<u8>, tenant: TenantId, version: u64, writes: &[WriteRef<'_>]) {
     frame(out, |out| encode_commit(out, tenant, version, writes));
 }
 
@@ -79,9 +80,9 @@ pub fn frame(out: &mut Vec<u8>, fill: impl FnOnce(&mut Vec<u8>)) {
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
-fn encode_commit(out: &mut Vec<u8>, tenant: u32, version: u64, writes: &[WriteRef<'_>]) {
+fn encode_commit(out: &mut Vec<u8>, tenant: TenantId, version: u64, writes: &[WriteRef<'_>]) {
     out.push(KIND_COMMIT);
-    out.extend_from_slice(&tenant.to_le_bytes());
+    out.extend_from_slice(&tenant.0.to_le_bytes());
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
     for write in writes {
@@ -196,7 +197,7 @@ pub fn decode(payload: &[u8]) -> Result<Commit<'_>, BadRecord> {
         return Err(BadRecord::Malformed("trailing bytes"));
     }
     Ok(Commit {
-        tenant,
+        tenant: TenantId(tenant),
         version,
         writes,
     })
@@ -230,7 +231,7 @@ mod tests {
 
     use super::*;
 
-    fn commit_bytes(tenant: u32, version: u64, writes: &[WriteRef<'_>]) -> Vec<u8> {
+    fn commit_bytes(tenant: TenantId, version: u64, writes: &[WriteRef<'_>]) -> Vec<u8> {
         let mut out = Vec::new();
         encode(&mut out, tenant, version, writes);
         assert_eq!(out.len(), frame_len(writes));
@@ -239,7 +240,7 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         commit_bytes(
-            3,
+            TenantId(3),
             42,
             &[
                 WriteRef::put("accounts", b"alice", b"100"),
@@ -262,7 +263,7 @@ mod tests {
         let (payload, len) = next_frame(&bytes).unwrap();
         assert_eq!(len, bytes.len());
         let commit = decode(payload).unwrap();
-        assert_eq!((commit.tenant, commit.version, commit.writes.len()), (3, 42, 3));
+        assert_eq!((commit.tenant.0, commit.version, commit.writes.len()), (3, 42, 3));
         assert_eq!(commit.writes[0].write, Write::Put(b"100"));
         assert_eq!(commit.writes[1].write, Write::Delete);
         assert_eq!(
@@ -314,11 +315,11 @@ mod tests {
                 .iter()
                 .map(|(table, key, value)| WriteRef::put_or_delete(table, key, value.as_deref()))
                 .collect();
-            let bytes = commit_bytes(tenant, version, &refs);
+            let bytes = commit_bytes(TenantId(tenant), version, &refs);
             let (payload, len) = next_frame(&bytes).unwrap();
             prop_assert_eq!(len, bytes.len());
             let commit = decode(payload).unwrap();
-            prop_assert_eq!(commit, Commit { tenant, version, writes: refs });
+            prop_assert_eq!(commit, Commit { tenant: TenantId(tenant), version, writes: refs });
         }
     }
 }

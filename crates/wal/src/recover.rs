@@ -7,6 +7,7 @@
 //! With snapshots ([`crate::restore`]), a tenant's records before its snapshot's mark are
 //! skipped: the snapshot holds their effects.
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 
@@ -52,7 +53,7 @@ pub fn replay(
     restored: &Restored,
     mut apply: impl FnMut(u64, Commit<'_>) -> Result<(), WalError>,
 ) -> Result<Recovered, WalError> {
-    let snapshots: &HashMap<u32, u64> = &restored.covers;
+    let snapshots: &HashMap<TenantId, u64> = &restored.covers;
     let segments = dir.segments()?;
     let needed_from = snapshots.values().copied().min();
     let covered_to = restored.log_needed_to;

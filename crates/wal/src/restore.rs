@@ -1,6 +1,7 @@
 //! Loading snapshots on start: each tenant's newest snapshot into its store, before the
 //! log's tail is replayed over it ([`crate::replay`] skips what the snapshots hold).
 
+use ferry_proto::TenantId;
 use std::collections::HashMap;
 
 use ferry_store::TenantStore;
@@ -13,7 +14,7 @@ use crate::snapshot;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Restored {
     /// Per tenant, the log offset its snapshot covers: the log is replayed from there.
-    pub covers: HashMap<u32, u64>,
+    pub covers: HashMap<TenantId, u64>,
     /// The log must reach at least this far: the snapshots may hold commits logged up to
     /// here (the log was synced to here before they were named).
     pub log_needed_to: u64,
@@ -29,10 +30,10 @@ pub struct Restored {
 /// of an unfinished snapshot are removed.
 pub fn load_snapshots<'s>(
     dir: &DataDir,
-    mut store_of: impl FnMut(u32) -> Option<&'s TenantStore>,
+    mut store_of: impl FnMut(TenantId) -> Option<&'s TenantStore>,
 ) -> Result<Restored, WalError> {
     remove_unfinished(dir)?;
-    let mut newest: HashMap<u32, (u64, std::path::PathBuf)> = HashMap::new();
+    let mut newest: HashMap<TenantId, (u64, std::path::PathBuf)> = HashMap::new();
     let mut older = Vec::new();
     for (tenant, lsn, path) in dir.snapshots()? {
         // Sorted by (tenant, lsn): a later one of a tenant replaces an older one.

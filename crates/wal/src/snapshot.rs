@@ -3,7 +3,7 @@
 //!
 //! File `snap-<tenant, 10 digits>-<log offset, 20 digits>.snap`, written as `….tmp`, synced
 //! and renamed, so a file under its final name is whole. Frames, in order:
-//! - head: `kind: u8` (2), `format: u8` (1), `tenant: u32`, `lsn: u64` (replay the log
+//! - head: `kind: u8` (2), `format: u8` (1), `tenant: TenantId`, `lsn: u64` (replay the log
 //!   from here), `clock: u64` (the tenant's clock then);
 //! - objects, any number: `kind` (3), `table_len: u8`, table, `count: u32`, then per
 //!   object `key_len: u16`, key, `version: u64`, `value_len: u32`, value;
@@ -13,6 +13,7 @@
 //!
 //! A file without its end frame, or whose count differs, is not a snapshot.
 
+use ferry_proto::TenantId;
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ const WRITE_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotHead {
     /// Its tenant.
-    pub tenant: u32,
+    pub tenant: TenantId,
     /// The log offset it covers: records before it are in the snapshot.
     pub lsn: u64,
     /// The tenant's clock when it was marked.
@@ -81,7 +82,7 @@ impl SnapshotWriter {
         let mut out = Vec::new();
         record::frame(&mut out, |out| {
             out.extend_from_slice(&[KIND_HEAD, FORMAT]);
-            out.extend_from_slice(&head.tenant.to_le_bytes());
+            out.extend_from_slice(&head.tenant.0.to_le_bytes());
             out.extend_from_slice(&head.lsn.to_le_bytes());
             out.extend_from_slice(&head.clock.to_le_bytes());
         });
@@ -233,7 +234,7 @@ fn parse(
                     return Err(bad("unknown snapshot format".into()));
                 }
                 let read = SnapshotHead {
-                    tenant: u32::from_le_bytes(payload.array().map_err(malformed)?),
+                    tenant: TenantId(u32::from_le_bytes(payload.array().map_err(malformed)?)),
                     lsn: u64::from_le_bytes(payload.array().map_err(malformed)?),
                     clock: u64::from_le_bytes(payload.array().map_err(malformed)?),
                 };
@@ -321,7 +322,7 @@ mod tests {
 
     fn write_sample(path: &Path, objects: usize) -> SnapshotHead {
         let head = SnapshotHead {
-            tenant: 7,
+            tenant: TenantId(7),
             lsn: 4096,
             clock: 99,
         };

@@ -24,7 +24,7 @@ fn open(dir: &Path, config: WalConfig) -> (Arc<Wal>, Recovered, Vec<(u32, u64, S
             Write::Put(v) => String::from_utf8_lossy(v).into_owned(),
             _ => String::new(),
         };
-        seen.push((commit.tenant, commit.version, value));
+        seen.push((commit.tenant.0, commit.version, value));
         Ok(())
     })
     .unwrap();
@@ -38,7 +38,8 @@ fn put<'a>(key: &'a [u8], value: &'a [u8]) -> [WriteRef<'a>; 1] {
 fn append_values(wal: &Wal, tenant: u32, versions: std::ops::Range<u64>) {
     for version in versions {
         let value = format!("v{version}");
-        wal.append(tenant, version, &put(b"k", value.as_bytes())).unwrap();
+        wal.append(ferry_proto::TenantId(tenant), version, &put(b"k", value.as_bytes()))
+            .unwrap();
     }
 }
 
@@ -166,7 +167,10 @@ fn a_full_log_refuses_the_commit_and_keeps_what_it_has() {
     };
     let (wal, _, _) = open(dir, config.clone());
     let store = TenantStore::new(1 << 20);
-    store.attach_journal(wal.journal(7)).ok().unwrap();
+    store
+        .attach_journal(wal.journal(ferry_proto::TenantId(7)))
+        .ok()
+        .unwrap();
     let mut acknowledged = 0;
     let refusal = loop {
         match store.put("t", format!("key{acknowledged}").as_bytes(), b"0123456789") {
@@ -204,7 +208,10 @@ fn a_store_replayed_from_its_log_equals_the_store_that_wrote_it() {
         };
         let (wal, _, _) = open(dir, config.clone());
         let store = TenantStore::new(1 << 20);
-        store.attach_journal(wal.journal(1)).ok().unwrap();
+        store
+            .attach_journal(wal.journal(ferry_proto::TenantId(1)))
+            .ok()
+            .unwrap();
         for i in 0..200u32 {
             store.put("a", &i.to_le_bytes(), format!("{i}").as_bytes()).unwrap();
             if i % 3 == 0 {
@@ -245,7 +252,10 @@ fn a_commit_too_large_for_one_record_is_refused() {
     let value = vec![7u8; 1024 * 1024];
     let keys: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_le_bytes().to_vec()).collect();
     let writes: Vec<WriteRef<'_>> = keys.iter().map(|key| WriteRef::put("t", key, &value)).collect();
-    assert!(matches!(wal.append(1, 1, &writes), Err(AppendError::TooLarge(_))));
+    assert!(matches!(
+        wal.append(ferry_proto::TenantId(1), 1, &writes),
+        Err(AppendError::TooLarge(_))
+    ));
 }
 
 #[test]
@@ -261,7 +271,10 @@ fn a_key_filter_refuses_commits_from_the_log_end_it_reports_on() {
     })));
     assert!(!wal.set_key_filter(Arc::new(|_: &[u8]| None)), "installed once");
     let store = TenantStore::new(1 << 20);
-    store.attach_journal(wal.journal(1)).ok().unwrap();
+    store
+        .attach_journal(wal.journal(ferry_proto::TenantId(1)))
+        .ok()
+        .unwrap();
     store.put("t", b"moving-1", b"before").unwrap();
     frozen.store(true, Ordering::SeqCst);
     let end = wal.appended_lsn();

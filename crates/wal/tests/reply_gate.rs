@@ -22,7 +22,7 @@ struct Gated {
 impl RespService for Gated {
     type Tenant = ();
 
-    fn sign_in(&self, _id: u32, _password: &[u8]) -> Option<()> {
+    fn sign_in(&self, _id: ferry_proto::TenantId, _password: &[u8]) -> Option<()> {
         None
     }
 
@@ -92,7 +92,7 @@ impl ferry_net::door::Door for GatedDoor {
         &self.connections
     }
 
-    fn sign_in(&self, _id: u32, _token: &[u8]) -> Option<()> {
+    fn sign_in(&self, _id: ferry_proto::TenantId, _token: &[u8]) -> Option<()> {
         None
     }
 
@@ -131,7 +131,7 @@ async fn a_ferry_protocol_answer_waits_until_the_log_releases_what_was_appended_
     ferry_proto::Request::Hello {
         token: bytes::Bytes::from_static(b"wrong"),
     }
-    .encode_frame(1, 1, &mut hello)
+    .encode_frame(ferry_proto::TenantId(1), 1, &mut hello)
     .unwrap();
     door.gate.appended(100);
     stream.write_all(&hello).await.unwrap();

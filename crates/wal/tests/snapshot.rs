@@ -25,8 +25,13 @@ fn temp_dir(name: &str) -> tempfile::TempDir {
 struct Stores(Vec<(u32, Arc<TenantStore>)>);
 
 impl Tenants for Stores {
-    fn each(&self, each: &mut dyn FnMut(u32, &TenantStore) -> Result<(), WalError>) -> Result<(), WalError> {
-        self.0.iter().try_for_each(|(id, store)| each(*id, store))
+    fn each(
+        &self,
+        each: &mut dyn FnMut(ferry_proto::TenantId, &TenantStore) -> Result<(), WalError>,
+    ) -> Result<(), WalError> {
+        self.0
+            .iter()
+            .try_for_each(|(id, store)| each(ferry_proto::TenantId(*id), store))
     }
 }
 
@@ -38,7 +43,11 @@ fn recover(dir: &Path, config: WalConfig) -> (Arc<Wal>, Stores) {
         (1, Arc::new(TenantStore::new(QUOTA))),
         (2, Arc::new(TenantStore::new(QUOTA))),
     ]);
-    let by_id: HashMap<u32, &TenantStore> = stores.0.iter().map(|(id, s)| (*id, &**s)).collect();
+    let by_id: HashMap<ferry_proto::TenantId, &TenantStore> = stores
+        .0
+        .iter()
+        .map(|(id, s)| (ferry_proto::TenantId(*id), &**s))
+        .collect();
     let restored = load_snapshots(&data, |id| by_id.get(&id).copied()).unwrap();
     let recovered = replay(&data, &restored, |_, commit| {
         by_id[&commit.tenant]
@@ -50,7 +59,7 @@ fn recover(dir: &Path, config: WalConfig) -> (Arc<Wal>, Stores) {
     assert_eq!(recovered.cut, None);
     let wal = Arc::new(Wal::open(data, config, &recovered).unwrap());
     for (id, store) in &stores.0 {
-        assert!(store.attach_journal(wal.journal(*id)).is_ok());
+        assert!(store.attach_journal(wal.journal(ferry_proto::TenantId(*id))).is_ok());
     }
     (wal, stores)
 }
@@ -259,7 +268,7 @@ fn a_gap_cut_at_recovery_leaves_no_segment_a_checkpoint_could_mistake_for_old() 
     assert!(recovered.cut.is_some(), "the gap is reported");
     assert_eq!(recovered.end_lsn, end);
     let wal = Arc::new(Wal::open(data, small_segments(), &recovered).unwrap());
-    assert!(store.attach_journal(wal.journal(1)).is_ok());
+    assert!(store.attach_journal(wal.journal(ferry_proto::TenantId(1))).is_ok());
     let stores = Stores(vec![(1, store), (2, Arc::new(TenantStore::new(QUOTA)))]);
     stores.0[0].1.put("t", b"after", b"gap").unwrap();
     // The checkpoint's mark lies past where the empty segment started: with that segment

@@ -57,7 +57,9 @@ fn records_copied_verbatim_keep_their_offsets_and_recover_the_same() {
     for version in 1..=100u64 {
         let key = format!("k{version}");
         let writes = [WriteRef::put("t", key.as_bytes(), &value[..(version as usize % 300)])];
-        primary.append(1 + (version % 3) as u32, version, &writes).unwrap();
+        primary
+            .append(ferry_proto::TenantId(1 + (version % 3) as u32), version, &writes)
+            .unwrap();
     }
     primary.sync_now().unwrap();
     let end = primary.appended_lsn();
@@ -115,12 +117,12 @@ fn a_read_only_log_takes_copied_records_and_refuses_its_own() {
     let (replica, _) = open(replica_dir);
     replica.set_read_only(Some("of 127.0.0.1:1".into()));
     let writes = [WriteRef::put("t", b"k", b"v")];
-    let refused = replica.append(1, 1, &writes).unwrap_err();
+    let refused = replica.append(ferry_proto::TenantId(1), 1, &writes).unwrap_err();
     assert!(matches!(refused, AppendError::ReadOnly(_)), "{refused:?}");
     assert!(refused.to_string().starts_with("READONLY"), "{refused}");
     assert_eq!(replica.appended_lsn(), 0);
 
-    primary.append(1, 1, &writes).unwrap();
+    primary.append(ferry_proto::TenantId(1), 1, &writes).unwrap();
     primary.sync_now().unwrap();
     let bytes = read_frames(primary.data_dir(), 0, primary.appended_lsn(), 1 << 20).unwrap();
     replica.append_frames(0, &bytes).unwrap();
@@ -128,5 +130,5 @@ fn a_read_only_log_takes_copied_records_and_refuses_its_own() {
 
     // Promoted: its own commits are taken again.
     replica.set_read_only(None);
-    replica.append(1, 2, &writes).unwrap();
+    replica.append(ferry_proto::TenantId(1), 2, &writes).unwrap();
 }

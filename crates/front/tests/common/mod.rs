@@ -28,7 +28,7 @@ pub fn front_config() -> FrontConfig {
     FrontConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         vec![FrontTenant {
-            id: TENANT,
+            id: ferry_proto::TenantId(TENANT),
             token: TOKEN.into(),
         }],
     )
@@ -74,7 +74,7 @@ pub fn cluster_with(
         .zip(listeners)
         .map(|(node, listeners)| {
             let tenant = TenantConfig {
-                id: TENANT,
+                id: ferry_proto::TenantId(TENANT),
                 token: TOKEN.into(),
                 quota_bytes: 64 << 20,
                 home_core: None,
@@ -120,7 +120,7 @@ pub async fn default_cluster(policy: &'static str) -> Cluster {
 
 /// A plain ferry client of one process (gateway, compute or storage node).
 pub async fn client(addr: impl ToString) -> Client {
-    let mut config = ClientConfig::new(addr.to_string(), TENANT, TOKEN);
+    let mut config = ClientConfig::new(addr.to_string(), ferry_proto::TenantId(TENANT), TOKEN);
     config.registry = ferry_lua::registry();
     config.request_timeout = Duration::from_secs(20);
     Client::connect(config).await.expect("client connects")

@@ -121,8 +121,8 @@ mod tests {
     fn samples_become_typed_labelled_families() {
         let text = exposition(
             vec![
-                Sample::counter(Scope::Tenant(1), "requests", 5),
-                Sample::counter(Scope::Tenant(2), "requests", 7),
+                Sample::counter(Scope::Tenant(ferry_proto::TenantId(1)), "requests", 5),
+                Sample::counter(Scope::Tenant(ferry_proto::TenantId(2)), "requests", 7),
                 Sample::gauge(Scope::Process("gateway"), "active_workers", 3),
                 Sample::counter(Scope::Function("chaos.ops".into()), "calls", 4),
             ],

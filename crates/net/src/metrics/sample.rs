@@ -6,6 +6,7 @@
 //! has ids ([`Sample::family`]).
 
 use ferry_proto::StatEntry;
+use ferry_proto::TenantId;
 
 /// Whether a value only grows (a counter) or goes up and down (a gauge).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub enum Scope {
     /// The process itself: `node`, `gateway`, `compute`, `config`.
     Process(&'static str),
     /// One tenant.
-    Tenant(u32),
+    Tenant(TenantId),
     /// One worker (a storage node's core, by index).
     Worker(usize),
     /// One function, by name.
@@ -113,7 +114,7 @@ mod tests {
 
     #[test]
     fn a_sample_names_its_stat_and_its_family_from_its_scope() {
-        let tenant = Sample::counter(Scope::Tenant(3), "requests", 5);
+        let tenant = Sample::counter(Scope::Tenant(TenantId(3)), "requests", 5);
         assert_eq!(tenant.stat().name, "tenant.3.requests");
         assert_eq!(tenant.stat_pattern(), "tenant.ID.requests");
         assert_eq!(

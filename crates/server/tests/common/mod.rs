@@ -130,14 +130,14 @@ pub fn registry() -> Registry {
 pub fn tenants() -> Vec<TenantConfig> {
     vec![
         TenantConfig {
-            id: TENANT_A,
+            id: ferry_proto::TenantId(TENANT_A),
             token: TOKEN_A.into(),
             quota_bytes: 64 << 20,
             home_core: None,
             maxmemory_policy: Default::default(),
         },
         TenantConfig {
-            id: TENANT_B,
+            id: ferry_proto::TenantId(TENANT_B),
             token: TOKEN_B.into(),
             quota_bytes: 64 << 20,
             home_core: None,
@@ -177,7 +177,7 @@ pub fn resp_connect(server: &ServerHandle, tenant: u32, token: &str) -> redis::C
 }
 
 pub async fn client(server: &ServerHandle, tenant: u32, token: &str) -> Client {
-    let mut config = ClientConfig::new(server.local_addr().to_string(), tenant, token);
+    let mut config = ClientConfig::new(server.local_addr().to_string(), ferry_proto::TenantId(tenant), token);
     config.registry = registry();
     config.request_timeout = Duration::from_secs(20);
     Client::connect(config).await.expect("client connects")
@@ -214,7 +214,9 @@ impl RawConn {
 
     pub async fn send(&mut self, tenant: u32, request_id: u64, request: &ferry_proto::Request) {
         let mut out = bytes::BytesMut::new();
-        request.encode_frame(tenant, request_id, &mut out).unwrap();
+        request
+            .encode_frame(ferry_proto::TenantId(tenant), request_id, &mut out)
+            .unwrap();
         self.send_bytes(&out).await;
     }
 
