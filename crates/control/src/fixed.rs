@@ -4,7 +4,7 @@
 use crate::arbiter::Arbiter;
 use crate::error::{check_range, ControlError};
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
-use crate::rate::{Admission, RateLoop, RateLoopConfig};
+use crate::rate::{RateLoop, RateLoopConfig};
 use crate::time::Nanos;
 
 /// A fixed RPC fraction X with the R loop setting the rate: `kv` (X = 0), `rpc` (X = 1),
@@ -70,22 +70,11 @@ impl Policy for FixedFraction {
             self.rate.tick(now);
         }
     }
-    fn next_tick(&self) -> Nanos {
-        self.rate.next_tick()
-    }
-    fn rate_ops(&self) -> f64 {
-        self.rate.rate_ops()
-    }
-    fn admission(&self) -> Admission {
-        self.rate.admission()
+    fn rate_loop(&self) -> Option<&RateLoop> {
+        Some(&self.rate)
     }
     fn state(&self) -> PolicyState {
-        PolicyState {
-            rate_ops: self.rate.rate_ops(),
-            rpc_fraction: self.arbiter.x(),
-            latency_ns_estimate: self.rate.latency_ns_estimate(),
-            searches: None,
-        }
+        PolicyState::of_rate_loop(&self.rate, self.arbiter.x(), None)
     }
 }
 

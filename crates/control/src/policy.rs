@@ -7,7 +7,7 @@
 //! and Kayak+ all fit this shape: they differ only in what state they keep per function
 //! and what they learn from completions.
 
-use crate::rate::Admission;
+use crate::rate::{Admission, RateLoop};
 use crate::time::Nanos;
 
 /// Identifies a storage function (the index the driver assigns to each function it runs).
@@ -100,6 +100,19 @@ pub struct PolicyState {
     pub searches: Option<u64>,
 }
 
+impl PolicyState {
+    /// The state of a policy whose rate its R loop `rate` sets, sending `rpc_fraction`
+    /// remote.
+    pub fn of_rate_loop(rate: &RateLoop, rpc_fraction: f64, searches: Option<u64>) -> PolicyState {
+        PolicyState {
+            rate_ops: rate.rate_ops(),
+            rpc_fraction,
+            latency_ns_estimate: rate.latency_ns_estimate(),
+            searches,
+        }
+    }
+}
+
 /// A placement policy with its rate control: a pure state machine fed with time.
 ///
 /// Contract for drivers: call `place` for every admitted request, `on_completion` for every
@@ -118,17 +131,31 @@ pub trait Policy: Send {
     /// Runs the control work due at `now` (rate and fraction updates).
     fn tick(&mut self, now: Nanos);
 
-    /// When the policy next wants `tick` called; `Nanos::MAX` if never.
-    fn next_tick(&self) -> Nanos;
+    /// The R loop that sets this policy's rate, if one does: unless the policy says
+    /// otherwise, its ticks, its rate and its admission are the loop's.
+    fn rate_loop(&self) -> Option<&RateLoop> {
+        None
+    }
 
-    /// The rate the limiter should admit requests at, in requests per second.
-    fn rate_ops(&self) -> f64;
+    /// When the policy next wants `tick` called; `Nanos::MAX` if never.
+    fn next_tick(&self) -> Nanos {
+        self.rate_loop().map_or(Nanos::MAX, RateLoop::next_tick)
+    }
+
+    /// The rate the limiter should admit requests at, in requests per second (a policy
+    /// without an R loop must say).
+    fn rate_ops(&self) -> f64 {
+        self.rate_loop().map_or(0.0, RateLoop::rate_ops)
+    }
 
     /// What the driver admits by: the rate, the window on requests in flight, and the
     /// longest a request may wait for a slot before it is refused. Policies without a
     /// window admit by the rate alone.
     fn admission(&self) -> Admission {
-        Admission::rate_only(self.rate_ops())
+        match self.rate_loop() {
+            Some(rate) => rate.admission(),
+            None => Admission::rate_only(self.rate_ops()),
+        }
     }
 
     /// Learns that the driver refused a request at `now` (its wait for a slot in the

@@ -35,27 +35,29 @@ pub fn preset(name: &str) -> Option<FunctionSpec> {
     Some(FunctionSpec::traverse(name, PRESET_DEPTH, compute))
 }
 
+/// The value of the parameter `key` that the form `what` requires.
+fn required<'a>(what: &'static str, key: &'static str, value: Option<&'a str>) -> Result<&'a str, SpecError> {
+    value.ok_or(SpecError::MissingParam { what, key })
+}
+
+/// A function's accesses, the parameter `key` of `what`: at least 1, at most 1024.
+fn accesses(what: &'static str, key: &'static str, value: Option<&str>) -> Result<u64, SpecError> {
+    match parse_u64_max(key, required(what, key, value)?, 1024, "[1, 1024]")? {
+        0 => Err(SpecError::OutOfRange {
+            what: key,
+            value: "0".into(),
+            range: "[1, 1024]",
+        }),
+        n => Ok(n),
+    }
+}
+
 fn parse_traverse(params: &str) -> Result<FunctionSpec, SpecError> {
     const WHAT: &str = "traverse";
     let kv = parse_params(WHAT, params, "depth, compute, size, dist")?;
     let get = |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| *v);
-    let depth = get("depth").ok_or(SpecError::MissingParam {
-        what: WHAT,
-        key: "depth",
-    })?;
-    let depth = parse_u64_max("depth", depth, 1024, "[1, 1024]")?;
-    if depth == 0 {
-        return Err(SpecError::OutOfRange {
-            what: "depth",
-            value: "0".into(),
-            range: "[1, 1024]",
-        });
-    }
-    let compute = get("compute").ok_or(SpecError::MissingParam {
-        what: WHAT,
-        key: "compute",
-    })?;
-    let compute = parse_duration(compute)?;
+    let depth = accesses(WHAT, "depth", get("depth"))?;
+    let compute = parse_duration(required(WHAT, "compute", get("compute"))?)?;
     let object_bytes = match get("size") {
         Some(v) => parse_u64_max("size", v, 64 << 20, "[0, 67108864] bytes")?,
         None => OBJECT_BYTES_DEFAULT,
@@ -86,29 +88,14 @@ fn parse_task(params: &str) -> Result<FunctionSpec, SpecError> {
     const WHAT: &str = "task";
     let kv = parse_params(WHAT, params, "accesses, compute, size, dist")?;
     let get = |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| *v);
-    let accesses = get("accesses").ok_or(SpecError::MissingParam {
-        what: WHAT,
-        key: "accesses",
-    })?;
-    let accesses = parse_u64_max("accesses", accesses, 1024, "[1, 1024]")?;
-    if accesses == 0 {
-        return Err(SpecError::OutOfRange {
-            what: "accesses",
-            value: "0".into(),
-            range: "[1, 1024]",
-        });
-    }
+    let accesses = accesses(WHAT, "accesses", get("accesses"))?;
     let traverse = [
         format!("depth={accesses}"),
         get("size").map(|v| format!("size={v}")).unwrap_or_default(),
         get("dist").map(|v| format!("dist={v}")).unwrap_or_default(),
         format!(
             "compute={}ns",
-            parse_duration(get("compute").ok_or(SpecError::MissingParam {
-                what: WHAT,
-                key: "compute",
-            })?)?
-            .0 / accesses
+            parse_duration(required(WHAT, "compute", get("compute"))?)?.0 / accesses
         ),
     ];
     let mut f = parse_traverse(&traverse.join(","))?;

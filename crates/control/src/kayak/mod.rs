@@ -24,7 +24,7 @@ pub mod latency_x;
 use crate::arbiter::Arbiter;
 use crate::error::{check_range, ControlError};
 use crate::policy::{Completion, FnId, Placement, Policy, PolicyState};
-use crate::rate::{Admission, RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
+use crate::rate::{RateLoop, RateLoopConfig, RATE_PERIOD_DEFAULT};
 use crate::time::Nanos;
 
 use self::coordinate::{CoordinateAscent, STEPS_PER_FUNCTION_DEFAULT};
@@ -236,22 +236,14 @@ impl Policy for Kayak {
     fn next_tick(&self) -> Nanos {
         self.rate.next_tick().min(self.next_x_tick)
     }
-    fn rate_ops(&self) -> f64 {
-        self.rate.rate_ops()
-    }
-    fn admission(&self) -> Admission {
-        self.rate.admission()
+    fn rate_loop(&self) -> Option<&RateLoop> {
+        Some(&self.rate)
     }
     fn on_refused(&mut self, now: Nanos, _fn_id: FnId) {
         self.rate.on_refused(now);
     }
     fn state(&self) -> PolicyState {
-        PolicyState {
-            rate_ops: self.rate.rate_ops(),
-            rpc_fraction: self.arbiter.x(),
-            latency_ns_estimate: self.rate.latency_ns_estimate(),
-            searches: None,
-        }
+        PolicyState::of_rate_loop(&self.rate, self.arbiter.x(), None)
     }
 }
 

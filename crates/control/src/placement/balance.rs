@@ -25,7 +25,7 @@ use crate::placement::mix::Slicing;
 use crate::placement::placing::Placing;
 use crate::placement::x_step::{self, Utilisation, X_PERIOD};
 use crate::policy::{Busy, Completion, FnId, Placement, Policy, PolicyState};
-use crate::rate::{Admission, RateLoop, RateLoopConfig};
+use crate::rate::{RateLoop, RateLoopConfig};
 use crate::time::Nanos;
 
 /// The split while profiling: Pyxis' 50 %.
@@ -338,22 +338,11 @@ impl Policy for Balance {
         }
         self.advance(now);
     }
-    fn next_tick(&self) -> Nanos {
-        self.rate.next_tick()
-    }
-    fn rate_ops(&self) -> f64 {
-        self.rate.rate_ops()
-    }
-    fn admission(&self) -> Admission {
-        self.rate.admission()
+    fn rate_loop(&self) -> Option<&RateLoop> {
+        Some(&self.rate)
     }
     fn state(&self) -> PolicyState {
-        PolicyState {
-            rate_ops: self.rate.rate_ops(),
-            rpc_fraction: self.placing.remote_share(),
-            latency_ns_estimate: self.rate.latency_ns_estimate(),
-            searches: Some(self.searches),
-        }
+        PolicyState::of_rate_loop(&self.rate, self.placing.remote_share(), Some(self.searches))
     }
 }
 

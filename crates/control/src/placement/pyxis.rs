@@ -12,7 +12,7 @@ use crate::placement::load_model::Capacity;
 use crate::placement::mix::Slicing;
 use crate::placement::placing::Placing;
 use crate::policy::{Busy, Completion, FnId, Placement, Policy, PolicyState};
-use crate::rate::{Admission, RateLoop, RateLoopConfig, RateReport};
+use crate::rate::{RateLoop, RateLoopConfig, RateReport};
 use crate::time::Nanos;
 
 /// The split while profiling: Pyxis' 50 %.
@@ -185,22 +185,11 @@ impl Policy for Pyxis {
         let report = self.rate.tick(now);
         self.advance(now, report);
     }
-    fn next_tick(&self) -> Nanos {
-        self.rate.next_tick()
-    }
-    fn rate_ops(&self) -> f64 {
-        self.rate.rate_ops()
-    }
-    fn admission(&self) -> Admission {
-        self.rate.admission()
+    fn rate_loop(&self) -> Option<&RateLoop> {
+        Some(&self.rate)
     }
     fn state(&self) -> PolicyState {
-        PolicyState {
-            rate_ops: self.rate.rate_ops(),
-            rpc_fraction: self.placing.remote_share(),
-            latency_ns_estimate: self.rate.latency_ns_estimate(),
-            searches: Some(self.searches),
-        }
+        PolicyState::of_rate_loop(&self.rate, self.placing.remote_share(), Some(self.searches))
     }
 }
 
